@@ -1,0 +1,1 @@
+"""Stop word lists shipped with hybridsag (query side only)."""

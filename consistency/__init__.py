@@ -1,0 +1,3 @@
+"""Consistency: reconcile plan/apply, the scheduler and audit reports."""
+
+__all__: list[str] = []

@@ -1,0 +1,163 @@
+"""Bounded, named re-ranking rules applied after RRF.
+
+Every rule only reorders or removes hits (scores are never changed) and is recorded by name in
+``FusedHit.rules`` of each hit it moved or classified:
+
+- ``drop_heading_only``: the chunk's text is empty or only Markdown headings; removed.
+- ``exact_title``: the normalised query equals the normalised title; pinned first.
+- ``identifier_definition``: identifier query, the text defines it; tier 0.
+- ``identifier_whole``: identifier query, the text mentions it whole; tier 1.
+- ``identifier_heading_only``: identifier query, only the heading path or title has it whole;
+  tier 2.
+- ``identifier_partial``: identifier query, the text has it only inside a longer token; tier 3.
+
+Hits in tier 3 without even a partial match get no identifier rule name. A dropped hit is not
+returned, so its rule name is not seen by the caller (compare lengths to count drops).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from hybridsag.fusion.text import (
+    contains_whole_identifier,
+    defines_identifier,
+    is_heading_only,
+    looks_like_identifier,
+    normalize_title,
+)
+from hybridsag.fusion.types import ChunkView, FusedHit
+
+__all__ = ["apply_rules"]
+
+_TIER_DEFINITION = 0
+_TIER_WHOLE = 1
+_TIER_HEADING = 2
+_TIER_REST = 3
+
+
+def apply_rules(
+    fused: Sequence[FusedHit],
+    *,
+    query: str,
+    chunks: Mapping[str, ChunkView],
+    pin_exact_titles: int = 3,
+    strict_identifiers: bool = False,
+) -> list[FusedHit]:
+    """Re-rank fused hits with the bounded rules of ARCHITECTURE.md "Fusion".
+
+    In order:
+
+    1. ``drop_heading_only``: hits whose chunk text ``is_heading_only`` are removed.
+    2. ``exact_title``: when ``normalize_title(query)`` is not empty and equals
+       ``normalize_title(chunk.title)``, the best-ranked remaining chunk of that resource is pinned
+       to the front; at most ``pin_exact_titles`` resources are pinned, in their fused order.
+       Other chunks of a pinned resource are not pinned.
+    3. Identifier tiers, only when ``looks_like_identifier(query)`` returns an identifier: the
+       hits not pinned are stably partitioned into tier 0 ``identifier_definition``
+       (``defines_identifier`` on the text), tier 1 ``identifier_whole``
+       (``contains_whole_identifier`` on the text), tier 2 ``identifier_heading_only`` (whole only
+       in ``heading_path`` or ``title``), tier 3 the rest (``identifier_partial`` when the text
+       holds the identifier as a case-sensitive substring). Fused order is kept within a tier.
+    4. ``strict_identifiers``: for an identifier query, when no remaining hit is in tier 0 or 1
+       and none has an exact title match (pinned or not), the whole result is ``[]``.
+
+    A hit whose ``chunk_id`` is not in ``chunks`` cannot be judged: it is kept, never dropped or
+    pinned, gets no rule name, and sorts with tier 3 for an identifier query (so without an
+    identifier query or pins it keeps its exact place).
+
+    Args:
+        fused: hits in fused order (normally ``rrf()``'s output).
+        query: the user's query.
+        chunks: chunk_id -> what the rules may read of that chunk.
+        pin_exact_titles: most resources to pin by exact title, ``>= 0`` (``0`` disables).
+        strict_identifiers: return nothing for an identifier query without an exact match.
+
+    Returns:
+        A new list: ranks renumbered ``1..n``, scores and contributions unchanged, each hit's
+        ``rules`` extended with the names of the rules that fired for it.
+
+    Raises:
+        ValueError: ``pin_exact_titles`` below 0.
+
+    Example:
+        >>> from hybridsag.fusion.types import FusedHit, ChunkView
+        >>> hits = [FusedHit("a", 1, 0.02, ()), FusedHit("b", 2, 0.01, ())]
+        >>> views = {"a": ChunkView("a", "r1", "Notes", "", "x"),
+        ...          "b": ChunkView("b", "r2", "我的喜好", "", "爱吃鱼")}
+        >>> [h.chunk_id for h in apply_rules(hits, query="我的喜好", chunks=views)]
+        ['b', 'a']
+    """
+    if pin_exact_titles < 0:
+        raise ValueError(f"pin_exact_titles must be >= 0, got {pin_exact_titles!r}")
+
+    kept: list[tuple[FusedHit, ChunkView | None]] = []
+    for hit in fused:
+        view = chunks.get(hit.chunk_id)
+        if view is not None and is_heading_only(view.text):
+            continue
+        kept.append((hit, view))
+
+    query_norm = normalize_title(query)
+    title_matches = [
+        view is not None and bool(query_norm) and normalize_title(view.title) == query_norm
+        for _hit, view in kept
+    ]
+
+    pinned: list[FusedHit] = []
+    pinned_resources: set[str] = set()
+    rest: list[tuple[FusedHit, ChunkView | None]] = []
+    for (hit, view), is_title_match in zip(kept, title_matches):
+        if (
+            is_title_match
+            and view is not None
+            and view.resource_id not in pinned_resources
+            and len(pinned_resources) < pin_exact_titles
+        ):
+            pinned_resources.add(view.resource_id)
+            pinned.append(_with_rules(hit, ("exact_title",)))
+        else:
+            rest.append((hit, view))
+
+    ident = looks_like_identifier(query)
+    if ident is None:
+        ordered_rest = [hit for hit, _view in rest]
+    else:
+        tiered = [_identifier_tier(hit, view, ident) for hit, view in rest]
+        if (
+            strict_identifiers
+            and not any(title_matches)
+            and all(tier > _TIER_WHOLE for tier, _hit in tiered)
+        ):
+            return []
+        tiered.sort(key=lambda item: item[0])
+        ordered_rest = [hit for _tier, hit in tiered]
+
+    return [
+        dataclasses.replace(hit, rank=position)
+        for position, hit in enumerate(pinned + ordered_rest, start=1)
+    ]
+
+
+def _identifier_tier(
+    hit: FusedHit, view: ChunkView | None, ident: str
+) -> tuple[int, FusedHit]:
+    """The hit's identifier tier and the hit with that tier's rule name appended."""
+    if view is None:
+        return _TIER_REST, hit
+    if defines_identifier(view.text, ident):
+        return _TIER_DEFINITION, _with_rules(hit, ("identifier_definition",))
+    if contains_whole_identifier(view.text, ident):
+        return _TIER_WHOLE, _with_rules(hit, ("identifier_whole",))
+    if contains_whole_identifier(view.heading_path, ident) or contains_whole_identifier(
+        view.title, ident
+    ):
+        return _TIER_HEADING, _with_rules(hit, ("identifier_heading_only",))
+    if ident in view.text:
+        return _TIER_REST, _with_rules(hit, ("identifier_partial",))
+    return _TIER_REST, hit
+
+
+def _with_rules(hit: FusedHit, names: tuple[str, ...]) -> FusedHit:
+    return dataclasses.replace(hit, rules=hit.rules + names)

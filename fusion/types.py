@@ -1,0 +1,77 @@
+"""The frozen result types that flow through every path and through fusion."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ChunkView", "Contribution", "FusedHit", "Hit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One candidate from one retrieval path.
+
+    ``rank`` is 1-based within the path's list; ``raw_score`` is the engine's own number (FTS5
+    ``bm25()`` is lower-is-better, a Milvus distance depends on the metric); ``score`` is the same
+    evidence turned higher-is-better. ``detail`` carries path-specific facts (judge probability,
+    matched title rule, round found) and is never mutated after construction.
+    """
+
+    chunk_id: str
+    path: str
+    rank: int
+    raw_score: float
+    score: float
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.rank < 1:
+            raise ValueError(f"Hit.rank is 1-based, got {self.rank}")
+        if not self.chunk_id:
+            raise ValueError("Hit.chunk_id must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """What one path gave a fused hit: its rank, raw and normalised score and its RRF term."""
+
+    path: str
+    rank: int
+    raw_score: float
+    score: float
+    rrf_term: float
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FusedHit:
+    """One fused result: the RRF score, every path's contribution, and the rules that fired."""
+
+    chunk_id: str
+    rank: int
+    score: float
+    contributions: tuple[Contribution, ...]
+    rules: tuple[str, ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Names of the paths that found this chunk, in the order they contributed."""
+        return tuple(c.path for c in self.contributions)
+
+    @property
+    def best_rank(self) -> int:
+        """The best (lowest) single-path rank; the first tie-breaker of RRF."""
+        return min(c.rank for c in self.contributions)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkView:
+    """What fusion rules may read of a chunk: no I/O, supplied by the caller."""
+
+    chunk_id: str
+    resource_id: str
+    title: str
+    heading_path: str
+    text: str

@@ -1,0 +1,481 @@
+"""SAG-Wiki style chunking: whole sentences packed to a target size, whole-sentence overlap.
+
+A resource's text is cut into :class:`Chunk` records, each an exact, trimmed slice of the source
+(``source.encode("utf-8")[byte_start:byte_end].decode("utf-8") == chunk.text``) with its heading
+path and 1-based line range. The rules (docs: ARCHITECTURE.md, "The system of record"):
+
+- blocks split at blank lines, headings (Markdown ATX ``#``..``######`` and setext underlines;
+  plain text has none) and code fences (````` ``` ````` or ``~~~``);
+- a heading starts a new section: chunks never cross one, the heading line itself is not part of
+  any chunk, and ``heading_path`` lists the open headings by level (``"Guide > Install"``);
+  a section with no body produces no chunk;
+- prose is split into sentences (:func:`split_sentences`); sentences are packed greedily while a
+  chunk spans at most ``target_chars`` characters; a sentence is never cut, so a sentence longer
+  than the target is a chunk of its own;
+- neighbouring chunks of one section overlap by whole trailing sentences of the previous chunk
+  whose lengths sum to at most ``overlap_chars`` (possibly none, never the whole previous chunk);
+- a code block (fence lines included) that fits the target is one unit that may share a chunk with
+  prose; a longer one becomes chunks of its own, cut only at line ends (a single line longer than
+  the target stays whole); nothing overlaps into or out of code;
+- lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (Python's universal newlines); a leading BOM
+  is skipped; chunks never start or end with whitespace and whitespace-only chunks never appear.
+
+Mode ``"passage"`` returns the whole trimmed text as one chunk (benchmark corpora whose passages
+are given whole). Everything here is pure Python and linear in the input size.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Chunk", "chunk_text", "split_sentences"]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk of a resource.
+
+    ``text`` is exactly ``source_bytes[byte_start:byte_end].decode("utf-8")`` where
+    ``source_bytes`` is the UTF-8 encoding of the text given to :func:`chunk_text`.
+    """
+
+    ordinal: int  # 0-based order within the resource
+    text: str  # the exact source slice; heading lines are never part of it
+    heading_path: str  # open headings joined with " > " ("" if none)
+    start_line: int  # 1-based line of the first char of text
+    end_line: int  # 1-based line of the last char of text (inclusive)
+    byte_start: int  # UTF-8 byte offset into the source, inclusive
+    byte_end: int  # exclusive
+
+
+# --------------------------------------------------------------------------- sentence splitting
+
+_CLOSERS = "\"'”’»)]}）】」』》〉〕"
+_OPENERS = "\"'“‘«([{（【「『《〈〔"
+_TERM_RE = re.compile("[.!?。！？；…]+[" + re.escape(_CLOSERS) + "]*")
+_STRONG_TERMS = frozenset("。！？；")  # Chinese terminators end a sentence whatever follows
+_NO_SPLIT_BEFORE = frozenset(",，、:：;；")
+# Abbreviations that are followed by a capitalised name ("Dr. Smith"), and ones followed by a
+# number ("Fig. 3", "No. 5"). Dotted initialisms (e.g., i.e., U.S., Ph.D.) are matched by
+# _INITIALISM_RE; a lowercase next word ("etc. and") never starts a sentence anyway.
+_ABBREV = frozenset(
+    "mr mrs ms dr prof sr jr st mt vs cf al approx gen gov sen rep capt lt col sgt rev hon".split()
+)
+_NUM_ABBREV = frozenset("no nos fig figs eq eqs p pp vol ch sec art ref".split())
+_INITIALISM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]|Ph\.D")
+# A line that starts a new sentence group inside a paragraph: list item, table row.
+_ITEM_RE = re.compile(r"[ \t]*(?:[-*+][ \t]|\d{1,9}[.)](?:[ \t]|$)|\|)")
+_NEWLINE_RE = re.compile(r"\r\n|\r|\n")
+
+Span = tuple[int, int]
+
+
+def _is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return (
+        0x3040 <= o <= 0x30FF  # kana
+        or 0x3400 <= o <= 0x4DBF
+        or 0x4E00 <= o <= 0x9FFF
+        or 0xF900 <= o <= 0xFAFF
+        or 0xAC00 <= o <= 0xD7AF  # hangul
+        or 0x20000 <= o <= 0x2FA1F
+    )
+
+
+def _trim(text: str, start: int, end: int) -> Span:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _word_before(text: str, pos: int, lo: int) -> str:
+    k = pos
+    limit = max(lo, pos - 40)
+    while k > limit:
+        ch = text[k - 1]
+        if ch.isspace() or ch in _OPENERS:
+            break
+        k -= 1
+    return text[k:pos]
+
+
+def _is_boundary(text: str, a: int, b: int, hi: int, lo: int) -> bool:
+    """Whether the terminator run ``text[a:b]`` ends a sentence."""
+    run = text[a:b]
+    for ch in run:
+        if ch in _STRONG_TERMS:
+            return True
+    if b < hi:
+        nxt = text[b]
+        if not nxt.isspace() and not _is_cjk(nxt):
+            return False  # 3.14, v2.3.1, e.g.x, file.py, "?)" mid-token
+    k = b
+    while k < hi and text[k].isspace():
+        k += 1
+    if k >= hi:
+        return True
+    follow = text[k]
+    if follow in _NO_SPLIT_BEFORE:
+        return False
+    core = run.rstrip(_CLOSERS)
+    if core.strip(".…"):
+        return True  # contains ! or ?
+    if follow.islower():
+        return False  # "e.g. the", "etc. and", "wait... what"
+    if core == ".":
+        word = _word_before(text, a, lo)
+        low = word.lower()
+        if low in _ABBREV:
+            return False
+        if follow.isdigit() and low in _NUM_ABBREV:
+            return False
+        if _INITIALISM_RE.fullmatch(word):
+            return False
+        if len(word) == 1 and "A" <= word <= "Z" and word != "I":
+            return False  # an initial: "John F. Kennedy"
+    return True
+
+
+def _sentence_spans(text: str, lo: int, hi: int, out: list[Span]) -> None:
+    """Append the trimmed sentence spans of the prose run ``text[lo:hi]`` to ``out``."""
+    start = lo
+    for m in _TERM_RE.finditer(text, lo, hi):
+        a, b = m.span()
+        if _is_boundary(text, a, b, hi, lo):
+            s, e = _trim(text, start, b)
+            if s < e:
+                out.append((s, e))
+            start = b
+    s, e = _trim(text, start, hi)
+    if s < e:
+        out.append((s, e))
+
+
+def _paragraph_spans(
+    text: str, lines: list[int], starts: list[int], ends: list[int], out: list[Span]
+) -> None:
+    """Sentence spans of a paragraph (consecutive non-blank lines, by index).
+
+    A list item or table row starts a new group, and so does the first line of a block quote;
+    sentences never run across groups.
+    """
+    group_start = -1
+    group_end = -1
+    prev_quote = False
+    for i in lines:
+        s, e = starts[i], ends[i]
+        line_lead = text[s:e].lstrip()
+        quote = line_lead.startswith(">")
+        new_group = (quote and not prev_quote) or _ITEM_RE.match(text, s, e) is not None
+        prev_quote = quote
+        if new_group and group_start >= 0:
+            _sentence_spans(text, group_start, group_end, out)
+            group_start = -1
+        if group_start < 0:
+            group_start = s
+        group_end = e
+    if group_start >= 0:
+        _sentence_spans(text, group_start, group_end, out)
+
+
+def _line_table(text: str, begin: int) -> tuple[list[int], list[int]]:
+    """Start offsets and content ends (before the line break) of the lines from ``begin``."""
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = begin
+    for m in _NEWLINE_RE.finditer(text, begin):
+        starts.append(pos)
+        ends.append(m.start())
+        pos = m.end()
+    if pos < len(text):
+        starts.append(pos)
+        ends.append(len(text))
+    return starts, ends
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into trimmed sentences, English and Chinese.
+
+    A sentence ends after ``.`` ``!`` ``?`` ``。`` ``！`` ``？`` ``；`` or ``…`` (and any closing
+    quotes or brackets right after them). ASCII terminators need whitespace, the end, or a CJK
+    character after them, so ``3.14``, ``v2.3.1`` and ``hybridsag.chunker`` stay whole; a period
+    does not end a sentence before a lowercase word (``e.g. the``), after a dotted initialism
+    (``U.S.``, ``e.g.``), a title (``Dr.``, ``Mr.``), an initial (``John F. Kennedy``) or before
+    a number after ``No.``/``Fig.``. Blank lines, list items and table rows always start a new
+    sentence. Headings and code fences are not recognised here (the chunker handles them).
+
+    Returns the sentences in order; whitespace-only input gives ``[]``.
+
+    Example: ``split_sentences("Use v2.3.1. 安装完成。然后重启！")``
+    -> ``["Use v2.3.1.", "安装完成。", "然后重启！"]``
+    """
+    starts, ends = _line_table(text, 0)
+    spans: list[Span] = []
+    para: list[int] = []
+    for i in range(len(starts)):
+        if text[starts[i] : ends[i]].strip():
+            para.append(i)
+        elif para:
+            _paragraph_spans(text, para, starts, ends, spans)
+            para = []
+    if para:
+        _paragraph_spans(text, para, starts, ends, spans)
+    return [text[s:e] for s, e in spans]
+
+
+# --------------------------------------------------------------------------- block parsing
+
+_FENCE_RE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
+_ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_ATX_CLOSE_RE = re.compile(r"(?:^|[ \t]+)#+$")
+_SETEXT_RE = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+_THEMATIC_RE = re.compile(r" {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
+
+_SENTENCE, _CODE, _CODE_PIECE = 0, 1, 2
+Unit = tuple[int, int, int]  # (start, end, kind)
+
+
+def _code_units(
+    text: str, first: int, last: int, starts: list[int], ends: list[int], target: int
+) -> list[Unit]:
+    """Units of the code block on lines ``first..last``: one if it fits, else line-cut pieces."""
+    s, e = _trim(text, starts[first], ends[last])
+    if s >= e:
+        return []
+    if e - s <= target:
+        return [(s, e, _CODE)]
+    pieces: list[Unit] = []
+    ps = pe = -1
+    for k in range(first, last + 1):
+        ls, le = _trim(text, starts[k], ends[k])
+        if ls >= le:
+            continue
+        if ps < 0:
+            ps, pe = ls, le
+        elif le - ps <= target:
+            pe = le
+        else:
+            pieces.append((ps, pe, _CODE_PIECE))
+            ps, pe = ls, le
+    if ps >= 0:
+        pieces.append((ps, pe, _CODE_PIECE))
+    return pieces
+
+
+def _pack(units: list[Unit], target: int, overlap: int, emit: Callable[[int, int], None]) -> None:
+    """Greedy packing of one section's units into chunk spans (see the module docstring)."""
+    cur: list[Unit] = []
+    for unit in units:
+        if unit[2] == _CODE_PIECE:
+            if cur:
+                emit(cur[0][0], cur[-1][1])
+                cur = []
+            emit(unit[0], unit[1])
+            continue
+        if not cur or unit[1] - cur[0][0] <= target:
+            cur.append(unit)
+            continue
+        emit(cur[0][0], cur[-1][1])
+        # whole trailing sentences, lengths summing to <= overlap, never the whole chunk
+        take = 0
+        total = 0
+        for prev in reversed(cur):
+            if prev[2] != _SENTENCE or take + 1 >= len(cur):
+                break
+            length = prev[1] - prev[0]
+            if total + length > overlap:
+                break
+            total += length
+            take += 1
+        kept = cur[len(cur) - take :] if take else []
+        while kept and unit[1] - kept[0][0] > target:
+            kept.pop(0)
+        cur = kept
+        cur.append(unit)
+    if cur:
+        emit(cur[0][0], cur[-1][1])
+
+
+def _markdown_spans(
+    text: str, begin: int, markdown: bool, target: int, overlap: int
+) -> list[tuple[int, int, str]]:
+    """(start, end, heading_path) of every chunk, in order."""
+    starts, ends = _line_table(text, begin)
+    n = len(starts)
+    out: list[tuple[int, int, str]] = []
+    stack: list[tuple[int, str]] = []
+    path = ""
+    section: list[Unit] = []
+    para: list[int] = []
+
+    def emit(s: int, e: int) -> None:
+        out.append((s, e, path))
+
+    def flush_para() -> None:
+        if para:
+            spans: list[Span] = []
+            _paragraph_spans(text, para, starts, ends, spans)
+            section.extend((s, e, _SENTENCE) for s, e in spans)
+            para.clear()
+
+    def open_heading(level: int, title: str) -> None:
+        nonlocal path
+        if section:
+            _pack(section, target, overlap, emit)
+            section.clear()
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        path = " > ".join(t for _, t in stack if t)
+
+    i = 0
+    while i < n:
+        s, e = starts[i], ends[i]
+        line = text[s:e]
+        lead = line.lstrip()
+        if not lead:
+            flush_para()
+            i += 1
+            continue
+        first = lead[0]
+        if first in "`~":
+            m = _FENCE_RE.match(line)
+            if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+                flush_para()
+                fence = m.group(1)
+                j = i + 1
+                while j < n:
+                    closing = text[starts[j] : ends[j]].strip()
+                    if closing and closing.startswith(fence) and not closing.strip(fence[0]):
+                        break
+                    j += 1
+                last = min(j, n - 1)
+                section.extend(_code_units(text, i, last, starts, ends, target))
+                i = last + 1
+                continue
+        if markdown:
+            if i == 0 and line.rstrip() == "---":  # YAML front matter, kept like code
+                j = 1
+                while j < n and text[starts[j] : ends[j]].rstrip() not in ("---", "..."):
+                    j += 1
+                if j < n:
+                    section.extend(_code_units(text, 0, j, starts, ends, target))
+                    i = j + 1
+                    continue
+            if first == "#":
+                m = _ATX_RE.match(line)
+                if m:
+                    flush_para()
+                    title = _ATX_CLOSE_RE.sub("", m.group(2) or "").strip()
+                    open_heading(len(m.group(1)), title)
+                    i += 1
+                    continue
+            if first in "=-" and para and _SETEXT_RE.match(line):
+                if not any(_ITEM_RE.match(text, starts[k], ends[k]) for k in para) and not any(
+                    text[starts[k] : ends[k]].lstrip().startswith(">") for k in para
+                ):
+                    title = " ".join(text[starts[k] : ends[k]].strip() for k in para)
+                    para.clear()
+                    open_heading(1 if first == "=" else 2, title)
+                    i += 1
+                    continue
+            if first in "-*_" and _THEMATIC_RE.match(line):
+                flush_para()
+                i += 1
+                continue
+        para.append(i)
+        i += 1
+    flush_para()
+    if section:
+        _pack(section, target, overlap, emit)
+    return out
+
+
+# --------------------------------------------------------------------------- public entry point
+
+
+def _byte_offsets(text: str, positions: list[int]) -> dict[int, int]:
+    """UTF-8 byte offset of each character position, in one linear pass."""
+    if text.isascii():
+        return {p: p for p in positions}
+    result: dict[int, int] = {}
+    prev_char = 0
+    prev_byte = 0
+    for p in sorted(set(positions)):
+        prev_byte += len(text[prev_char:p].encode("utf-8"))
+        prev_char = p
+        result[p] = prev_byte
+    return result
+
+
+def chunk_text(
+    text: str,
+    *,
+    fmt: Literal["markdown", "text"] = "markdown",
+    mode: Literal["sag", "passage"] = "sag",
+    target_chars: int = 512,
+    overlap_chars: int = 80,
+) -> list[Chunk]:
+    """Cut ``text`` into SAG-Wiki chunks (rules in the module docstring).
+
+    Args:
+        text: the whole resource, decoded from UTF-8.
+        fmt: ``"markdown"`` recognises ATX and setext headings, thematic breaks and YAML front
+            matter; ``"text"`` has no headings. Both recognise blank lines and code fences.
+        mode: ``"sag"`` packs sentences; ``"passage"`` returns the whole trimmed text as one chunk.
+        target_chars: most characters a chunk spans, unless one sentence or one code line is
+            longer (``Settings`` keeps it in 400..12,000; SAG-Wiki's default is 512).
+        overlap_chars: most characters of whole trailing sentences repeated from the previous
+            chunk of the same section.
+
+    Returns:
+        Chunks in source order, ``ordinal`` 0, 1, ...; ``[]`` for whitespace-only text.
+
+    Raises:
+        ValueError: ``target_chars < 1``, ``overlap_chars < 0``, ``overlap_chars >=
+            target_chars``, or an unknown ``fmt``/``mode``.
+        UnicodeEncodeError: ``text`` holds lone surrogates (it cannot be UTF-8 source).
+
+    Example: ``chunk_text("# A\\n\\nOne. Two.")[0].heading_path == "A"``
+    """
+    if fmt not in ("markdown", "text"):
+        raise ValueError(f"fmt must be 'markdown' or 'text', got {fmt!r}")
+    if mode not in ("sag", "passage"):
+        raise ValueError(f"mode must be 'sag' or 'passage', got {mode!r}")
+    if target_chars < 1:
+        raise ValueError(f"target_chars must be >= 1, got {target_chars}")
+    if overlap_chars < 0:
+        raise ValueError(f"overlap_chars must be >= 0, got {overlap_chars}")
+    if overlap_chars >= target_chars:
+        raise ValueError(
+            f"overlap_chars ({overlap_chars}) must be smaller than target_chars ({target_chars})"
+        )
+    begin = 1 if text.startswith("\ufeff") else 0
+    if mode == "passage":
+        s, e = _trim(text, begin, len(text))
+        spans = [(s, e, "")] if s < e else []
+    else:
+        spans = _markdown_spans(text, begin, fmt == "markdown", target_chars, overlap_chars)
+    if not spans:
+        return []
+    line_starts = [0]
+    line_starts.extend(m.end() for m in _NEWLINE_RE.finditer(text))
+    offsets = _byte_offsets(text, [p for s, e, _ in spans for p in (s, e)])
+    return [
+        Chunk(
+            ordinal=n,
+            text=text[s:e],
+            heading_path=path,
+            start_line=bisect_right(line_starts, s),
+            end_line=bisect_right(line_starts, e - 1),
+            byte_start=offsets[s],
+            byte_end=offsets[e],
+        )
+        for n, (s, e, path) in enumerate(spans)
+    ]

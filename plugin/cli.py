@@ -1,0 +1,311 @@
+"""The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
+
+Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value).
+Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`); ``--data-dir``
+overrides the data dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from hybridsag.errors import ConfigError, HybridSagError, InputError
+
+__all__ = ["main"]
+
+
+def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], None]]:
+    def factory(label: str, total: int) -> Callable[[int], None]:
+        if not enabled:
+            return lambda n: None
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=label, unit="it", file=sys.stderr, leave=False, disable=None)
+
+        def tick(n: int) -> None:
+            bar.update(n)
+            if bar.n >= total:
+                bar.close()
+
+        return tick
+
+    return factory
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from hybridsag.settings import Settings
+
+    overrides: dict[str, Any] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = Path(args.data_dir)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from exc
+
+
+def _print_json(obj: Any, out: TextIO) -> None:
+    out.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.search import HybridSearch
+
+    settings = _settings(args)
+    progress = _progress_factory(not args.quiet)
+    with HybridSearch(settings) as hs:
+        if args.jsonl:
+            path = Path(args.jsonl)
+            total = sum(1 for line in path.open("rb") if line.strip()) if path.is_file() else 0
+            report = hs.ingest_jsonl(
+                path, mode=args.mode, progress=progress("index", total)
+            )
+        else:
+            if not args.path:
+                raise InputError("index needs a PATH (a folder) or --jsonl FILE")
+            report = hs.ingest_folder(
+                Path(args.path), tenant=args.tenant or "", acl=args.acl or (),
+                progress=progress("index", 0),
+            )
+    if args.json:
+        _print_json(report.as_dict(), out)
+    else:
+        out.write(
+            f"indexed {report.indexed} resources ({report.chunks} chunks, {report.vectors} "
+            f"vectors), {report.unchanged} unchanged, {len(report.errors)} skipped "
+            f"in {report.seconds:.2f} s\n"
+        )
+        for where, why in sorted(report.errors.items()):
+            out.write(f"  skipped {where}: {why}\n")
+    return 0
+
+
+def _filters(args: argparse.Namespace) -> dict[str, Any]:
+    flt: dict[str, Any] = {}
+    if args.tenant is not None:
+        flt["tenant"] = args.tenant
+    if args.acl:
+        flt["acl"] = tuple(args.acl)
+    if args.meta:
+        meta = {}
+        for item in args.meta:
+            if "=" not in item:
+                raise InputError(f"--meta {item!r}: expected KEY=VALUE")
+            key, value = item.split("=", 1)
+            meta[key] = value
+        flt["metadata"] = meta
+    return flt
+
+
+def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.search import HybridSearch
+
+    settings = _settings(args)
+    paths = [p.strip() for p in args.paths.split(",")] if args.paths else None
+    with HybridSearch(settings) as hs:
+        resp = hs.search(
+            args.query,
+            top_k=args.k,
+            paths=paths,
+            filters=_filters(args),
+            include_stale=args.include_stale,
+        )
+    if args.json:
+        _print_json(resp.as_dict(), out)
+        return 0
+    out.write(
+        f"{len(resp.results)} results for {resp.query!r} via {', '.join(resp.paths)} "
+        f"in {resp.timings.get('total_ms', 0):.1f} ms\n"
+    )
+    if resp.degraded:
+        for name, why in resp.reasons.items():
+            out.write(f"  degraded: {name}: {why}\n")
+    for r in resp.results:
+        where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
+        head = f" [{r.heading_path}]" if r.heading_path else ""
+        out.write(f"\n{r.rank:>2}. {r.title or r.resource_id}{head}  ({where}, score {r.score:.4f})\n")
+        snippet = " ".join(r.text.split())
+        out.write(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}\n")
+        out.write(f"    why: {'; '.join(r.why)}\n")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.search import HybridSearch
+
+    with HybridSearch(_settings(args)) as hs:
+        done = hs.delete(args.resource_id)
+    if args.json:
+        _print_json({"resource_id": args.resource_id, "deleted": done}, out)
+    else:
+        out.write(("deleted " if done else "no such resource: ") + args.resource_id + "\n")
+    return 0 if done else 2
+
+
+def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.evaluation import format_table, run_eval
+
+    settings = _settings(args)
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
+    summary = run_eval(
+        settings,
+        Path(args.data),
+        paths=paths,
+        fuse=fuse,
+        limit=args.limit,
+        out=Path(args.out) if args.out else None,
+        judge=args.judge,
+        rounds=args.rounds,
+        progress=_progress_factory(not args.quiet),
+    )
+    if args.json:
+        _print_json(summary, out)
+    else:
+        out.write(format_table(summary) + "\n")
+        out.write(f"reports written to {summary['out']}\n")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
+    """Check settings, store, tokenizer, models and Milvus; exit 1 if anything failed."""
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, fn: Callable[[], str]) -> None:
+        try:
+            checks.append({"check": name, "ok": True, "detail": fn()})
+        except Exception as exc:  # noqa: BLE001 - doctor reports every failure
+            checks.append({"check": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
+
+    state: dict[str, Any] = {}
+
+    def settings_ok() -> str:
+        state["settings"] = _settings(args)
+        return f"data dir {state['settings'].data_dir.resolve()}"
+
+    check("settings", settings_ok)
+    if "settings" in state:
+        s = state["settings"]
+
+        def store_ok() -> str:
+            from hybridsag.search import HybridSearch
+
+            hs = HybridSearch(s)
+            state["hs"] = hs
+            c = hs.store.counts()
+            return (
+                f"{s.sqlite_path}: {c['resources']} resources, {c['chunks']} chunks, "
+                f"tokenizer {hs.tokenizer.fingerprint()}"
+            )
+
+        check("store", store_ok)
+
+        def model_ok() -> str:
+            if s.embedding.model == "none":
+                return "dense path off (embedding.model = 'none')"
+            emb = state["hs"].embedder()
+            vec = emb.encode(["doctor"], kind="query")
+            return f"{emb.name}: dimension {emb.dimension}, encoded {vec.shape}"
+
+        def milvus_ok() -> str:
+            if s.embedding.model == "none":
+                return "dense path off"
+            index = state["hs"].dense_index()
+            where = s.milvus.uri or f"Milvus Lite at {s.milvus_lite_path}"
+            return f"{where}: collection {s.milvus.collection}, {index.count()} vectors"
+
+        if "hs" in state:
+            check("embedding model", model_ok)
+            check("milvus", milvus_ok)
+            state["hs"].close()
+    ok = all(c["ok"] for c in checks)
+    if args.json:
+        _print_json({"ok": ok, "checks": checks}, out)
+    else:
+        for c in checks:
+            out.write(f"[{'ok' if c['ok'] else 'FAIL':>4}] {c['check']}: {c['detail']}\n")
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hybridsag", description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", help="data dir (default: HYBRIDSAG_DATA_DIR or ./.hybridsag)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("index", help="index a folder (md, markdown, txt, rst) or a JSONL file")
+    p.add_argument("path", nargs="?", help="folder to index")
+    p.add_argument("--jsonl", help="JSONL file (_id, title, text per line; BEIR corpus.jsonl)")
+    p.add_argument("--mode", choices=("sag", "passage"), help="chunking mode (default: settings)")
+    p.add_argument("--tenant", help="tenant of the folder's resources")
+    p.add_argument("--acl", action="append", help="ACL tag of the folder's resources (repeat)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_index)
+
+    p = sub.add_parser("search", help="search the index")
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=None, help="results to return (default 10)")
+    p.add_argument("--paths", help="comma-separated: bm25,sag2,dense,title (default: settings)")
+    p.add_argument("--tenant")
+    p.add_argument("--acl", action="append", help="caller's ACL tag (repeat)")
+    p.add_argument("--meta", action="append", help="metadata equality KEY=VALUE (repeat)")
+    p.add_argument("--include-stale", action="store_true", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_search)
+
+    p = sub.add_parser("delete", help="delete a resource on every path")
+    p.add_argument("resource_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_delete)
+
+    p = sub.add_parser("eval", help="evaluate paths on a BEIR-style folder")
+    p.add_argument("--data", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.tsv")
+    p.add_argument("--paths", default="bm25", help="comma-separated: bm25,sag2,dense,title,fused")
+    p.add_argument("--fuse", help="paths the fused run merges (default: the other paths asked)")
+    p.add_argument("--limit", type=int, help="first N questions only")
+    p.add_argument("--judge", help="judge of the sag2 path: features, jev, cross-encoder, none")
+    p.add_argument("--rounds", type=int, help="sag2 expansion rounds (0..2)")
+    p.add_argument("--out", help="report folder (default <data-dir>/eval/<dataset>)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("doctor", help="check settings, store, models and Milvus")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_doctor)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input)."""
+    out = out or sys.stdout
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a bad flag (2)
+        return int(exc.code or 0)
+    try:
+        return int(args.fn(args, out))
+    except InputError as exc:
+        sys.stderr.write(f"hybridsag: error: {exc}\n")
+        return 2
+    except ConfigError as exc:
+        sys.stderr.write(f"hybridsag: configuration error: {exc}\n")
+        return 2
+    except HybridSagError as exc:
+        sys.stderr.write(f"hybridsag: failed: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("hybridsag: interrupted\n")
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

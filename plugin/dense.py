@@ -1,0 +1,849 @@
+"""The ``DenseIndex`` extension point and its Milvus adapter.
+
+:class:`MilvusDenseIndex` is a narrow adapter over ``pymilvus.MilvusClient``: every call passes
+explicit arguments, nothing is forwarded as ``**kwargs``. The same code serves three set-ups:
+
+- ``milvus.uri`` unset: an embedded Milvus Lite store under the data dir
+  (``Settings.milvus_lite_path`` with a ``.db`` suffix, which Milvus Lite requires; it becomes a
+  folder). One process at a time may open it.
+- ``milvus.uri`` set: a Milvus server (standalone or distributed), with ``milvus.token``.
+- ``milvus.attach = true``: a collection the team already has, read through the field names in
+  ``milvus.fields``; hybridsag never creates, alters, writes or deletes there unless
+  ``milvus.allow_writes`` is true.
+
+hybridsag's own collection (tried on Milvus Lite 3.2.2 and Milvus standalone 2.3.5)::
+
+    chunk_id     VARCHAR(512)  primary key
+    resource_id  VARCHAR(1024)
+    version      INT64
+    tenant       VARCHAR(256)
+    acl          ARRAY<VARCHAR(256)>, capacity 256   (empty = public)
+    vector       FLOAT_VECTOR(dim), HNSW (M=16, efConstruction=200), metric from milvus.metric
+
+Filters become a Milvus boolean expression built by :func:`filter_expression`; every string is
+written as a double-quoted literal by :func:`quote_literal`, so no user string can change the
+expression's structure. Scores: ``raw_score`` is the Milvus distance; ``score`` is higher-is-better
+(COSINE and IP as they are, L2 negated; Milvus' L2 is the squared distance).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+
+from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
+from hybridsag.fusion.types import Hit
+from hybridsag.settings import Settings
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pymilvus import MilvusClient
+
+__all__ = [
+    "DENSE_INDEXES",
+    "DenseFilter",
+    "DenseIndex",
+    "DenseIndexFactory",
+    "MilvusDenseIndex",
+    "VectorRow",
+    "filter_expression",
+    "lite_uri",
+    "make_dense_index",
+    "quote_literal",
+]
+
+T = TypeVar("T")
+
+#: Path name every dense hit carries.
+PATH = "dense"
+
+# Field names and sizes of hybridsag's own collection. Milvus limits VARCHAR max_length to 65,535
+# bytes and ARRAY capacity to 4,096; these are sized for ids, tenants and ACL tags.
+F_ID, F_RESOURCE, F_VERSION, F_TENANT, F_ACL, F_VECTOR = (
+    "chunk_id",
+    "resource_id",
+    "version",
+    "tenant",
+    "acl",
+    "vector",
+)
+MAX_CHUNK_ID_BYTES = 512
+MAX_RESOURCE_ID_BYTES = 1024
+MAX_TENANT_BYTES = 256
+MAX_ACL_TAG_BYTES = 256
+MAX_ACL_TAGS = 256
+
+# HNSW build parameters: hnswlib's defaults (M=16, ef_construction=200).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 200
+# Search-time ef: Milvus requires ef >= limit; 64 keeps recall high for small limits.
+HNSW_MIN_EF = 64
+# Milvus' largest top-k per search (16,384, the documented Milvus limit).
+MAX_LIMIT = 16_384
+# Rows per write call: keeps one gRPC message far below Milvus' 64 MiB default limit.
+WRITE_BATCH_BYTES = 16 * 1024 * 1024
+DELETE_BATCH = 1_000
+
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRow:
+    """One chunk's vector and the metadata the dense path filters on.
+
+    ``acl`` empty means public; ``tenant`` is compared exactly.
+    """
+
+    chunk_id: str
+    resource_id: str
+    version: int
+    tenant: str
+    acl: tuple[str, ...]
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True, slots=True)
+class DenseFilter:
+    """Visibility filter applied inside the vector store's own query.
+
+    - ``tenant``: only rows of this tenant (None: any tenant).
+    - ``resource_ids``: only rows of these resources (None: any; an empty tuple: none at all).
+    - ``exclude_resource_ids``: never rows of these resources.
+    - ``acl_any``: None means no ACL check; otherwise a row is visible when its ``acl`` is empty
+      (public) or shares at least one tag with ``acl_any``.
+    """
+
+    tenant: str | None = None
+    resource_ids: tuple[str, ...] | None = None
+    exclude_resource_ids: tuple[str, ...] = ()
+    acl_any: tuple[str, ...] | None = None
+
+
+@runtime_checkable
+class DenseIndex(Protocol):
+    """A vector store for the dense path.
+
+    Every method may raise :class:`~hybridsag.errors.DenseError`; its ``retriable`` flag is true
+    for connection failures, timeouts and rate limits (the same call may work later) and false
+    otherwise. Settings that cannot work raise :class:`~hybridsag.errors.ConfigError`; a store
+    built for another embedder raises :class:`~hybridsag.errors.IndexMismatchError`.
+    """
+
+    def ensure(self, dimension: int) -> None:
+        """Open the store, create the collection if this backend may and it is missing, check
+        that its vector field has ``dimension`` (else IndexMismatchError), and load it for search.
+        Must be called before any other method; calling it again is cheap and re-checks."""
+        ...
+
+    def upsert(self, rows: Sequence[VectorRow]) -> None:
+        """Insert or replace rows by ``chunk_id``. Raises InputError for a row that cannot be
+        stored (over-long id, too many ACL tags), IndexMismatchError for a vector of the wrong
+        length, ConfigError where writes are not allowed."""
+        ...
+
+    def delete_ids(self, chunk_ids: Sequence[str]) -> None:
+        """Delete rows by chunk id; unknown ids are ignored."""
+        ...
+
+    def delete_resource(self, resource_id: str) -> None:
+        """Delete every row of one resource; a resource with no rows is not an error."""
+        ...
+
+    def search(
+        self, vector: Sequence[float], *, limit: int, filter: DenseFilter | None = None
+    ) -> list[Hit]:
+        """The ``limit`` nearest visible rows, best first, as ``Hit(path="dense")`` with 1-based
+        ranks, ``raw_score`` the engine's distance and ``score`` higher-is-better. Raises
+        InputError for ``limit`` outside 1..16384, IndexMismatchError for a wrong-length vector."""
+        ...
+
+    def iter_entries(self, batch_size: int = 1000) -> Iterator[tuple[str, str, int]]:
+        """Every stored ``(chunk_id, resource_id, version)``, read with Strong consistency, in
+        batches of ``batch_size``. Order is unspecified."""
+        ...
+
+    def count(self) -> int:
+        """Number of stored rows, read with Strong consistency."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection; safe to call twice. ``ensure`` opens it again."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# Expression building (pure functions; tests assert on their output)
+
+
+def quote_literal(value: str) -> str:
+    """``value`` as a double-quoted Milvus expression string literal.
+
+    Backslash, double quote, newline, carriage return and tab are backslash-escaped; every other
+    character (quotes ``'``, other control characters, any Unicode) is written as is, which both
+    Milvus Lite 3.2.2 and Milvus 2.3.5 read back unchanged. (``\\uXXXX`` escapes are avoided on
+    purpose: Milvus Lite 3.2.2 rejects them.)
+
+    Example: the id ``say "hi"`` becomes the expression text ``"say \\"hi\\""``.
+    """
+    if not isinstance(value, str):
+        raise InputError(f"a filter value must be a str, got {type(value).__name__}: {value!r}")
+    escaped = (
+        value.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+    return f'"{escaped}"'
+
+
+def _quote_list(values: Sequence[str]) -> str:
+    return "[" + ", ".join(quote_literal(v) for v in values) + "]"
+
+
+def filter_expression(
+    flt: DenseFilter | None,
+    *,
+    resource_field: str = F_RESOURCE,
+    tenant_field: str | None = F_TENANT,
+    acl_field: str | None = F_ACL,
+) -> str:
+    """The Milvus boolean expression for ``flt`` ("" when nothing is filtered).
+
+    ``tenant_field`` / ``acl_field`` None means the collection has no such field; that part of the
+    filter is then left to the caller's post-filter (attach mode on a collection without them).
+
+    >>> filter_expression(DenseFilter(tenant="t1", exclude_resource_ids=("r9",)))
+    '(tenant == "t1") and (resource_id not in ["r9"])'
+    """
+    if flt is None:
+        return ""
+    parts: list[str] = []
+    if flt.tenant is not None and tenant_field is not None:
+        parts.append(f"{tenant_field} == {quote_literal(flt.tenant)}")
+    if flt.resource_ids is not None:
+        parts.append(f"{resource_field} in {_quote_list(flt.resource_ids)}")
+    if flt.exclude_resource_ids:
+        parts.append(f"{resource_field} not in {_quote_list(flt.exclude_resource_ids)}")
+    if flt.acl_any is not None and acl_field is not None:
+        public = f"array_length({acl_field}) == 0"
+        if flt.acl_any:
+            parts.append(
+                f"{public} or array_contains_any({acl_field}, {_quote_list(flt.acl_any)})"
+            )
+        else:
+            parts.append(public)
+    return " and ".join(f"({p})" for p in parts)
+
+
+def lite_uri(settings: Settings) -> Path:
+    """Where the Milvus Lite store lives: ``settings.milvus_lite_path`` with a ``.db`` suffix
+    (pymilvus only treats a local path ending in ``.db`` as Milvus Lite)."""
+    path = Path(settings.milvus_lite_path)
+    return path if path.suffix == ".db" else path.with_suffix(".db")
+
+
+# --------------------------------------------------------------------------------------------
+# Error mapping
+
+_RETRIABLE_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
+_CONNECT_FAILED = 2  # pymilvus Status.CONNECT_FAILED
+_RATE_LIMIT = 8  # pymilvus ErrorCode.RATE_LIMIT
+
+
+def _is_retriable(exc: BaseException) -> bool:
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    try:
+        from pymilvus.exceptions import ConnectError, MilvusException, MilvusUnavailableException
+    except ImportError:  # pragma: no cover
+        return False
+    if isinstance(exc, (ConnectError, MilvusUnavailableException)):
+        return True
+    if isinstance(exc, MilvusException):
+        if exc.retriable:
+            return True
+        code = exc.code
+        name = getattr(code, "name", None)  # a grpc.StatusCode after retries ran out
+        if name in _RETRIABLE_GRPC:
+            return True
+        if isinstance(code, int) and code in (_CONNECT_FAILED, _RATE_LIMIT):
+            return True
+        text = str(exc.message).lower()
+        return "deadline exceeded" in text or "timeout" in text or "unavailable" in text
+    code_fn = getattr(exc, "code", None)  # a raw grpc.RpcError
+    if callable(code_fn):
+        try:
+            return getattr(code_fn(), "name", None) in _RETRIABLE_GRPC
+        except Exception:  # noqa: BLE001
+            return False
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# The Milvus adapter
+
+
+class MilvusDenseIndex:
+    """:class:`DenseIndex` over Milvus Lite, a Milvus server, or a team's collection (attach).
+
+    Nothing connects until :meth:`ensure`. Thread-safe: the client is opened once under a lock;
+    ``MilvusClient`` calls themselves may run concurrently.
+
+    Example::
+
+        index = MilvusDenseIndex(Settings(data_dir=Path("/tmp/x")))
+        index.ensure(384)
+        index.upsert([VectorRow("c1", "r1", 1, "", (), vec)])
+        index.search(query_vec, limit=10)
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._cfg = settings.milvus
+        self._collection = self._cfg.collection
+        self._attach = self._cfg.attach
+        self._timeout = self._cfg.timeout_s
+        self._lock = threading.Lock()
+        self._client: MilvusClient | None = None
+        self._dimension: int | None = None
+        self._metric: str = self._cfg.metric
+        self._index_type: str = "HNSW"
+        # Field names in use (own schema, or the attach mapping after ensure()).
+        self._f_id = F_ID
+        self._f_resource = F_RESOURCE
+        self._f_vector = F_VECTOR
+        self._f_tenant: str | None = F_TENANT
+        self._f_acl: str | None = F_ACL
+        self._f_version: str | None = F_VERSION
+        self._f_text: str | None = None
+        self._f_title: str | None = None
+        self._int_ids = False
+        if self._cfg.uri is None:
+            self._where = f"Milvus Lite at {lite_uri(settings)}"
+        else:
+            self._where = f"Milvus at {self._cfg.uri}"
+
+    def __repr__(self) -> str:
+        mode = "attach" if self._attach else "own"
+        return f"MilvusDenseIndex({self._where}, collection={self._collection!r}, mode={mode})"
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    @property
+    def collection(self) -> str:
+        """The collection name this index reads (``milvus.collection``)."""
+        return self._collection
+
+    @property
+    def metric(self) -> str:
+        """The metric searches use (own: ``milvus.metric``; attach: the team index's metric)."""
+        return self._metric
+
+    def _call(self, action: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except (ConfigError, InputError, DenseError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - everything from pymilvus is mapped here
+            raise DenseError(
+                f"{action} on collection {self._collection!r} ({self._where}) failed: {exc}",
+                retriable=_is_retriable(exc),
+            ) from exc
+
+    def _open(self) -> MilvusClient:
+        if self._client is not None:
+            return self._client
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            try:
+                from pymilvus import MilvusClient
+            except ImportError as exc:  # pragma: no cover - a declared dependency
+                raise ConfigError("the dense path needs pymilvus (pip install pymilvus)") from exc
+            if self._cfg.uri is None:
+                path = lite_uri(self._settings)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise ConfigError(
+                        f"cannot create the Milvus Lite folder {path.parent} (data_dir): {exc}"
+                    ) from exc
+                self._client = self._call(
+                    "opening Milvus Lite (another process may hold its lock; for several "
+                    "processes run `milvus-lite server --host 127.0.0.1` and set milvus.uri)",
+                    lambda: MilvusClient(uri=str(path), timeout=self._timeout),
+                )
+            else:
+                uri = self._cfg.uri
+                token = self._cfg.token.get_secret_value() if self._cfg.token else ""
+                self._client = self._call(
+                    "connecting",
+                    lambda: MilvusClient(uri=uri, token=token, timeout=self._timeout),
+                )
+            return self._client
+
+    def _ready(self) -> MilvusClient:
+        if self._client is None or self._dimension is None:
+            raise DenseError(
+                f"MilvusDenseIndex for {self._collection!r}: call ensure(dimension) first"
+            )
+        return self._client
+
+    def _require_writes(self, action: str) -> None:
+        if self._attach and not self._cfg.allow_writes:
+            raise ConfigError(
+                f"milvus.attach=true: refusing to {action} in the team collection "
+                f"{self._collection!r}; set milvus.allow_writes=true to let hybridsag write there"
+            )
+
+    # -- ensure ----------------------------------------------------------------------------------
+
+    def ensure(self, dimension: int) -> None:
+        """See :meth:`DenseIndex.ensure`. Own mode creates the collection when missing; attach
+        mode never creates anything and checks the mapped fields instead."""
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise InputError(f"ensure(dimension={dimension!r}): dimension must be an int >= 1")
+        client = self._open()
+        if self._attach:
+            self._ensure_attached(client, dimension)
+        else:
+            self._ensure_own(client, dimension)
+        # Milvus Lite 3.x forgets the load state on reopen; a server keeps it. Loading an already
+        # loaded collection is a no-op, and loading changes no data (attach mode does it too).
+        self._call(
+            "load_collection",
+            lambda: client.load_collection(self._collection, timeout=self._timeout),
+        )
+        self._dimension = dimension
+
+    def _describe(self, client: MilvusClient) -> dict[str, Any]:
+        return self._call(
+            "describe_collection",
+            lambda: client.describe_collection(self._collection, timeout=self._timeout),
+        )
+
+    def _has(self, client: MilvusClient) -> bool:
+        return self._call(
+            "has_collection",
+            lambda: client.has_collection(self._collection, timeout=self._timeout),
+        )
+
+    def _vector_index(self, client: MilvusClient, field: str) -> Mapping[str, Any] | None:
+        names = self._call(
+            "list_indexes",
+            lambda: client.list_indexes(self._collection, field_name=field, timeout=self._timeout),
+        )
+        if not names:
+            return None
+        return self._call(
+            "describe_index",
+            lambda: client.describe_index(self._collection, names[0], timeout=self._timeout),
+        )
+
+    def _ensure_own(self, client: MilvusClient, dimension: int) -> None:
+        if not self._has(client):
+            self._create(client, dimension)
+            return
+        fields = _fields_by_name(self._describe(client))
+        required = (F_ID, F_RESOURCE, F_VERSION, F_TENANT, F_ACL, F_VECTOR)
+        missing = [name for name in required if name not in fields]
+        if missing:
+            raise IndexMismatchError(
+                f"collection {self._collection!r} ({self._where}) exists but is not a hybridsag "
+                f"collection: missing field(s) {missing}; it has {sorted(fields)}. Use another "
+                "milvus.collection, or milvus.attach=true with milvus.fields to search it"
+            )
+        stored = _dim_of(fields[F_VECTOR])
+        if stored != dimension:
+            raise IndexMismatchError(
+                f"collection {self._collection!r} holds {stored}-d vectors but the embedder makes "
+                f"{dimension}-d vectors; rebuild the dense index or use the model it was built with"
+            )
+        index = self._vector_index(client, F_VECTOR)
+        metric = str(index.get("metric_type", "")).upper() if index else ""
+        if metric and metric != self._cfg.metric:
+            raise IndexMismatchError(
+                f"collection {self._collection!r} was built with metric {metric} but "
+                f"milvus.metric={self._cfg.metric}; rebuild it or set milvus.metric={metric}"
+            )
+        if index:
+            self._index_type = str(index.get("index_type", self._index_type)).upper()
+
+    def _create(self, client: MilvusClient, dimension: int) -> None:
+        from pymilvus import DataType, MilvusClient
+
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field(F_ID, DataType.VARCHAR, is_primary=True, max_length=MAX_CHUNK_ID_BYTES)
+        schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=MAX_RESOURCE_ID_BYTES)
+        schema.add_field(F_VERSION, DataType.INT64)
+        schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
+        schema.add_field(
+            F_ACL,
+            DataType.ARRAY,
+            element_type=DataType.VARCHAR,
+            max_capacity=MAX_ACL_TAGS,
+            max_length=MAX_ACL_TAG_BYTES,
+        )
+        schema.add_field(F_VECTOR, DataType.FLOAT_VECTOR, dim=dimension)
+        index_params = client.prepare_index_params()
+        index_params.add_index(
+            field_name=F_VECTOR,
+            index_type="HNSW",
+            metric_type=self._cfg.metric,
+            params={"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION},
+        )
+        self._call(
+            "create_collection",
+            lambda: client.create_collection(
+                self._collection,
+                schema=schema,
+                index_params=index_params,
+                consistency_level=self._cfg.consistency_level,
+                timeout=self._timeout,
+            ),
+        )
+        self._index_type = "HNSW"
+
+    def _ensure_attached(self, client: MilvusClient, dimension: int) -> None:
+        if not self._has(client):
+            existing = self._call(
+                "list_collections", lambda: client.list_collections(timeout=self._timeout)
+            )
+            raise ConfigError(
+                f"milvus.attach=true but collection {self._collection!r} does not exist at "
+                f"{self._where}; milvus.collection must be one of {sorted(existing)}"
+            )
+        fmap = self._cfg.fields
+        fields = _fields_by_name(self._describe(client))
+        wanted: dict[str, str | None] = {
+            "id": fmap.id,
+            "vector": fmap.vector,
+            "resource_id": fmap.resource_id,
+            "text": fmap.text or None,  # "" means the collection has no such field
+            "title": fmap.title or None,
+            "tenant": fmap.tenant,
+        }
+        for key, name in wanted.items():
+            if name is None:
+                continue
+            if not _FIELD_NAME.match(name):
+                raise ConfigError(f"milvus.fields.{key}={name!r} is not a valid Milvus field name")
+            if name not in fields:
+                raise ConfigError(
+                    f"milvus.fields.{key}={name!r}: collection {self._collection!r} has no such "
+                    f"field; its fields are {sorted(fields)}"
+                )
+        from pymilvus import DataType
+
+        id_field = fields[fmap.id]
+        id_type = id_field.get("type")
+        if id_type not in (DataType.VARCHAR, DataType.INT64):
+            raise ConfigError(
+                f"milvus.fields.id={fmap.id!r} has type {id_type}; it must be VARCHAR or INT64"
+            )
+        vec_field = fields[fmap.vector]
+        if vec_field.get("type") != DataType.FLOAT_VECTOR:
+            raise ConfigError(
+                f"milvus.fields.vector={fmap.vector!r} has type {vec_field.get('type')}; it must "
+                "be FLOAT_VECTOR"
+            )
+        stored = _dim_of(vec_field)
+        if stored != dimension:
+            raise IndexMismatchError(
+                f"team collection {self._collection!r} field {fmap.vector!r} holds {stored}-d "
+                f"vectors but embedding.model={self._settings.embedding.model!r} makes "
+                f"{dimension}-d vectors; set embedding.model to the model the team used"
+            )
+        index = self._vector_index(client, fmap.vector)
+        if not index:
+            raise ConfigError(
+                f"team collection {self._collection!r} has no index on {fmap.vector!r}; "
+                "hybridsag does not create one in attach mode"
+            )
+        self._metric = str(index.get("metric_type", self._cfg.metric)).upper()
+        self._index_type = str(index.get("index_type", "")).upper()
+        self._f_id = fmap.id
+        self._f_vector = fmap.vector
+        self._f_resource = fmap.resource_id
+        self._f_tenant = fmap.tenant
+        self._f_acl = None
+        self._f_version = None
+        self._f_text = wanted["text"]
+        self._f_title = wanted["title"]
+        self._int_ids = id_type == DataType.INT64
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def upsert(self, rows: Sequence[VectorRow]) -> None:
+        """See :meth:`DenseIndex.upsert`. Rows with a repeated ``chunk_id`` keep the last one.
+        Attach mode (with ``allow_writes``) writes id, resource id, tenant and vector only; a team
+        schema with other required fields will reject the write (DenseError)."""
+        client = self._ready()
+        self._require_writes("upsert vectors")
+        if not rows:
+            return
+        assert self._dimension is not None
+        unique: dict[str, VectorRow] = {}
+        for row in rows:
+            unique[row.chunk_id] = row
+        data = [self._row_dict(row) for row in unique.values()]
+        per_batch = max(1, WRITE_BATCH_BYTES // (4 * self._dimension + 2048))
+        for start in range(0, len(data), per_batch):
+            batch = data[start : start + per_batch]
+            self._call(
+                "upsert",
+                lambda batch=batch: client.upsert(self._collection, batch, timeout=self._timeout),
+            )
+
+    def _row_dict(self, row: VectorRow) -> dict[str, Any]:
+        assert self._dimension is not None
+        vector = _as_vector(row.vector, self._dimension, what=f"vector of chunk {row.chunk_id!r}")
+        _check_bytes(row.chunk_id, MAX_CHUNK_ID_BYTES, "chunk_id", allow_empty=False)
+        _check_bytes(row.resource_id, MAX_RESOURCE_ID_BYTES, f"resource_id of {row.chunk_id!r}")
+        _check_bytes(row.tenant, MAX_TENANT_BYTES, f"tenant of {row.chunk_id!r}")
+        if isinstance(row.acl, str):
+            raise InputError(f"acl of chunk {row.chunk_id!r} must be a tuple of tags, not a str")
+        if self._attach:
+            out: dict[str, Any] = {
+                self._f_id: self._id_value(row.chunk_id),
+                self._f_resource: row.resource_id,
+                self._f_vector: vector,
+            }
+            if self._f_tenant is not None:
+                out[self._f_tenant] = row.tenant
+            return out
+        if len(row.acl) > MAX_ACL_TAGS:
+            raise InputError(
+                f"chunk {row.chunk_id!r} has {len(row.acl)} ACL tags; at most {MAX_ACL_TAGS}"
+            )
+        for tag in row.acl:
+            _check_bytes(tag, MAX_ACL_TAG_BYTES, f"ACL tag of {row.chunk_id!r}")
+        return {
+            F_ID: row.chunk_id,
+            F_RESOURCE: row.resource_id,
+            F_VERSION: int(row.version),
+            F_TENANT: row.tenant,
+            F_ACL: list(row.acl),
+            F_VECTOR: vector,
+        }
+
+    def _id_value(self, chunk_id: str) -> str | int:
+        if not self._int_ids:
+            return chunk_id
+        try:
+            return int(chunk_id)
+        except ValueError:
+            raise InputError(
+                f"chunk id {chunk_id!r} is not an integer, but the team collection's id field "
+                f"{self._f_id!r} is INT64"
+            ) from None
+
+    def delete_ids(self, chunk_ids: Sequence[str]) -> None:
+        """See :meth:`DenseIndex.delete_ids`."""
+        client = self._ready()
+        self._require_writes("delete vectors")
+        ids = list(dict.fromkeys(chunk_ids))
+        for start in range(0, len(ids), DELETE_BATCH):
+            batch = [self._id_value(i) for i in ids[start : start + DELETE_BATCH]]
+            self._call(
+                "delete by ids",
+                lambda batch=batch: client.delete(self._collection, ids=batch, timeout=self._timeout),
+            )
+
+    def delete_resource(self, resource_id: str) -> None:
+        """See :meth:`DenseIndex.delete_resource`."""
+        client = self._ready()
+        self._require_writes("delete a resource's vectors")
+        expr = f"{self._f_resource} == {quote_literal(resource_id)}"
+        self._call(
+            "delete by resource",
+            lambda: client.delete(self._collection, filter=expr, timeout=self._timeout),
+        )
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def search(
+        self, vector: Sequence[float], *, limit: int, filter: DenseFilter | None = None
+    ) -> list[Hit]:
+        """See :meth:`DenseIndex.search`. In attach mode without ``milvus.fields.tenant`` the
+        tenant part of ``filter`` is not applied here, and the ACL part never is (a team
+        collection has no ACL field): the caller's post-filter enforces them."""
+        client = self._ready()
+        assert self._dimension is not None
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise InputError(f"search limit={limit!r} must be an int in 1..{MAX_LIMIT}")
+        query = _as_vector(vector, self._dimension, what="query vector")
+        if filter is not None and filter.resource_ids is not None and not filter.resource_ids:
+            return []  # "only these resources" with none listed: nothing is visible
+        expr = filter_expression(
+            filter,
+            resource_field=self._f_resource,
+            tenant_field=self._f_tenant,
+            acl_field=self._f_acl,
+        )
+        params: dict[str, Any] = {"metric_type": self._metric}
+        if self._index_type == "HNSW":
+            params["params"] = {"ef": max(HNSW_MIN_EF, limit)}
+        output = [self._f_resource]
+        if self._f_version is not None:
+            output.append(self._f_version)
+        if self._f_text is not None:
+            output.append(self._f_text)
+        if self._f_title is not None:
+            output.append(self._f_title)
+        result = self._call(
+            "search",
+            lambda: client.search(
+                self._collection,
+                data=[query],
+                filter=expr,
+                limit=limit,
+                output_fields=output,
+                search_params=params,
+                anns_field=self._f_vector,
+                consistency_level=self._cfg.consistency_level,
+                timeout=self._timeout,
+            ),
+        )
+        hits: list[Hit] = []
+        for rank, item in enumerate(result[0] if result else (), start=1):
+            distance = float(item["distance"])
+            entity = item.get("entity") or {}
+            hits.append(
+                Hit(
+                    chunk_id=str(item.id),
+                    path=PATH,
+                    rank=rank,
+                    raw_score=distance,
+                    score=-distance if self._metric == "L2" else distance,
+                    detail=self._detail(entity),
+                )
+            )
+        return hits
+
+    def _detail(self, entity: Mapping[str, Any]) -> dict[str, Any]:
+        if not self._attach:
+            return {"resource_id": entity.get(F_RESOURCE), "version": entity.get(F_VERSION)}
+        detail: dict[str, Any] = {"resource_id": entity.get(self._f_resource)}
+        if self._f_text is not None:
+            detail["text"] = entity.get(self._f_text)
+        if self._f_title is not None:
+            detail["title"] = entity.get(self._f_title)
+        return detail
+
+    def iter_entries(self, batch_size: int = 1000) -> Iterator[tuple[str, str, int]]:
+        """See :meth:`DenseIndex.iter_entries`. In attach mode the version is 0 (unknown)."""
+        client = self._ready()
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"iter_entries batch_size={batch_size!r} must be an int >= 1")
+        output = [self._f_resource] + ([self._f_version] if self._f_version else [])
+        iterator = self._call(
+            "query_iterator",
+            lambda: client.query_iterator(
+                self._collection,
+                batch_size=batch_size,
+                filter="",
+                output_fields=output,
+                consistency_level="Strong",
+                timeout=self._timeout,
+            ),
+        )
+        try:
+            while True:
+                batch = self._call("query_iterator.next", iterator.next)
+                if not batch:
+                    break
+                for row in batch:
+                    version = int(row[self._f_version]) if self._f_version else 0
+                    yield str(row[self._f_id]), str(row[self._f_resource]), version
+        finally:
+            try:
+                iterator.close()
+            except Exception:  # noqa: BLE001 - closing a finished iterator must not mask errors
+                pass
+
+    def count(self) -> int:
+        """See :meth:`DenseIndex.count`."""
+        client = self._ready()
+        result = self._call(
+            "count",
+            lambda: client.query(
+                self._collection,
+                filter="",
+                output_fields=["count(*)"],
+                consistency_level="Strong",
+                timeout=self._timeout,
+            ),
+        )
+        return int(result[0]["count(*)"])
+
+    def close(self) -> None:
+        """See :meth:`DenseIndex.close`."""
+        with self._lock:
+            client, self._client = self._client, None
+            self._dimension = None
+        if client is not None:
+            self._call("close", client.close)
+
+
+def _fields_by_name(description: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {str(f["name"]): dict(f) for f in description.get("fields", ())}
+
+
+def _dim_of(field: Mapping[str, Any]) -> int | None:
+    params = field.get("params") or {}
+    dim = params.get("dim")
+    return int(dim) if dim is not None else None
+
+
+def _as_vector(vector: Sequence[float], dimension: int, *, what: str) -> list[float]:
+    try:
+        array = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} is not a sequence of numbers: {exc}") from exc
+    if array.ndim != 1 or array.shape[0] != dimension:
+        raise IndexMismatchError(
+            f"{what} has shape {array.shape}, but the dense index holds {dimension}-d vectors"
+        )
+    if not np.all(np.isfinite(array)):
+        raise InputError(f"{what} contains NaN or infinity")
+    return array.tolist()
+
+
+def _check_bytes(value: str, limit: int, what: str, *, allow_empty: bool = True) -> None:
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be a str, got {type(value).__name__}")
+    if not allow_empty and not value:
+        raise InputError(f"{what} must not be empty")
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise InputError(f"{what} is {size} bytes in UTF-8; the dense index allows {limit}")
+
+
+DenseIndexFactory = Callable[[Settings], DenseIndex]
+
+#: Backend name -> factory.
+DENSE_INDEXES: dict[str, DenseIndexFactory] = {"milvus": MilvusDenseIndex}
+
+
+def make_dense_index(settings: Settings, *, backend: str = "milvus") -> DenseIndex:
+    """Build the dense index backend named ``backend`` (only ``milvus`` ships).
+
+    Nothing connects until ``ensure()``.
+
+    Raises:
+        ConfigError: unknown backend; the message lists the valid ones.
+    """
+    try:
+        factory = DENSE_INDEXES[backend]
+    except KeyError:
+        raise ConfigError(
+            f"unknown dense index backend {backend!r}; valid: {sorted(DENSE_INDEXES)}"
+        ) from None
+    return factory(settings)

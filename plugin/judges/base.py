@@ -1,0 +1,102 @@
+"""The ``Judge`` extension point: one yes-probability per candidate passage.
+
+A judge answers, for every candidate, "is this passage itself a necessary piece of a complete
+answer to the question, given the evidence already accepted?" as a probability in 0..1.
+Implementations are chosen by name through :data:`REGISTRY` (never guessed from a model name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from hybridsag.settings import Settings
+
+__all__ = ["Candidate", "Judge", "JudgeResult", "JudgeUsage", "REGISTRY", "make_judge", "register"]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A passage put before the judge.
+
+    ``signals`` carries what the retrieval loop knows of it (``bm25_rank``, ``bm25_score``,
+    ``round``, ``expansion_rank``, ...); a remote judge ignores them, the offline one uses them.
+    """
+
+    chunk_id: str
+    title: str
+    text: str
+    signals: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeUsage:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    cached: int = 0
+
+    def __add__(self, other: JudgeUsage) -> JudgeUsage:
+        return JudgeUsage(
+            self.calls + other.calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.seconds + other.seconds,
+            self.cached + other.cached,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeResult:
+    """``probabilities`` holds exactly one value in 0..1 per candidate chunk id."""
+
+    probabilities: Mapping[str, float]
+    usage: JudgeUsage = JudgeUsage()
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Contract: ``judge()`` returns a probability for every candidate (no more, no fewer) or
+    raises :class:`hybridsag.errors.JudgeError`; it never invents a default for a bad answer.
+
+    ``evidence`` is the shared state (passages already accepted); ``provisional`` holds last
+    round's scores from round 2 on (new evidence may change them).
+    """
+
+    name: str
+
+    def judge(
+        self,
+        question: str,
+        candidates: Sequence[Candidate],
+        *,
+        evidence: Sequence[Candidate] = (),
+        provisional: Mapping[str, float] | None = None,
+    ) -> JudgeResult: ...
+
+
+JudgeFactory = Callable[["Settings"], Judge]
+
+#: name -> factory; filled by the modules that implement judges.
+REGISTRY: dict[str, JudgeFactory] = {}
+
+
+def register(name: str) -> Callable[[JudgeFactory], JudgeFactory]:
+    def deco(factory: JudgeFactory) -> JudgeFactory:
+        REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def make_judge(name: str, settings: Settings) -> Judge:
+    """Build the judge registered under ``name``; ConfigError lists the valid names."""
+    from hybridsag.errors import ConfigError
+
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown judge {name!r}; valid: {sorted(REGISTRY)}")
+    return REGISTRY[name](settings)

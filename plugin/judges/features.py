@@ -1,0 +1,340 @@
+"""The offline ``features`` judge: no question or passage leaves the machine.
+
+No judge or cross-encoder model ships its weights in a PyPI package (PLATFORM.md), and a
+bi-encoder alone cannot see that a second-hop passage matters. What does see it is structure:
+the **bridge** between a candidate and the evidence already accepted. The judge scores each
+candidate with a linear model over:
+
+- lexical ranks: reciprocal rank in the first BM25 list (``bm25_rank``) and in the expansion
+  lists (``expansion_rank``), BM25 score normalised by the list's best, the round that found it;
+- embedding cosines (when the store holds passage vectors and an embedder is configured):
+  cos(question, candidate) and cos(question + accepted evidence, candidate);
+- title and entity features (only when the corpus has real titles / the question names
+  entities): the share of the candidate title's tokens found in the question, the share of the
+  question's capitalised-word entities found in the candidate's title and in its text;
+- **bridge** features against the accepted evidence: the candidate's title is named (whole words,
+  case-insensitive) in an evidence passage's text, and an evidence passage's title is named in
+  the candidate's text.
+
+Two passes: pass 1 scores without bridge features and takes the top ``evidence_k`` (3) as
+accepted evidence (beside any evidence the caller passes); pass 2 adds the bridge features. A
+logistic squash ``1 / (1 + exp(-(w . x + b)))`` turns the score into the probability.
+
+The default weights are hand-set (written down before any measurement, see ``DEFAULT_WEIGHTS``);
+``judge.weights_file`` may point to a JSON file of fitted weights (``scripts/fit_judge.py`` fits
+them on a labelled set by logistic regression; the package ships ``judge_weights_musique.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hybridsag.errors import ConfigError
+from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage, register
+
+if TYPE_CHECKING:
+    from hybridsag.settings import Settings
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "FEATURE_NAMES",
+    "FeatureJudge",
+    "FeatureWeights",
+    "extract_entities",
+    "feature_rows",
+    "load_weights",
+]
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "rr_bm25",
+    "rr_expansion",
+    "bm25_norm",
+    "later_round",
+    "cos_question",
+    "cos_evidence",
+    "title_in_question",
+    "entity_in_title",
+    "entity_in_text",
+    "bridge_title_in_evidence",
+    "bridge_evidence_title_in_text",
+)
+
+#: Hand-set weights, chosen by reasoning before any measurement: the strongest single signals are
+#: a title that the question names and a bridge to accepted evidence; lexical rank and cosine
+#: order the rest. The bias puts a candidate with no signal near p = 0.05.
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "rr_bm25": 1.0,
+    "rr_expansion": 0.5,
+    "bm25_norm": 1.0,
+    "later_round": -0.25,
+    "cos_question": 2.0,
+    "cos_evidence": 1.0,
+    "title_in_question": 2.0,
+    "entity_in_title": 1.5,
+    "entity_in_text": 0.5,
+    "bridge_title_in_evidence": 2.0,
+    "bridge_evidence_title_in_text": 1.0,
+    "bias": -3.0,
+}
+
+_CAP_RUN = re.compile(r"\b[A-Z][\w'’\-]*(?:\s+(?:of|de|la|le|von|van|the|du|da|di|del|y|and|&)?\s*[A-Z][\w'’\-]*)*")
+_WORDS = re.compile(r"\w+")
+_SENTENCE_START_STOP = frozenset(
+    "what which who whom whose when where why how is are was were did do does the a an in on at "
+    "of for to from by with and or who's".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureWeights:
+    weights: Mapping[str, float]
+    source: str
+
+    def vector(self) -> np.ndarray:
+        return np.array([self.weights.get(n, 0.0) for n in FEATURE_NAMES], dtype=np.float64)
+
+    @property
+    def bias(self) -> float:
+        return float(self.weights.get("bias", 0.0))
+
+
+def load_weights(path: Path | str | None) -> FeatureWeights:
+    """Weights from a JSON file ``{"weights": {name: value, ..., "bias": b}}``; None gives the
+    hand-set defaults; ``"musique"`` the fitted file shipped with the package."""
+    if path is None:
+        return FeatureWeights(DEFAULT_WEIGHTS, "hand-set")
+    if str(path) == "musique":
+        text = resources.files("hybridsag.judges").joinpath("judge_weights_musique.json").read_text()
+        source = "packaged musique fit"
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"judge.weights_file {p} does not exist")
+        text, source = p.read_text("utf-8"), str(p)
+    data = json.loads(text)
+    weights = data.get("weights", data)
+    unknown = set(weights) - set(FEATURE_NAMES) - {"bias"}
+    if unknown:
+        raise ConfigError(f"unknown judge features {sorted(unknown)}; valid: {FEATURE_NAMES}")
+    return FeatureWeights({k: float(v) for k, v in weights.items()}, source)
+
+
+def extract_entities(question: str) -> list[str]:
+    """Capitalised-word runs of a question (``Lothair II``, ``Project Mercury``), lowercased;
+    a sentence-initial question word alone is not an entity."""
+    out = []
+    for m in _CAP_RUN.finditer(question):
+        words = m.group().split()
+        while words and words[0].lower() in _SENTENCE_START_STOP:
+            words = words[1:]
+        while words and words[-1].lower() in _SENTENCE_START_STOP:
+            words = words[:-1]
+        if words:
+            ent = " ".join(words).lower()
+            ent = re.sub(r"['’]s$", "", ent)
+            if len(ent) >= 2:
+                out.append(ent)
+    return list(dict.fromkeys(out))
+
+
+@lru_cache(maxsize=65536)
+def _name_pattern(name: str) -> re.Pattern[str] | None:
+    name = name.strip().lower()
+    if len(name) < 3:
+        return None
+    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
+
+
+def _strip_disambiguation(title: str) -> str:
+    """``Theodred II (Bishop of Elmham)`` is named in text as ``Theodred II``."""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
+
+
+def _named_in(title: str, text_lower: str) -> bool:
+    for name in {title, _strip_disambiguation(title)}:
+        pat = _name_pattern(name.lower())
+        if pat is not None and pat.search(text_lower):
+            return True
+    return False
+
+
+def feature_rows(
+    question: str,
+    candidates: Sequence[Candidate],
+    *,
+    evidence: Sequence[Candidate],
+    cos_question: Mapping[str, float] | None,
+    cos_evidence: Mapping[str, float] | None,
+    use_titles: bool,
+    tokens: Callable[[str], list[str]],
+    question_tokens: frozenset[str],
+) -> np.ndarray:
+    """The feature matrix (candidates x FEATURE_NAMES). Bridge columns are zero when
+    ``evidence`` is empty; title/entity columns are zero unless ``use_titles``."""
+    entities = extract_entities(question) if use_titles else []
+    ent_patterns = [p for p in (_name_pattern(e) for e in entities) if p is not None]
+    best_bm25 = max((c.signals.get("bm25_score", 0.0) for c in candidates), default=0.0) or 1.0
+    ev_texts = [(e.chunk_id, e.title, e.text.lower()) for e in evidence]
+    rows = np.zeros((len(candidates), len(FEATURE_NAMES)), dtype=np.float64)
+    for i, c in enumerate(candidates):
+        s = c.signals
+        rank = s.get("bm25_rank", 0.0)
+        exp_rank = s.get("expansion_rank", 0.0)
+        row = rows[i]
+        row[0] = 1.0 / rank if rank else 0.0
+        row[1] = 1.0 / exp_rank if exp_rank else 0.0
+        row[2] = max(0.0, s.get("bm25_score", 0.0)) / best_bm25
+        row[3] = 1.0 if s.get("round", 0.0) > 0 else 0.0
+        if cos_question is not None:
+            row[4] = cos_question.get(c.chunk_id, 0.0)
+        if cos_evidence is not None:
+            row[5] = cos_evidence.get(c.chunk_id, 0.0)
+        if use_titles and c.title:
+            title_tokens = [t for t in tokens(_strip_disambiguation(c.title)) if t.isalnum()]
+            if title_tokens:
+                row[6] = sum(t in question_tokens for t in title_tokens) / len(title_tokens)
+            if ent_patterns:
+                title_l = c.title.lower()
+                text_l = c.text.lower()
+                row[7] = sum(bool(p.search(title_l)) for p in ent_patterns) / len(ent_patterns)
+                row[8] = sum(bool(p.search(text_l)) for p in ent_patterns) / len(ent_patterns)
+            if ev_texts:
+                text_l = c.text.lower()
+                row[9] = float(
+                    any(cid != c.chunk_id and _named_in(c.title, et) for cid, _, et in ev_texts)
+                )
+                row[10] = float(
+                    any(
+                        cid != c.chunk_id and et_title and _named_in(et_title, text_l)
+                        for cid, et_title, _ in ev_texts
+                    )
+                )
+    return rows
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -50, 50)))
+
+
+class FeatureJudge:
+    """The offline judge. ``vectors`` maps chunk ids to unit vectors (or returns {}),
+    ``embed_query`` embeds the question; either may be None (lexical + bridge features only)."""
+
+    name = "features"
+
+    def __init__(
+        self,
+        *,
+        tokens: Callable[[str], list[str]],
+        weights: FeatureWeights | None = None,
+        vectors: Callable[[Sequence[str]], Mapping[str, np.ndarray]] | None = None,
+        embed_query: Callable[[str], np.ndarray] | None = None,
+        use_titles: bool | None = None,
+        evidence_k: int = 3,
+    ) -> None:
+        self.tokens = tokens
+        self.weights = weights or load_weights(None)
+        self.vectors = vectors
+        self.embed_query = embed_query
+        self.use_titles = use_titles
+        self.evidence_k = evidence_k
+        self._w = self.weights.vector()
+
+    def judge(
+        self,
+        question: str,
+        candidates: Sequence[Candidate],
+        *,
+        evidence: Sequence[Candidate] = (),
+        provisional: Mapping[str, float] | None = None,
+    ) -> JudgeResult:
+        if not candidates:
+            return JudgeResult({}, JudgeUsage())
+        use_titles = self.use_titles
+        if use_titles is None:
+            with_titles = sum(1 for c in candidates if c.title)
+            use_titles = with_titles >= 0.5 * len(candidates)
+        cos_q = cos_e = None
+        qvec = None
+        vecs: Mapping[str, np.ndarray] = {}
+        if self.vectors is not None and self.embed_query is not None:
+            vecs = self.vectors([c.chunk_id for c in candidates])
+            if vecs:
+                qvec = self.embed_query(question)
+                cos_q = {cid: float(v @ qvec) for cid, v in vecs.items()}
+        qtokens = frozenset(self.tokens(question))
+        common = dict(
+            cos_question=cos_q,
+            use_titles=use_titles,
+            tokens=self.tokens,
+            question_tokens=qtokens,
+        )
+        # pass 1: no bridge; take the best as accepted evidence
+        rows = feature_rows(question, candidates, evidence=(), cos_evidence=cos_q, **common)
+        first = rows @ self._w + self.weights.bias
+        order = np.argsort(-first, kind="stable")
+        accepted = list(evidence) + [
+            candidates[i] for i in order[: self.evidence_k] if candidates[i] not in evidence
+        ]
+        if qvec is not None:
+            acc_vecs = [vecs[e.chunk_id] for e in accepted if e.chunk_id in vecs]
+            qe = qvec + np.sum(acc_vecs, axis=0) if acc_vecs else qvec
+            qe = qe / (np.linalg.norm(qe) or 1.0)
+            cos_e = {cid: float(v @ qe) for cid, v in vecs.items()}
+        # pass 2: with the bridge features
+        rows = feature_rows(question, candidates, evidence=accepted, cos_evidence=cos_e, **common)
+        probs = _sigmoid(rows @ self._w + self.weights.bias)
+        return JudgeResult(
+            probabilities={c.chunk_id: float(p) for c, p in zip(candidates, probs)},
+            usage=JudgeUsage(),
+            detail={
+                "evidence": [e.chunk_id for e in accepted],
+                "use_titles": use_titles,
+                "cosines": cos_q is not None,
+                "weights": self.weights.source,
+            },
+        )
+
+    def features(
+        self, question: str, candidates: Sequence[Candidate], *, evidence: Sequence[Candidate] = ()
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """The pass-2 feature matrix (for fitting weights); same steps as :meth:`judge`."""
+        result = self.judge(question, candidates, evidence=evidence)
+        accepted_ids = set(result.detail["evidence"])
+        accepted = [c for c in candidates if c.chunk_id in accepted_ids]
+        vecs = self.vectors([c.chunk_id for c in candidates]) if self.vectors else {}
+        cos_q = cos_e = None
+        if vecs and self.embed_query is not None:
+            qvec = self.embed_query(question)
+            cos_q = {cid: float(v @ qvec) for cid, v in vecs.items()}
+            acc = [vecs[e.chunk_id] for e in accepted if e.chunk_id in vecs]
+            qe = qvec + np.sum(acc, axis=0) if acc else qvec
+            qe = qe / (np.linalg.norm(qe) or 1.0)
+            cos_e = {cid: float(v @ qe) for cid, v in vecs.items()}
+        rows = feature_rows(
+            question,
+            candidates,
+            evidence=accepted,
+            cos_question=cos_q,
+            cos_evidence=cos_e,
+            use_titles=bool(result.detail["use_titles"]),
+            tokens=self.tokens,
+            question_tokens=frozenset(self.tokens(question)),
+        )
+        return rows, dict(result.detail)
+
+
+@register("features")
+def make_feature_judge(settings: Settings) -> FeatureJudge:
+    """Registry factory; the SAG2 retriever wires vectors and the query embedder itself."""
+    return FeatureJudge(tokens=lambda s: s.lower().split(), weights=load_weights(settings.judge.weights_file))

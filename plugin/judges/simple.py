@@ -1,0 +1,39 @@
+"""The ``none`` judge: keep BM25 order (the plain lexical path inside the SAG2 loop)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage, register
+
+if TYPE_CHECKING:
+    from hybridsag.settings import Settings
+
+__all__ = ["NoneJudge"]
+
+
+class NoneJudge:
+    """Probability ``1 / (1 + rank)`` from the candidate's BM25 (else expansion) rank: the
+    judge's order is the lexical order, and a candidate with no rank scores lowest."""
+
+    name = "none"
+
+    def judge(
+        self,
+        question: str,
+        candidates: Sequence[Candidate],
+        *,
+        evidence: Sequence[Candidate] = (),
+        provisional: Mapping[str, float] | None = None,
+    ) -> JudgeResult:
+        out = {}
+        for c in candidates:
+            rank = c.signals.get("bm25_rank") or c.signals.get("expansion_rank") or 0.0
+            out[c.chunk_id] = 1.0 / (1.0 + rank) if rank else 0.0
+        return JudgeResult(out, JudgeUsage())
+
+
+@register("none")
+def make_none_judge(settings: Settings) -> NoneJudge:
+    return NoneJudge()

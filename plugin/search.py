@@ -1,0 +1,465 @@
+"""``HybridSearch``: the public façade over the store, the write path, the paths and fusion."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hybridsag.errors import ConfigError, HybridSagError, QueryError
+from hybridsag.fusion import ChunkView, FusedHit, apply_rules, rrf
+from hybridsag.lexical import Fts5LexicalIndex
+from hybridsag.query import validate_query
+from hybridsag.retrievers import (
+    Bm25Retriever,
+    DenseRetriever,
+    PathResult,
+    Retriever,
+    TitleRetriever,
+)
+from hybridsag.settings import PATH_NAMES, Settings
+from hybridsag.sources import SourceErrors, iter_folder, iter_jsonl
+from hybridsag.store import ChunkRecord, Filters, ResourceRecord, Store
+from hybridsag.tokenizer import Tokenizer
+from hybridsag.writer import Document, IngestReport, WriteLock, Writer, make_document
+
+__all__ = ["HybridSearch", "SearchResponse", "SearchResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One result with everything needed to show and explain it."""
+
+    rank: int
+    chunk_id: str
+    resource_id: str
+    title: str
+    heading_path: str
+    text: str
+    start_line: int
+    end_line: int
+    byte_start: int
+    byte_end: int
+    content_sha256: str
+    source_uri: str | None
+    score: float
+    paths: Mapping[str, Mapping[str, Any]]
+    rules: tuple[str, ...]
+    why: tuple[str, ...]
+    stale: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["paths"] = {k: dict(v) for k, v in self.paths.items()}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    query: str
+    results: tuple[SearchResult, ...]
+    timings: Mapping[str, float]
+    paths: tuple[str, ...]
+    degraded: bool = False
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    usage: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "paths": list(self.paths),
+            "degraded": self.degraded,
+            "reasons": dict(self.reasons),
+            "timings": dict(self.timings),
+            "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
+            "results": [r.as_dict() for r in self.results],
+        }
+
+
+def _is_stale(record: ResourceRecord) -> bool:
+    """A folder resource whose file changed (or vanished) since it was indexed."""
+    if not record.source_uri or record.source_mtime_ns is None:
+        return False
+    try:
+        st = os.stat(record.source_uri)
+    except OSError:
+        return True
+    if st.st_mtime_ns == record.source_mtime_ns and st.st_size == record.source_size:
+        return False
+    try:
+        data = Path(record.source_uri).read_bytes()
+    except OSError:
+        return True
+    return hashlib.sha256(data).hexdigest() != record.content_sha256
+
+
+class HybridSearch:
+    """Ingest, delete and search over the three recall paths fused by weighted RRF.
+
+    >>> hs = HybridSearch(Settings(data_dir=Path("/tmp/hs-doc")))   # doctest: +SKIP
+    >>> hs.ingest("faq", "Reset with `E-1234`.", title="FAQ")        # doctest: +SKIP
+    >>> hs.search("E-1234").results[0].resource_id                   # doctest: +SKIP
+    'faq'
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Any = None,
+        dense_index: Any = None,
+        judge: Any = None,
+        step_hook: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings()
+        s = self.settings
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        self.tokenizer = Tokenizer(user_dict=s.tokenizer.user_dict, stopwords_dir=s.tokenizer.stopwords_dir)
+        self.store = Store(s.sqlite_path, tokenizer_fingerprint=self.tokenizer.fingerprint())
+        self.lexical = Fts5LexicalIndex(self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms)
+        self._embedder = embedder
+        self._dense = dense_index
+        self._judge = judge
+        self._dense_ready = embedder is not None and dense_index is not None
+        self.lock = WriteLock(s.data_dir)
+        self._step_hook = step_hook
+        self._retrievers: dict[str, Retriever] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridsag-path")
+        self._writer: Writer | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        if self._dense is not None:
+            self._dense.close()
+        self.store.close()
+
+    def __enter__(self) -> HybridSearch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- components, built on first use ---------------------------------------------------------
+
+    @property
+    def dense_enabled(self) -> bool:
+        return self._dense is not None or self.settings.embedding.model != "none"
+
+    def embedder(self) -> Any:
+        if self._embedder is None:
+            from hybridsag.embedder import make_embedder
+
+            self._embedder = make_embedder(self.settings)
+            if self._embedder is None:
+                raise ConfigError("the dense path is off (embedding.model = 'none')")
+        return self._embedder
+
+    def dense_index(self) -> Any:
+        if self._dense is None:
+            from hybridsag.dense import make_dense_index
+
+            self._dense = make_dense_index(self.settings)
+        if not self._dense_ready:
+            from hybridsag.embedder import check_dimension
+
+            emb = self.embedder()
+            stored = self.store.get_meta("embedding_dimension")
+            check_dimension(emb, int(stored) if stored else None)
+            stored_model = self.store.get_meta("embedding_model")
+            if stored_model is not None and stored_model != emb.name:
+                from hybridsag.errors import IndexMismatchError
+
+                raise IndexMismatchError(
+                    f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
+                    f"this build embeds with {emb.name!r}: rebuild the index"
+                )
+            self._dense.ensure(emb.dimension)
+            if stored is None:
+                self.store.set_meta("embedding_dimension", str(emb.dimension))
+                self.store.set_meta("embedding_model", emb.name)
+            self._dense_ready = True
+        return self._dense
+
+    def writer(self) -> Writer:
+        if self._writer is None:
+            dense = embedder = None
+            if self.dense_enabled and not self.settings.milvus.attach:
+                dense, embedder = self.dense_index(), self.embedder()
+            self._writer = Writer(
+                self.store,
+                self.tokenizer,
+                self.settings.chunking,
+                self.lock,
+                dense=dense,
+                embedder=embedder,
+                step_hook=self._step_hook,
+            )
+        return self._writer
+
+    def retriever(self, name: str) -> Retriever:
+        """The retrieval path registered under ``name`` (bm25, sag2, dense, title)."""
+        if name not in PATH_NAMES:
+            raise QueryError(f"unknown path {name!r}; valid: {', '.join(PATH_NAMES)}")
+        if name not in self._retrievers:
+            self._retrievers[name] = self._build_retriever(name)
+        return self._retrievers[name]
+
+    def _build_retriever(self, name: str) -> Retriever:
+        if name == "bm25":
+            return Bm25Retriever(self.lexical)
+        if name == "title":
+            return TitleRetriever(self.store, self.lexical, depth=self.settings.title.depth)
+        if name == "dense":
+            if not self.dense_enabled:
+                raise ConfigError("path 'dense' needs an embedder (embedding.model is 'none')")
+            return DenseRetriever(self.store, self.embedder(), self.dense_index())
+        if name == "sag2":
+            from hybridsag.sag2 import Sag2Retriever
+
+            return Sag2Retriever.build(self)
+        raise ConfigError(f"no retriever for path {name!r}")
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        resource_id: str,
+        text: str,
+        *,
+        title: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        tenant: str = "",
+        acl: Iterable[str] = (),
+        source_uri: str | None = None,
+        fmt: Literal["markdown", "text"] = "markdown",
+    ) -> IngestReport:
+        """Ingest (or re-ingest) one resource; its chunks are replaced atomically."""
+        doc = make_document(
+            resource_id,
+            text,
+            title=title,
+            metadata=metadata,
+            tenant=tenant,
+            acl=acl,
+            source_uri=source_uri,
+            fmt=fmt,
+        )
+        return self.writer().ingest_many([doc])
+
+    def ingest_documents(
+        self,
+        docs: Iterable[Document],
+        *,
+        mode: Literal["sag", "passage"] | None = None,
+        progress: Callable[[int], None] | None = None,
+        skip_unchanged: bool = True,
+    ) -> IngestReport:
+        return self.writer().ingest_many(
+            docs, mode=mode, progress=progress, skip_unchanged=skip_unchanged
+        )
+
+    def ingest_jsonl(
+        self,
+        path: Path,
+        *,
+        mode: Literal["sag", "passage"] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
+        """Ingest a JSONL file (BEIR ``corpus.jsonl`` works as is); bad lines are reported."""
+        errors = SourceErrors()
+        report = self.ingest_documents(iter_jsonl(Path(path), errors), mode=mode, progress=progress)
+        report.errors.update(errors.errors)
+        return report
+
+    def ingest_folder(
+        self,
+        path: Path,
+        *,
+        tenant: str = "",
+        acl: Iterable[str] = (),
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
+        """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped)."""
+        errors = SourceErrors()
+        docs = iter_folder(Path(path), errors, tenant=tenant, acl=tuple(acl))
+        report = self.ingest_documents(docs, progress=progress)
+        report.errors.update(errors.errors)
+        return report
+
+    def delete(self, resource_id: str) -> bool:
+        """Delete a resource on every path; False when it did not exist."""
+        return self.writer().delete(resource_id)
+
+    def disable(self, resource_id: str) -> bool:
+        return self.writer().set_enabled(resource_id, False)
+
+    def enable(self, resource_id: str) -> bool:
+        return self.writer().set_enabled(resource_id, True)
+
+    # -- search -------------------------------------------------------------------------------
+
+    def resolve_paths(self, paths: Sequence[str] | None) -> tuple[str, ...]:
+        chosen = tuple(paths) if paths else self.settings.search.paths
+        if isinstance(paths, str):
+            chosen = tuple(p.strip() for p in paths.split(",") if p.strip())
+        for name in chosen:
+            if name not in PATH_NAMES:
+                raise QueryError(f"unknown path {name!r}; valid: {', '.join(PATH_NAMES)}")
+        if not self.dense_enabled:
+            chosen = tuple(p for p in chosen if p != "dense")
+        if not chosen:
+            raise QueryError("no retrieval path enabled")
+        return tuple(dict.fromkeys(chosen))
+
+    def run_path(self, name: str, query: str, *, limit: int, filters: Filters) -> PathResult:
+        """Run one path alone (validated query), as eval does."""
+        return self.retriever(name).retrieve(query, limit=limit, filters=filters)
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        paths: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | Filters | None = None,
+        explain: bool = True,
+        include_stale: bool | None = None,
+        weights: Mapping[str, float] | None = None,
+    ) -> SearchResponse:
+        """Run the enabled paths concurrently and fuse them.
+
+        Raises :class:`QueryError` for a bad query, filter or path name. A path that fails
+        is left out and the response is marked ``degraded`` with the reason.
+        """
+        t_start = time.perf_counter()
+        s = self.settings
+        query = validate_query(query, max_chars=s.query.max_chars)
+        top_k = s.search.top_k if top_k is None else top_k
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
+            raise QueryError(f"top_k must be an integer in 1..1000, got {top_k!r}")
+        flt = Filters.from_mapping(filters)
+        names = self.resolve_paths(paths)
+        include_stale = s.search.include_stale if include_stale is None else include_stale
+        depth = max(s.fusion.depth, top_k)
+        futures = {
+            name: self._pool.submit(self._timed_path, name, query, depth, flt) for name in names
+        }
+        runs: dict[str, Sequence[Any]] = {}
+        timings: dict[str, float] = {}
+        reasons: dict[str, str] = {}
+        usage: dict[str, Any] = {}
+        for name, fut in futures.items():
+            try:
+                result, ms = fut.result()
+            except HybridSagError as exc:
+                if isinstance(exc, QueryError):
+                    raise
+                reasons[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            runs[name] = list(result.hits)
+            timings[f"{name}_ms"] = ms
+            if result.usage:
+                usage[name] = dict(result.usage)
+            if result.degraded:
+                reasons[name] = result.degraded
+        t_fuse = time.perf_counter()
+        fused = rrf(runs, k=s.fusion.k, depth=s.fusion.depth, weights=weights or s.fusion.weights)
+        ids = [f.chunk_id for f in fused]
+        records = self.store.chunks(ids)
+        resources = self.store.resources(r.resource_id for r in records.values())
+        views = {
+            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
+            for cid, r in records.items()
+        }
+        visible = [
+            f
+            for f in fused
+            if f.chunk_id in records and flt.allows(resources[records[f.chunk_id].resource_id])
+        ]
+        ruled = apply_rules(
+            visible,
+            query=query,
+            chunks=views,
+            pin_exact_titles=s.fusion.pin_exact_titles,
+            strict_identifiers=s.fusion.strict_identifiers,
+        )
+        timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
+        results: list[SearchResult] = []
+        for f in ruled:
+            rec = records[f.chunk_id]
+            stale = _is_stale(resources[rec.resource_id])
+            if stale and not include_stale:
+                continue
+            results.append(self._result(len(results) + 1, f, rec, stale, explain))
+            if len(results) >= top_k:
+                break
+        timings["total_ms"] = round((time.perf_counter() - t_start) * 1000, 3)
+        return SearchResponse(
+            query=query,
+            results=tuple(results),
+            timings=timings,
+            paths=names,
+            degraded=bool(reasons),
+            reasons=reasons,
+            usage=usage,
+        )
+
+    def _timed_path(
+        self, name: str, query: str, limit: int, flt: Filters
+    ) -> tuple[PathResult, float]:
+        t0 = time.perf_counter()
+        result = self.retriever(name).retrieve(query, limit=limit, filters=flt)
+        return result, round((time.perf_counter() - t0) * 1000, 3)
+
+    @staticmethod
+    def _result(
+        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool
+    ) -> SearchResult:
+        paths: dict[str, dict[str, Any]] = {}
+        why: list[str] = []
+        for c in fused.contributions:
+            paths[c.path] = {
+                "rank": c.rank,
+                "raw_score": c.raw_score,
+                "score": c.score,
+                "rrf_term": c.rrf_term,
+                **{k: v for k, v in c.detail.items() if k != "resource_id"},
+            }
+            if explain:
+                extra = ", ".join(
+                    f"{k}={v}" for k, v in c.detail.items() if k not in ("resource_id", "version")
+                )
+                why.append(
+                    f"{c.path}: rank {c.rank}, raw score {c.raw_score:.4g}"
+                    + (f", {extra}" if extra else "")
+                )
+        if explain:
+            why.extend(f"rule {r}" for r in fused.rules)
+            if stale:
+                why.append("stale: the source file changed since it was indexed")
+        return SearchResult(
+            rank=rank,
+            chunk_id=rec.chunk_id,
+            resource_id=rec.resource_id,
+            title=rec.title,
+            heading_path=rec.heading_path,
+            text=rec.text,
+            start_line=rec.start_line,
+            end_line=rec.end_line,
+            byte_start=rec.byte_start,
+            byte_end=rec.byte_end,
+            content_sha256=rec.content_sha256,
+            source_uri=rec.source_uri,
+            score=fused.score,
+            paths=paths,
+            rules=fused.rules,
+            why=tuple(why),
+            stale=stale,
+        )

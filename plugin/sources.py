@@ -1,0 +1,158 @@
+"""Where resources come from: a JSONL file (a BEIR ``corpus.jsonl`` loads as is) or a folder.
+
+Both yield validated :class:`~hybridsag.writer.Document` values and report, rather than raise,
+the entries they had to skip (a file that is not UTF-8, a JSONL line that is not an object), so
+one bad file never stops the rest from being indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+from hybridsag.errors import IngestError
+from hybridsag.writer import Document, make_document
+
+__all__ = ["FOLDER_SUFFIXES", "SourceErrors", "iter_folder", "iter_jsonl"]
+
+FOLDER_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "text"}
+_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+@dataclass
+class SourceErrors:
+    """Entries skipped while reading a source: ``{where: reason}``."""
+
+    errors: dict[str, str] = field(default_factory=dict)
+    seen: int = 0
+
+
+def iter_jsonl(path: Path, errors: SourceErrors) -> Iterator[Document]:
+    """Documents from a JSONL file: ``_id`` (or ``id``/``resource_id``), ``title``, ``text``, and
+    optional ``metadata``, ``tenant``, ``acl``, ``source_uri``. Bad lines go to ``errors``."""
+    path = Path(path)
+    if not path.is_file():
+        raise IngestError(f"JSONL file {path} does not exist")
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            where = f"{path}:{lineno}"
+            if not raw.strip():
+                continue
+            errors.seen += 1
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                errors.errors[where] = f"not UTF-8 ({exc.reason} at byte {exc.start})"
+                continue
+            except json.JSONDecodeError as exc:
+                errors.errors[where] = f"not JSON: {exc.msg} at column {exc.colno}"
+                continue
+            if not isinstance(obj, dict):
+                errors.errors[where] = f"a line must be a JSON object, got {type(obj).__name__}"
+                continue
+            rid = obj.get("_id", obj.get("id", obj.get("resource_id")))
+            if isinstance(rid, int) and not isinstance(rid, bool):
+                rid = str(rid)
+            try:
+                yield make_document(
+                    rid,  # type: ignore[arg-type]
+                    obj.get("text", ""),
+                    title=obj.get("title") or "",
+                    metadata=obj.get("metadata"),
+                    tenant=obj.get("tenant") or "",
+                    acl=obj.get("acl") or (),
+                    source_uri=obj.get("source_uri"),
+                    fmt=obj.get("format", "markdown"),
+                )
+            except IngestError as exc:
+                errors.errors[where] = str(exc)
+
+
+def _title_of(text: str, fmt: str, fallback: str) -> str:
+    if fmt == "markdown":
+        m = _H1.search(text)
+        if m:
+            return m.group(1).strip()
+    return fallback
+
+
+class _Ignores:
+    """``.gitignore`` rules of every folder walked so far (each relative to its folder)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.specs: list[tuple[Path, pathspec.PathSpec]] = []
+
+    def load(self, folder: Path) -> None:
+        gi = folder / ".gitignore"
+        if gi.is_file():
+            lines = gi.read_text("utf-8", errors="replace").splitlines()
+            self.specs.append((folder, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        for base, spec in self.specs:
+            try:
+                rel = path.relative_to(base).as_posix()
+            except ValueError:
+                continue
+            if spec.match_file(rel + ("/" if is_dir else "")):
+                return True
+        return False
+
+
+def iter_folder(
+    root: Path, errors: SourceErrors, *, tenant: str = "", acl: tuple[str, ...] = ()
+) -> Iterator[Document]:
+    """Documents from the md/markdown/txt/rst files under ``root``; hidden files and folders and
+    ``.gitignore``-matched paths are skipped; a non-UTF-8 file is reported and skipped. The
+    resource id is the path relative to ``root``; the title is the first ``# H1`` or the stem."""
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise IngestError(f"folder {root} does not exist or is not a directory")
+    ignores = _Ignores(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        folder = Path(dirpath)
+        ignores.load(folder)
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not d.startswith(".") and not ignores.ignored(folder / d, is_dir=True)
+        )
+        for name in sorted(filenames):
+            path = folder / name
+            fmt = FOLDER_SUFFIXES.get(path.suffix.lower())
+            if name.startswith(".") or fmt is None or ignores.ignored(path, is_dir=False):
+                continue
+            errors.seen += 1
+            rel = path.relative_to(root).as_posix()
+            try:
+                data = path.read_bytes()
+                stat = path.stat()
+            except OSError as exc:
+                errors.errors[rel] = f"unreadable: {exc.strerror}"
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                errors.errors[rel] = f"not UTF-8 ({exc.reason} at byte {exc.start}); skipped"
+                continue
+            try:
+                yield make_document(
+                    rel,
+                    text,
+                    title=_title_of(text.lstrip("\ufeff"), fmt, path.stem),
+                    tenant=tenant,
+                    acl=acl,
+                    source_uri=str(path),
+                    fmt=fmt,  # type: ignore[arg-type]
+                    source_mtime_ns=stat.st_mtime_ns,
+                    source_size=stat.st_size,
+                )
+            except IngestError as exc:
+                errors.errors[rel] = str(exc)

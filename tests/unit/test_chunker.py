@@ -1,0 +1,438 @@
+"""SAG-Wiki chunker: whole sentences, whole-sentence overlap, headings, lines, bytes, code."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from hybridsag import chunker
+from hybridsag.chunker import Chunk, chunk_text, split_sentences
+
+CORPUS = Path(__file__).resolve().parents[2] / "samples" / "corpus"
+
+
+def _check_invariants(source: str, chunks: list[Chunk]) -> None:
+    """What must hold for every chunk of every input."""
+    data = source.encode("utf-8")
+    lines = source.splitlines(keepends=True)  # no \x0b etc. in our inputs
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        assert data[c.byte_start : c.byte_end].decode("utf-8") == c.text
+        assert c.text and c.text.strip() == c.text
+        first_line_prefix = "".join(lines[: c.start_line - 1])
+        assert len(first_line_prefix.encode()) <= c.byte_start
+        assert c.byte_start < len("".join(lines[: c.start_line]).encode())
+        assert c.end_line - c.start_line == len(re.findall(r"\r\n|\r|\n", c.text))
+
+
+def _spanned(chunks: list[Chunk]) -> list[str]:
+    return [c.text for c in chunks]
+
+
+# --------------------------------------------------------------------------- sentences
+
+
+def test_english_sentences_never_cut_and_overlap_is_whole_trailing_sentences() -> None:
+    # six sentences of 30 chars: 3 fit in 100 (92 chars), 4 do not (123)
+    sents = [f"Sentence {w} is right here ok." for w in ("one", "two", "six", "ten", "ace", "duo")]
+    assert {len(s) for s in sents} == {30}
+    text = " ".join(sents)
+    chunks = chunk_text(text, target_chars=100, overlap_chars=40)
+    # overlap 40: the last sentence (30) fits, the last two (60) do not
+    assert _spanned(chunks) == [
+        " ".join(sents[0:3]),
+        " ".join(sents[2:5]),
+        " ".join(sents[4:6]),
+    ]
+    _check_invariants(text, chunks)
+
+
+def test_overlap_zero_and_overlap_never_the_whole_previous_chunk() -> None:
+    sents = [f"Short {n} here." for n in "abcdefgh"]  # 13 chars each
+    text = " ".join(sents)
+    no_overlap = chunk_text(text, target_chars=30, overlap_chars=0)
+    assert _spanned(no_overlap) == [" ".join(sents[i : i + 2]) for i in range(0, 8, 2)]
+    # overlap 29 could hold two sentences (26), but a chunk of two may only lend one
+    wide = chunk_text(text, target_chars=30, overlap_chars=29)
+    assert _spanned(wide) == [" ".join(sents[i : i + 2]) for i in range(0, 7)]
+
+
+def test_chinese_sentences_never_cut_with_exact_overlap() -> None:
+    sents = [
+        "这是第一个测试句子。",
+        "这是第二个测试句子！",
+        "这是第三个测试句子？",
+        "这是第四个测试句子；",
+        "这是第五个测试句子…",
+        "这是第六个测试句子。",
+    ]
+    assert {len(s) for s in sents} == {10}
+    text = "".join(sents)
+    chunks = chunk_text(text, target_chars=30, overlap_chars=10)
+    assert _spanned(chunks) == ["".join(sents[0:3]), "".join(sents[2:5]), "".join(sents[4:6])]
+    _check_invariants(text, chunks)
+
+
+def test_every_sentence_whole_in_some_chunk_and_chunks_align_to_sentences() -> None:
+    sents: list[str] = []
+    for i in range(60):
+        if i % 3 == 0:
+            sents.append(f"第{i}条：版本 v2.3.{i} 修复了错误 E-{1000 + i}，请升级。")
+        elif i % 3 == 1:
+            pad = " and more" * (i % 7)
+            sents.append(f"Step {i} uses e.g. the ReActAgent{pad} at 3.14 speed!")
+        else:
+            sents.append(f"Mr. Smith asked about item {i} in the U.S. Army manual?")
+    paragraphs = [" ".join(sents[i : i + 5]) for i in range(0, 60, 5)]
+    text = "\n\n".join(paragraphs) + "\n"
+    chunks = chunk_text(text, target_chars=400, overlap_chars=80)
+    _check_invariants(text, chunks)
+    assert split_sentences(text) == sents
+    for s in sents:
+        assert any(s in c.text for c in chunks), s
+    for c in chunks:
+        inner = split_sentences(c.text)
+        assert c.text.startswith(inner[0]) and inner[0] in sents
+        assert c.text.endswith(inner[-1]) and inner[-1] in sents
+        assert all(x in sents for x in inner)
+        assert len(c.text) <= 400
+
+
+def test_overlong_sentence_is_its_own_chunk_kept_whole() -> None:
+    long_sentence = "The " + "very " * 150 + "long sentence ends here."
+    assert len(long_sentence) > 700
+    text = f"First one. Second one. {long_sentence} Third one. Fourth one."
+    chunks = chunk_text(text, target_chars=400, overlap_chars=80)
+    assert _spanned(chunks) == ["First one. Second one.", long_sentence, "Third one. Fourth one."]
+    _check_invariants(text, chunks)
+
+
+# --------------------------------------------------------------------------- headings
+
+
+NESTED = """# Guide
+
+Intro.
+
+## Install
+
+### Linux
+
+Linux steps.
+
+### Windows
+
+Windows steps.
+
+## Usage
+
+Usage text.
+
+Setext title
+------------
+
+Setext body.
+
+# Appendix
+
+Appendix text.
+"""
+
+
+def test_heading_path_tracks_nested_levels_and_heading_lines_are_not_in_text() -> None:
+    chunks = chunk_text(NESTED)
+    assert [(c.heading_path, c.text, c.start_line, c.end_line) for c in chunks] == [
+        ("Guide", "Intro.", 3, 3),
+        ("Guide > Install > Linux", "Linux steps.", 9, 9),
+        ("Guide > Install > Windows", "Windows steps.", 13, 13),
+        ("Guide > Usage", "Usage text.", 17, 17),
+        ("Guide > Setext title", "Setext body.", 22, 22),
+        ("Appendix", "Appendix text.", 26, 26),
+    ]
+    _check_invariants(NESTED, chunks)
+
+
+def test_chunks_never_cross_a_heading_even_when_small() -> None:
+    text = "# A\nOne. Two.\n# B\nThree.\n## C ##\nFour."
+    chunks = chunk_text(text)
+    assert [(c.heading_path, c.text) for c in chunks] == [
+        ("A", "One. Two."),
+        ("B", "Three."),
+        ("B > C", "Four."),
+    ]
+
+
+def test_heading_only_sections_produce_no_chunk() -> None:
+    assert chunk_text("# A\n\n## B\n\n### C\n") == []
+    assert chunk_text("# A\n\n   \n\t\n## B\n\n---\n\n### C\n") == []
+    chunks = chunk_text("# A\n\n## B\n\nOnly body.\n\n## C\n")
+    assert [(c.heading_path, c.text) for c in chunks] == [("A > B", "Only body.")]
+
+
+def test_text_format_has_no_headings() -> None:
+    text = "# Not a heading\n\nBody here.\nUnderlined\n-----\n"
+    chunks = chunk_text(text, fmt="text")
+    assert [(c.heading_path, c.text) for c in chunks] == [
+        ("", "# Not a heading\n\nBody here.\nUnderlined\n-----")
+    ]
+
+
+def test_preamble_before_first_heading_has_empty_path_and_hash_without_space_is_text() -> None:
+    chunks = chunk_text("Preamble. #hashtag stays.\n\n# Title\n\nBody.")
+    assert [(c.heading_path, c.text) for c in chunks] == [
+        ("", "Preamble. #hashtag stays."),
+        ("Title", "Body."),
+    ]
+
+
+# --------------------------------------------------------------------------- lines and bytes
+
+
+def test_lines_and_bytes_with_chinese_and_crlf() -> None:
+    text = "\ufeff# 标题\r\n\r\n第一句。第二句！\r\nSecond line here.\r\n\r\n## 小节\r\n\r\n  正文 ü.  \r\n"
+    data = text.encode("utf-8")
+    chunks = chunk_text(text)
+    assert [(c.heading_path, c.text, c.start_line, c.end_line) for c in chunks] == [
+        ("标题", "第一句。第二句！\r\nSecond line here.", 3, 4),
+        ("标题 > 小节", "正文 ü.", 8, 8),
+    ]
+    first, second = chunks
+    assert first.byte_start == data.index("第一句".encode())
+    assert first.byte_end == data.index(b".\r\n\r\n##") + 1
+    assert second.byte_start == data.index("正文".encode())
+    assert second.byte_end == second.byte_start + len("正文 ü.".encode())
+    _check_invariants(text, chunks)
+
+
+def test_lone_carriage_returns_count_as_line_breaks() -> None:
+    text = "First.\r\rSecond.\rThird."
+    chunks = chunk_text(text, target_chars=10, overlap_chars=0)
+    assert [(c.text, c.start_line, c.end_line) for c in chunks] == [
+        ("First.", 1, 1),
+        ("Second.", 3, 3),
+        ("Third.", 4, 4),
+    ]
+
+
+def test_multibyte_offsets_across_many_chunks() -> None:
+    sents = [f"句子{i}包含汉字和 emoji 🐟 以及 ü。" for i in range(80)]
+    text = "# 我的喜好\r\n\r\n" + "\r\n".join(sents) + "\r\n"
+    chunks = chunk_text(text, target_chars=100, overlap_chars=30)
+    assert len(chunks) > 10
+    _check_invariants(text, chunks)
+    assert {c.heading_path for c in chunks} == {"我的喜好"}
+
+
+# --------------------------------------------------------------------------- code
+
+
+def _code_text(n_lines: int) -> tuple[str, list[str]]:
+    body = [f"    value_{i:02d} = compute_step_{i:02d}(state)  # step {i}" for i in range(n_lines)]
+    lines = ["```python", "class ReActAgent:", *body, "```"]
+    return "Intro sentence.\n\n" + "\n".join(lines) + "\n\nAfter the code.\n", lines
+
+
+def test_long_code_block_is_cut_only_at_line_ends() -> None:
+    text, code_lines = _code_text(40)
+    chunks = chunk_text(text, target_chars=400, overlap_chars=80)
+    _check_invariants(text, chunks)
+    assert chunks[0].text == "Intro sentence."
+    assert chunks[-1].text == "After the code."
+    code_chunks = chunks[1:-1]
+    assert len(code_chunks) >= 4
+    assert code_chunks[0].text.startswith("```python\nclass ReActAgent:\n")
+    assert code_chunks[-1].text.endswith("\n```")
+    stripped = [line.strip() for line in code_lines]
+    seen: list[str] = []
+    for c in code_chunks:
+        assert len(c.text) <= 400
+        pieces = c.text.split("\n")
+        assert all(p.strip() in stripped for p in pieces)  # only whole lines
+        # starts at the first non-blank character of a line, ends at the end of a line
+        assert text[: text.index(c.text)].endswith(("\n", "    "))
+        assert text[text.index(c.text) + len(c.text)] == "\n"
+        seen.extend(p.strip() for p in pieces)
+    assert seen == stripped  # every line once, in order, no overlap in code
+
+
+def test_code_line_longer_than_target_stays_whole() -> None:
+    long_line = "x = " + " + ".join(f"term_{i}" for i in range(100))
+    text = "```\n" + long_line + "\nshort = 1\n```"
+    chunks = chunk_text(text, target_chars=100, overlap_chars=0)
+    assert _spanned(chunks) == ["```", long_line, "short = 1\n```"]
+
+
+def test_small_code_block_is_one_unit_and_hash_inside_fence_is_not_a_heading() -> None:
+    text = "# Top\n\nSee below.\n\n~~~\n# not a heading\nx = 1\n~~~\n\nDone."
+    chunks = chunk_text(text)
+    assert [(c.heading_path, c.text) for c in chunks] == [
+        ("Top", "See below.\n\n~~~\n# not a heading\nx = 1\n~~~\n\nDone.")
+    ]
+
+
+def test_unclosed_fence_runs_to_the_end() -> None:
+    text = "# H\n\n```python\ndef build_snake_case_name(name):\n    return name\n\n# not heading\n"
+    chunks = chunk_text(text)
+    assert [(c.heading_path, c.text) for c in chunks] == [
+        ("H", "```python\ndef build_snake_case_name(name):\n    return name\n\n# not heading")
+    ]
+
+
+def test_front_matter_is_kept_like_code_and_not_a_setext_heading() -> None:
+    text = "---\ntitle: Orrery\ntags: [a, b]\n---\n\n# Intro\n\nBody."
+    chunks = chunk_text(text)
+    assert [(c.heading_path, c.text) for c in chunks] == [
+        ("", "---\ntitle: Orrery\ntags: [a, b]\n---"),
+        ("Intro", "Body."),
+    ]
+
+
+# --------------------------------------------------------------------------- lists, passage mode
+
+
+def test_list_items_are_separate_sentences() -> None:
+    text = "- first item\n- second item\n  continues here\n1. numbered item"
+    assert split_sentences(text) == [
+        "- first item",
+        "- second item\n  continues here",
+        "1. numbered item",
+    ]
+    chunks = chunk_text(text, target_chars=30, overlap_chars=0)
+    assert _spanned(chunks) == [
+        "- first item",
+        "- second item\n  continues here",
+        "1. numbered item",
+    ]
+
+
+def test_passage_mode_returns_the_whole_trimmed_text() -> None:
+    text = "  \r\n# Title\r\n\r\nBody 中文。" + " long" * 1000 + "\r\n\r\n"
+    (chunk,) = chunk_text(text, mode="passage", target_chars=512)
+    assert chunk.heading_path == ""
+    assert chunk.text == text.strip()
+    assert (chunk.start_line, chunk.end_line) == (2, 4)
+    assert chunk.byte_start == 4
+    assert chunk.byte_end == len(text.rstrip().encode())
+    assert chunk_text(" \n\t ", mode="passage") == []
+
+
+def test_whitespace_only_input_gives_no_chunk() -> None:
+    assert chunk_text("") == []
+    assert chunk_text("  \r\n\r\n\t\u3000\n") == []
+
+
+# --------------------------------------------------------------------------- split_sentences
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Use v2.3.1. 安装完成。然后重启！", ["Use v2.3.1.", "安装完成。", "然后重启！"]),
+        ("Pi is 3.14 today. Next.", ["Pi is 3.14 today.", "Next."]),
+        (
+            "Tools, e.g. the parser, help. I.e. Python works.",
+            ["Tools, e.g. the parser, help.", "I.e. Python works."],
+        ),
+        (
+            "Mr. Smith met Dr. Who in the U.S. Army. Done.",
+            ["Mr. Smith met Dr. Who in the U.S. Army.", "Done."],
+        ),
+        ("See Fig. 3 and No. 5 here. Then stop.", ["See Fig. 3 and No. 5 here.", "Then stop."]),
+        (
+            "John F. Kennedy spoke. So did I. Fine.",
+            ["John F. Kennedy spoke.", "So did I.", "Fine."],
+        ),
+        ('He said "stop." Then left.', ['He said "stop."', "Then left."]),
+        ("Really?! Yes. (Quoted.) Next", ["Really?!", "Yes.", "(Quoted.)", "Next"]),
+        ("Wait... what now. OK", ["Wait... what now.", "OK"]),
+        (
+            "他说：“好。”然后走了……对吗？是的；好",
+            ["他说：“好。”", "然后走了……", "对吗？", "是的；", "好"],
+        ),
+        ("混合 English. 中文句子。End", ["混合 English.", "中文句子。", "End"]),
+        (
+            "Call hybridsag.chunker.split_sentences() now.",
+            ["Call hybridsag.chunker.split_sentences() now."],
+        ),
+        ("Error E-1234. Retry!", ["Error E-1234.", "Retry!"]),
+        (
+            "Line one\ncontinues. Two.\n\nNew paragraph",
+            ["Line one\ncontinues.", "Two.", "New paragraph"],
+        ),
+        ("", []),
+        ("  \n ", []),
+    ],
+)
+def test_split_sentences(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
+
+
+# --------------------------------------------------------------------------- arguments, API
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target_chars": 0, "overlap_chars": 0}, "target_chars"),
+        ({"target_chars": 100, "overlap_chars": 100}, "overlap_chars"),
+        ({"target_chars": 100, "overlap_chars": -1}, "overlap_chars"),
+        ({"fmt": "html"}, "fmt"),
+        ({"mode": "page"}, "mode"),
+    ],
+)
+def test_bad_arguments_raise_value_error(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        chunk_text("Some text.", **kwargs)  # type: ignore[arg-type]
+
+
+def test_chunk_is_frozen_and_api_is_explicit() -> None:
+    (chunk,) = chunk_text("One sentence.")
+    assert chunk == Chunk(0, "One sentence.", "", 1, 1, 0, 13)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        chunk.text = "changed"  # type: ignore[misc]
+    assert sorted(chunker.__all__) == ["Chunk", "chunk_text", "split_sentences"]
+
+
+# --------------------------------------------------------------------------- the sample corpus
+
+
+def _corpus_files() -> list[Path]:
+    """Indexable corpus files: not hidden, not under the ignored drafts/ folder."""
+    found = []
+    for path in CORPUS.rglob("*"):
+        parts = path.relative_to(CORPUS).parts
+        if any(part.startswith(".") or part == "drafts" for part in parts):
+            continue
+        if path.is_file() and path.suffix in {".md", ".txt", ".rst"}:
+            found.append(path)
+    return sorted(found)
+
+
+def test_sample_corpus_chunks_hold_every_invariant() -> None:
+    files = _corpus_files()
+    assert len(files) >= 12
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert 1000 <= len(text.encode()) <= 4096, path
+        fmt = "markdown" if path.suffix == ".md" else "text"
+        chunks = chunk_text(text, fmt=fmt, target_chars=400, overlap_chars=80)
+        assert chunks, path
+        _check_invariants(text, chunks)
+        for c in chunks:
+            # heading lines never appear in markdown chunks (outside code fences)
+            if fmt == "markdown" and "```" not in c.text:
+                assert not re.search(r"(?m)^#{1,6} ", c.text), (path, c.text)
+
+
+def test_sample_corpus_code_keeps_identifiers_whole() -> None:
+    text = (CORPUS / "guide" / "agents.md").read_text(encoding="utf-8")
+    chunks = chunk_text(text, target_chars=400, overlap_chars=80)
+    defs = [c for c in chunks if "class ReActAgent:" in c.text]
+    assert [c.heading_path for c in defs] == [
+        "Agents > The ReActAgent loop > Thought, action, observation"
+    ]
+    factory = [c for c in chunks if "class ReActAgentFactory:" in c.text]
+    assert [c.heading_path for c in factory] == ["Agents > The ReActAgentFactory"]

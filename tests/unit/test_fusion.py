@@ -1,0 +1,746 @@
+"""Unit tests for hybridsag.fusion: rrf(), the text helpers and the bounded rules.
+
+Expected orders and scores are written out by hand from the RRF formula weight / (k + rank).
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import math
+
+import pytest
+
+import hybridsag.fusion as fusion
+from hybridsag.fusion import (
+    ChunkView,
+    Contribution,
+    FusedHit,
+    Hit,
+    apply_rules,
+    contains_whole_identifier,
+    defines_identifier,
+    is_heading_only,
+    looks_like_identifier,
+    normalize_title,
+    rrf,
+)
+
+
+def hit(chunk_id: str, path: str, rank: int, raw: float | None = None, **detail: object) -> Hit:
+    """A hit whose raw score and score are derived from the rank, so they can be checked."""
+    raw_score = float(-rank) if raw is None else raw
+    return Hit(chunk_id, path, rank, raw_score, 1.0 / rank, dict(detail))
+
+
+def ids(hits: list[FusedHit]) -> list[str]:
+    return [h.chunk_id for h in hits]
+
+
+# --------------------------------------------------------------------------------------------
+# rrf
+
+
+def test_rrf_exact_scores_order_and_contributions() -> None:
+    runs = {
+        "lexical": [hit("a", "lexical", 1, 7.5), hit("b", "lexical", 2, 6.0)],
+        "dense": [hit("b", "dense", 1, 0.9, metric="cosine"), hit("c", "dense", 2, 0.8)],
+    }
+    fused = rrf(runs)
+
+    assert ids(fused) == ["b", "a", "c"]
+    assert [h.rank for h in fused] == [1, 2, 3]
+    assert fused[0].score == 1 / 62 + 1 / 61
+    assert fused[1].score == 1 / 61
+    assert fused[2].score == 1 / 62
+    assert all(h.rules == () for h in fused)
+
+    b = fused[0]
+    assert b.paths == ("lexical", "dense")
+    assert b.best_rank == 1
+    assert b.contributions == (
+        Contribution("lexical", 2, 6.0, 0.5, 1 / 62, {}),
+        Contribution("dense", 1, 0.9, 1.0, 1 / 61, {"metric": "cosine"}),
+    )
+
+
+def test_rrf_uses_the_hits_own_rank_not_list_position() -> None:
+    fused = rrf({"p": [hit("x", "p", 5), hit("y", "p", 3)]})
+    assert ids(fused) == ["y", "x"]
+    assert fused[0].score == 1 / 63
+    assert fused[1].score == 1 / 65
+    assert fused[0].contributions[0].rank == 3
+
+
+def test_rrf_custom_k() -> None:
+    fused = rrf({"p": [hit("a", "p", 1), hit("b", "p", 2)]}, k=1)
+    assert [h.score for h in fused] == [1 / 2, 1 / 3]
+
+
+def test_rrf_three_paths_sum_is_order_independent() -> None:
+    # c1 has ranks (1, 2, 3), c2 has (3, 2, 1): the same terms in a different path order.
+    runs = {
+        "p": [hit("c1", "p", 1), hit("c2", "p", 3)],
+        "q": [hit("c1", "q", 2), hit("c2", "q", 2)],
+        "r": [hit("c1", "r", 3), hit("c2", "r", 1)],
+    }
+    fused = rrf(runs)
+    assert fused[0].score == fused[1].score
+    assert fused[0].score == pytest.approx(1 / 61 + 1 / 62 + 1 / 63, rel=1e-15)
+    # equal score and equal best rank: chunk_id decides
+    assert ids(fused) == ["c1", "c2"]
+
+
+def test_rrf_weights_scale_terms_and_default_to_one() -> None:
+    runs = {
+        "lexical": [hit("a", "lexical", 1)],
+        "dense": [hit("b", "dense", 1)],
+        "title": [hit("c", "title", 1)],
+    }
+    fused = rrf(runs, weights={"lexical": 0.5, "dense": 2.0, "unused": 9.0})
+    assert ids(fused) == ["b", "c", "a"]
+    assert fused[0].score == 2.0 / 61
+    assert fused[1].score == 1.0 / 61  # title missing from weights -> 1.0
+    assert fused[2].score == 0.5 / 61
+    assert fused[0].contributions[0].rrf_term == 2.0 / 61
+
+
+def test_rrf_weight_changes_the_winner() -> None:
+    runs = {
+        "lexical": [hit("a", "lexical", 1), hit("b", "lexical", 2)],
+        "dense": [hit("b", "dense", 3), hit("a", "dense", 10)],
+    }
+    assert ids(rrf(runs)) == ["b", "a"]  # 1/62 + 1/63 > 1/61 + 1/70
+    heavy = rrf(runs, weights={"lexical": 10.0})
+    assert ids(heavy) == ["a", "b"]  # 10/61 + 1/70 > 10/62 + 1/63
+    assert heavy[0].score == pytest.approx(10 / 61 + 1 / 70, rel=1e-15)
+    assert heavy[1].score == pytest.approx(10 / 62 + 1 / 63, rel=1e-15)
+
+
+def test_rrf_zero_weight_drops_path_terms_and_contributions() -> None:
+    runs = {
+        "lexical": [hit("a", "lexical", 1), hit("only_lexical", "lexical", 2)],
+        "dense": [hit("a", "dense", 2), hit("b", "dense", 1)],
+    }
+    fused = rrf(runs, weights={"lexical": 0.0})
+    assert ids(fused) == ["b", "a"]
+    assert fused[0].score == 1 / 61
+    assert fused[1].score == 1 / 62
+    assert all(h.paths == ("dense",) for h in fused)
+
+
+def test_rrf_depth_keeps_only_ranks_up_to_depth() -> None:
+    runs = {
+        "p": [hit("a", "p", 1), hit("b", "p", 2), hit("c", "p", 3)],
+        "q": [hit("c", "q", 1), hit("d", "q", 4)],
+    }
+    fused = rrf(runs, depth=2)
+    assert ids(fused) == ["a", "c", "b"]
+    c = fused[1]
+    assert c.paths == ("q",)  # c's rank 3 in p is beyond depth
+    assert c.score == 1 / 61
+    assert "d" not in ids(fused)
+    assert ids(rrf(runs, depth=1)) == ["a", "c"]
+
+
+def test_rrf_limit_cuts_after_sorting() -> None:
+    runs = {"p": [hit("z", "p", 1), hit("y", "p", 2), hit("x", "p", 3)]}
+    fused = rrf(runs, limit=2)
+    assert ids(fused) == ["z", "y"]
+    assert [h.rank for h in fused] == [1, 2]
+    assert ids(rrf(runs, limit=10)) == ["z", "y", "x"]
+
+
+def test_rrf_tie_broken_by_best_single_path_rank() -> None:
+    # k = 1 makes the terms exact binary fractions, so the tie is exact:
+    # "n" is found once at rank 1 -> 1/2; "m" twice at rank 3 -> 1/4 + 1/4 = 1/2.
+    runs = {
+        "p": [hit("n", "p", 1), hit("m", "p", 3)],
+        "q": [hit("m", "q", 3)],
+    }
+    fused = rrf(runs, k=1)
+    assert [h.score for h in fused] == [0.5, 0.5]
+    assert ids(fused) == ["n", "m"]  # best single rank 1 beats 3, though "m" < "n"
+    assert [h.best_rank for h in fused] == [1, 3]
+
+
+def test_rrf_tie_broken_by_chunk_id_ascending() -> None:
+    runs = {"p": [hit("b", "p", 1)], "q": [hit("a", "q", 1)], "r": [hit("c", "r", 1)]}
+    fused = rrf(runs)
+    assert ids(fused) == ["a", "b", "c"]
+    assert {h.score for h in fused} == {1 / 61}
+
+
+def test_rrf_duplicate_chunk_in_one_run_keeps_best_rank() -> None:
+    runs = {
+        "p": [
+            hit("a", "p", 4, 1.0),
+            hit("b", "p", 2),
+            hit("a", "p", 1, 9.0),
+            hit("a", "p", 1, 5.0),
+        ]
+    }
+    fused = rrf(runs)
+    assert ids(fused) == ["a", "b"]
+    a = fused[0]
+    assert len(a.contributions) == 1
+    assert a.contributions[0].rank == 1
+    assert a.contributions[0].raw_score == 9.0  # the first of the equal best ranks
+    assert a.score == 1 / 61
+
+
+def test_rrf_duplicate_beyond_depth_is_ignored() -> None:
+    fused = rrf({"p": [hit("a", "p", 5), hit("a", "p", 2)]}, depth=3)
+    assert fused[0].contributions[0].rank == 2
+    assert fused[0].score == 1 / 62
+
+
+def test_hit_rejects_zero_rank_and_empty_chunk_id() -> None:
+    with pytest.raises(ValueError, match="Hit.rank is 1-based, got 0"):
+        Hit("a", "p", 0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="chunk_id must not be empty"):
+        Hit("", "p", 1, 1.0, 1.0)
+
+
+def test_rrf_empty_inputs() -> None:
+    assert rrf({}) == []
+    assert rrf({"p": []}) == []
+    assert rrf({"p": [hit("a", "p", 3)]}, depth=2) == []
+
+
+def test_rrf_does_not_mutate_hits_and_keeps_detail() -> None:
+    h = hit("a", "p", 1, judge_probability=0.83)
+    fused = rrf({"p": [h]})
+    assert fused[0].contributions[0].detail == {"judge_probability": 0.83}
+    assert h.detail == {"judge_probability": 0.83}
+    assert h.rank == 1
+
+
+@pytest.mark.parametrize("bad_k", [0, -1.0, math.inf, math.nan])
+def test_rrf_rejects_bad_k(bad_k: float) -> None:
+    with pytest.raises(ValueError, match=r"rrf k must be a finite number > 0, got"):
+        rrf({}, k=bad_k)
+
+
+@pytest.mark.parametrize(("name", "value"), [("depth", 0), ("limit", 0), ("depth", -3)])
+def test_rrf_rejects_bad_depth_and_limit(name: str, value: int) -> None:
+    with pytest.raises(ValueError, match=rf"rrf {name} must be >= 1 or None, got {value}"):
+        rrf({}, **{name: value})
+
+
+@pytest.mark.parametrize("bad_weight", [-0.5, math.inf, math.nan])
+def test_rrf_rejects_bad_weight(bad_weight: float) -> None:
+    with pytest.raises(ValueError, match=r"rrf weight for path 'dense' must be"):
+        rrf({"dense": []}, weights={"dense": bad_weight})
+
+
+def test_rrf_rejects_hit_under_the_wrong_key() -> None:
+    runs = {"lexical": [hit("a", "lexical", 1)], "dense": [hit("b", "title", 1)]}
+    with pytest.raises(ValueError, match=r"run 'dense' holds a hit of path 'title'.*'b'"):
+        rrf(runs)
+
+
+def test_rrf_checks_paths_even_of_zero_weight_runs_and_beyond_depth() -> None:
+    with pytest.raises(ValueError, match="holds a hit of path 'x'"):
+        rrf({"p": [hit("a", "x", 9)]}, weights={"p": 0.0}, depth=1)
+
+
+# --------------------------------------------------------------------------------------------
+# text helpers
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("ReAct Agent!", "reactagent"),
+        ("我的喜好", "我的喜好"),
+        ("  我的 喜好。", "我的喜好"),
+        ("《我的喜好》", "我的喜好"),
+        # full-width letters and an ideographic space
+        ("ＲｅＡｃｔ\u3000Ａｇｅｎｔ", "reactagent"),
+        ("Straße", "strasse"),
+        ("ﬁle\tname\n", "filename"),  # ligature, tab, newline
+        ("Ünïcode — naïve", "ünïcodenaïve"),
+        ("C++ & C#", "cc"),
+        ("soft\u00adhyphen\u200bzero", "softhyphenzero"),  # Cf characters removed
+        ("Привет, Мир", "приветмир"),
+        ("हिन्दी", "हिन्दी"),  # combining marks kept
+        ("v2.3.1", "v231"),
+        ("!!! ???", ""),
+        ("", ""),
+    ],
+)
+def test_normalize_title(raw: str, expected: str) -> None:
+    assert normalize_title(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("ReActAgent", "ReActAgent"),
+        ("  ReActAgent \n", "ReActAgent"),
+        ("`ReActAgent`", "ReActAgent"),
+        ("getValue", "getValue"),
+        ("HTTPServer", "HTTPServer"),
+        ("snake_case_name", "snake_case_name"),
+        ("MAX_SIZE", "MAX_SIZE"),
+        ("__init__", "__init__"),
+        ("_private", "_private"),
+        ("os.path.join", "os.path.join"),
+        ("hybridsag.fusion.rrf", "hybridsag.fusion.rrf"),
+        ("E-1234", "E-1234"),
+        ("v2.3.1", "v2.3.1"),
+        ("gpt-4o", "gpt-4o"),
+        ("agent", None),
+        ("Python", None),
+        ("NASA", None),
+        ("e-mail", None),
+        ("state-of-the-art", None),
+        ("2024-01-01", None),
+        ("3.14", None),
+        ("i.e", None),
+        ("e.g.", None),
+        ("U.S.A", None),
+        ("_", None),
+        ("__", None),
+        ("ReAct Agent", None),
+        ("find ReActAgent", None),
+        ("我的喜好", None),
+        ("Café_au_lait", None),
+        ("", None),
+        ("   ", None),
+        ("``", None),
+        ("`", None),
+        ("python3", None),
+    ],
+)
+def test_looks_like_identifier(query: str, expected: str | None) -> None:
+    assert looks_like_identifier(query) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ReActAgent", True),
+        ("call ReActAgent(llm)", True),
+        ("use `ReActAgent` here", True),
+        ("agents.ReActAgent.run", True),
+        ("调用ReActAgent的方法", True),
+        ("ReActAgentFactory builds agents", False),
+        ("MyReActAgent", False),
+        ("ReActAgent_v2", False),
+        ("ReActAgent2", False),
+        ("reactagent", False),
+        ("REACTAGENT", False),
+        ("", False),
+        ("first ReActAgentX then ReActAgent.", True),  # a later whole occurrence counts
+    ],
+)
+def test_contains_whole_identifier(text: str, expected: bool) -> None:
+    assert contains_whole_identifier(text, "ReActAgent") is expected
+
+
+def test_contains_whole_identifier_special_characters_and_empty() -> None:
+    assert contains_whole_identifier("see os.path.join(a, b)", "os.path.join")
+    assert not contains_whole_identifier("see osxpathxjoin", "os.path.join")  # dots are literal
+    assert contains_whole_identifier("error E-1234 raised", "E-1234")
+    assert not contains_whole_identifier("error E-12345 raised", "E-1234")
+    assert not contains_whole_identifier("anything", "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "class ReActAgent:\n    pass",
+        "class ReActAgent(BaseAgent):",
+        "import x\n\nclass ReActAgent(Base):\n    ...",
+        "def ReActAgent(llm):",
+        "    def ReActAgent(self):",
+        "async def ReActAgent():",
+        "export default class ReActAgent {",
+        "pub struct ReActAgent {",
+        "pub fn ReActAgent() {}",
+        "func ReActAgent() {}",
+        "type ReActAgent struct {",
+        "interface ReActAgent {",
+        "enum ReActAgent {",
+        "function ReActAgent() {}",
+        "ReActAgent = make_agent()",
+        "ReActAgent: type[Agent] = make_agent()",
+        "# ReActAgent",
+        "intro\n## The `ReActAgent` class\nbody",
+        "### ReActAgent ###",
+        "```python\nx = 1\n```\n# ReActAgent",  # heading after a closed fence
+    ],
+)
+def test_defines_identifier_true(text: str) -> None:
+    assert defines_identifier(text, "ReActAgent")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "agent = ReActAgent(llm)",
+        "we use ReActAgent here",
+        "class ReActAgentFactory:",
+        "def ReActAgent_helper():",
+        "classReActAgent",
+        "ReActAgent == other",
+        "x.ReActAgent = 1",
+        "    ReActAgent = 1",  # not at line start
+        "# ReActAgentFactory",
+        "#ReActAgent",  # not a heading: no space
+        "####### ReActAgent",  # seven hashes is not a heading
+        "    # ReActAgent",  # four spaces: indented code, not a heading
+        "```\n# ReActAgent\n```",  # a comment inside fenced code
+        "~~~~\n# ReActAgent\n~~~\n# still inside\n",  # shorter closer does not close
+        "```\n# ReActAgent\n~~~\n",  # other fence char does not close
+        "",
+    ],
+)
+def test_defines_identifier_false(text: str) -> None:
+    assert not defines_identifier(text, "ReActAgent")
+
+
+def test_defines_identifier_other_shapes_and_empty() -> None:
+    assert defines_identifier("MAX_SIZE = 10", "MAX_SIZE")
+    assert defines_identifier("def os.path.join", "os.path.join")
+    assert not defines_identifier("class Anything:", "")
+    assert defines_identifier("````\ncode\n````\n## E-1234 codes", "E-1234")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", True),
+        ("   \n\t\n", True),
+        ("# Title", True),
+        ("# Title\n\n## Part\n", True),
+        ("   ### Indented heading", True),
+        ("#", True),
+        ("## ", True),
+        ("# Title\nbody", False),
+        ("#hashtag", False),
+        ("    # code comment", False),
+        ("####### seven", False),
+        ("Title\n=====", False),
+        ("```\n```", False),
+        ("我的喜好", False),
+    ],
+)
+def test_is_heading_only(text: str, expected: bool) -> None:
+    assert is_heading_only(text) is expected
+
+
+# --------------------------------------------------------------------------------------------
+# apply_rules
+
+
+def fh(chunk_id: str, rank: int, score: float, rules: tuple[str, ...] = ()) -> FusedHit:
+    contribution = Contribution("p", rank, float(rank), 1.0, score, {})
+    return FusedHit(chunk_id, rank, score, (contribution,), rules)
+
+
+def view(
+    chunk_id: str,
+    text: str,
+    *,
+    title: str = "Some notes",
+    resource_id: str | None = None,
+    heading_path: str = "",
+) -> ChunkView:
+    return ChunkView(chunk_id, resource_id or f"r-{chunk_id}", title, heading_path, text)
+
+
+def fused_list(*chunk_ids: str) -> list[FusedHit]:
+    return [fh(c, i, 1.0 / (60 + i)) for i, c in enumerate(chunk_ids, start=1)]
+
+
+def summary(hits: list[FusedHit]) -> list[tuple[str, int, tuple[str, ...]]]:
+    return [(h.chunk_id, h.rank, h.rules) for h in hits]
+
+
+def test_rules_noop_for_plain_query() -> None:
+    fused = fused_list("a", "b", "c")
+    chunks = {c: view(c, f"text about agents {c}") for c in "abc"}
+    out = apply_rules(fused, query="agents", chunks=chunks)
+    assert out == fused
+    assert out is not fused
+
+
+def test_rules_drop_heading_only() -> None:
+    fused = fused_list("a", "b", "c")
+    chunks = {
+        "a": view("a", "# Setup\n\n## Install"),
+        "b": view("b", "pip install hybridsag"),
+        "c": view("c", ""),
+    }
+    out = apply_rules(fused, query="setup", chunks=chunks)
+    assert summary(out) == [("b", 1, ())]
+    assert out[0].score == fused[1].score  # scores unchanged, rank renumbered
+
+
+def test_rules_exact_title_pins_to_front_with_chinese_title() -> None:
+    fused = fused_list("a", "b", "c")
+    chunks = {
+        "a": view("a", "鱼的做法", title="菜谱"),
+        "b": view("b", "周末去爬山", title="日记"),
+        "c": view("c", "爱吃鱼", title="我的喜好"),
+    }
+    out = apply_rules(fused, query=" 我的喜好？", chunks=chunks)
+    assert summary(out) == [("c", 1, ("exact_title",)), ("a", 2, ()), ("b", 3, ())]
+    assert [h.score for h in out] == [fused[2].score, fused[0].score, fused[1].score]
+
+
+def test_rules_exact_title_pins_best_chunk_per_resource_only() -> None:
+    fused = fused_list("x", "c1", "c2")
+    chunks = {
+        "x": view("x", "other"),
+        "c1": view("c1", "first part", title="ReAct Agent", resource_id="doc"),
+        "c2": view("c2", "second part", title="ReAct Agent", resource_id="doc"),
+    }
+    out = apply_rules(fused, query="react agent", chunks=chunks)
+    assert summary(out) == [("c1", 1, ("exact_title",)), ("x", 2, ()), ("c2", 3, ())]
+
+
+def test_rules_exact_title_pin_limit_and_relative_order() -> None:
+    fused = fused_list("n", "t1", "t2", "t3", "t4")
+    chunks = {"n": view("n", "no title match")}
+    for c in ("t1", "t2", "t3", "t4"):
+        chunks[c] = view(c, f"body {c}", title="Release Notes")
+    out = apply_rules(fused, query="release notes", chunks=chunks, pin_exact_titles=2)
+    assert summary(out) == [
+        ("t1", 1, ("exact_title",)),
+        ("t2", 2, ("exact_title",)),
+        ("n", 3, ()),
+        ("t3", 4, ()),
+        ("t4", 5, ()),
+    ]
+    default = apply_rules(fused, query="release notes", chunks=chunks)
+    assert ids(default) == ["t1", "t2", "t3", "n", "t4"]
+    off = apply_rules(fused, query="release notes", chunks=chunks, pin_exact_titles=0)
+    assert off == fused
+
+
+def test_rules_exact_title_needs_full_match_and_nonempty_query() -> None:
+    fused = fused_list("a", "b")
+    chunks = {
+        "a": view("a", "body", title="!!!"),
+        "b": view("b", "body", title="我的喜好和习惯"),
+    }
+    assert apply_rules(fused, query="?!", chunks=chunks) == fused  # empty normalised query
+    assert apply_rules(fused, query="我的喜好", chunks=chunks) == fused  # only a prefix
+
+
+def test_rules_heading_only_dropped_before_title_pin() -> None:
+    fused = fused_list("h", "x", "b")
+    chunks = {
+        "h": view("h", "# 我的喜好", title="我的喜好", resource_id="r"),
+        "x": view("x", "无关"),
+        "b": view("b", "爱吃鱼", title="我的喜好", resource_id="r"),
+    }
+    out = apply_rules(fused, query="我的喜好", chunks=chunks)
+    assert summary(out) == [("b", 1, ("exact_title",)), ("x", 2, ())]
+
+
+def test_rules_identifier_tiers() -> None:
+    fused = fused_list("partial", "none", "heading", "mention", "definition", "title_only")
+    chunks = {
+        "partial": view("partial", "ReActAgentFactory builds agents"),
+        "none": view("none", "nothing relevant"),
+        "heading": view("heading", "the run loop", heading_path="Agents > ReActAgent"),
+        "mention": view("mention", "agent = ReActAgent(llm)"),
+        "definition": view("definition", "class ReActAgent(BaseAgent):\n    ..."),
+        "title_only": view("title_only", "see the docs", title="ReActAgent reference"),
+    }
+    out = apply_rules(fused, query="ReActAgent", chunks=chunks)
+    assert summary(out) == [
+        ("definition", 1, ("identifier_definition",)),
+        ("mention", 2, ("identifier_whole",)),
+        ("heading", 3, ("identifier_heading_only",)),
+        ("title_only", 4, ("identifier_heading_only",)),
+        ("partial", 5, ("identifier_partial",)),
+        ("none", 6, ()),
+    ]
+    by_id = {h.chunk_id: h for h in fused}
+    assert all(h.score == by_id[h.chunk_id].score for h in out)
+    assert all(h.contributions == by_id[h.chunk_id].contributions for h in out)
+
+
+def test_rules_identifier_tier_keeps_fused_order_within_tier() -> None:
+    fused = fused_list("m1", "d1", "m2", "d2")
+    chunks = {
+        "m1": view("m1", "uses `max_tokens`"),
+        "d1": view("d1", "max_tokens = 512"),
+        "m2": view("m2", "pass max_tokens=100"),
+        "d2": view("d2", "def max_tokens(cfg):"),
+    }
+    out = apply_rules(fused, query="max_tokens", chunks=chunks)
+    assert ids(out) == ["d1", "d2", "m1", "m2"]
+
+
+def test_rules_reactagent_vs_factory() -> None:
+    fused = fused_list("factory", "agent")
+    chunks = {
+        "factory": view("factory", "class ReActAgentFactory:\n    def build(self): ..."),
+        "agent": view("agent", "Wrap the tool list in a ReActAgent."),
+    }
+    out = apply_rules(fused, query="ReActAgent", chunks=chunks)
+    assert summary(out) == [
+        ("agent", 1, ("identifier_whole",)),
+        ("factory", 2, ("identifier_partial",)),
+    ]
+
+
+def test_rules_exact_title_pin_comes_before_identifier_tiers() -> None:
+    fused = fused_list("def", "titled")
+    chunks = {
+        "def": view("def", "class ReActAgent:"),
+        "titled": view("titled", "overview", title="ReActAgent"),
+    }
+    out = apply_rules(fused, query="ReActAgent", chunks=chunks)
+    assert summary(out) == [
+        ("titled", 1, ("exact_title",)),
+        ("def", 2, ("identifier_definition",)),
+    ]
+
+
+def test_rules_extend_existing_rules() -> None:
+    fused = [fh("a", 1, 0.5, rules=("earlier",))]
+    out = apply_rules(fused, query="E-1234", chunks={"a": view("a", "error E-1234")})
+    assert out[0].rules == ("earlier", "identifier_whole")
+
+
+def test_rules_strict_identifiers_returns_empty_without_exact_match() -> None:
+    fused = fused_list("partial", "heading")
+    chunks = {
+        "partial": view("partial", "ReActAgentFactory"),
+        "heading": view("heading", "body", heading_path="ReActAgent"),
+    }
+    assert apply_rules(fused, query="ReActAgent", chunks=chunks, strict_identifiers=True) == []
+    lenient = apply_rules(fused, query="ReActAgent", chunks=chunks)
+    assert ids(lenient) == ["heading", "partial"]
+
+
+def test_rules_strict_identifiers_keeps_whole_result_when_one_exact_match() -> None:
+    fused = fused_list("partial", "mention")
+    chunks = {
+        "partial": view("partial", "ReActAgentFactory"),
+        "mention": view("mention", "a ReActAgent here"),
+    }
+    out = apply_rules(fused, query="ReActAgent", chunks=chunks, strict_identifiers=True)
+    assert ids(out) == ["mention", "partial"]
+
+
+def test_rules_strict_identifiers_kept_by_exact_title_even_unpinned() -> None:
+    fused = fused_list("t")
+    chunks = {"t": view("t", "overview only", title="ReActAgent")}
+    pinned = apply_rules(fused, query="ReActAgent", chunks=chunks, strict_identifiers=True)
+    assert summary(pinned) == [("t", 1, ("exact_title",))]
+    unpinned = apply_rules(
+        fused, query="ReActAgent", chunks=chunks, strict_identifiers=True, pin_exact_titles=0
+    )
+    assert summary(unpinned) == [("t", 1, ("identifier_heading_only",))]
+
+
+def test_rules_strict_identifiers_ignored_for_non_identifier_query() -> None:
+    fused = fused_list("a")
+    chunks = {"a": view("a", "nothing")}
+    assert apply_rules(fused, query="agent", chunks=chunks, strict_identifiers=True) == fused
+
+
+def test_rules_strict_identifiers_with_no_hits() -> None:
+    assert apply_rules([], query="ReActAgent", chunks={}, strict_identifiers=True) == []
+
+
+def test_rules_missing_chunk_is_kept_without_rules() -> None:
+    fused = fused_list("a", "ghost", "b")
+    chunks = {"a": view("a", "text a"), "b": view("b", "text b")}
+    assert apply_rules(fused, query="anything", chunks=chunks) == fused
+
+    id_chunks = {"a": view("a", "no match"), "b": view("b", "class ReActAgent:")}
+    out = apply_rules(fused, query="ReActAgent", chunks=id_chunks)
+    assert summary(out) == [
+        ("b", 1, ("identifier_definition",)),
+        ("a", 2, ()),
+        ("ghost", 3, ()),
+    ]
+    # a missing chunk is no exact match for strict mode
+    only_ghost = apply_rules(
+        fused_list("ghost"), query="ReActAgent", chunks={}, strict_identifiers=True
+    )
+    assert only_ghost == []
+
+
+def test_rules_reject_negative_pin_limit() -> None:
+    with pytest.raises(ValueError, match="pin_exact_titles must be >= 0, got -1"):
+        apply_rules([], query="q", chunks={}, pin_exact_titles=-1)
+
+
+def test_rrf_then_rules_end_to_end() -> None:
+    runs = {
+        "lexical": [hit("c-factory", "lexical", 1), hit("c-def", "lexical", 2)],
+        "dense": [hit("c-head", "dense", 1), hit("c-def", "dense", 3)],
+        "title": [hit("c-title", "title", 1)],
+    }
+    fused = rrf(runs, weights={"title": 0.5})
+    assert ids(fused) == ["c-def", "c-factory", "c-head", "c-title"]
+    chunks = {
+        "c-factory": view("c-factory", "ReActAgentFactory()"),
+        "c-def": view("c-def", "class ReActAgent:"),
+        "c-head": view("c-head", "# ReActAgent"),
+        "c-title": view("c-title", "see ReActAgent", title="ReAct agent"),
+    }
+    out = apply_rules(fused, query="ReActAgent", chunks=chunks)
+    assert summary(out) == [
+        ("c-title", 1, ("exact_title",)),
+        ("c-def", 2, ("identifier_definition",)),
+        ("c-factory", 3, ("identifier_partial",)),
+    ]
+    assert out[0].score == 0.5 / 61
+    assert out[1].score == 1 / 62 + 1 / 63
+
+
+# --------------------------------------------------------------------------------------------
+# public surface
+
+
+def test_fusion_all_is_accurate() -> None:
+    assert sorted(fusion.__all__) == [
+        "ChunkView",
+        "Contribution",
+        "FusedHit",
+        "Hit",
+        "apply_rules",
+        "contains_whole_identifier",
+        "defines_identifier",
+        "is_heading_only",
+        "looks_like_identifier",
+        "normalize_title",
+        "rrf",
+    ]
+    for name in fusion.__all__:
+        assert getattr(fusion, name) is not None
+    public = {n for n in vars(fusion) if not n.startswith("_")}
+    assert public - set(fusion.__all__) <= {"rrf", "rules", "text", "types"}  # submodules
+
+
+@pytest.mark.parametrize("module", ["rrf", "rules", "text", "types"])
+def test_submodule_all_lists_its_public_callables(module: str) -> None:
+    mod = importlib.import_module(f"hybridsag.fusion.{module}")
+    defined_here = {
+        name
+        for name, value in vars(mod).items()
+        if not name.startswith("_")
+        and callable(value)
+        and getattr(value, "__module__", None) == mod.__name__
+    }
+    assert set(mod.__all__) == defined_here
+
+
+@pytest.mark.parametrize("module", ["rrf", "rules", "text"])
+def test_docstring_examples_run(module: str) -> None:
+    mod = importlib.import_module(f"hybridsag.fusion.{module}")
+    result = doctest.testmod(mod, raise_on_error=False)
+    assert result.attempted > 0
+    assert result.failed == 0

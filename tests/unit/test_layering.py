@@ -1,0 +1,198 @@
+"""The layout is the architecture: import edges are read from the source and checked.
+
+- ``fusion/`` (``hybridsag.fusion``) imports only the standard library and itself, and does no
+  I/O (no file, network, process or database module, no ``open``/``print``/``input``).
+- ``plugin/`` (``hybridsag``) never imports ``hybridsag.consistency``.
+- ``consistency/`` may import ``plugin`` and ``fusion``: nothing to check.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# source folder -> import package it is mapped to (pyproject.toml [tool.setuptools] package-dir)
+PACKAGE_OF_FOLDER = {
+    "plugin": "hybridsag",
+    "fusion": "hybridsag.fusion",
+    "consistency": "hybridsag.consistency",
+}
+
+# Standard-library modules that do I/O or start work outside the process: fusion stays pure.
+FUSION_FORBIDDEN_STDLIB = frozenset(
+    {
+        "asyncio",
+        "http",
+        "io",
+        "logging",
+        "multiprocessing",
+        "os",
+        "pathlib",
+        "shutil",
+        "socket",
+        "sqlite3",
+        "subprocess",
+        "sys",
+        "tempfile",
+        "threading",
+        "urllib",
+    }
+)
+FUSION_FORBIDDEN_CALLS = frozenset({"open", "print", "input", "__import__", "exec", "eval"})
+
+
+def module_name(path: Path, folder: str) -> str:
+    """The dotted module name of a file under one of the mapped source folders."""
+    relative = path.relative_to(ROOT / folder).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([PACKAGE_OF_FOLDER[folder], *parts])
+
+
+def imported_modules(source: str, module: str, *, is_package: bool) -> Iterator[tuple[str, int]]:
+    """Every absolute module name ``source`` imports, with its line number.
+
+    Relative imports are resolved against ``module``. ``from pkg import name`` yields
+    ``pkg.name`` (``name`` may be a submodule, as in ``from hybridsag import consistency``, or an
+    attribute; either way its prefix is the package the edge points to); ``from pkg import *``
+    yields ``pkg``.
+    """
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                cut = node.level - 1
+                base = ".".join(base_parts[: len(base_parts) - cut]) if cut else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                yield (target if alias.name == "*" else f"{target}.{alias.name}"), node.lineno
+
+
+def python_files(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def imports_of(folder: str) -> Iterator[tuple[Path, str, int]]:
+    for path in python_files(folder):
+        module = module_name(path, folder)
+        source = path.read_text(encoding="utf-8")
+        for name, line in imported_modules(source, module, is_package=path.name == "__init__.py"):
+            yield path, name, line
+
+
+def is_within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def fusion_violation(name: str) -> str | None:
+    """Why fusion may not import ``name``, or ``None`` when it may."""
+    if is_within(name, "hybridsag.fusion"):
+        return None
+    top = name.split(".")[0]
+    if top == "hybridsag":
+        return "imports hybridsag outside hybridsag.fusion"
+    if top not in sys.stdlib_module_names:
+        return "imports a third-party module"
+    if top in FUSION_FORBIDDEN_STDLIB:
+        return "imports an I/O module"
+    return None
+
+
+def test_folders_exist() -> None:
+    assert python_files("fusion"), "fusion/ has no Python files"
+    assert python_files("plugin"), "plugin/ has no Python files"
+
+
+def test_fusion_imports_only_stdlib_and_itself() -> None:
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name} ({why})"
+        for path, name, line in imports_of("fusion")
+        if (why := fusion_violation(name)) is not None
+    ]
+    assert bad == []
+
+
+def test_fusion_calls_no_io_builtins() -> None:
+    bad = []
+    for path in python_files("fusion"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in FUSION_FORBIDDEN_CALLS
+            ):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.func.id}()")
+    assert bad == []
+
+
+def test_plugin_never_imports_consistency() -> None:
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path, name, line in imports_of("plugin")
+        if is_within(name, "hybridsag.consistency")
+    ]
+    assert bad == []
+
+
+# The checker itself must be able to fail: feed it sources with known back-edges.
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "is_package", "expected"),
+    [
+        ("import os.path", "hybridsag.fusion.x", False, ["os.path"]),
+        ("import hybridsag", "hybridsag.fusion.x", False, ["hybridsag"]),
+        ("from hybridsag import consistency", "hybridsag.x", False, ["hybridsag.consistency"]),
+        ("from . import rules", "hybridsag.fusion.x", False, ["hybridsag.fusion.rules"]),
+        ("from .types import Hit", "hybridsag.fusion", True, ["hybridsag.fusion.types.Hit"]),
+        (
+            "from ..errors import InputError",
+            "hybridsag.fusion.x",
+            False,
+            ["hybridsag.errors.InputError"],
+        ),
+        ("from .. import consistency", "hybridsag.judges.base", False, ["hybridsag.consistency"]),
+        ("from m import *", "hybridsag.x", False, ["m"]),
+        ("def f():\n    import json\n", "hybridsag.fusion.x", False, ["json"]),
+    ],
+)
+def test_imported_modules_resolves_names(
+    source: str, module: str, is_package: bool, expected: list[str]
+) -> None:
+    assert [name for name, _ in imported_modules(source, module, is_package=is_package)] == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("hybridsag.fusion.types", None),
+        ("hybridsag.fusion", None),
+        ("math", None),
+        ("unicodedata", None),
+        ("collections.abc", None),
+        ("__future__.annotations", None),
+        ("hybridsag", "imports hybridsag outside hybridsag.fusion"),
+        ("hybridsag.errors.InputError", "imports hybridsag outside hybridsag.fusion"),
+        ("hybridsag.fusionx", "imports hybridsag outside hybridsag.fusion"),
+        ("hybridsag.consistency", "imports hybridsag outside hybridsag.fusion"),
+        ("pydantic", "imports a third-party module"),
+        ("numpy.linalg", "imports a third-party module"),
+        ("sqlite3", "imports an I/O module"),
+        ("os.path", "imports an I/O module"),
+    ],
+)
+def test_fusion_violation_classifies(name: str, why: str | None) -> None:
+    assert fusion_violation(name) == why
