@@ -1,3 +1,60 @@
-"""Consistency: reconcile plan/apply, the scheduler and audit reports."""
+"""Consistency: reconcile plan/apply, the single-flight lease, the scheduler and audit reports.
 
-__all__: list[str] = []
+``build_plan`` diffs the dense index, the FTS tables and the chunk rows against the resource table
+(reads only); ``apply_plan`` runs a plan in bounded, retried, re-checked batches behind the
+mass-delete guard; ``Reconciler`` puts lease, plan, apply, re-plan and the JSON audit report
+together; ``run_scheduler`` runs it on a cron. This package imports ``hybridsag`` (plugin) and
+``hybridsag.fusion``; they never import it.
+"""
+
+from hybridsag.consistency.apply import (
+    BatchResult,
+    ReconcileReport,
+    apply_plan,
+    check_apply_allowed,
+)
+from hybridsag.consistency.lease import Lease
+from hybridsag.consistency.plan import (
+    CLASSES,
+    ChunkRow,
+    FtsRow,
+    MissingVectors,
+    ReconcilePlan,
+    StuckClaim,
+    TombstonedLeftover,
+    VectorEntry,
+    build_plan,
+)
+from hybridsag.consistency.reconciler import Reconciler
+from hybridsag.consistency.reports import latest_report, list_reports, write_report
+from hybridsag.consistency.scheduler import (
+    build_scheduler,
+    cron_trigger,
+    reconcile_once,
+    run_scheduler,
+)
+
+__all__ = [
+    "CLASSES",
+    "BatchResult",
+    "ChunkRow",
+    "FtsRow",
+    "Lease",
+    "MissingVectors",
+    "ReconcilePlan",
+    "ReconcileReport",
+    "Reconciler",
+    "StuckClaim",
+    "TombstonedLeftover",
+    "VectorEntry",
+    "apply_plan",
+    "build_plan",
+    "build_scheduler",
+    "check_apply_allowed",
+    "cron_trigger",
+    "latest_report",
+    "list_reports",
+    "reconcile_once",
+    "run_scheduler",
+    "write_report",
+]

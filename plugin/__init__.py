@@ -16,7 +16,9 @@ from hybridsag.errors import (
     StoreError,
 )
 from hybridsag.fusion.types import FusedHit, Hit
+from hybridsag.search import HybridSearch, SearchResponse, SearchResult
 from hybridsag.settings import Settings
+from hybridsag.store import Filters
 
 __version__ = "0.1.0"
 
@@ -24,9 +26,11 @@ __all__ = [
     "ConfigError",
     "ConsistencyError",
     "DenseError",
+    "Filters",
     "FusedHit",
     "Hit",
     "HybridSagError",
+    "HybridSearch",
     "IndexMismatchError",
     "IngestError",
     "InputError",
@@ -35,6 +39,8 @@ __all__ = [
     "JudgeTimeoutError",
     "LexicalError",
     "QueryError",
+    "SearchResponse",
+    "SearchResult",
     "Settings",
     "StoreError",
     "__version__",

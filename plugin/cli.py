@@ -16,7 +16,14 @@ from typing import Any, TextIO
 
 from hybridsag.errors import ConfigError, HybridSagError, InputError
 
-__all__ = ["main"]
+__all__ = ["COMMANDS_GROUP", "build_parser", "main", "print_json", "settings_from_args"]
+
+#: Entry-point group through which other packages add subcommands: each entry point names a
+#: callable ``register(subparsers)`` that adds parsers whose ``fn(args, out) -> int`` runs the
+#: command (``hybridsag.consistency`` adds ``reconcile`` and ``audit`` this way, see
+#: pyproject.toml). The core CLI never imports those packages by name, so the dependency points
+#: from them to it (tests/unit/test_layering.py).
+COMMANDS_GROUP = "hybridsag.commands"
 
 
 def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], None]]:
@@ -55,6 +62,33 @@ def _print_json(obj: Any, out: TextIO) -> None:
     out.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """``Settings`` for a command (``--data-dir`` applied); ConfigError on bad settings. For
+    commands added through :data:`COMMANDS_GROUP`."""
+    return _settings(args)
+
+
+def print_json(obj: Any, out: TextIO) -> None:
+    """Write ``obj`` as indented JSON (the ``--json`` output of every command)."""
+    _print_json(obj, out)
+
+
+def _register_extensions(sub: Any) -> None:
+    """Let every ``hybridsag.commands`` entry point add its subcommands. One that fails to load
+    is named on stderr and left out; the other commands still work."""
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            register = ep.load()
+            register(sub)
+        except Exception as exc:  # noqa: BLE001 - a broken extension must not break the CLI
+            sys.stderr.write(
+                f"hybridsag: warning: commands from {ep.value} not loaded: "
+                f"{type(exc).__name__}: {exc}\n"
+            )
+
+
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.search import HybridSearch
 
@@ -63,7 +97,10 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     with HybridSearch(settings) as hs:
         if args.jsonl:
             path = Path(args.jsonl)
-            total = sum(1 for line in path.open("rb") if line.strip()) if path.is_file() else 0
+            total = 0
+            if path.is_file():
+                with path.open("rb") as fh:  # closed at once: no ResourceWarning
+                    total = sum(1 for line in fh if line.strip())
             report = hs.ingest_jsonl(
                 path, mode=args.mode, progress=progress("index", total)
             )
@@ -280,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="check settings, store, models and Milvus")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_doctor)
+
+    _register_extensions(sub)
     return parser
 
 

@@ -52,7 +52,7 @@ __all__ = [
     "MilvusDenseIndex",
     "VectorRow",
     "filter_expression",
-    "lite_uri",
+    "lite_path",
     "make_dense_index",
     "quote_literal",
 ]
@@ -241,7 +241,7 @@ def filter_expression(
     return " and ".join(f"({p})" for p in parts)
 
 
-def lite_uri(settings: Settings) -> Path:
+def lite_path(settings: Settings) -> Path:
     """Where the Milvus Lite store lives: ``settings.milvus_lite_path`` with a ``.db`` suffix
     (pymilvus only treats a local path ending in ``.db`` as Milvus Lite)."""
     path = Path(settings.milvus_lite_path)
@@ -250,6 +250,34 @@ def lite_uri(settings: Settings) -> Path:
 
 # --------------------------------------------------------------------------------------------
 # Error mapping
+
+# Milvus Lite 3.x runs its server inside this process and keeps it, with its data-dir lock, until
+# the process exits, even after ``MilvusClient.close()``. The last MilvusDenseIndex of a path to
+# close releases it, so that another process (a CLI run, the reconciler) can open the path.
+_LITE_USERS: dict[str, int] = {}
+_LITE_USERS_LOCK = threading.Lock()
+
+
+def _lite_acquire(path: Path) -> str:
+    key = str(path.resolve())
+    with _LITE_USERS_LOCK:
+        _LITE_USERS[key] = _LITE_USERS.get(key, 0) + 1
+    return key
+
+
+def _lite_release(key: str) -> None:
+    with _LITE_USERS_LOCK:
+        users = _LITE_USERS.get(key, 0) - 1
+        if users > 0:
+            _LITE_USERS[key] = users
+            return
+        _LITE_USERS.pop(key, None)
+        try:
+            from milvus_lite.server_manager import server_manager_instance
+        except ImportError:  # pragma: no cover - milvus-lite is a declared dependency
+            return
+        server_manager_instance.release_server(key)
+
 
 _RETRIABLE_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
 _CONNECT_FAILED = 2  # pymilvus Status.CONNECT_FAILED
@@ -324,8 +352,9 @@ class MilvusDenseIndex:
         self._f_text: str | None = None
         self._f_title: str | None = None
         self._int_ids = False
+        self._lite_key: str | None = None
         if self._cfg.uri is None:
-            self._where = f"Milvus Lite at {lite_uri(settings)}"
+            self._where = f"Milvus Lite at {lite_path(settings)}"
         else:
             self._where = f"Milvus at {self._cfg.uri}"
 
@@ -367,7 +396,7 @@ class MilvusDenseIndex:
             except ImportError as exc:  # pragma: no cover - a declared dependency
                 raise ConfigError("the dense path needs pymilvus (pip install pymilvus)") from exc
             if self._cfg.uri is None:
-                path = lite_uri(self._settings)
+                path = lite_path(self._settings)
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
@@ -379,6 +408,7 @@ class MilvusDenseIndex:
                     "processes run `milvus-lite server --host 127.0.0.1` and set milvus.uri)",
                     lambda: MilvusClient(uri=str(path), timeout=self._timeout),
                 )
+                self._lite_key = _lite_acquire(path)
             else:
                 uri = self._cfg.uri
                 token = self._cfg.token.get_secret_value() if self._cfg.token else ""
@@ -788,8 +818,13 @@ class MilvusDenseIndex:
         with self._lock:
             client, self._client = self._client, None
             self._dimension = None
+            lite_key, self._lite_key = self._lite_key, None
         if client is not None:
-            self._call("close", client.close)
+            try:
+                self._call("close", client.close)
+            finally:
+                if lite_key is not None:
+                    _lite_release(lite_key)
 
 
 def _fields_by_name(description: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -73,8 +73,15 @@ def load_dataset(folder: Path, *, limit: int | None = None) -> Dataset:
                 continue
             if len(parts) < 2:
                 raise InputError(f"{files[2]}:{lineno}: expected query-id<TAB>corpus-id")
-            if len(parts) >= 3 and parts[2].strip() not in ("", "1") and float(parts[2]) <= 0:
-                continue
+            if len(parts) >= 3 and parts[2].strip() not in ("", "1"):
+                try:
+                    score = float(parts[2])
+                except ValueError:
+                    raise InputError(
+                        f"{files[2]}:{lineno}: score {parts[2]!r} is not a number"
+                    ) from None
+                if score <= 0:
+                    continue
             qrels.setdefault(parts[0], set()).add(parts[1])
     queries: list[tuple[str, str]] = []
     with files[1].open(encoding="utf-8") as fh:
@@ -110,8 +117,10 @@ def metrics_for(ranked: Sequence[str], gold: frozenset[str]) -> dict[str, float]
         out[f"recall@{k}"] = len(gold.intersection(ranked[:k])) / len(gold)
     rr = 0.0
     dcg = 0.0
+    found: set[str] = set()
     for i, rid in enumerate(ranked[:10], start=1):
-        if rid in gold:
+        if rid in gold and rid not in found:  # a repeated id gains once (nDCG stays <= 1)
+            found.add(rid)
             if rr == 0.0:
                 rr = 1.0 / i
             dcg += 1.0 / math.log2(i + 1)

@@ -155,6 +155,8 @@ class Sag2Retriever:
         self.judge_settings = judge_settings
         self.dense = dense  # a DenseRetriever whose hits join the pool, or None
         self.trace = False  # eval: report the pool's resource ids per round
+        # fitting scripts: called with (question, final pool candidates) before the last order
+        self.on_final_pool: Any = None
 
     @classmethod
     def build(cls, hs: HybridSearch, *, judge: Judge | None = None) -> Sag2Retriever:
@@ -273,6 +275,8 @@ class Sag2Retriever:
                 break
             lap("judge_ms")
             rounds_done = round_
+        if self.on_final_pool is not None:
+            self.on_final_pool(query, [c.candidate() for c in pool.values()])
         ordered = self._order(pool, probs)
         if s.diversity_top > 1:
             ordered = _diversify_ids(

@@ -378,10 +378,13 @@ class HybridSearch:
             cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
             for cid, r in records.items()
         }
+        # chunks and resources are two reads: a resource deleted between them is simply gone
         visible = [
             f
             for f in fused
-            if f.chunk_id in records and flt.allows(resources[records[f.chunk_id].resource_id])
+            if f.chunk_id in records
+            and (res := resources.get(records[f.chunk_id].resource_id)) is not None
+            and flt.allows(res)
         ]
         ruled = apply_rules(
             visible,

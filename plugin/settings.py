@@ -182,7 +182,7 @@ class Sag2Settings(_Section):
 
 class SearchSettings(_Section):
     top_k: int = Field(10, ge=1, le=1000)
-    paths: tuple[str, ...] = ("bm25", "dense", "title")
+    paths: tuple[str, ...] = ("sag2", "dense", "title")
     include_stale: bool = False
 
     @field_validator("paths")
@@ -195,12 +195,18 @@ class SearchSettings(_Section):
 
 
 class ConsistencySettings(_Section):
+    """The reconciler (``hybridsag.consistency``): lease, stuck-claim timeout, mass-delete guard,
+    batches and retries, schedule (crontab string in ``timezone``, plus up to ``jitter_s`` of
+    random delay) and how many audit reports to keep."""
+
     lease_s: float = Field(600.0, ge=1, le=86_400)
     indexing_timeout_s: float = Field(3600.0, ge=1, le=7 * 86_400)
     max_delete_share: float = Field(0.2, ge=0.0, le=1.0)
     max_delete_count: int = Field(10_000, ge=0)
     batch_size: int = Field(500, ge=1, le=100_000)
     max_retries: int = Field(3, ge=0, le=20)
+    # First retry waits backoff_s, then doubling: a retriable DenseError/StoreError of one batch.
+    backoff_s: float = Field(0.5, ge=0.0, le=60.0)
     cron: str = "0 3 * * *"
     timezone: str = "UTC"
     jitter_s: int = Field(300, ge=0, le=86_400)
@@ -263,7 +269,7 @@ class Settings(BaseSettings):
 
     @property
     def milvus_lite_path(self) -> Path:
-        return self.data_dir / "milvus"
+        return self.data_dir / "milvus.db"
 
     @property
     def reports_dir(self) -> Path:

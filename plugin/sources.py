@@ -22,7 +22,9 @@ from hybridsag.writer import Document, make_document
 __all__ = ["FOLDER_SUFFIXES", "SourceErrors", "iter_folder", "iter_jsonl"]
 
 FOLDER_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "text"}
-_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
+# CommonMark ATX h1 on one line: a closing run of '#' counts only after a space ("C#" stays).
+_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
 @dataclass
@@ -56,6 +58,13 @@ def iter_jsonl(path: Path, errors: SourceErrors) -> Iterator[Document]:
             if not isinstance(obj, dict):
                 errors.errors[where] = f"a line must be a JSON object, got {type(obj).__name__}"
                 continue
+            meta, acl = obj.get("metadata"), obj.get("acl")
+            if meta is not None and not isinstance(meta, dict):
+                errors.errors[where] = f"metadata must be a JSON object, got {meta!r:.80}"
+                continue
+            if acl is not None and not isinstance(acl, list | str):
+                errors.errors[where] = f"acl must be a list of strings, got {acl!r:.80}"
+                continue
             rid = obj.get("_id", obj.get("id", obj.get("resource_id")))
             if isinstance(rid, int) and not isinstance(rid, bool):
                 rid = str(rid)
@@ -64,9 +73,9 @@ def iter_jsonl(path: Path, errors: SourceErrors) -> Iterator[Document]:
                     rid,  # type: ignore[arg-type]
                     obj.get("text", ""),
                     title=obj.get("title") or "",
-                    metadata=obj.get("metadata"),
+                    metadata=meta,
                     tenant=obj.get("tenant") or "",
-                    acl=obj.get("acl") or (),
+                    acl=acl or (),
                     source_uri=obj.get("source_uri"),
                     fmt=obj.get("format", "markdown"),
                 )
@@ -75,10 +84,21 @@ def iter_jsonl(path: Path, errors: SourceErrors) -> Iterator[Document]:
 
 
 def _title_of(text: str, fmt: str, fallback: str) -> str:
+    """The first ``# H1`` outside code fences (a ``# comment`` in a shell block is not one)."""
     if fmt == "markdown":
-        m = _H1.search(text)
-        if m:
-            return m.group(1).strip()
+        fence = ""
+        for line in text.splitlines():
+            f = _FENCE.match(line)
+            if f:
+                marker = f.group(1)
+                if not fence:
+                    fence = marker
+                elif marker[0] == fence[0] and len(marker) >= len(fence):
+                    fence = ""
+                continue
+            m = None if fence else _H1.match(line)
+            if m and m.group(1).strip():
+                return m.group(1).strip()
     return fallback
 
 
@@ -87,13 +107,14 @@ class _Ignores:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.specs: list[tuple[Path, pathspec.PathSpec]] = []
+        self.specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
 
     def load(self, folder: Path) -> None:
         gi = folder / ".gitignore"
         if gi.is_file():
             lines = gi.read_text("utf-8", errors="replace").splitlines()
-            self.specs.append((folder, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+            # GitIgnoreSpec: git's own matching rules (the "gitwildmatch" name is deprecated)
+            self.specs.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         for base, spec in self.specs:
@@ -132,8 +153,8 @@ def iter_folder(
             errors.seen += 1
             rel = path.relative_to(root).as_posix()
             try:
+                stat = path.stat()  # before reading: a later change then shows as stale
                 data = path.read_bytes()
-                stat = path.stat()
             except OSError as exc:
                 errors.errors[rel] = f"unreadable: {exc.strerror}"
                 continue

@@ -112,6 +112,19 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (
+        # Single-flight lease of the reconciler (hybridsag.consistency): one row per lease name,
+        # held by ``owner`` until ``expires_at`` (epoch seconds); an expired lease may be taken.
+        "0003_reconcile_lease",
+        """
+        CREATE TABLE reconcile_lease(
+            name TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            acquired_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        """,
+    ),
 )
 
 _META_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
@@ -196,6 +209,10 @@ class Filters:
     statuses: tuple[str, ...] = ("ready",)
 
     def __post_init__(self) -> None:
+        for name in ("acl", "resource_ids", "statuses"):
+            value = getattr(self, name)
+            if isinstance(value, str):  # would be read as a sequence of characters
+                raise QueryError(f"filters.{name} must be a tuple of strings, got {value!r}")
         if self.tenant is not None and not isinstance(self.tenant, str):
             raise QueryError(f"filters.tenant must be a string, got {self.tenant!r}")
         if self.acl is not None and not all(isinstance(t, str) and t for t in self.acl):
@@ -237,6 +254,10 @@ class Filters:
             if key in kwargs and kwargs[key] is not None:
                 if isinstance(kwargs[key], str):
                     kwargs[key] = (kwargs[key],)
+                if not isinstance(kwargs[key], list | tuple | set | frozenset):
+                    raise QueryError(
+                        f"filters.{key} must be a list of strings, got {kwargs[key]!r}"
+                    )
                 kwargs[key] = tuple(kwargs[key])
         if "metadata" in kwargs and not isinstance(kwargs["metadata"], Mapping):
             raise QueryError(f"filters.metadata must be a mapping, got {kwargs['metadata']!r}")
@@ -257,9 +278,19 @@ class Filters:
             )
             params.extend(self.acl)
         for key, value in sorted(self.metadata.items()):
-            parts.append(f"json_extract({alias}.metadata, ?) = ?")
-            params.append(f'$."{key}"')
-            params.append(int(value) if isinstance(value, bool) else value)
+            # json_type as well as the value, so that true never equals 1, nor the string
+            # '["x"]' a stored list: the same test as :meth:`allows`.
+            path = f'$."{key}"'
+            if isinstance(value, bool):
+                parts.append(f"json_type({alias}.metadata, ?) = ?")
+                params.extend((path, "true" if value else "false"))
+            else:
+                kinds = "('text')" if isinstance(value, str) else "('integer', 'real')"
+                parts.append(
+                    f"json_type({alias}.metadata, ?) IN {kinds} "
+                    f"AND json_extract({alias}.metadata, ?) = ?"
+                )
+                params.extend((path, path, value))
         if self.resource_ids is not None:
             marks = ",".join("?" * len(self.resource_ids)) or "NULL"
             parts.append(f"{alias}.resource_id IN ({marks})")
@@ -295,8 +326,12 @@ class Store:
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._closed = False
-        self.migrate()
-        self._check_tokenizer(tokenizer_fingerprint)
+        try:
+            self.migrate()
+            self._check_tokenizer(tokenizer_fingerprint)
+        except BaseException:
+            self.close()  # a refused store leaves no open connection behind
+            raise
 
     # -- connections -------------------------------------------------------------------------
 

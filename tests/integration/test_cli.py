@@ -1,0 +1,215 @@
+"""The ``hybridsag`` command line, run in-process through ``main(argv, out=...)``."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridsag.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
+
+CORPUS = [
+    {"_id": "p1", "title": "Ada Lovelace", "text": "Ada Lovelace wrote the first program."},
+    {"_id": "p2", "title": "Charles Babbage", "text": "Babbage designed the Analytical Engine."},
+    {"_id": "p3", "title": "Alan Turing", "text": "Alan Turing described the Turing machine."},
+    {"_id": "p4", "title": "Grace Hopper", "text": "Grace Hopper built the first compiler."},
+]
+QUERIES = [
+    {"_id": "q1", "text": "Who wrote the first program?"},
+    {"_id": "q2", "text": "Turing machine"},
+    {"_id": "q3", "text": "the first compiler and the Analytical Engine"},
+    {"_id": "q-no-gold", "text": "dropped: it has no qrels"},
+]
+QRELS = "query-id\tcorpus-id\tscore\nq1\tp1\t1\nq2\tp3\t1\nq3\tp4\t1\nq3\tp2\t1\n"
+
+
+@pytest.fixture(autouse=True)
+def _lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "none")
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def beir(tmp_path: Path) -> Path:
+    folder = tmp_path / "tinybeir"
+    folder.mkdir()
+    lines = [json.dumps(c) for c in CORPUS]
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in QUERIES) + "\n", "utf-8")
+    (folder / "qrels.tsv").write_text(QRELS, "utf-8")
+    return folder
+
+
+def test_index_folder_then_search_json(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    shutil.copytree(SAMPLES, corpus)
+    code, text = run("index", str(corpus), "-q")
+    assert code == 0
+    assert text.startswith("indexed ") and "0 skipped" in text
+    code, text = run("search", "ReActAgent", "-k", "3", "--json", "--paths", "bm25,title")
+    assert code == 0
+    data = json.loads(text)
+    assert data["query"] == "ReActAgent"
+    assert 1 <= len(data["results"]) <= 3
+    top = data["results"][0]
+    assert top["resource_id"] == "guide/agents.md" and "ReActAgent" in top["text"]
+    for key in ("title", "heading_path", "start_line", "end_line", "byte_start", "byte_end",
+                "content_sha256", "score", "paths", "why"):  # fmt: skip
+        assert key in top
+    assert (tmp_path / ".hybridsag" / "hybridsag.sqlite3").is_file()  # the default data dir
+
+
+def test_search_text_output(tmp_path: Path, beir: Path) -> None:
+    assert run("index", "--jsonl", str(beir / "corpus.jsonl"), "-q")[0] == 0
+    code, text = run("search", "Turing machine", "--paths", "bm25")
+    assert code == 0
+    assert "results for 'Turing machine' via bm25" in text and "Alan Turing" in text
+
+
+def test_index_jsonl_json_report(tmp_path: Path, beir: Path) -> None:
+    code, text = run("--data-dir", str(tmp_path / "dd"), "index", "--jsonl",
+                     str(beir / "corpus.jsonl"), "--json", "-q")  # fmt: skip
+    assert code == 0
+    report = json.loads(text)
+    assert (report["indexed"], report["chunks"], report["errors"]) == (4, 4, {})
+    code, text = run("--data-dir", str(tmp_path / "dd"), "search", "Babbage", "--json",
+                     "--paths", "bm25")  # fmt: skip
+    assert code == 0
+    assert [r["resource_id"] for r in json.loads(text)["results"]] == ["p2"]
+
+
+def test_empty_query_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = run("search", "")
+    assert code == 2 and text == ""
+    assert "empty" in capsys.readouterr().err
+
+
+def test_bad_jsonl_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run("index", "--jsonl", str(tmp_path / "missing.jsonl"), "-q")
+    assert code == 2
+    assert "missing.jsonl" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("search", "fox", "--paths", "bogus"),
+        ("search", "fox", "-k", "0"),
+        ("search", "fox", "--meta", "novalue"),
+        ("search", "a\x00b"),
+        ("index", "does-not-exist", "-q"),
+        ("index", "-q"),
+        ("search",),  # argparse: missing QUERY
+        ("frobnicate",),
+    ],
+)
+def test_bad_input_exits_2(argv: tuple[str, ...]) -> None:
+    assert run(*argv)[0] == 2
+
+
+def test_doctor_json(tmp_path: Path) -> None:
+    code, text = run("doctor", "--json")
+    assert code == 0
+    data = json.loads(text)
+    assert data["ok"] is True
+    checks = {c["check"]: c for c in data["checks"]}
+    assert {"settings", "store"} <= set(checks)
+    assert all(c["ok"] for c in checks.values())
+    assert "tokenizer" in checks["store"]["detail"]
+
+
+def test_doctor_reports_a_bad_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDSAG_CHUNKING__TARGET_CHARS", "10")
+    code, text = run("doctor", "--json")
+    assert code == 1
+    data = json.loads(text)
+    assert data["ok"] is False and "target_chars" in data["checks"][0]["detail"]
+
+
+def test_eval_json_object_and_reports(tmp_path: Path, beir: Path) -> None:
+    out_dir = tmp_path / "report"
+    code, text = run("eval", "--data", str(beir), "--paths", "bm25,title", "--json",
+                     "--out", str(out_dir), "-q")  # fmt: skip
+    assert code == 0
+    summary = json.loads(text)
+    assert summary["dataset"] == "tinybeir"
+    assert summary["questions"] == 3  # the query without qrels is dropped
+    assert {"build_s", "passages", "bytes"} <= set(summary["index"])
+    assert summary["index"]["passages"] == 4 and summary["index"]["bytes"] > 0
+    assert summary["index"]["build_s"] >= 0
+    assert set(summary["paths"]) == {"bm25", "title"}
+    keys = {"recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10", "p50_ms",
+            "p95_ms"}  # fmt: skip
+    for name, metrics in summary["paths"].items():
+        assert keys <= set(metrics), name
+        for k in keys - {"p50_ms", "p95_ms"}:
+            assert 0.0 <= metrics[k] <= 1.0
+        assert 0 <= metrics["p50_ms"] <= metrics["p95_ms"]
+    bm25 = summary["paths"]["bm25"]
+    assert bm25["recall@10"] == 1.0  # every gold passage shares a word with its question
+    assert bm25["recall@1"] < 1.0  # q3 has two gold passages: one cannot be both at rank 1
+
+    assert {p.name for p in out_dir.iterdir()} >= {"metrics.json", "details.jsonl", "config.json"}
+    metrics = json.loads((out_dir / "metrics.json").read_text("utf-8"))
+    assert metrics["paths"] == summary["paths"]
+    details_text = (out_dir / "details.jsonl").read_text("utf-8")
+    details = [json.loads(line) for line in details_text.splitlines()]
+    assert len(details) == 6  # 3 questions x 2 paths
+    q2 = next(d for d in details if d["path"] == "bm25" and d["query_id"] == "q2")
+    assert q2["gold"] == ["p3"] and q2["returned"][0] == "p3" and q2["recall@10"] == 1.0
+    config = json.loads((out_dir / "config.json").read_text("utf-8"))
+    assert config["paths"] == ["bm25", "title"]
+    assert len(config["data"]["sha256"]) == 64
+    assert "hybridsag" in config["versions"]
+
+
+def test_eval_table_output(tmp_path: Path, beir: Path) -> None:
+    code, text = run("eval", "--data", str(beir), "--out", str(tmp_path / "r"), "-q")
+    assert code == 0
+    assert "dataset tinybeir: 3 questions, 4 passages" in text
+    assert "bm25" in text and "recall@10" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("qrels.tsv", "q1\tp1\tnot-a-number\n"),
+        ("qrels.tsv", "q1-only\n"),
+        ("queries.jsonl", "{not json\n"),
+    ],
+)
+def test_eval_bad_data_exits_2(
+    tmp_path: Path, beir: Path, name: str, content: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (beir / name).write_text(content, "utf-8")
+    code, _ = run("eval", "--data", str(beir), "--out", str(tmp_path / "r"), "-q")
+    assert code == 2
+    assert name in capsys.readouterr().err
+
+
+def test_eval_missing_folder_and_bad_path_exit_2(tmp_path: Path, beir: Path) -> None:
+    assert run("eval", "--data", str(tmp_path / "nowhere"), "-q")[0] == 2
+    assert run("eval", "--data", str(beir), "--paths", "bm25,bogus", "-q")[0] == 2
+
+
+def test_installed_console_script_runs() -> None:
+    script = Path(sys.executable).parent / "hybridsag"
+    assert script.is_file(), script
+    proc = subprocess.run(
+        [str(script), "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    for command in ("index", "search", "eval", "doctor"):
+        assert command in proc.stdout

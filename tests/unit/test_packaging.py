@@ -1,0 +1,136 @@
+"""The public surface (``__all__``, ``py.typed``) and the built wheel's layout."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib import metadata, resources
+from pathlib import Path
+
+import pytest
+
+import hybridsag
+import hybridsag.fusion
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FOUNDATION_MODULES = [
+    "hybridsag",
+    "hybridsag.fusion",
+    "hybridsag.errors",
+    "hybridsag.settings",
+    "hybridsag.tokenizer",
+    "hybridsag.store",
+    "hybridsag.writer",
+    "hybridsag.lexical",
+    "hybridsag.sources",
+    "hybridsag.query",
+    "hybridsag.retrievers",
+    "hybridsag.search",
+    "hybridsag.cli",
+    "hybridsag.evaluation",
+]
+
+
+@pytest.mark.parametrize("name", FOUNDATION_MODULES)
+def test_all_lists_only_names_that_exist(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = module.__all__
+    assert len(exported) == len(set(exported)), "duplicate names in __all__"
+    missing = [n for n in exported if not hasattr(module, n)]
+    assert missing == []
+
+
+def test_top_level_exports() -> None:
+    expected = {
+        "Settings",
+        "Hit",
+        "FusedHit",
+        "HybridSagError",
+        "ConfigError",
+        "IndexMismatchError",
+        "InputError",
+        "QueryError",
+        "IngestError",
+        "StoreError",
+        "LexicalError",
+        "DenseError",
+        "JudgeError",
+        "ConsistencyError",
+        "__version__",
+    }
+    assert expected <= set(hybridsag.__all__)
+    assert hybridsag.Settings is importlib.import_module("hybridsag.settings").Settings
+    assert hybridsag.Hit is hybridsag.fusion.Hit
+    assert issubclass(hybridsag.QueryError, hybridsag.InputError)
+    assert issubclass(hybridsag.IndexMismatchError, hybridsag.ConfigError)
+    assert hybridsag.__version__ == metadata.version("hybridsag")
+
+
+def test_hybridsearch_is_importable_from_the_top_level() -> None:
+    assert "HybridSearch" in hybridsag.__all__
+    assert hybridsag.HybridSearch is importlib.import_module("hybridsag.search").HybridSearch
+
+
+def test_fusion_exports() -> None:
+    expected = {"Hit", "FusedHit", "Contribution", "ChunkView", "rrf", "apply_rules"}
+    assert expected <= set(hybridsag.fusion.__all__)
+    assert callable(hybridsag.fusion.rrf)
+
+
+def test_py_typed_and_stopwords_are_package_data() -> None:
+    assert resources.files("hybridsag").joinpath("py.typed").is_file()
+    for name in ("en.txt", "zh.txt"):
+        assert resources.files("hybridsag.stopwords").joinpath(name).is_file()
+
+
+def test_console_script_entry_point() -> None:
+    scripts = {ep.name: ep.value for ep in metadata.entry_points(group="console_scripts")}
+    assert scripts.get("hybridsag") == "hybridsag.cli:main"
+
+
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hybridsag"
+)
+
+
+@pytest.mark.slow
+def test_wheel_holds_only_the_hybridsag_package(tmp_path: Path) -> None:
+    # Built from a clean copy of the checkout: a stale build/ folder in the tree must neither
+    # leak into nor hide from this check, and the test must not write into the tree.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=_NOT_SOURCE)
+    out = tmp_path / "wheels"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(out), str(src)],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = out.glob("hybridsag-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        entry_points = zf.read(f"{dist_info}/entry_points.txt").decode()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"hybridsag", dist_info}
+    for forbidden in ("plugin", "fusion", "consistency", "tests", "config", "samples"):
+        assert forbidden not in tops
+    for required in (
+        "hybridsag/__init__.py",
+        "hybridsag/py.typed",
+        "hybridsag/stopwords/en.txt",
+        "hybridsag/stopwords/zh.txt",
+        "hybridsag/fusion/__init__.py",
+        "hybridsag/consistency/__init__.py",
+        "hybridsag/search.py",
+        "hybridsag/cli.py",
+    ):
+        assert required in names, required
+    assert "hybridsag = hybridsag.cli:main" in entry_points
