@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from hybridsag.dense import DenseIndex
 from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, StoreError
 from hybridsag.settings import Settings
+from hybridsag.store import Store
 from hybridsag.writer import Writer
 
 from hybridsag.consistency.lease import Lease
@@ -140,7 +141,7 @@ def check_apply_allowed(plan: ReconcilePlan, settings: Settings, *, force: bool 
 
 def apply_plan(
     plan: ReconcilePlan,
-    store: Any,
+    store: Store,
     dense: DenseIndex | None,
     writer: Writer,
     settings: Settings,
@@ -207,7 +208,7 @@ class _Run:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         dense: DenseIndex | None,
         writer: Writer,
         settings: Settings,

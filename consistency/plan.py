@@ -7,8 +7,8 @@ rowids, tombstones, journal) and then every ``(chunk_id, resource_id, version)``
 
 ``orphan_vectors``
     a vector whose resource is absent (and not covered by a tombstone), or whose chunk row is
-    missing while its version is neither the resource's current one minus history (stale), nor a
-    pending claim.
+    missing while its version is neither older than the resource's (stale), nor a pending claim,
+    nor covered by a tombstone.
 ``stale_versions``
     a vector of an older version of an existing resource (the write path's cleanup step failed).
 ``tombstoned_leftovers``
@@ -28,6 +28,8 @@ rowids, tombstones, journal) and then every ``(chunk_id, resource_id, version)``
     belong to a standing claim are listed here too.
 ``missing_vectors``
     a chunk of a ``ready``/``disabled`` resource without a vector: re-embedded, never deleted.
+    While writes run, a chunk replaced or deleted between the SQLite snapshot and the Milvus read
+    can show up here; re-embedding re-reads the current chunks, so that costs time, not data.
 
 Claims that are neither stuck nor finished are reported as ``pending_claims`` and left alone.
 
@@ -80,7 +82,7 @@ CLASSES: tuple[str, ...] = (
 #: Sample ids kept per class in counts/reports.
 SAMPLE_SIZE = 10
 #: Rows per ``iter_entries`` batch (read side only).
-ITER_BATCH = 1000
+ITER_BATCH = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,12 +387,13 @@ def build_plan(
     # -- claims and journal rows: which are stuck, which are in progress --------------------
     stuck: list[StuckClaim] = []
     pending: list[StuckClaim] = []
-    stuck_versions: dict[str, int] = {}  # resource -> pending version being undone
-    live_claims: dict[str, int] = {}  # resource -> pending version left alone
     deleting = {rid for rid, r in snap.resources.items() if r["status"] == "deleting"}
-    for rid in sorted(set(snap.journal) | {rid for rid, r in snap.resources.items()
-                                           if r["pending_version"] is not None
-                                           or r["status"] == "indexing"}):
+    claimed = {
+        rid
+        for rid, r in snap.resources.items()
+        if r["pending_version"] is not None or r["status"] == "indexing"
+    }
+    for rid in sorted(set(snap.journal) | claimed):
         res = snap.resources.get(rid)
         rows = snap.journal.get(rid, [])
         if res is None or rid in deleting:
@@ -419,14 +422,10 @@ def build_plan(
             )
             if claim.reason == "in progress":
                 pending.append(replace(claim, journal_ids=tuple(j["id"] for j in claim_rows)))
-                if p is not None:
-                    live_claims[rid] = p
                 if other_rows:  # superseded rows beside a live claim
                     stuck.append(_superseded(rid, res, other_rows, now))
             else:
                 stuck.append(claim)
-                if p is not None:
-                    stuck_versions[rid] = p
         elif rows:
             stuck.append(_superseded(rid, res, rows, now))
 

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 _DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # crontab numbering, 0 = Sunday
 _APS_ORDER = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # APScheduler's, 0 = Monday
-_DOW_PART = re.compile(r"^(\*|[a-z0-7]+(?:-[a-z0-7]+)?)(?:/(\d+))?$")
+_DOW_PART = re.compile(r"^(\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(\d+))?$")
 
 
 def _crontab_day(token: str, expr: str) -> int:

@@ -192,6 +192,37 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
+    if args.tune_weights:
+        from hybridsag.evaluation import tune_weights
+
+        summary = tune_weights(
+            settings,
+            Path(args.data),
+            fuse=fuse,
+            limit=args.limit,
+            out=Path(args.out) if args.out else None,
+            judge=args.judge,
+            rounds=args.rounds,
+            progress=_progress_factory(not args.quiet),
+        )
+        if args.json:
+            _print_json(summary, out)
+        else:
+            c = summary["chosen"]
+            out.write(
+                f"tuned on {summary['dataset']} ({summary['questions']} questions), paths "
+                f"{', '.join(summary['fused_paths'])}: R@2 {c['recall@2']:.4f}  R@5 "
+                f"{c['recall@5']:.4f}  R@10 {c['recall@10']:.4f}\n"
+            )
+            e = summary["equal_weights_k60"]
+            out.write(f"equal weights, k=60:  R@10 {e['recall@10']:.4f}\n")
+            for name, m in summary["single_paths"].items():
+                out.write(f"{name} alone:  R@10 {m['recall@10']:.4f}\n")
+            out.write("\nsettings to use (TOML):\n" + summary["settings_toml"])
+            out.write("or in the environment:\n")
+            for key, value in summary["settings_env"].items():
+                out.write(f"  {key}='{value}'\n")
+        return 0
     summary = run_eval(
         settings,
         Path(args.data),
@@ -308,6 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fuse", help="paths the fused run merges (default: the other paths asked)")
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--judge", help="judge of the sag2 path: features, jev, cross-encoder, none")
+    p.add_argument(
+        "--tune-weights",
+        action="store_true",
+        help="pick fusion weights and k for the --fuse paths on this labelled set; print settings",
+    )
     p.add_argument("--rounds", type=int, help="sag2 expansion rounds (0..2)")
     p.add_argument("--out", help="report folder (default <data-dir>/eval/<dataset>)")
     p.add_argument("--json", action="store_true")

@@ -150,6 +150,12 @@ class DenseIndex(Protocol):
         """Delete rows by chunk id; unknown ids are ignored."""
         ...
 
+    def flush(self) -> None:
+        """Seal what was written into searchable segments (after a bulk write). Milvus Lite
+        searches rows still in its memtable about 7x slower than sealed ones (6k rows: about
+        360 ms against 50 ms a query, measured on 2 cores)."""
+        ...
+
     def delete_resource(self, resource_id: str) -> None:
         """Delete every row of one resource; a resource with no rows is not an error."""
         ...
@@ -609,6 +615,13 @@ class MilvusDenseIndex:
         self._int_ids = id_type == DataType.INT64
 
     # -- writes ----------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """See :meth:`DenseIndex.flush`; a no-op where writes are not allowed (attach mode)."""
+        if self._cfg.attach and not self._cfg.allow_writes:
+            return
+        client = self._ready()
+        self._call("flush", lambda: client.flush(collection_name=self._collection))
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         """See :meth:`DenseIndex.upsert`. Rows with a repeated ``chunk_id`` keep the last one.

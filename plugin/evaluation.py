@@ -30,7 +30,7 @@ from hybridsag.errors import InputError
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
 
-__all__ = ["Dataset", "load_dataset", "metrics_for", "run_eval", "EVAL_PATHS"]
+__all__ = ["Dataset", "EVAL_PATHS", "load_dataset", "metrics_for", "run_eval", "tune_weights"]
 
 KS = (1, 2, 5, 10)
 EVAL_PATHS = ("bm25", "sag2", "dense", "title", "fused")
@@ -160,6 +160,95 @@ class _PathRun:
     extra: dict[str, list[float]] = field(default_factory=dict)
 
 
+def _apply_overrides(settings: Settings, judge: str | None, rounds: int | None) -> Settings:
+    if judge is None and rounds is None:
+        return settings
+    try:
+        data = settings.model_dump()
+        if judge is not None:
+            data["judge"]["name"] = judge
+        if rounds is not None:
+            data["sag2"]["rounds"] = rounds
+        return type(settings).model_validate(data)
+    except ValueError as exc:
+        raise InputError(f"bad --judge/--rounds: {exc}") from exc
+
+
+def _open_index(
+    settings: Settings,
+    ds: Dataset,
+    out: Path,
+    *,
+    needs_dense: bool,
+    progress: Callable[[str, int], Callable[[int], None]] | None,
+) -> tuple[Any, dict[str, Any]]:
+    """Index the corpus into a fresh store under ``out/index`` (passage mode); with
+    ``needs_dense`` also embed (cached) and write the vectors. Returns the open HybridSearch and
+    the index figures."""
+    from hybridsag.search import HybridSearch
+
+    index_dir = out / "index"
+    if index_dir.exists():
+        shutil.rmtree(index_dir)
+    run_settings = settings.model_copy(
+        update={
+            "data_dir": index_dir,
+            "chunking": settings.chunking.model_copy(update={"mode": "passage"}),
+        }
+    )
+    lexical_settings = run_settings.model_copy(
+        update={"embedding": run_settings.embedding.model_copy(update={"model": "none"})}
+    )
+    noop = lambda n: None  # noqa: E731
+    # 1. the lexical index: what every path reads
+    with HybridSearch(lexical_settings) as hs:
+        tick = progress("index", ds.passages) if progress else noop
+        warm_s = hs.tokenizer.warm()  # jieba's dictionary load is start-up, not build work
+        t0 = time.perf_counter()
+        report = hs.ingest_jsonl(ds.corpus_path, mode="passage", progress=tick)
+        build_s = time.perf_counter() - t0
+        info: dict[str, Any] = {
+            "build_s": round(build_s, 3),
+            "passages": hs.store.counts()["chunks"],
+            "bytes": hs.store.bytes_on_disk(),
+            "skipped": len(report.errors),
+            "tokenizer_load_s": round(warm_s, 3),
+        }
+    if not needs_dense:
+        return HybridSearch(lexical_settings), info
+    # 2. the dense index, from the same chunks (what the write path would have embedded)
+    from hybridsag.embed_cache import CachedEmbedder
+
+    hs = HybridSearch(run_settings)
+    try:
+        emb = CachedEmbedder(hs.embedder(), settings.data_dir / "cache")
+        hs._embedder = emb
+        tick = progress("embed", info["passages"]) if progress else noop
+        t0 = time.perf_counter()
+        n = hs.writer().backfill_vectors(progress=tick)
+        info["dense_build_s"] = round(time.perf_counter() - t0, 3)
+        info["vectors"] = n
+        info["dense_bytes"] = _dir_bytes(run_settings.milvus_lite_path)
+        info["embed_computed"] = emb.computed
+        info["embed_seconds"] = round(emb.seconds, 3)
+        if emb.computed:
+            info["embed_per_s"] = round(emb.computed / max(emb.seconds, 1e-9), 1)
+    except BaseException:
+        hs.close()
+        raise
+    return hs, info
+
+
+def _fuse_paths(paths: Sequence[str], fuse: Sequence[str] | None) -> tuple[str, ...]:
+    fuse_paths = tuple(fuse) if fuse else tuple(p for p in paths if p != "fused")
+    if not fuse_paths:
+        fuse_paths = ("sag2", "dense", "title")
+    for p in fuse_paths:
+        if p not in EVAL_PATHS or p == "fused":
+            raise InputError(f"unknown path {p!r} in --fuse; valid: bm25, sag2, dense, title")
+    return fuse_paths
+
+
 def run_eval(
     settings: Settings,
     data: Path,
@@ -176,80 +265,22 @@ def run_eval(
 
     ``progress(label, total)`` returns a callback taking an increment (for progress bars).
     """
-    from hybridsag.search import HybridSearch
-
     for p in paths:
         if p not in EVAL_PATHS:
             raise InputError(f"unknown eval path {p!r}; valid: {', '.join(EVAL_PATHS)}")
     ds = load_dataset(data, limit=limit)
     out = Path(out) if out is not None else settings.data_dir / "eval" / ds.name
     out.mkdir(parents=True, exist_ok=True)
-    index_dir = out / "index"
-    if index_dir.exists():
-        shutil.rmtree(index_dir)
-    fuse_paths = tuple(fuse) if fuse else tuple(p for p in paths if p != "fused")
-    if "fused" in paths and not fuse_paths:
-        fuse_paths = ("bm25", "dense", "title")
-    if judge is not None or rounds is not None:
-        try:
-            settings = settings.model_copy(
-                update={
-                    "judge": settings.judge.model_copy(update={"name": judge or settings.judge.name}),
-                    "sag2": settings.sag2.model_copy(
-                        update={"rounds": settings.sag2.rounds if rounds is None else rounds}
-                    ),
-                }
-            )
-            type(settings).model_validate(settings.model_dump())
-        except ValueError as exc:
-            raise InputError(f"bad --judge/--rounds: {exc}") from exc
+    fuse_paths = _fuse_paths(paths, fuse)
+    settings = _apply_overrides(settings, judge, rounds)
     wanted = set(paths) | (set(fuse_paths) if "fused" in paths else set())
     needs_dense = settings.embedding.model != "none" and bool(wanted & {"dense", "sag2"})
-    cache_dir = settings.data_dir / "cache"
-    run_settings = settings.model_copy(
-        update={
-            "data_dir": index_dir,
-            "chunking": settings.chunking.model_copy(update={"mode": "passage"}),
-            "embedding": settings.embedding,
-        }
-    )
     noop = lambda n: None  # noqa: E731
     summary: dict[str, Any] = {"dataset": ds.name, "questions": len(ds.queries)}
-    lexical_settings = run_settings.model_copy(
-        update={"embedding": run_settings.embedding.model_copy(update={"model": "none"})}
+    hs, summary["index"] = _open_index(
+        settings, ds, out, needs_dense=needs_dense, progress=progress
     )
-    # 1. lexical index: what every path reads
-    with HybridSearch(lexical_settings) as hs:
-        tick = progress("index", ds.passages) if progress else noop
-        warm_s = hs.tokenizer.warm()  # jieba's dictionary load is start-up, not build work
-        t0 = time.perf_counter()
-        report = hs.ingest_jsonl(ds.corpus_path, mode="passage", progress=tick)
-        build_s = time.perf_counter() - t0
-        summary["index"] = {
-            "build_s": round(build_s, 3),
-            "passages": hs.store.counts()["chunks"],
-            "bytes": hs.store.bytes_on_disk(),
-            "skipped": len(report.errors),
-            "tokenizer_load_s": round(warm_s, 3),
-        }
-    hs = HybridSearch(run_settings) if needs_dense else HybridSearch(lexical_settings)
     try:
-        if needs_dense:
-            from hybridsag.embed_cache import CachedEmbedder
-
-            emb = CachedEmbedder(hs.embedder(), cache_dir)
-            hs._embedder = emb  # the cached wrapper embeds what the store then backfills
-            tick = progress("embed", summary["index"]["passages"]) if progress else noop
-            t0 = time.perf_counter()
-            n = hs.writer().backfill_vectors(progress=tick)
-            dense_s = time.perf_counter() - t0
-            summary["index"]["dense_build_s"] = round(dense_s, 3)
-            summary["index"]["vectors"] = n
-            summary["index"]["dense_bytes"] = _dir_bytes(run_settings.milvus_lite_path)
-            summary["index"]["embed_computed"] = emb.computed
-            summary["index"]["embed_seconds"] = round(emb.seconds, 3)
-            if emb.computed:
-                summary["index"]["embed_per_s"] = round(emb.computed / max(emb.seconds, 1e-9), 1)
         summary["paths"] = {}
         details: list[dict[str, Any]] = []
         if "sag2" in wanted:
@@ -266,9 +297,7 @@ def run_eval(
                     extra = dict(resp.usage.get("sag2", {}))
                 else:
                     res = hs.run_path(name, text, limit=10, filters=filters)
-                    ranked = _dedupe_resources(
-                        [h.detail.get("resource_id") or h.chunk_id.split("@")[0] for h in res.hits]
-                    )
+                    ranked = _dedupe_resources([_resource_of(h) for h in res.hits])
                     extra = dict(res.usage)
                 ms = (time.perf_counter() - t0) * 1000.0
                 run.latencies.append(ms)
@@ -295,6 +324,10 @@ def run_eval(
             summary["paths"][name] = _aggregate(run)
         if "fused" in paths:
             summary["fused_paths"] = list(fuse_paths)
+            summary["fusion"] = {
+                "k": settings.fusion.k,
+                "weights": {p: settings.fusion.weights.get(p, 1.0) for p in fuse_paths},
+            }
     finally:
         hs.close()
     (out / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
@@ -310,6 +343,140 @@ def run_eval(
         "data": {"folder": str(ds.folder), "sha256": ds.digest},
     }
     (out / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n", "utf-8")
+    summary["out"] = str(out)
+    return summary
+
+
+def _resource_of(hit: Any) -> str:
+    rid = hit.detail.get("resource_id")
+    return str(rid) if rid else hit.chunk_id.rsplit("@", 1)[0]
+
+
+#: The grid ``--tune-weights`` searches: a weight per path (relative: the scale of all weights
+#: does not change RRF's order) and the RRF constant k.
+TUNE_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+TUNE_KS = (10.0, 30.0, 60.0, 100.0)
+
+
+def tune_weights(
+    settings: Settings,
+    data: Path,
+    *,
+    fuse: Sequence[str] | None = None,
+    limit: int | None = None,
+    out: Path | None = None,
+    judge: str | None = None,
+    rounds: int | None = None,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+) -> dict[str, Any]:
+    """Pick fusion weights and k on a labelled set the team supplies.
+
+    Each path runs once per question (depth ``fusion.depth``); every grid point (weights from
+    :data:`TUNE_WEIGHTS` per path, k from :data:`TUNE_KS`) is then scored offline by weighted
+    RRF, and the one with the best mean Recall@10 (then Recall@5, then the smaller total weight
+    change from 1.0) wins. Returns the chosen settings, the recall it measured, and each single
+    path's and equal-weight RRF's recall for comparison.
+    """
+    import itertools
+
+    import numpy as np
+
+    ds = load_dataset(data, limit=limit)
+    out = Path(out) if out is not None else settings.data_dir / "eval" / f"{ds.name}-tune"
+    out.mkdir(parents=True, exist_ok=True)
+    fuse_paths = _fuse_paths((), fuse)
+    settings = _apply_overrides(settings, judge, rounds)
+    needs_dense = settings.embedding.model != "none" and bool(set(fuse_paths) & {"dense", "sag2"})
+    if settings.embedding.model == "none" and "dense" in fuse_paths:
+        fuse_paths = tuple(p for p in fuse_paths if p != "dense")
+    hs, index_info = _open_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
+    depth = settings.fusion.depth
+    noop = lambda n: None  # noqa: E731
+    per_query: list[tuple[list[str], np.ndarray, frozenset[str]]] = []
+    try:
+        tick = progress("paths", len(ds.queries)) if progress else noop
+        for qid, text in ds.queries:
+            ranks: dict[str, dict[str, int]] = {}
+            for name in fuse_paths:
+                res = hs.run_path(name, text, limit=depth, filters=Filters())
+                seen: dict[str, int] = {}
+                for h in res.hits:
+                    seen.setdefault(_resource_of(h), h.rank)
+                ranks[name] = seen
+            ids = sorted({rid for r in ranks.values() for rid in r})
+            mat = np.full((len(ids), len(fuse_paths)), np.inf)
+            for j, name in enumerate(fuse_paths):
+                for i, rid in enumerate(ids):
+                    if rid in ranks[name]:
+                        mat[i, j] = ranks[name][rid]
+            per_query.append((ids, mat, ds.qrels[qid]))
+            tick(1)
+    finally:
+        hs.close()
+
+    def score(weights: Sequence[float], k: float) -> tuple[float, float, float]:
+        r2 = r5 = r10 = 0.0
+        w = np.asarray(weights)
+        for ids, mat, gold in per_query:
+            fused = (1.0 / (k + mat)) @ w
+            best = np.where(mat.min(axis=1) < np.inf, mat.min(axis=1), 1e9)
+            order = np.lexsort((best, -fused))[:10]
+            top = [ids[i] for i in order if fused[i] > 0]
+            r2 += len(gold.intersection(top[:2])) / len(gold)
+            r5 += len(gold.intersection(top[:5])) / len(gold)
+            r10 += len(gold.intersection(top[:10])) / len(gold)
+        n = max(len(per_query), 1)
+        return r2 / n, r5 / n, r10 / n
+
+    results = []
+    for combo in itertools.product(TUNE_WEIGHTS, repeat=len(fuse_paths)):
+        if max(combo) != 1.0:
+            continue  # relative weights: the largest is 1
+        for k in TUNE_KS:
+            r2, r5, r10 = score(combo, k)
+            change = sum(abs(w - 1.0) for w in combo) + abs(k - 60.0) / 100.0
+            results.append((r10, r5, -change, r2, combo, k))
+    results.sort(reverse=True)
+    r10, r5, _, r2, combo, k = results[0]
+    singles = {}
+    for j, name in enumerate(fuse_paths):
+        w = [0.0] * len(fuse_paths)
+        w[j] = 1.0
+        s2, s5, s10 = score(w, 60.0)
+        singles[name] = {"recall@2": round(s2, 4), "recall@5": round(s5, 4), "recall@10": round(s10, 4)}
+    e2, e5, e10 = score([1.0] * len(fuse_paths), 60.0)
+    weights = {name: w for name, w in zip(fuse_paths, combo)}
+    summary = {
+        "dataset": ds.name,
+        "questions": len(ds.queries),
+        "index": index_info,
+        "fused_paths": list(fuse_paths),
+        "chosen": {
+            "k": k,
+            "weights": weights,
+            "recall@2": round(r2, 4),
+            "recall@5": round(r5, 4),
+            "recall@10": round(r10, 4),
+        },
+        "equal_weights_k60": {
+            "recall@2": round(e2, 4), "recall@5": round(e5, 4), "recall@10": round(e10, 4)
+        },
+        "single_paths": singles,
+        "settings_env": {
+            "HYBRIDSAG_FUSION__K": str(k),
+            "HYBRIDSAG_FUSION__WEIGHTS": json.dumps(weights),
+        },
+        "settings_toml": "[fusion]\nk = %s\n[fusion.weights]\n%s\n" % (
+            k, "\n".join(f"{p} = {w}" for p, w in weights.items())
+        ),
+        "grid_points": len(results),
+        "top": [
+            {"k": gk, "weights": dict(zip(fuse_paths, gw)), "recall@2": round(g2, 4),
+             "recall@5": round(g5, 4), "recall@10": round(g10, 4)}
+            for g10, g5, _, g2, gw, gk in results[:15]
+        ],
+    }
+    (out / "tune.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
     summary["out"] = str(out)
     return summary
 

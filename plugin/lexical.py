@@ -33,6 +33,7 @@ __all__ = [
     "build_search_sql",
     "fold_term",
     "quote_term",
+    "strip_diacritics",
 ]
 
 
@@ -68,6 +69,17 @@ def build_search_sql(filter_sql: str) -> str:
 _LIGATURES = str.maketrans(
     {"æ": "ae", "œ": "oe", "ß": "ss", "ø": "o", "ł": "l", "đ": "d", "þ": "th", "ð": "d", "ı": "i"}
 )
+
+
+def strip_diacritics(term: str) -> str:
+    """What FTS5's ``remove_diacritics 2`` does to a token: combining marks removed after
+    canonical decomposition (ligatures such as ``ø`` and ``æ`` stay)."""
+    if term.isascii():
+        return term
+    decomposed = unicodedata.normalize("NFD", term)
+    return unicodedata.normalize(
+        "NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    )
 
 
 def fold_term(term: str) -> str:
@@ -130,12 +142,15 @@ class Fts5LexicalIndex:
         return terms
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        """Number of chunks holding each term (FTS5 vocabulary, all statuses)."""
+        """Number of chunks holding each term (FTS5 vocabulary, all statuses), keyed by the
+        term as given. The vocabulary holds terms as FTS5 indexed them, with diacritics removed
+        (:data:`~hybridsag.tokenizer.FTS_TOKENIZE`), so the lookup folds them the same way."""
         if not terms:
             return {}
         conn = self.store.connection()
-        out: dict[str, int] = {}
-        uniq = list(dict.fromkeys(terms))
+        keys = {t: strip_diacritics(t) for t in dict.fromkeys(terms)}
+        found: dict[str, int] = {}
+        uniq = list(dict.fromkeys(keys.values()))
         for start in range(0, len(uniq), 400):
             part = uniq[start : start + 400]
             try:
@@ -143,10 +158,10 @@ class Fts5LexicalIndex:
                     f"SELECT term, doc FROM chunks_vocab WHERE term IN ({','.join('?' * len(part))})",
                     part,
                 )
-                out.update({r[0]: r[1] for r in rows})
+                found.update({r[0]: r[1] for r in rows})
             except sqlite3.Error as exc:
                 raise LexicalError(f"reading the FTS5 vocabulary failed: {exc}") from exc
-        return out
+        return {t: found[k] for t, k in keys.items() if k in found}
 
     def total_chunks(self) -> int:
         return int(self.store.connection().execute("SELECT count(*) FROM chunks").fetchone()[0])

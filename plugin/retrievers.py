@@ -117,7 +117,7 @@ class TitleRetriever:
                 matched.setdefault(rid, ("title_fts", float(score)))
         t1 = time.perf_counter()
         rids = list(matched)[:limit]
-        best = self._best_chunks(rids, terms, filters)
+        best = self._best_chunks(rids, terms)
         hits = []
         for rid in rids:
             chunk_id = best.get(rid)
@@ -136,35 +136,47 @@ class TitleRetriever:
             )
         return PathResult(hits=hits, timings={"titles_ms": round((t1 - t0) * 1000, 3), "chunks_ms": _ms(t1)})
 
-    def _best_chunks(
-        self, rids: Sequence[str], terms: Sequence[str], filters: Filters
-    ) -> dict[str, str]:
+    def _best_chunks(self, rids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
+        """Each resource's best body chunk for the query terms, else its first chunk."""
         if not rids:
             return {}
+        conn = self.store.connection()
+        marks = ",".join("?" * len(rids))
+        first: dict[str, str] = {}
+        several: list[str] = []
+        for rid, chunk_id, n in conn.execute(
+            f"""SELECT c.resource_id, c.chunk_id, count(*) OVER (PARTITION BY c.resource_id)
+                FROM chunks c JOIN resources r
+                  ON r.resource_id = c.resource_id AND r.version = c.version
+                WHERE c.resource_id IN ({marks}) ORDER BY c.resource_id, c.ordinal""",
+            list(rids),
+        ):
+            if rid not in first:
+                first[rid] = chunk_id
+                if n > 1:
+                    several.append(rid)
         best: dict[str, str] = {}
-        if terms:
-            scoped = Filters(
-                tenant=filters.tenant,
-                acl=filters.acl,
-                metadata=filters.metadata,
-                resource_ids=tuple(rids),
-                statuses=filters.statuses,
-            )
-            for hit in self.lexical.search(terms, limit=len(rids) * 8, filters=scoped):
-                best.setdefault(hit.detail["resource_id"], hit.chunk_id)
-        missing = [r for r in rids if r not in best]
-        if missing:
-            conn = self.store.connection()
-            rows = conn.execute(
-                f"""SELECT c.resource_id, c.chunk_id FROM chunks c JOIN resources r
-                      ON r.resource_id = c.resource_id AND r.version = c.version
-                    WHERE c.resource_id IN ({",".join("?" * len(missing))})
-                    ORDER BY c.resource_id, c.ordinal""",
-                missing,
-            )
+        if terms and several:
+            s = self.lexical.settings
+            try:
+                rows = conn.execute(
+                    f"""SELECT c.resource_id, c.chunk_id
+                        FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
+                        JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version
+                        WHERE chunks_fts MATCH ? AND chunks_fts.rowid IN (
+                            SELECT id FROM chunks WHERE resource_id IN ({",".join("?" * len(several))}))
+                        ORDER BY bm25(chunks_fts, ?, ?, ?), c.id""",
+                    [build_match(terms), *several, s.title_weight, s.heading_weight, s.body_weight],
+                ).fetchall()
+            except sqlite3.Error as exc:
+                raise LexicalError(f"title path chunk lookup failed: {exc}") from exc
             for rid, chunk_id in rows:
                 best.setdefault(rid, chunk_id)
-        return best
+        return {rid: best.get(rid, chunk_id) for rid, chunk_id in first.items()}
+
+
+#: The most rows one Milvus search may ask for (Milvus caps ``limit`` at 16,384).
+MAX_DENSE_ASK = 16_384
 
 
 class DenseRetriever:
@@ -189,20 +201,26 @@ class DenseRetriever:
             resource_ids=filters.resource_ids,
             acl_any=filters.acl,
         )
-        raw = self.index.search([float(x) for x in vector], limit=limit * 2 + 10, filter=dfilter)
-        t2 = time.perf_counter()
-        visible = self.store.chunks(h.chunk_id for h in raw)
-        records = self.store.resources(c.resource_id for c in visible.values())
-        hits: list[Hit] = []
-        for h in raw:
-            chunk = visible.get(h.chunk_id)
-            if chunk is None or not filters.allows(records[chunk.resource_id]):
-                continue
-            hits.append(
-                Hit(h.chunk_id, self.name, len(hits) + 1, h.raw_score, h.score, h.detail)
-            )
-            if len(hits) >= limit:
+        qvec = [float(x) for x in vector]
+        ask = limit * 2 + 10
+        while True:  # refill: status and metadata are checked against the store afterwards
+            raw = self.index.search(qvec, limit=ask, filter=dfilter)
+            t2 = time.perf_counter()
+            visible = self.store.chunks(h.chunk_id for h in raw)
+            records = self.store.resources(c.resource_id for c in visible.values())
+            hits: list[Hit] = []
+            for h in raw:
+                chunk = visible.get(h.chunk_id)
+                if chunk is None or not filters.allows(records[chunk.resource_id]):
+                    continue
+                hits.append(
+                    Hit(h.chunk_id, self.name, len(hits) + 1, h.raw_score, h.score, h.detail)
+                )
+                if len(hits) >= limit:
+                    break
+            if len(hits) >= limit or len(raw) < ask or ask >= MAX_DENSE_ASK:
                 break
+            ask = min(ask * 4, MAX_DENSE_ASK)
         return PathResult(
             hits=hits,
             timings={

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hybridsag.chunker import split_sentences
-from hybridsag.errors import JudgeError
+from hybridsag.errors import DenseError, JudgeError
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
 from hybridsag.lexical import Fts5LexicalIndex
@@ -127,6 +127,8 @@ def expansion_terms(
         if not freqs or min(freqs) == 0:
             continue  # absent from the index
         rarest = min(freqs)
+        if rarest <= 1:
+            continue  # found only in the seed itself: it cannot bring in another passage
         idf = math.log((total_docs - rarest + 0.5) / (rarest + 0.5) + 1.0)
         out.append((term, base * idf))
     out.sort(key=lambda x: (-x[1], x[0]))
@@ -203,21 +205,25 @@ class Sag2Retriever:
         lap("fts_ms")
         pool: dict[str, _Cand] = {}
         self._add(pool, first, rank_field="bm25", round_=0)
+        degraded = None
         if self.dense is not None and s.dense_candidates:
-            dhits = self.dense.retrieve(query, limit=s.dense_candidates, filters=filters).hits
-            self._add(pool, dhits, rank_field="dense", round_=0)
+            try:
+                dhits = self.dense.retrieve(query, limit=s.dense_candidates, filters=filters).hits
+            except DenseError as exc:  # the pool goes on with lexical candidates alone
+                degraded = f"dense candidates unavailable: {type(exc).__name__}: {exc}"
+            else:
+                self._add(pool, dhits, rank_field="dense", round_=0)
             lap("dense_ms")
         coverage = [len(pool)]
         trace = [sorted({c.resource_id for c in pool.values()})] if self.trace else None
         usage = JudgeUsage()
-        degraded = None
         try:
             probs, u = self._judge(query, pool, provisional=None)
             usage += u
         except JudgeError as exc:
             if self.judge_settings.on_failure == "raise":
                 raise
-            return self._degraded(first, f"{type(exc).__name__}: {exc}", timings, usage)
+            return self._degraded(first[:limit], f"{type(exc).__name__}: {exc}", timings, usage)
         lap("judge_ms")
         expanded: set[str] = set()
         question_terms = frozenset(terms)
@@ -272,6 +278,8 @@ class Sag2Retriever:
                 if self.judge_settings.on_failure == "raise":
                     raise
                 degraded = f"{type(exc).__name__}: {exc} (round {round_}; kept round {round_ - 1})"
+                for h in merged:  # unjudged: drop this round's candidates, keep the last order
+                    pool.pop(h.chunk_id, None)
                 break
             lap("judge_ms")
             rounds_done = round_

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hybridsag.errors import ConfigError, HybridSagError, QueryError
+from hybridsag.errors import ConfigError, HybridSagError, JudgeError, QueryError
 from hybridsag.fusion import ChunkView, FusedHit, apply_rules, rrf
 from hybridsag.lexical import Fts5LexicalIndex
 from hybridsag.query import validate_query
@@ -68,10 +68,13 @@ class SearchResponse:
     degraded: bool = False
     reasons: Mapping[str, str] = field(default_factory=dict)
     usage: Mapping[str, Any] = field(default_factory=dict)
+    #: each path's own stage timings in ms (tokenize, FTS5, embed, Milvus, judge, ...)
+    stages: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
+            "stages": {k: dict(v) for k, v in self.stages.items()},
             "paths": list(self.paths),
             "degraded": self.degraded,
             "reasons": dict(self.reasons),
@@ -79,6 +82,25 @@ class SearchResponse:
             "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
             "results": [r.as_dict() for r in self.results],
         }
+
+
+def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    """Per-call fusion weights: known path names, finite numbers in 0..100."""
+    import math
+
+    out = {}
+    for name, value in weights.items():
+        if name not in PATH_NAMES:
+            raise QueryError(f"unknown path {name!r} in weights; valid: {', '.join(PATH_NAMES)}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0.0 <= value <= 100.0
+        ):
+            raise QueryError(f"weights[{name!r}]={value!r} must be a number in 0..100")
+        out[name] = float(value)
+    return out
 
 
 def _is_stale(record: ResourceRecord) -> bool:
@@ -136,6 +158,11 @@ class HybridSearch:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        judges = [self._judge] + [getattr(r, "judge", None) for r in self._retrievers.values()]
+        for judge in {id(j): j for j in judges if j is not None}.values():
+            close = getattr(judge, "close", None)
+            if callable(close):
+                close()
         if self._dense is not None:
             self._dense.close()
         self.store.close()
@@ -346,6 +373,7 @@ class HybridSearch:
             raise QueryError(f"top_k must be an integer in 1..1000, got {top_k!r}")
         flt = Filters.from_mapping(filters)
         names = self.resolve_paths(paths)
+        fusion_weights = _check_weights(weights) if weights is not None else s.fusion.weights
         include_stale = s.search.include_stale if include_stale is None else include_stale
         depth = max(s.fusion.depth, top_k)
         futures = {
@@ -353,6 +381,7 @@ class HybridSearch:
         }
         runs: dict[str, Sequence[Any]] = {}
         timings: dict[str, float] = {}
+        stages: dict[str, dict[str, float]] = {}
         reasons: dict[str, str] = {}
         usage: dict[str, Any] = {}
         for name, fut in futures.items():
@@ -361,16 +390,20 @@ class HybridSearch:
             except HybridSagError as exc:
                 if isinstance(exc, QueryError):
                     raise
+                if isinstance(exc, JudgeError) and s.judge.on_failure == "raise":
+                    raise
                 reasons[name] = f"{type(exc).__name__}: {exc}"
                 continue
             runs[name] = list(result.hits)
             timings[f"{name}_ms"] = ms
+            if result.timings:
+                stages[name] = dict(result.timings)
             if result.usage:
                 usage[name] = dict(result.usage)
             if result.degraded:
                 reasons[name] = result.degraded
         t_fuse = time.perf_counter()
-        fused = rrf(runs, k=s.fusion.k, depth=s.fusion.depth, weights=weights or s.fusion.weights)
+        fused = rrf(runs, k=s.fusion.k, depth=s.fusion.depth, weights=fusion_weights)
         ids = [f.chunk_id for f in fused]
         records = self.store.chunks(ids)
         resources = self.store.resources(r.resource_id for r in records.values())
@@ -412,6 +445,7 @@ class HybridSearch:
             degraded=bool(reasons),
             reasons=reasons,
             usage=usage,
+            stages=stages,
         )
 
     def _timed_path(

@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 __all__ = ["Document", "IngestReport", "WriteLock", "Writer", "chunk_id_for", "make_document"]
 
 MAX_ID_CHARS = 512
+#: A bulk ingest that wrote this many vectors seals them (DenseIndex.flush) before returning.
+FLUSH_AFTER_VECTORS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 MAX_TITLE_CHARS = 2_000
 
@@ -302,6 +304,8 @@ class Writer:
             report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged))
             if progress:
                 progress(len(batch))
+        if self.dense is not None and report.vectors >= FLUSH_AFTER_VECTORS:
+            self.dense.flush()
         report.seconds = time.perf_counter() - started
         return report
 
@@ -668,6 +672,8 @@ class Writer:
             written += len(batch) - len(gone)
             if progress:
                 progress(len(part))
+        if written:
+            self.dense.flush()
         return written
 
     # -- delete, disable, enable --------------------------------------------------------------

@@ -7,7 +7,8 @@ every ``reconcile_interval_s``. Every operation records its start and end (``per
 :meth:`RaceResult.visibility_violations` checks the promise "a search never returns a resource
 that was deleted before the search began": a result is a violation when a delete of its resource
 finished before the search started and no ingest of that resource could have committed after the
-delete began (no ingest ended after the delete's start and started before the search's end).
+delete began (no ingest that indexed it, or failed part-way, ended after the delete's start and
+started before the search's end; an ingest skipped as unchanged never counts).
 :meth:`RaceResult.final_state_problems` checks that a resource whose last operation overlapped no
 other is in the state that operation left: ready with its text, or absent.
 """
@@ -42,6 +43,8 @@ class Op:
     ok: bool
     text: str | None = None
     error: str | None = None
+    # may have committed new rows (indexed, or failed part-way); an "unchanged" skip never does
+    revives: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +80,7 @@ class RaceResult:
                     continue
                 d = max(deletes, key=lambda o: o.t1)
                 revived = any(
-                    o.kind == "ingest" and o.t1 > d.t0 and o.t0 < s.t1 for o in ops
+                    o.revives and o.t1 > d.t0 and o.t0 < s.t1 for o in ops
                 )
                 if not revived:
                     out.append(
@@ -148,9 +151,11 @@ def run_race(
                 try:
                     rep = hs.ingest(rid, text, title=f"Orchard {rid}")
                     ok = rep.indexed + rep.unchanged == 1
-                    op = Op("ingest", rid, t0, time.perf_counter(), ok, text=text)
+                    op = Op("ingest", rid, t0, time.perf_counter(), ok, text=text,
+                            revives=rep.indexed == 1)
                 except HybridSagError as exc:
-                    op = Op("ingest", rid, t0, time.perf_counter(), False, text, str(exc))
+                    op = Op("ingest", rid, t0, time.perf_counter(), False, text, str(exc),
+                            revives=True)
             with lock:
                 result.ops.append(op)
 

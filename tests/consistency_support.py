@@ -154,6 +154,11 @@ class FaultyDense:
         self._maybe_fail("delete_resource")
         self.inner.delete_resource(resource_id)
 
+    def flush(self) -> None:
+        flush = getattr(self.inner, "flush", None)
+        if flush is not None:
+            flush()
+
     def search(
         self, vector: Sequence[float], *, limit: int, filter: DenseFilter | None = None
     ) -> list[Hit]:
