@@ -255,7 +255,8 @@ class _Run:
                 except (DenseError, StoreError) as exc:
                     retriable, error = exc.retriable, f"{type(exc).__name__}: {exc}"
                 except sqlite3.Error as exc:
-                    retriable, error = _retriable_sqlite(exc), f"sqlite3.{type(exc).__name__}: {exc}"
+                    retriable = _retriable_sqlite(exc)
+                    error = f"sqlite3.{type(exc).__name__}: {exc}"
                 except HybridSagError as exc:
                     error = f"{type(exc).__name__}: {exc}"
                 else:
@@ -268,11 +269,14 @@ class _Run:
                     break
                 time.sleep(self.cfg.backoff_s * (2 ** (attempts - 1)))
             self.batches.append(
-                BatchResult(kind, len(batch), done, skipped, attempts, time.perf_counter() - t0, error)
+                BatchResult(
+                    kind, len(batch), done, skipped, attempts, time.perf_counter() - t0, error
+                )
             )
             if error is not None:
-                self.errors.append(f"{kind}: batch of {len(batch)} failed after {attempts} "
-                                   f"attempt(s): {error}")
+                self.errors.append(
+                    f"{kind}: batch of {len(batch)} failed after {attempts} attempt(s): {error}"
+                )
 
     # -- re-checks against the store as it is now (under the write lock) ----------------------
 

@@ -106,7 +106,8 @@ class ChunkRow:
 
 @dataclass(frozen=True, slots=True)
 class FtsRow:
-    """One FTS5 row: ``chunks_fts`` (rowid = ``chunks.id``) or ``titles_fts`` (= ``resources.id``)."""
+    """One FTS5 row: ``chunks_fts`` (rowid = ``chunks.id``) or ``titles_fts``
+    (rowid = ``resources.id``)."""
 
     table: Literal["chunks_fts", "titles_fts"]
     rowid: int
@@ -399,7 +400,9 @@ def build_plan(
         if res is None or rid in deleting:
             continue  # journal rows of a deleted resource: purge removes them (leftovers)
         p = res["pending_version"]
-        claim_rows = [j for j in rows if j["op"] == "ingest" and p is not None and j["version"] == p]
+        claim_rows = [
+            j for j in rows if j["op"] == "ingest" and p is not None and j["version"] == p
+        ]
         other_rows = [j for j in rows if j not in claim_rows]
         never_committed = res["status"] == "indexing" and res["version"] == 0
         if p is not None or never_committed:

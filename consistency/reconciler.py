@@ -68,7 +68,8 @@ class Reconciler:
     def from_settings(
         cls, settings: Settings, *, embedder: Embedder | None = None, owner: str | None = None
     ) -> Reconciler:
-        """Open a ``HybridSearch`` over ``settings`` for this reconciler (closed by :meth:`close`)."""
+        """Open a ``HybridSearch`` over ``settings`` for this reconciler (closed by
+        :meth:`close`)."""
         from hybridsag.search import HybridSearch
 
         rec = cls(HybridSearch(settings, embedder=embedder), owner=owner)
@@ -104,7 +105,7 @@ class Reconciler:
         """The newest audit report under ``settings.reports_dir``, or None."""
         return latest_report(self.settings.reports_dir)
 
-    # -- the run ------------------------------------------------------------------------------------
+    # -- the run ----------------------------------------------------------------------------
 
     def run(self, *, dry_run: bool = False, force: bool = False) -> dict[str, Any]:
         """Plan (and unless ``dry_run`` take the lease, apply, and plan again), then write and

@@ -122,7 +122,9 @@ def cron_trigger(expr: str, timezone: str, *, jitter_s: int = 0) -> BaseTrigger:
             jitter=jitter_s or None,
         )
     except ValueError as exc:
-        raise ConfigError(f"consistency.cron={expr!r} is not a valid crontab string: {exc}") from exc
+        raise ConfigError(
+            f"consistency.cron={expr!r} is not a valid crontab string: {exc}"
+        ) from exc
 
 
 def reconcile_once(
@@ -185,8 +187,11 @@ def run_scheduler(settings: Settings, *, blocking: bool = True) -> BaseScheduler
     interrupted (``hybridsag reconcile --schedule``); otherwise it returns the running
     ``BackgroundScheduler`` (call ``shutdown()`` to stop it)."""
     scheduler = build_scheduler(settings, blocking=blocking)
-    logger.info("reconcile scheduled: cron %r in %s", settings.consistency.cron,
-                settings.consistency.timezone)
+    logger.info(
+        "reconcile scheduled: cron %r in %s",
+        settings.consistency.cron,
+        settings.consistency.timezone,
+    )
     try:
         scheduler.start()
     except (KeyboardInterrupt, SystemExit):

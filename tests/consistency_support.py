@@ -85,8 +85,9 @@ def open_search(
 ) -> HybridSearch:
     """A HybridSearch with the shared embedder (and, optionally, a wrapped dense index, which
     must already be ensured)."""
-    hs = HybridSearch(settings, embedder=shared_embedder(), dense_index=dense_index,
-                      step_hook=step_hook)
+    hs = HybridSearch(
+        settings, embedder=shared_embedder(), dense_index=dense_index, step_hook=step_hook
+    )
     hs.writer()  # open the dense index now (and check its dimension)
     return hs
 
@@ -186,7 +187,9 @@ def check_consistent(hs: HybridSearch) -> list[str]:
     problems: list[str] = []
     res = {
         r["resource_id"]: r
-        for r in conn.execute("SELECT id, resource_id, status, version, pending_version FROM resources")
+        for r in conn.execute(
+            "SELECT id, resource_id, status, version, pending_version FROM resources"
+        )
     }
     for r in res.values():
         if r["pending_version"] is not None:
@@ -195,7 +198,10 @@ def check_consistent(hs: HybridSearch) -> list[str]:
             problems.append(f"resource {r['resource_id']} in status {r['status']}")
     for j in conn.execute("SELECT op, resource_id, version FROM journal"):
         problems.append(f"journal row {j['op']} {j['resource_id']}@{j['version']}")
-    chunks = {c["chunk_id"]: c for c in conn.execute("SELECT id, chunk_id, resource_id, version FROM chunks")}
+    chunks = {
+        c["chunk_id"]: c
+        for c in conn.execute("SELECT id, chunk_id, resource_id, version FROM chunks")
+    }
     for c in chunks.values():
         r = res.get(c["resource_id"])
         if r is None or r["version"] != c["version"]:

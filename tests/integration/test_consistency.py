@@ -306,7 +306,9 @@ def test_guard_refuses_more_than_the_count(tmp_path: Path) -> None:
 
 def test_a_wrong_resource_table_is_refused(hs: HybridSearch) -> None:
     with hs.store.atomic() as c:  # half the resource rows vanish (a restored old backup, say)
-        c.execute("DELETE FROM resources WHERE resource_id IN ('alpha','beta','gamma','delta','eta')")
+        c.execute(
+            "DELETE FROM resources WHERE resource_id IN ('alpha','beta','gamma','delta','eta')"
+        )
     plan = Reconciler(hs).plan()
     assert plan.counts()["orphan_vectors"] == 5 and plan.counts()["orphan_chunks"] == 5
     with pytest.raises(ConsistencyError, match="mass-delete guard"):

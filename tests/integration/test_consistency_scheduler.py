@@ -7,6 +7,7 @@ short interval trigger shows that the scheduled job really reconciles and writes
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from datetime import datetime, timedelta
@@ -118,7 +119,9 @@ def test_a_scheduled_run_reconciles_and_writes_a_report(tmp_path: Path) -> None:
     with HybridSearch(settings) as hs:
         hs.ingest("alpha", "The alpha page says alphaword.", title="Alpha")
         with hs.store.atomic() as c:  # a stray FTS row for the job to find
-            c.execute("INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (99, '', '', 'z')")
+            c.execute(
+                "INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (99, '', '', 'z')"
+            )
     scheduler = build_scheduler(settings, trigger=IntervalTrigger(seconds=0.3))
     scheduler.start()
     try:
@@ -130,8 +133,6 @@ def test_a_scheduled_run_reconciles_and_writes_a_report(tmp_path: Path) -> None:
     report = latest_report(settings.reports_dir)
     assert report is not None, "the scheduled job did not run"
     first = sorted(list_reports(settings.reports_dir))[0]
-    import json
-
     data_first = json.loads(first.read_text())
     assert data_first["ok"] and data_first["dry_run"] is False
     assert data_first["counts_before"]["orphan_fts_rows"] == 1
