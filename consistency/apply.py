@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from hybridsag.dense import DenseIndex
 from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, StoreError
 from hybridsag.settings import Settings
-from hybridsag.store import Store
+from hybridsag.store import Store, select_in
 from hybridsag.writer import Writer
 
 from hybridsag.consistency.lease import Lease
@@ -281,30 +281,17 @@ class _Run:
     # -- re-checks against the store as it is now (under the write lock) ----------------------
 
     def _resources(self, conn: sqlite3.Connection, rids: Iterable[str]) -> dict[str, sqlite3.Row]:
-        out: dict[str, sqlite3.Row] = {}
-        ids = list(dict.fromkeys(rids))
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            for row in conn.execute(
-                "SELECT id, resource_id, status, version, pending_version, title FROM resources "
-                f"WHERE resource_id IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                out[row["resource_id"]] = row
-        return out
+        return select_in(
+            conn,
+            "SELECT resource_id, id, status, version, pending_version, title FROM resources",
+            "resource_id",
+            rids,
+        )
 
     def _chunk_rows(self, conn: sqlite3.Connection, cids: Iterable[str]) -> dict[str, sqlite3.Row]:
-        out: dict[str, sqlite3.Row] = {}
-        ids = list(dict.fromkeys(cids))
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            for row in conn.execute(
-                "SELECT id, chunk_id, resource_id, version FROM chunks "
-                f"WHERE chunk_id IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                out[row["chunk_id"]] = row
-        return out
+        return select_in(
+            conn, "SELECT chunk_id, id, resource_id, version FROM chunks", "chunk_id", cids
+        )
 
     def deletable(
         self, entries: Sequence[VectorEntry], *, undoing: tuple[str, int] | None = None

@@ -192,19 +192,18 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
+    common = dict(
+        fuse=fuse,
+        limit=args.limit,
+        out=Path(args.out) if args.out else None,
+        judge=args.judge,
+        rounds=args.rounds,
+        progress=_progress_factory(not args.quiet),
+    )
     if args.tune_weights:
         from hybridsag.evaluation import tune_weights
 
-        summary = tune_weights(
-            settings,
-            Path(args.data),
-            fuse=fuse,
-            limit=args.limit,
-            out=Path(args.out) if args.out else None,
-            judge=args.judge,
-            rounds=args.rounds,
-            progress=_progress_factory(not args.quiet),
-        )
+        summary = tune_weights(settings, Path(args.data), **common)  # type: ignore[arg-type]
         if args.json:
             _print_json(summary, out)
         else:
@@ -223,17 +222,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
             for key, value in summary["settings_env"].items():
                 out.write(f"  {key}='{value}'\n")
         return 0
-    summary = run_eval(
-        settings,
-        Path(args.data),
-        paths=paths,
-        fuse=fuse,
-        limit=args.limit,
-        out=Path(args.out) if args.out else None,
-        judge=args.judge,
-        rounds=args.rounds,
-        progress=_progress_factory(not args.quiet),
-    )
+    summary = run_eval(settings, Path(args.data), paths=paths, **common)  # type: ignore[arg-type]
     if args.json:
         _print_json(summary, out)
     else:

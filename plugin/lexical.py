@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 from hybridsag.errors import LexicalError
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import LexicalSettings
-from hybridsag.store import Filters, Store
+from hybridsag.store import Filters, Store, select_in
 from hybridsag.tokenizer import Tokenizer
 
 __all__ = [
@@ -149,18 +149,11 @@ class Fts5LexicalIndex:
             return {}
         conn = self.store.connection()
         keys = {t: strip_diacritics(t) for t in dict.fromkeys(terms)}
-        found: dict[str, int] = {}
-        uniq = list(dict.fromkeys(keys.values()))
-        for start in range(0, len(uniq), 400):
-            part = uniq[start : start + 400]
-            try:
-                rows = conn.execute(
-                    f"SELECT term, doc FROM chunks_vocab WHERE term IN ({','.join('?' * len(part))})",
-                    part,
-                )
-                found.update({r[0]: r[1] for r in rows})
-            except sqlite3.Error as exc:
-                raise LexicalError(f"reading the FTS5 vocabulary failed: {exc}") from exc
+        try:
+            rows = select_in(conn, "SELECT term, doc FROM chunks_vocab", "term", keys.values())
+        except sqlite3.Error as exc:
+            raise LexicalError(f"reading the FTS5 vocabulary failed: {exc}") from exc
+        found = {term: int(row[1]) for term, row in rows.items()}
         return {t: found[k] for t, k in keys.items() if k in found}
 
     def total_chunks(self) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "ResourceRecord",
     "STATUSES",
     "Store",
+    "select_in",
 ]
 
 STATUSES = ("indexing", "ready", "failed", "disabled", "deleting")
@@ -126,6 +127,12 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         """,
     ),
 )
+
+#: A chunk joined with its resource at the resource's current version (ChunkRecord's columns).
+_CHUNK_SELECT = """SELECT c.chunk_id, c.resource_id, c.version, c.ordinal, c.heading_path, c.text,
+       c.start_line, c.end_line, c.byte_start, c.byte_end, c.content_sha256,
+       r.title, r.source_uri, r.tenant, r.status
+FROM chunks c JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version"""
 
 _META_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
@@ -444,65 +451,32 @@ class Store:
         return None if row is None else ResourceRecord.from_row(row)
 
     def resources(self, resource_ids: Iterable[str]) -> dict[str, ResourceRecord]:
-        ids = list(dict.fromkeys(resource_ids))
-        out: dict[str, ResourceRecord] = {}
-        conn = self.connection()
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            rows = conn.execute(
-                f"SELECT * FROM resources WHERE resource_id IN ({','.join('?' * len(part))})", part
-            )
-            for row in rows:
-                out[row["resource_id"]] = ResourceRecord.from_row(row)
-        return out
+        rows = select_in(
+            self.connection(), "SELECT resource_id, * FROM resources", "resource_id", resource_ids
+        )
+        return {rid: ResourceRecord.from_row(row) for rid, row in rows.items()}
 
     def chunks(self, chunk_ids: Iterable[str]) -> dict[str, ChunkRecord]:
         """Chunk records (with title, tenant and status of their resource) by chunk id, for the
         chunks that exist and belong to their resource's current version."""
-        ids = list(dict.fromkeys(chunk_ids))
-        out: dict[str, ChunkRecord] = {}
-        conn = self.connection()
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            rows = conn.execute(
-                f"""SELECT c.chunk_id, c.resource_id, c.version, c.ordinal, c.heading_path, c.text,
-                       c.start_line, c.end_line, c.byte_start, c.byte_end, c.content_sha256,
-                       r.title, r.source_uri, r.tenant, r.status
-                FROM chunks c JOIN resources r
-                  ON r.resource_id = c.resource_id AND r.version = c.version
-                WHERE c.chunk_id IN ({",".join("?" * len(part))})""",
-                part,
-            )
-            for row in rows:
-                out[row["chunk_id"]] = ChunkRecord(*row)
-        return out
+        rows = select_in(self.connection(), _CHUNK_SELECT, "c.chunk_id", chunk_ids)
+        return {cid: ChunkRecord(*row) for cid, row in rows.items()}
 
     def resource_chunks(self, resource_id: str) -> list[ChunkRecord]:
         rows = self.connection().execute(
-            """SELECT c.chunk_id, c.resource_id, c.version, c.ordinal, c.heading_path, c.text,
-                   c.start_line, c.end_line, c.byte_start, c.byte_end, c.content_sha256,
-                   r.title, r.source_uri, r.tenant, r.status
-            FROM chunks c JOIN resources r
-              ON r.resource_id = c.resource_id AND r.version = c.version
-            WHERE c.resource_id = ? ORDER BY c.ordinal""",
-            (resource_id,),
+            f"{_CHUNK_SELECT} WHERE c.resource_id = ? ORDER BY c.ordinal", (resource_id,)
         )
         return [ChunkRecord(*row) for row in rows]
 
     def chunk_vectors(self, chunk_ids: Iterable[str]) -> dict[str, bytes]:
         """Stored float32 passage vectors (raw bytes) by chunk id, where present."""
-        ids = list(dict.fromkeys(chunk_ids))
-        out: dict[str, bytes] = {}
-        conn = self.connection()
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            rows = conn.execute(
-                f"""SELECT c.chunk_id, v.vector FROM chunks c JOIN chunk_vectors v ON v.id = c.id
-                    WHERE c.chunk_id IN ({",".join("?" * len(part))})""",
-                part,
-            )
-            out.update({r[0]: r[1] for r in rows})
-        return out
+        rows = select_in(
+            self.connection(),
+            "SELECT c.chunk_id, v.vector FROM chunks c JOIN chunk_vectors v ON v.id = c.id",
+            "c.chunk_id",
+            chunk_ids,
+        )
+        return {cid: row[1] for cid, row in rows.items()}
 
     def counts(self) -> dict[str, int]:
         conn = self.connection()
@@ -530,6 +504,33 @@ class Store:
             params = list(statuses)
         for row in self.connection().execute(sql + " ORDER BY id", params):
             yield row[0]
+
+
+def select_in(
+    conn: sqlite3.Connection,
+    select: str,
+    column: str,
+    values: Iterable[Any],
+    *,
+    many: bool = False,
+    batch: int = 500,
+) -> dict[Any, Any]:
+    """Rows of ``select`` (a statement ending in its FROM/JOIN/WHERE part, with no ``WHERE``
+    or with a ``WHERE ... AND`` left open) whose ``column`` is one of ``values``, keyed by the
+    row's first column; with ``many`` each key maps to a list of rows. Values go in batches of
+    ``batch`` parameters (SQLite's limit on bound parameters)."""
+    out: dict[Any, Any] = {}
+    ids = list(dict.fromkeys(values))
+    joiner = " " if select.rstrip().upper().endswith(("WHERE", "AND")) else " WHERE "
+    for start in range(0, len(ids), batch):
+        part = ids[start : start + batch]
+        sql = f"{select}{joiner}{column} IN ({','.join('?' * len(part))})"
+        for row in conn.execute(sql, part):
+            if many:
+                out.setdefault(row[0], []).append(row)
+            else:
+                out[row[0]] = row
+    return out
 
 
 def _split_sql(script: str) -> list[str]:

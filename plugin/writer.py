@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from hybridsag.chunker import Chunk, chunk_text
 from hybridsag.errors import DenseError, IngestError, StoreError
 from hybridsag.fusion.text import normalize_title
-from hybridsag.store import Store
+from hybridsag.store import Store, select_in
 from hybridsag.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -371,6 +371,11 @@ class Writer:
                 ]
                 self.dense.delete_ids(lost_ids)
             self._cleanup_old_vectors(old_ids)
+        for rid in lost:
+            report.errors[rid] = (
+                "not indexed: the resource was deleted (or re-ingested) while this ingest ran; "
+                "what it wrote was removed"
+            )
         report.indexed = len(committed)
         report.chunks = sum(len(p.chunks) for p in prepared if p.doc.resource_id in committed)
         return report
@@ -762,18 +767,8 @@ def _embed_text(title: str, chunk: Chunk) -> str:
 def _rows_by_id(
     conn: Any, select: str, resource_ids: Sequence[str], *, many: bool = False
 ) -> dict[str, Any]:
-    """``select`` (whose first column is resource_id) for the given ids, keyed by id; with
-    ``many`` each id maps to a list of rows."""
-    out: dict[str, Any] = {}
-    ids = list(dict.fromkeys(resource_ids))
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        for row in conn.execute(f"{select} WHERE resource_id IN ({','.join('?' * len(part))})", part):
-            if many:
-                out.setdefault(row[0], []).append(row)
-            else:
-                out[row[0]] = row
-    return out
+    """``select`` (whose first column is resource_id) for the given ids, keyed by id."""
+    return select_in(conn, select, "resource_id", resource_ids, many=many)
 
 
 def _vectors_of(p: _Prepared) -> list[Any]:
