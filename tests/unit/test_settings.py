@@ -14,7 +14,9 @@ def test_defaults() -> None:
     s = Settings()
     assert s.data_dir == Path(".hybridsag")
     assert s.sqlite_path == Path(".hybridsag") / "hybridsag.sqlite3"
-    assert (s.fusion.k, s.query.max_chars, s.query.max_terms) == (60.0, 4096, 80)
+    assert (s.fusion.k, s.query.max_chars, s.query.max_terms) == (10.0, 4096, 80)
+    assert s.fusion.weights == {"bm25": 1.0, "sag2": 1.0, "dense": 0.5, "title": 0.25}
+    assert s.search.paths == ("sag2", "dense", "title")
     assert (s.lexical.title_weight, s.lexical.heading_weight, s.lexical.body_weight) == (2, 2, 1)
     assert (s.chunking.target_chars, s.chunking.mode) == (512, "sag")
 
