@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate paths on a BEIR-style folder")
     p.add_argument("--data", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.tsv")
     p.add_argument("--paths", default="bm25", help="comma-separated: bm25,sag2,dense,title,fused")
-    p.add_argument("--fuse", help="paths the fused run merges (default: the other paths asked)")
+    p.add_argument("--fuse", help="paths the fused run merges (default: search.paths, as a search does)")
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--judge", help="judge of the sag2 path: features, jev, cross-encoder, none")
     p.add_argument(

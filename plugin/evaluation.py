@@ -239,10 +239,9 @@ def _open_index(
     return hs, info
 
 
-def _fuse_paths(paths: Sequence[str], fuse: Sequence[str] | None) -> tuple[str, ...]:
-    fuse_paths = tuple(fuse) if fuse else tuple(p for p in paths if p != "fused")
-    if not fuse_paths:
-        fuse_paths = ("sag2", "dense", "title")
+def _fuse_paths(fuse: Sequence[str] | None, settings: Settings) -> tuple[str, ...]:
+    """The paths the fused run merges: ``--fuse``, else what a search runs by default."""
+    fuse_paths = tuple(fuse) if fuse else tuple(settings.search.paths)
     for p in fuse_paths:
         if p not in EVAL_PATHS or p == "fused":
             raise InputError(f"unknown path {p!r} in --fuse; valid: bm25, sag2, dense, title")
@@ -271,7 +270,7 @@ def run_eval(
     ds = load_dataset(data, limit=limit)
     out = Path(out) if out is not None else settings.data_dir / "eval" / ds.name
     out.mkdir(parents=True, exist_ok=True)
-    fuse_paths = _fuse_paths(paths, fuse)
+    fuse_paths = _fuse_paths(fuse, settings)
     settings = _apply_overrides(settings, judge, rounds)
     wanted = set(paths) | (set(fuse_paths) if "fused" in paths else set())
     needs_dense = settings.embedding.model != "none" and bool(wanted & {"dense", "sag2"})
@@ -384,7 +383,7 @@ def tune_weights(
     ds = load_dataset(data, limit=limit)
     out = Path(out) if out is not None else settings.data_dir / "eval" / f"{ds.name}-tune"
     out.mkdir(parents=True, exist_ok=True)
-    fuse_paths = _fuse_paths((), fuse)
+    fuse_paths = _fuse_paths(fuse, settings)
     settings = _apply_overrides(settings, judge, rounds)
     needs_dense = settings.embedding.model != "none" and bool(set(fuse_paths) & {"dense", "sag2"})
     if settings.embedding.model == "none" and "dense" in fuse_paths:
