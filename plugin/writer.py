@@ -81,10 +81,10 @@ class Document:
     fmt: Literal["markdown", "text"]
     source_mtime_ns: int | None = None
     source_size: int | None = None
-
-    @property
-    def content_sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+    #: computed once by :func:`make_document` (the write path stores them as they are)
+    content_sha256: str = ""
+    metadata_json: str = "{}"
+    acl_json: str = "[]"
 
 
 def _check_text_field(name: str, value: object, *, limit: int, allow_empty: bool) -> str:
@@ -137,22 +137,26 @@ def make_document(
     if bad_keys:
         raise IngestError(f"metadata keys of {resource_id!r} must be strings, got {bad_keys!r:.80}")
     try:
-        json.dumps(meta, allow_nan=False)
+        metadata_json = json.dumps(meta, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise IngestError(f"metadata of {resource_id!r} is not JSON: {exc}") from exc
     if fmt not in ("markdown", "text"):
         raise IngestError(f"fmt {fmt!r} is not valid; valid: 'markdown', 'text'")
+    acl_sorted = tuple(sorted(set(tags)))
     return Document(
         resource_id=resource_id,
         title=title,
         text=text,
         metadata=meta,
         tenant=tenant,
-        acl=tuple(sorted(set(tags))),
+        acl=acl_sorted,
         source_uri=source_uri,
         fmt=fmt,
         source_mtime_ns=source_mtime_ns,
         source_size=source_size,
+        content_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        metadata_json=metadata_json,
+        acl_json=json.dumps(list(acl_sorted), ensure_ascii=False),
     )
 
 
@@ -408,8 +412,8 @@ class Writer:
                             p.title_norm,
                             p.doc.source_uri,
                             p.doc.tenant,
-                            json.dumps(list(p.doc.acl)),
-                            json.dumps(dict(p.doc.metadata), ensure_ascii=False),
+                            p.doc.acl_json,
+                            p.doc.metadata_json,
                             version,
                             now,
                             now,
@@ -511,8 +515,8 @@ class Writer:
                         p.doc.source_size,
                         p.doc.content_sha256,
                         p.doc.tenant,
-                        json.dumps(list(p.doc.acl)),
-                        json.dumps(dict(p.doc.metadata), ensure_ascii=False),
+                        p.doc.acl_json,
+                        p.doc.metadata_json,
                         claims[p.doc.resource_id],
                         now,
                         p.doc.resource_id,
