@@ -480,7 +480,9 @@ class Writer:
         with self.store.atomic() as conn:
             rids = [p.doc.resource_id for p in prepared]
             rows = _rows_by_id(
-                conn, "SELECT resource_id, id, pending_version, status FROM resources", rids
+                conn,
+                "SELECT resource_id, id, pending_version, status, version FROM resources",
+                rids,
             )
             keep: list[_Prepared] = []
             for p in prepared:
@@ -525,7 +527,10 @@ class Writer:
                 ],
             )
             title_rows = [(rows[p.doc.resource_id]["id"], p.title_tokens) for p in keep]
-            conn.executemany("DELETE FROM titles_fts WHERE rowid = ?", [(r[0],) for r in title_rows])
+            conn.executemany(  # only a resource committed before has a title row to replace
+                "DELETE FROM titles_fts WHERE rowid = ?",
+                [(rows[p.doc.resource_id]["id"],) for p in keep if rows[p.doc.resource_id]["version"]],
+            )
             conn.executemany("INSERT INTO titles_fts(rowid, title) VALUES (?, ?)", title_rows)
             chunk_rows = []
             fts_tokens = []
@@ -569,7 +574,8 @@ class Writer:
                 conn.executemany(
                     "INSERT OR REPLACE INTO chunk_vectors(id, vector) VALUES (?, ?)", vector_rows
                 )
-            conn.executemany("DELETE FROM tombstones WHERE resource_id = ?", [(r,) for r in kept])
+            tombs = _rows_by_id(conn, "SELECT resource_id FROM tombstones", kept)
+            conn.executemany("DELETE FROM tombstones WHERE resource_id = ?", [(r,) for r in tombs])
             conn.executemany(
                 "DELETE FROM journal WHERE resource_id = ? AND version = ? AND op = 'ingest'",
                 [(p.doc.resource_id, claims[p.doc.resource_id]) for p in prepared],
