@@ -10,6 +10,8 @@ Every rule only reorders or removes hits (scores are never changed) and is recor
 - ``identifier_heading_only``: identifier query, only the heading path or title has it whole;
   tier 2.
 - ``identifier_partial``: identifier query, the text has it only inside a longer token; tier 3.
+- ``judge_accepted``: not an identifier query, the SAG2 judge's probability reached the
+  threshold; placed after the exact-title pins, in SAG2 rank order.
 
 Hits in tier 3 without even a partial match get no identifier rule name. A dropped hit is not
 returned, so its rule name is not seen by the caller (compare lengths to count drops).
@@ -44,6 +46,7 @@ def apply_rules(
     chunks: Mapping[str, ChunkView],
     pin_exact_titles: int = 3,
     strict_identifiers: bool = False,
+    judge_accept: float | None = None,
 ) -> list[FusedHit]:
     """Re-rank fused hits with the bounded rules of ARCHITECTURE.md "Fusion".
 
@@ -62,6 +65,12 @@ def apply_rules(
        holds the identifier as a case-sensitive substring). Fused order is kept within a tier.
     4. ``strict_identifiers``: for an identifier query, when no remaining hit is in tier 0 or 1
        and none has an exact title match (pinned or not), the whole result is ``[]``.
+    5. ``judge_accepted`` (only when ``judge_accept`` is given and the query is not an
+       identifier): hits the SAG2 judge answered "yes" for (its contribution's
+       ``detail["judge_p"] >= judge_accept``) come next after the pins, in the SAG2 path's rank
+       order. The judge has already weighed the lexical, dense and bridge evidence of these
+       passages; another path's rank must not push an accepted passage below one the judge
+       rejected. Everything else keeps its fused order after them.
 
     A hit whose ``chunk_id`` is not in ``chunks`` cannot be judged: it is kept, never dropped or
     pinned, gets no rule name, and sorts with tier 3 for an identifier query (so without an
@@ -73,6 +82,8 @@ def apply_rules(
         chunks: chunk_id -> what the rules may read of that chunk.
         pin_exact_titles: most resources to pin by exact title, ``>= 0`` (``0`` disables).
         strict_identifiers: return nothing for an identifier query without an exact match.
+        judge_accept: the judge probability from which a SAG2 hit counts as accepted (``None``
+            disables rule 5).
 
     Returns:
         A new list: ranks renumbered ``1..n``, scores and contributions unchanged, each hit's
@@ -123,6 +134,8 @@ def apply_rules(
     ident = looks_like_identifier(query)
     if ident is None:
         ordered_rest = [hit for hit, _view in rest]
+        if judge_accept is not None:
+            ordered_rest = _judge_accepted_first(ordered_rest, judge_accept)
     else:
         tiered = [_identifier_tier(hit, view, ident) for hit, view in rest]
         if (
@@ -157,6 +170,27 @@ def _identifier_tier(
     if ident in view.text:
         return _TIER_REST, _with_rules(hit, ("identifier_partial",))
     return _TIER_REST, hit
+
+
+def _judge_p(hit: FusedHit) -> tuple[float, int] | None:
+    for c in hit.contributions:
+        p = c.detail.get("judge_p") if c.path == "sag2" else None
+        if isinstance(p, int | float) and not isinstance(p, bool):
+            return float(p), c.rank
+    return None
+
+
+def _judge_accepted_first(hits: list[FusedHit], threshold: float) -> list[FusedHit]:
+    accepted: list[tuple[int, FusedHit]] = []
+    others: list[FusedHit] = []
+    for hit in hits:
+        judged = _judge_p(hit)
+        if judged is not None and judged[0] >= threshold:
+            accepted.append((judged[1], _with_rules(hit, ("judge_accepted",))))
+        else:
+            others.append(hit)
+    accepted.sort(key=lambda item: item[0])
+    return [hit for _rank, hit in accepted] + others
 
 
 def _with_rules(hit: FusedHit, names: tuple[str, ...]) -> FusedHit:

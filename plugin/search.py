@@ -425,6 +425,7 @@ class HybridSearch:
             chunks=views,
             pin_exact_titles=s.fusion.pin_exact_titles,
             strict_identifiers=s.fusion.strict_identifiers,
+            judge_accept=s.fusion.judge_accept,
         )
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []

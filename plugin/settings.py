@@ -134,6 +134,9 @@ class FusionSettings(_Section):
     )
     pin_exact_titles: int = Field(3, ge=0, le=100)
     strict_identifiers: bool = False
+    #: SAG2 hits whose judge probability reaches this come first after exact titles (the
+    #: judge's "yes"); None turns the rule off and leaves plain weighted RRF.
+    judge_accept: float | None = Field(0.5, ge=0.0, le=1.0)
 
     @field_validator("weights")
     @classmethod

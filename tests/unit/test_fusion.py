@@ -744,3 +744,34 @@ def test_docstring_examples_run(module: str) -> None:
     result = doctest.testmod(mod, raise_on_error=False)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+# --------------------------------------------------------------------------- judge_accepted
+
+
+def _judged(chunk_id: str, fused_rank: int, sag2_rank: int | None, p: float | None) -> FusedHit:
+    contribs = []
+    if sag2_rank is not None:
+        contribs.append(Contribution("sag2", sag2_rank, p or 0.0, p or 0.0, 0.01, {"judge_p": p}))
+    contribs.append(Contribution("dense", fused_rank, 0.5, 0.5, 0.02, {}))
+    return FusedHit(chunk_id, fused_rank, 1.0 / fused_rank, tuple(contribs))
+
+
+def test_judge_accepted_hits_come_first_in_sag2_order() -> None:
+    fused = [
+        _judged("d1", 1, None, None),  # dense only
+        _judged("s_low", 2, 1, 0.2),  # the judge said no
+        _judged("s_b", 3, 3, 0.7),  # accepted, sag2 rank 3
+        _judged("s_a", 4, 2, 0.9),  # accepted, sag2 rank 2
+    ]
+    views = {h.chunk_id: ChunkView(h.chunk_id, h.chunk_id, "", "", "text") for h in fused}
+    out = apply_rules(fused, query="who directed it", chunks=views, judge_accept=0.5)
+    assert [h.chunk_id for h in out] == ["s_a", "s_b", "d1", "s_low"]
+    assert [h.rank for h in out] == [1, 2, 3, 4]
+    assert out[0].rules == ("judge_accepted",) and out[2].rules == ()
+    # off by default, and never for an identifier query
+    assert [h.chunk_id for h in apply_rules(fused, query="who directed it", chunks=views)] == [
+        "d1", "s_low", "s_b", "s_a"
+    ]
+    ident = apply_rules(fused, query="ReActAgent", chunks=views, judge_accept=0.5)
+    assert all("judge_accepted" not in h.rules for h in ident)
