@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["CachedEmbedder"]
+__all__ = ["CachedEmbedder", "QueryMemo"]
 
 
 class CachedEmbedder:
@@ -72,3 +72,38 @@ class CachedEmbedder:
                 (self.folder / f"{stamp}.json").write_text(json.dumps(new_keys), "utf-8")
         out = np.stack([self._mem[k] for k in keys]) if keys else np.zeros((0, self.dimension))
         return out.astype(np.float32, copy=False)
+
+
+class QueryMemo:
+    """Wraps an embedder so that one query is embedded once per search: the dense path and the
+    offline judge (twice, once per SAG2 round) ask for the same question's vector. A small LRU
+    of recent single-query encodings; everything else passes through."""
+
+    def __init__(self, inner: Any, size: int = 256) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.size = size
+        self._lock = threading.Lock()
+        self._memo: dict[str, np.ndarray] = {}
+
+    @property
+    def dimension(self) -> int:
+        return int(self.inner.dimension)
+
+    def encode(
+        self, texts: Sequence[str], *, kind: Literal["query", "passage"] = "passage"
+    ) -> np.ndarray:
+        if kind != "query" or len(texts) != 1:
+            return self.inner.encode(texts, kind=kind)
+        key = texts[0]
+        with self._lock:
+            hit = self._memo.pop(key, None)
+            if hit is not None:
+                self._memo[key] = hit  # most recent last
+                return hit.reshape(1, -1).copy()
+        vec = np.asarray(self.inner.encode(texts, kind="query"), dtype=np.float32)
+        with self._lock:
+            self._memo[key] = vec[0].copy()
+            while len(self._memo) > self.size:
+                self._memo.pop(next(iter(self._memo)))
+        return vec

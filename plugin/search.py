@@ -183,9 +183,12 @@ class HybridSearch:
         if self._embedder is None:
             from hybridsag.embedder import make_embedder
 
-            self._embedder = make_embedder(self.settings)
-            if self._embedder is None:
+            from hybridsag.embed_cache import QueryMemo
+
+            embedder = make_embedder(self.settings)
+            if embedder is None:
                 raise ConfigError("the dense path is off (embedding.model = 'none')")
+            self._embedder = QueryMemo(embedder)
         return self._embedder
 
     def dense_index(self) -> Any:
