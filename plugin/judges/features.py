@@ -260,6 +260,24 @@ class FeatureJudge:
     ) -> JudgeResult:
         if not candidates:
             return JudgeResult({}, JudgeUsage())
+        rows, detail = self._pass_two(question, candidates, evidence)
+        probs = _sigmoid(rows @ self._w + self.weights.bias)
+        return JudgeResult(
+            probabilities={c.chunk_id: float(p) for c, p in zip(candidates, probs)},
+            usage=JudgeUsage(),
+            detail=detail,
+        )
+
+    def features(
+        self, question: str, candidates: Sequence[Candidate], *, evidence: Sequence[Candidate] = ()
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """The pass-2 feature matrix (for fitting weights) and the judge's detail."""
+        return self._pass_two(question, candidates, evidence)
+
+    def _pass_two(
+        self, question: str, candidates: Sequence[Candidate], evidence: Sequence[Candidate]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Pass 1 (no bridge) picks the accepted evidence; returns pass 2's feature rows."""
         use_titles = self.use_titles
         if use_titles is None:
             with_titles = sum(1 for c in candidates if c.title)
@@ -272,14 +290,12 @@ class FeatureJudge:
             if vecs:
                 qvec = self.embed_query(question)
                 cos_q = {cid: float(v @ qvec) for cid, v in vecs.items()}
-        qtokens = frozenset(self.tokens(question))
         common = dict(
             cos_question=cos_q,
             use_titles=use_titles,
             tokens=self.tokens,
-            question_tokens=qtokens,
+            question_tokens=frozenset(self.tokens(question)),
         )
-        # pass 1: no bridge; take the best as accepted evidence
         rows = feature_rows(question, candidates, evidence=(), cos_evidence=cos_q, **common)
         first = rows @ self._w + self.weights.bias
         order = np.argsort(-first, kind="stable")
@@ -291,47 +307,14 @@ class FeatureJudge:
             qe = qvec + np.sum(acc_vecs, axis=0) if acc_vecs else qvec
             qe = qe / (np.linalg.norm(qe) or 1.0)
             cos_e = {cid: float(v @ qe) for cid, v in vecs.items()}
-        # pass 2: with the bridge features
         rows = feature_rows(question, candidates, evidence=accepted, cos_evidence=cos_e, **common)
-        probs = _sigmoid(rows @ self._w + self.weights.bias)
-        return JudgeResult(
-            probabilities={c.chunk_id: float(p) for c, p in zip(candidates, probs)},
-            usage=JudgeUsage(),
-            detail={
-                "evidence": [e.chunk_id for e in accepted],
-                "use_titles": use_titles,
-                "cosines": cos_q is not None,
-                "weights": self.weights.source,
-            },
-        )
-
-    def features(
-        self, question: str, candidates: Sequence[Candidate], *, evidence: Sequence[Candidate] = ()
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        """The pass-2 feature matrix (for fitting weights); same steps as :meth:`judge`."""
-        result = self.judge(question, candidates, evidence=evidence)
-        accepted_ids = set(result.detail["evidence"])
-        accepted = [c for c in candidates if c.chunk_id in accepted_ids]
-        vecs = self.vectors([c.chunk_id for c in candidates]) if self.vectors else {}
-        cos_q = cos_e = None
-        if vecs and self.embed_query is not None:
-            qvec = self.embed_query(question)
-            cos_q = {cid: float(v @ qvec) for cid, v in vecs.items()}
-            acc = [vecs[e.chunk_id] for e in accepted if e.chunk_id in vecs]
-            qe = qvec + np.sum(acc, axis=0) if acc else qvec
-            qe = qe / (np.linalg.norm(qe) or 1.0)
-            cos_e = {cid: float(v @ qe) for cid, v in vecs.items()}
-        rows = feature_rows(
-            question,
-            candidates,
-            evidence=accepted,
-            cos_question=cos_q,
-            cos_evidence=cos_e,
-            use_titles=bool(result.detail["use_titles"]),
-            tokens=self.tokens,
-            question_tokens=frozenset(self.tokens(question)),
-        )
-        return rows, dict(result.detail)
+        detail = {
+            "evidence": [e.chunk_id for e in accepted],
+            "use_titles": use_titles,
+            "cosines": cos_q is not None,
+            "weights": self.weights.source,
+        }
+        return rows, detail
 
 
 @register("features")
