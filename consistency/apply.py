@@ -336,18 +336,15 @@ class _Run:
     ) -> tuple[int, int]:
         done = skipped = 0
         conn = self.store.connection()
+        current = self._resources(conn, [item.resource_id for item in batch])
+        finishing: list[TombstonedLeftover] = []
         for item in batch:
-            r = self._resources(conn, [item.resource_id]).get(item.resource_id)
+            r = current.get(item.resource_id)
             if item.finish_delete:
                 if r is not None and r["status"] != "deleting":
                     skipped += 1  # re-created since the plan: its data is live
                     continue
-                if self.dense is not None:
-                    self.dense.delete_resource(item.resource_id)
-                    self._bump(effects, "deleted_vectors", len(item.vectors))
-                self.writer.purge(item.resource_id)
-                self._bump(effects, "purged_resources")
-                done += 1
+                finishing.append(item)
                 continue
             self._delete_ids(self.deletable(item.vectors), effects)
             with self.store.atomic() as c:
@@ -356,6 +353,14 @@ class _Run:
                     n += self._delete_chunk_if_orphan(c, rowid, None)
             self._bump(effects, "deleted_chunks", n)
             done += 1
+        if finishing:  # one filtered delete for the batch, then each resource's rows
+            if self.dense is not None:
+                self.dense.delete_resources([item.resource_id for item in finishing])
+                self._bump(effects, "deleted_vectors", sum(len(i.vectors) for i in finishing))
+            for item in finishing:
+                self.writer.purge(item.resource_id)
+                self._bump(effects, "purged_resources")
+                done += 1
         return done, skipped
 
     def stuck(self, batch: list[StuckClaim], effects: dict[str, int]) -> tuple[int, int]:

@@ -160,6 +160,10 @@ class DenseIndex(Protocol):
         """Delete every row of one resource; a resource with no rows is not an error."""
         ...
 
+    def delete_resources(self, resource_ids: Sequence[str]) -> None:
+        """Delete every row of several resources at once (the reconciler's batches)."""
+        ...
+
     def search(
         self, vector: Sequence[float], *, limit: int, filter: DenseFilter | None = None
     ) -> list[Hit]:
@@ -701,13 +705,25 @@ class MilvusDenseIndex:
 
     def delete_resource(self, resource_id: str) -> None:
         """See :meth:`DenseIndex.delete_resource`."""
+        self.delete_resources([resource_id])
+
+    def delete_resources(self, resource_ids: Sequence[str]) -> None:
+        """See :meth:`DenseIndex.delete_resources`: one filtered delete per batch of ids (on
+        Milvus Lite each filtered delete scans the collection once)."""
+        if not resource_ids:
+            return
         client = self._ready()
-        self._require_writes("delete a resource's vectors")
-        expr = f"{self._f_resource} == {quote_literal(resource_id)}"
-        self._call(
-            "delete by resource",
-            lambda: client.delete(self._collection, filter=expr, timeout=self._timeout),
-        )
+        self._require_writes("delete resources' vectors")
+        ids = list(dict.fromkeys(resource_ids))
+        for start in range(0, len(ids), DELETE_BATCH):
+            part = ids[start : start + DELETE_BATCH]
+            expr = f"{self._f_resource} in {_quote_list(part)}"
+            self._call(
+                "delete by resource",
+                lambda expr=expr: client.delete(
+                    self._collection, filter=expr, timeout=self._timeout
+                ),
+            )
 
     # -- reads -----------------------------------------------------------------------------------
 

@@ -155,6 +155,10 @@ class FaultyDense:
         self._maybe_fail("delete_resource")
         self.inner.delete_resource(resource_id)
 
+    def delete_resources(self, resource_ids: Sequence[str]) -> None:
+        self._maybe_fail("delete_resources")
+        self.inner.delete_resources(resource_ids)
+
     def flush(self) -> None:
         flush = getattr(self.inner, "flush", None)
         if flush is not None:

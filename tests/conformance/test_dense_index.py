@@ -415,6 +415,21 @@ def test_delete_resource(open_index) -> None:
     assert index.count() == 1
 
 
+def test_delete_resources_in_one_call(open_index) -> None:
+    index = open_index()
+    index.upsert(
+        [
+            row("a1", unit(0), resource_id="A"),
+            row("b1", unit(5), resource_id='B "quoted"'),
+            row("c1", unit(10), resource_id="C"),
+        ]
+    )
+    index.delete_resources(["A", 'B "quoted"', "never-indexed"])
+    assert ids(index.search(unit(0), limit=10)) == ["c1"]
+    index.delete_resources([])
+    assert index.count() == 1
+
+
 def test_iter_entries_and_count(open_index) -> None:
     index = open_index()
     expected = {(f"c{i:02d}", f"r{i % 4}", i) for i in range(23)}
