@@ -36,7 +36,6 @@ import os
 import re
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -28,7 +28,6 @@ them on a labelled set by logistic regression; the package ships ``judge_weights
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass

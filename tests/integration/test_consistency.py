@@ -56,14 +56,6 @@ CORPUS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith("HYBRIDSAG_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
-
 def _index(hs: HybridSearch, texts: dict[str, str] = CORPUS) -> None:
     report = hs.ingest_documents([make_document(r, t, title=r.title()) for r, t in texts.items()])
     assert report.indexed == len(texts)

@@ -108,14 +108,6 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith("HYBRIDSAG_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The base corpus, indexed once and closed (copied per scenario)."""

@@ -14,7 +14,6 @@ plan is empty.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -31,14 +30,6 @@ from tests.consistency_support import (
     open_search,
     shared_embedder,
 )
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith("HYBRIDSAG_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
 
 
 @pytest.mark.slow

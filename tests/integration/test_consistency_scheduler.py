@@ -8,7 +8,6 @@ short interval trigger shows that the scheduled job really reconciles and writes
 from __future__ import annotations
 
 import json
-import os
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,14 +23,6 @@ from hybridsag.consistency import build_scheduler, cron_trigger, latest_report, 
 from hybridsag.consistency.scheduler import JOB_ID
 
 BERLIN = ZoneInfo("Europe/Berlin")
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith("HYBRIDSAG_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
 
 
 def _next(expr: str, now: datetime, tz: str = "Europe/Berlin") -> datetime:

@@ -16,7 +16,6 @@ The last test repeats the cross-tenant case against a real Milvus standalone ser
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from hybridsag.embedder import SentenceTransformerEmbedder
 from hybridsag.fusion import contains_whole_identifier, defines_identifier
 from hybridsag.search import HybridSearch, SearchResponse
 from hybridsag.settings import PATH_NAMES, EmbeddingSettings, Settings
+from tests.settings_support import clean_env_settings
 from hybridsag.store import Filters
 from hybridsag.writer import make_document
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
@@ -203,17 +203,6 @@ def _index_corpus(hs: HybridSearch) -> None:
     )
 
 
-def _clean_env_settings(**fields: Any) -> Settings:
-    """``Settings`` built with no ``HYBRIDSAG_*`` variable and no stray config in the cwd (the
-    autouse fixture of tests/conftest.py is per test; module fixtures run before it)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name in list(os.environ):
-            if name.upper().startswith("HYBRIDSAG_"):
-                mp.delenv(name)
-        mp.chdir(fields["data_dir"].parent)
-        return Settings(**fields)
-
-
 @pytest.fixture(scope="module")
 def embedder() -> SentenceTransformerEmbedder:
     """The packaged all-MiniLM-L6-v2, loaded once for this module."""
@@ -228,7 +217,7 @@ def corpus(
 ) -> Iterator[HybridSearch]:
     """The regression corpus on Milvus Lite; read-only for the tests of this module."""
     base = tmp_path_factory.mktemp("regressions")
-    settings = _clean_env_settings(data_dir=base / "data", embedding={"model": MODEL})
+    settings = clean_env_settings(data_dir=base / "data", embedding={"model": MODEL})
     hs = HybridSearch(settings, embedder=embedder)
     try:
         _index_corpus(hs)

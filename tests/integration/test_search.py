@@ -9,7 +9,6 @@ test indexes a tiny corpus of its own.
 from __future__ import annotations
 
 import math
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -23,6 +22,7 @@ from hybridsag.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import QueryError
 from hybridsag.search import HybridSearch, SearchResponse
 from hybridsag.settings import PATH_NAMES, EmbeddingSettings, Settings
+from tests.settings_support import clean_env_settings
 from hybridsag.store import Filters
 from hybridsag.writer import make_document
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
@@ -65,15 +65,9 @@ OpenSearch = Callable[..., HybridSearch]
 
 
 def _clean_env_settings(**fields: Any) -> Settings:
-    """``Settings`` built with no ``HYBRIDSAG_*`` variable and no stray config in the cwd (the
-    autouse fixture of tests/conftest.py is per test; module fixtures run before it)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name in list(os.environ):
-            if name.upper().startswith("HYBRIDSAG_"):
-                mp.delenv(name)
-        mp.chdir(fields["data_dir"].parent)
-        fields.setdefault("fusion", CLASSIC_RRF)
-        return Settings(**fields)
+    """Isolated settings (see :func:`clean_env_settings`) with this module's classic RRF."""
+    fields.setdefault("fusion", CLASSIC_RRF)
+    return clean_env_settings(**fields)
 
 
 @pytest.fixture
