@@ -22,7 +22,7 @@ from hybridsag.retrievers import (
     Retriever,
     TitleRetriever,
 )
-from hybridsag.settings import PATH_NAMES, Settings
+from hybridsag.settings import PATH_NAMES, Settings, check_weights
 from hybridsag.sources import SourceErrors, iter_folder, iter_jsonl
 from hybridsag.store import ChunkRecord, Filters, ResourceRecord, Store
 from hybridsag.tokenizer import Tokenizer
@@ -85,22 +85,11 @@ class SearchResponse:
 
 
 def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
-    """Per-call fusion weights: known path names, finite numbers in 0..100."""
-    import math
-
-    out = {}
-    for name, value in weights.items():
-        if name not in PATH_NAMES:
-            raise QueryError(f"unknown path {name!r} in weights; valid: {', '.join(PATH_NAMES)}")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or not 0.0 <= value <= 100.0
-        ):
-            raise QueryError(f"weights[{name!r}]={value!r} must be a number in 0..100")
-        out[name] = float(value)
-    return out
+    """A search's own fusion weights, checked as the settings' are (QueryError here)."""
+    try:
+        return check_weights(weights)
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
 
 
 def _is_stale(record: ResourceRecord) -> bool:

@@ -9,7 +9,9 @@ Unknown keys are rejected and numbers range-checked. Nothing is read at import t
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -39,10 +41,29 @@ __all__ = [
     "TitleSettings",
     "TokenizerSettings",
     "PATH_NAMES",
+    "check_weights",
 ]
 
 #: Every retrieval path name, in the order results list them.
 PATH_NAMES: tuple[str, ...] = ("bm25", "sag2", "dense", "title")
+
+
+def check_weights(weights: Mapping[str, object], *, where: str = "weights") -> dict[str, float]:
+    """Per-path fusion weights: known path names, finite numbers in 0..100 (ValueError names
+    the bad one). Shared by the settings and by a search's own ``weights=``."""
+    out: dict[str, float] = {}
+    for name, value in weights.items():
+        if name not in PATH_NAMES:
+            raise ValueError(f"unknown path {name!r} in {where}; valid: {', '.join(PATH_NAMES)}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0.0 <= value <= 100.0
+        ):
+            raise ValueError(f"{where}[{name!r}]={value!r} must be a number in 0..100")
+        out[name] = float(value)
+    return out
 
 
 class _Section(BaseModel):
@@ -141,12 +162,7 @@ class FusionSettings(_Section):
     @field_validator("weights")
     @classmethod
     def _check_weights(cls, value: dict[str, float]) -> dict[str, float]:
-        for name, weight in value.items():
-            if name not in PATH_NAMES:
-                raise ValueError(f"unknown path {name!r} in fusion.weights; valid: {PATH_NAMES}")
-            if not 0.0 <= weight <= 100.0:
-                raise ValueError(f"fusion.weights[{name!r}]={weight} is outside 0..100")
-        return value
+        return check_weights(value, where="fusion.weights")
 
 
 class JevSettings(_Section):
