@@ -1,8 +1,9 @@
-"""Fusion: the frozen ``Hit``/``FusedHit`` types, ``rrf()`` and the bounded rules.
+"""Fusion: the frozen ``Hit``/``FusedHit`` types, ``rrf()``, the bounded rules and ``fuse()``.
 
 Standard library only, no I/O: everything here is a pure function of its arguments.
 """
 
+from hybridsag.fusion.fuse import fuse
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.rules import apply_rules
 from hybridsag.fusion.text import (
@@ -22,6 +23,7 @@ __all__ = [
     "apply_rules",
     "contains_whole_identifier",
     "defines_identifier",
+    "fuse",
     "is_heading_only",
     "looks_like_identifier",
     "normalize_title",

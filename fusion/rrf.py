@@ -81,6 +81,7 @@ def rrf(
                     score=hit.score,
                     rrf_term=weight / (k + hit.rank),
                     detail=hit.detail,
+                    derived=hit.derived,
                 )
             )
 

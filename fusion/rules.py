@@ -10,8 +10,12 @@ Every rule only reorders or removes hits (scores are never changed) and is recor
 - ``identifier_heading_only``: identifier query, only the heading path or title has it whole;
   tier 2.
 - ``identifier_partial``: identifier query, the text has it only inside a longer token; tier 3.
+- ``next_hop_slot``: a path found the chunk by its derived (next-hop) query; the other paths
+  never ran that query, so the chunk is moved back up to the slot that path ranked it at.
 - ``judge_accepted``: not an identifier query, the SAG2 judge's probability reached the
   threshold; placed after the exact-title pins, in SAG2 rank order.
+- ``judge_order``: not an identifier query, the SAG2 judge scored the chunk; the judged hits are
+  put back into the judge's order over the slots they hold (recorded on the hits that moved).
 
 Hits in tier 3 without even a partial match get no identifier rule name. A dropped hit is not
 returned, so its rule name is not seen by the caller (compare lengths to count drops).
@@ -20,6 +24,7 @@ returned, so its rule name is not seen by the caller (compare lengths to count d
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Mapping, Sequence
 
 from hybridsag.fusion.text import (
@@ -47,6 +52,7 @@ def apply_rules(
     pin_exact_titles: int = 3,
     strict_identifiers: bool = False,
     judge_accept: float | None = None,
+    judge_order: bool = False,
 ) -> list[FusedHit]:
     """Re-rank fused hits with the bounded rules of ARCHITECTURE.md "Fusion".
 
@@ -71,6 +77,21 @@ def apply_rules(
        order. The judge has already weighed the lexical, dense and bridge evidence of these
        passages; another path's rank must not push an accepted passage below one the judge
        rejected. Everything else keeps its fused order after them.
+    6. ``next_hop_slot``: a hit that a path found by its derived query (``Hit.derived``: a SAG2
+       expansion round's next-hop query) is never left below that path's rank for it: with
+       ``slot = next_hop_rank`` minus the hits put ahead by rules 2 and 5, a hit further down
+       is moved up to that slot (after any such hit already holding it) and gets the rule name.
+       RRF reads a path's silence as a vote against a chunk, but the other paths never ran the
+       next-hop query: their votes may still lift such a chunk, their silence may not sink it.
+       The other hits keep their fused order. For an identifier query it runs before the tiers
+       (which then partition stably), otherwise after rule 5.
+    7. ``judge_order`` (only when ``judge_order`` is true and the query is not an identifier):
+       the hits the SAG2 judge scored (a ``judge_p`` in their SAG2 contribution) keep the slots
+       they hold after rules 5 and 6, but are put into the SAG2 path's rank order over those
+       slots; the hits no judge saw keep their own slots. The judge has weighed every passage it
+       scored on the lexical, dense and title evidence the other paths vote with, so letting
+       those paths re-rank what it judged counts their evidence twice; they still bring in what
+       it never saw.
 
     A hit whose ``chunk_id`` is not in ``chunks`` cannot be judged: it is kept, never dropped or
     pinned, gets no rule name, and sorts with tier 3 for an identifier query (so without an
@@ -84,6 +105,7 @@ def apply_rules(
         strict_identifiers: return nothing for an identifier query without an exact match.
         judge_accept: the judge probability from which a SAG2 hit counts as accepted (``None``
             disables rule 5).
+        judge_order: rule 7 on or off.
 
     Returns:
         A new list: ranks renumbered ``1..n``, scores and contributions unchanged, each hit's
@@ -133,11 +155,18 @@ def apply_rules(
 
     ident = looks_like_identifier(query)
     if ident is None:
-        ordered_rest = [hit for hit, _view in rest]
+        accepted: list[FusedHit] = []
+        others = [hit for hit, _view in rest]
         if judge_accept is not None:
-            ordered_rest = _judge_accepted_first(ordered_rest, judge_accept)
+            accepted, others = _judge_accepted(others, judge_accept)
+        others = _next_hop_slots(others, offset=len(pinned) + len(accepted))
+        ordered_rest = accepted + others
+        if judge_order:
+            ordered_rest = _judge_order(ordered_rest)
     else:
-        tiered = [_identifier_tier(hit, view, ident) for hit, view in rest]
+        views = {hit.chunk_id: view for hit, view in rest}
+        slotted = _next_hop_slots([hit for hit, _view in rest], offset=len(pinned))
+        tiered = [_identifier_tier(hit, views[hit.chunk_id], ident) for hit in slotted]
         if (
             strict_identifiers
             and not any(title_matches)
@@ -172,6 +201,31 @@ def _identifier_tier(
     return _TIER_REST, hit
 
 
+def _next_hop_slots(hits: list[FusedHit], *, offset: int) -> list[FusedHit]:
+    """Rule 6: each next-hop hit at ``min(its position, next_hop_rank - offset)``."""
+    targets = []
+    for i, hit in enumerate(hits):
+        rank = hit.next_hop_rank
+        if rank is not None:
+            targets.append((min(i + 1, rank - offset), i))
+    if not targets:
+        return hits
+    due = deque(sorted(targets))
+    out: list[FusedHit] = []
+
+    def place(*, all_left: bool = False) -> None:
+        while due and (all_left or due[0][0] <= len(out) + 1):
+            target, i = due.popleft()
+            out.append(_with_rules(hits[i], ("next_hop_slot",)) if target < i + 1 else hits[i])
+
+    for hit in hits:
+        if hit.next_hop_rank is None:
+            place()
+            out.append(hit)
+    place(all_left=True)
+    return out
+
+
 def _judge_p(hit: FusedHit) -> tuple[float, int] | None:
     for c in hit.contributions:
         p = c.detail.get("judge_p") if c.path == "sag2" else None
@@ -180,7 +234,10 @@ def _judge_p(hit: FusedHit) -> tuple[float, int] | None:
     return None
 
 
-def _judge_accepted_first(hits: list[FusedHit], threshold: float) -> list[FusedHit]:
+def _judge_accepted(
+    hits: list[FusedHit], threshold: float
+) -> tuple[list[FusedHit], list[FusedHit]]:
+    """Rule 5: (the accepted hits in SAG2 rank order, the others in their order)."""
     accepted: list[tuple[int, FusedHit]] = []
     others: list[FusedHit] = []
     for hit in hits:
@@ -190,7 +247,19 @@ def _judge_accepted_first(hits: list[FusedHit], threshold: float) -> list[FusedH
         else:
             others.append(hit)
     accepted.sort(key=lambda item: item[0])
-    return [hit for _rank, hit in accepted] + others
+    return [hit for _rank, hit in accepted], others
+
+
+def _judge_order(hits: list[FusedHit]) -> list[FusedHit]:
+    """Rule 7: the judged hits, in SAG2 rank order, refill the slots the judged hits hold."""
+    judged = sorted(
+        (judged[1], i) for i, hit in enumerate(hits) if (judged := _judge_p(hit)) is not None
+    )
+    out = list(hits)
+    slots = sorted(i for _rank, i in judged)
+    for slot, (_rank, i) in zip(slots, judged):
+        out[slot] = hits[i] if slot == i else _with_rules(hits[i], ("judge_order",))
+    return out
 
 
 def _with_rules(hit: FusedHit, names: tuple[str, ...]) -> FusedHit:

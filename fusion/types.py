@@ -17,6 +17,10 @@ class Hit:
     ``bm25()`` is lower-is-better, a Milvus distance depends on the metric); ``score`` is the same
     evidence turned higher-is-better. ``detail`` carries path-specific facts (judge probability,
     matched title rule, round found) and is never mutated after construction.
+
+    ``derived`` marks a hit found only by a query the path derived from the user's (a SAG2
+    expansion round's next-hop terms). The other paths never ran that query, so their silence
+    is no vote against it: fusion's ``next_hop_slot`` rule never puts it below its own rank.
     """
 
     chunk_id: str
@@ -25,6 +29,7 @@ class Hit:
     raw_score: float
     score: float
     detail: Mapping[str, Any] = field(default_factory=dict)
+    derived: bool = False
 
     def __post_init__(self) -> None:
         if self.rank < 1:
@@ -35,7 +40,8 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Contribution:
-    """What one path gave a fused hit: its rank, raw and normalised score and its RRF term."""
+    """What one path gave a fused hit: its rank, raw and normalised score and its RRF term;
+    ``derived`` is the path's ``Hit.derived``."""
 
     path: str
     rank: int
@@ -43,6 +49,7 @@ class Contribution:
     score: float
     rrf_term: float
     detail: Mapping[str, Any] = field(default_factory=dict)
+    derived: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,12 @@ class FusedHit:
     def paths(self) -> tuple[str, ...]:
         """Names of the paths that found this chunk, in the order they contributed."""
         return tuple(c.path for c in self.contributions)
+
+    @property
+    def next_hop_rank(self) -> int | None:
+        """The best rank among the contributions a path found by its derived (next-hop) query
+        (``Hit.derived``), or ``None`` when no path found it that way."""
+        return min((c.rank for c in self.contributions if c.derived), default=None)
 
     @property
     def best_rank(self) -> int:

@@ -20,6 +20,7 @@ from hybridsag.fusion import (
     apply_rules,
     contains_whole_identifier,
     defines_identifier,
+    fuse,
     is_heading_only,
     looks_like_identifier,
     normalize_title,
@@ -714,6 +715,7 @@ def test_fusion_all_is_accurate() -> None:
         "apply_rules",
         "contains_whole_identifier",
         "defines_identifier",
+        "fuse",
         "is_heading_only",
         "looks_like_identifier",
         "normalize_title",
@@ -722,10 +724,10 @@ def test_fusion_all_is_accurate() -> None:
     for name in fusion.__all__:
         assert getattr(fusion, name) is not None
     public = {n for n in vars(fusion) if not n.startswith("_")}
-    assert public - set(fusion.__all__) <= {"rrf", "rules", "text", "types"}  # submodules
+    assert public - set(fusion.__all__) <= {"fuse", "rrf", "rules", "text", "types"}  # submodules
 
 
-@pytest.mark.parametrize("module", ["rrf", "rules", "text", "types"])
+@pytest.mark.parametrize("module", ["fuse", "rrf", "rules", "text", "types"])
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     defined_here = {
@@ -738,7 +740,7 @@ def test_submodule_all_lists_its_public_callables(module: str) -> None:
     assert set(mod.__all__) == defined_here
 
 
-@pytest.mark.parametrize("module", ["rrf", "rules", "text"])
+@pytest.mark.parametrize("module", ["fuse", "rrf", "rules", "text"])
 def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     result = doctest.testmod(mod, raise_on_error=False)
@@ -775,3 +777,197 @@ def test_judge_accepted_hits_come_first_in_sag2_order() -> None:
     ]
     ident = apply_rules(fused, query="ReActAgent", chunks=views, judge_accept=0.5)
     assert all("judge_accepted" not in h.rules for h in ident)
+
+
+# --------------------------------------------------------------------------- next_hop_slot
+
+
+def _sag2(chunk_id: str, rank: int, p: float, *, derived: bool = False) -> Hit:
+    return Hit(chunk_id, "sag2", rank, p, p, {"judge_p": p}, derived=derived)
+
+
+def test_rrf_carries_derived_into_contributions() -> None:
+    fused = rrf(
+        {
+            "sag2": [_sag2("a", 1, 0.9), _sag2("hop", 2, 0.4, derived=True)],
+            "dense": [hit("a", "dense", 1), hit("both", "dense", 2)],
+        },
+        k=10,
+    )
+    by_id = {f.chunk_id: f for f in fused}
+    assert by_id["hop"].next_hop_rank == 2
+    assert [c.derived for c in by_id["hop"].contributions] == [True]
+    assert by_id["a"].next_hop_rank is None
+    assert by_id["both"].next_hop_rank is None
+    assert by_id["hop"].score == 1 / 12  # RRF scores are untouched: the rule reorders only
+
+
+def test_next_hop_hit_keeps_its_sag2_slot_against_other_paths_votes() -> None:
+    # SAG2: s1, hop (found by an expansion query), s3. Dense never ran the next-hop query and
+    # votes for d1 and s3, which plain RRF would put above hop.
+    runs = {
+        "sag2": [_sag2("s1", 1, 0.3), _sag2("hop", 2, 0.3, derived=True), _sag2("s3", 3, 0.2)],
+        "dense": [hit("d1", "dense", 1), hit("s3", "dense", 2)],
+    }
+    plain = rrf(runs, k=10)
+    assert ids(plain) == ["s3", "d1", "s1", "hop"]  # d1 ties s1 at 1/11; "d1" < "s1"
+    views = {c: ChunkView(c, c, "", "", "text") for c in ("s1", "hop", "s3", "d1")}
+    out = apply_rules(plain, query="who directed it", chunks=views)
+    assert ids(out) == ["s3", "hop", "d1", "s1"]
+    assert [h.rank for h in out] == [1, 2, 3, 4]
+    assert out[1].rules == ("next_hop_slot",)
+    assert all(h.rules == () for i, h in enumerate(out) if i != 1)
+
+
+def test_consecutive_next_hops_each_take_their_own_slot() -> None:
+    # the three-hop chain: SAG2 ranks the film, then two next hops, then a lexical distractor
+    # that BM25 also votes for; RRF puts the distractor above both next hops
+    runs = {
+        "sag2": [
+            _sag2("film", 1, 0.6),
+            _sag2("hop1", 2, 0.3, derived=True),
+            _sag2("hop2", 3, 0.2, derived=True),
+            _sag2("noise", 4, 0.1),
+        ],
+        "bm25": [hit("film", "bm25", 1), hit("noise", "bm25", 2)],
+    }
+    views = {c: ChunkView(c, c, "", "", "text") for c in ("film", "hop1", "hop2", "noise")}
+    assert ids(rrf(runs, k=10)) == ["film", "noise", "hop1", "hop2"]
+    out = fuse(runs, query="who directed it", chunks=views, k=10)
+    assert summary(out) == [
+        ("film", 1, ()),
+        ("hop1", 2, ("next_hop_slot",)),
+        ("hop2", 3, ("next_hop_slot",)),
+        ("noise", 4, ()),
+    ]
+
+
+def test_next_hop_slot_counts_after_pins_and_stacks_hits_of_one_slot() -> None:
+    fused = [
+        FusedHit("t", 1, 0.3, (Contribution("title", 1, 1.0, 1.0, 0.3),)),
+        fh("x", 2, 0.2),
+        fh("y", 3, 0.1),
+        FusedHit("h1", 4, 0.05, (Contribution("sag2", 2, 0.4, 0.4, 0.05, {}, derived=True),)),
+        FusedHit("h2", 5, 0.04, (Contribution("sag2", 2, 0.3, 0.3, 0.04, {}, derived=True),)),
+        FusedHit("h3", 6, 0.03, (Contribution("sag2", 9, 0.2, 0.2, 0.03, {}, derived=True),)),
+    ]
+    views = {h.chunk_id: view(h.chunk_id, "text") for h in fused}
+    views["t"] = view("t", "text", title="Lothair II")
+    out = apply_rules(fused, query="Lothair II", chunks=views)
+    # t is pinned; h1 and h2 both claim SAG2 rank 2, which is slot 1 after the one pin;
+    # h3's slot (8) lies below where RRF already has it, so it stays, without the rule name
+    assert summary(out) == [
+        ("t", 1, ("exact_title",)),
+        ("h1", 2, ("next_hop_slot",)),
+        ("h2", 3, ("next_hop_slot",)),
+        ("x", 4, ()),
+        ("y", 5, ()),
+        ("h3", 6, ()),
+    ]
+
+
+def test_next_hop_hit_is_lifted_by_other_paths_never_sunk() -> None:
+    # "hop" was found by SAG2's next-hop query at rank 3 and by dense at rank 3: RRF puts it
+    # first, and the rule leaves it there. "deep" is SAG2's rank-4 next hop that dense saw
+    # only at rank 90: that faint vote must not let d2 and s2 push it below slot 4.
+    runs = {
+        "sag2": [
+            _sag2("s1", 1, 0.3),
+            _sag2("s2", 2, 0.3),
+            _sag2("hop", 3, 0.2, derived=True),
+            _sag2("deep", 4, 0.2, derived=True),
+        ],
+        "dense": [
+            hit("d1", "dense", 1),
+            hit("d2", "dense", 2),
+            hit("hop", "dense", 3),
+            hit("deep", "dense", 90),
+        ],
+    }
+    views = {c: ChunkView(c, c, "", "", "text") for c in ("s1", "s2", "hop", "deep", "d1", "d2")}
+    plain = rrf(runs, k=10)
+    assert ids(plain) == ["hop", "d1", "s1", "d2", "s2", "deep"]
+    out = fuse(runs, query="who directed it", chunks=views, k=10)
+    assert summary(out) == [
+        ("hop", 1, ()),
+        ("d1", 2, ()),
+        ("s1", 3, ()),
+        ("deep", 4, ("next_hop_slot",)),
+        ("d2", 5, ()),
+        ("s2", 6, ()),
+    ]
+
+
+def test_judge_accepted_still_comes_before_next_hop_slots() -> None:
+    runs = {
+        "sag2": [_sag2("hop", 1, 0.4, derived=True), _sag2("yes", 2, 0.8)],
+        "dense": [hit("d1", "dense", 1)],
+    }
+    views = {c: ChunkView(c, c, "", "", "text") for c in ("hop", "yes", "d1")}
+    out = fuse(runs, query="who directed it", chunks=views, k=10, judge_accept=0.5)
+    assert summary(out) == [
+        ("yes", 1, ("judge_accepted",)),
+        ("hop", 2, ("next_hop_slot",)),
+        ("d1", 3, ()),
+    ]
+
+
+def test_fuse_is_rrf_then_rules_over_the_given_chunks_only() -> None:
+    runs = {
+        "bm25": [hit("a", "bm25", 1), hit("gone", "bm25", 2), hit("b", "bm25", 3)],
+        "title": [hit("b", "title", 1)],
+    }
+    views = {"a": view("a", "text a"), "b": view("b", "text b", title="Fish")}
+    out = fuse(runs, query="fish", chunks=views, k=60, weights={"title": 0.5})
+    assert summary(out) == [("b", 1, ("exact_title",)), ("a", 2, ())]
+    assert out[0].score == 1 / 63 + 0.5 / 61
+    with pytest.raises(ValueError, match="pin_exact_titles"):
+        fuse(runs, query="fish", chunks=views, pin_exact_titles=-1)
+    with pytest.raises(ValueError, match="rrf k"):
+        fuse(runs, query="fish", chunks=views, k=0)
+
+
+# --------------------------------------------------------------------------- judge_order
+
+
+def test_judge_order_refills_the_judged_slots_in_sag2_order() -> None:
+    fused = [
+        _judged("d1", 1, None, None),  # dense only: no judge saw it, keeps slot 1
+        _judged("s_low", 2, 3, 0.2),  # the judge put it third
+        _judged("d2", 3, None, None),  # keeps slot 3
+        _judged("s_mid", 4, 2, 0.3),
+        _judged("s_top", 5, 1, 0.4),
+    ]
+    views = {h.chunk_id: ChunkView(h.chunk_id, h.chunk_id, "", "", "text") for h in fused}
+    out = apply_rules(fused, query="who directed it", chunks=views, judge_order=True)
+    assert summary(out) == [
+        ("d1", 1, ()),
+        ("s_top", 2, ("judge_order",)),
+        ("d2", 3, ()),
+        ("s_mid", 4, ()),
+        ("s_low", 5, ("judge_order",)),
+    ]
+    # with judge_accept the judge's "yes" still comes first, then the order over the slots
+    out = apply_rules(
+        fused, query="who directed it", chunks=views, judge_accept=0.35, judge_order=True
+    )
+    assert [h.chunk_id for h in out] == ["s_top", "d1", "s_mid", "d2", "s_low"]
+    # off by default, and never for an identifier query (identifier tiers decide there)
+    assert [h.chunk_id for h in apply_rules(fused, query="who directed it", chunks=views)] == [
+        "d1", "s_low", "d2", "s_mid", "s_top"
+    ]
+    ident = apply_rules(fused, query="ReActAgent", chunks=views, judge_order=True)
+    assert all("judge_order" not in h.rules for h in ident)
+
+
+def test_judge_order_through_fuse_gives_sag2_order_plus_unjudged_hits() -> None:
+    runs = {
+        "sag2": [_sag2("a", 1, 0.4), _sag2("b", 2, 0.3), _sag2("c", 3, 0.2)],
+        "dense": [hit("c", "dense", 1), hit("x", "dense", 2), hit("b", "dense", 3)],
+    }
+    views = {c: ChunkView(c, c, "", "", "text") for c in "abcx"}
+    plain = fuse(runs, query="who directed it", chunks=views, k=10)
+    assert ids(plain) == ["c", "b", "a", "x"]
+    judged = fuse(runs, query="who directed it", chunks=views, k=10, judge_order=True)
+    assert ids(judged) == ["a", "b", "c", "x"]
+    assert {h.chunk_id: h.score for h in judged} == {h.chunk_id: h.score for h in plain}
