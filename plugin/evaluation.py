@@ -326,6 +326,8 @@ def run_eval(
             summary["fusion"] = {
                 "k": settings.fusion.k,
                 "weights": {p: settings.fusion.weights.get(p, 1.0) for p in fuse_paths},
+                "judge_accept": settings.fusion.judge_accept,
+                "judge_order": settings.fusion.judge_order,
             }
     finally:
         hs.close()
@@ -370,15 +372,19 @@ def tune_weights(
 ) -> dict[str, Any]:
     """Pick fusion weights and k on a labelled set the team supplies.
 
-    Each path runs once per question (depth ``fusion.depth``); every grid point (weights from
-    :data:`TUNE_WEIGHTS` per path, k from :data:`TUNE_KS`) is then scored offline by weighted
-    RRF, and the one with the best mean Recall@10 (then Recall@5, then the smaller total weight
-    change from 1.0) wins. Returns the chosen settings, the recall it measured, and each single
-    path's and equal-weight RRF's recall for comparison.
+    The paths run once per question as a fused search runs them (depth ``fusion.depth``);
+    every grid point (weights from
+    :data:`TUNE_WEIGHTS` per path, k from :data:`TUNE_KS`) is then scored offline with
+    :func:`hybridsag.fusion.fuse`, the same RRF and bounded rules a search runs; with sag2 among
+    the paths, ``fusion.judge_order`` on and off are both tried. The point with the best mean
+    Recall@10 wins (then Recall@5, then judge order on, then the smaller total change of the
+    weights from 1.0 and of k from 60). Returns the chosen settings, the recall it measured, and each single path's
+    and equal-weight RRF's recall for comparison.
     """
     import itertools
 
-    import numpy as np
+    from hybridsag.fusion import ChunkView, Hit
+    from hybridsag.fusion import fuse as fuse_hits
 
     ds = load_dataset(data, limit=limit)
     out = Path(out) if out is not None else settings.data_dir / "eval" / f"{ds.name}-tune"
@@ -391,59 +397,58 @@ def tune_weights(
     hs, index_info = _open_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
     depth = settings.fusion.depth
     noop = lambda n: None  # noqa: E731
-    per_query: list[tuple[list[str], np.ndarray, frozenset[str]]] = []
+    per_query: list[tuple[str, dict[str, list[Hit]], dict[str, ChunkView], frozenset[str]]] = []
     try:
         tick = progress("paths", len(ds.queries)) if progress else noop
         for qid, text in ds.queries:
-            ranks: dict[str, dict[str, int]] = {}
-            for name in fuse_paths:
-                res = hs.run_path(name, text, limit=depth, filters=Filters())
-                seen: dict[str, int] = {}
-                for h in res.hits:
-                    seen.setdefault(_resource_of(h), h.rank)
-                ranks[name] = seen
-            ids = sorted({rid for r in ranks.values() for rid in r})
-            mat = np.full((len(ids), len(fuse_paths)), np.inf)
-            for j, name in enumerate(fuse_paths):
-                for i, rid in enumerate(ids):
-                    if rid in ranks[name]:
-                        mat[i, j] = ranks[name][rid]
-            per_query.append((ids, mat, ds.qrels[qid]))
+            # as a search runs them (dense hits join SAG2's judged pool)
+            runs = hs.run_paths(fuse_paths, text, limit=depth, filters=Filters()).runs
+            records = hs.store.chunks({h.chunk_id for hits in runs.values() for h in hits})
+            views = {
+                cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
+                for cid, r in records.items()
+            }
+            per_query.append((text, runs, views, ds.qrels[qid]))
             tick(1)
     finally:
         hs.close()
 
-    def score(weights: Sequence[float], k: float) -> tuple[float, float, float]:
+    def score(
+        weights: Sequence[float], k: float, judge_order: bool
+    ) -> tuple[float, float, float]:
+        options = settings.fusion.options(
+            weights=dict(zip(fuse_paths, weights)), k=k, judge_order=judge_order
+        )
         r2 = r5 = r10 = 0.0
-        w = np.asarray(weights)
-        for ids, mat, gold in per_query:
-            fused = (1.0 / (k + mat)) @ w
-            best = np.where(mat.min(axis=1) < np.inf, mat.min(axis=1), 1e9)
-            order = np.lexsort((best, -fused))[:10]
-            top = [ids[i] for i in order if fused[i] > 0]
+        for text, runs, views, gold in per_query:
+            fused = fuse_hits(runs, query=text, chunks=views, **options)
+            top = _dedupe_resources([views[f.chunk_id].resource_id for f in fused])[:10]
             r2 += len(gold.intersection(top[:2])) / len(gold)
             r5 += len(gold.intersection(top[:5])) / len(gold)
-            r10 += len(gold.intersection(top[:10])) / len(gold)
+            r10 += len(gold.intersection(top)) / len(gold)
         n = max(len(per_query), 1)
         return r2 / n, r5 / n, r10 / n
 
+    # judge_order only matters where a judge scored hits; on a tie it stays on (the robust one)
+    orders = (True, False) if "sag2" in fuse_paths else (settings.fusion.judge_order,)
     results = []
     for combo in itertools.product(TUNE_WEIGHTS, repeat=len(fuse_paths)):
         if max(combo) != 1.0:
             continue  # relative weights: the largest is 1
         for k in TUNE_KS:
-            r2, r5, r10 = score(combo, k)
-            change = sum(abs(w - 1.0) for w in combo) + abs(k - 60.0) / 100.0
-            results.append((r10, r5, -change, r2, combo, k))
+            for judge_order in orders:
+                r2, r5, r10 = score(combo, k, judge_order)
+                change = sum(abs(w - 1.0) for w in combo) + abs(k - 60.0) / 100.0
+                results.append((r10, r5, judge_order, -change, r2, combo, k))
     results.sort(reverse=True)
-    r10, r5, _, r2, combo, k = results[0]
+    r10, r5, judge_order, _, r2, combo, k = results[0]
     singles = {}
     for j, name in enumerate(fuse_paths):
         w = [0.0] * len(fuse_paths)
         w[j] = 1.0
-        s2, s5, s10 = score(w, 60.0)
+        s2, s5, s10 = score(w, 60.0, settings.fusion.judge_order)
         singles[name] = {"recall@2": round(s2, 4), "recall@5": round(s5, 4), "recall@10": round(s10, 4)}
-    e2, e5, e10 = score([1.0] * len(fuse_paths), 60.0)
+    e2, e5, e10 = score([1.0] * len(fuse_paths), 60.0, False)
     weights = {name: w for name, w in zip(fuse_paths, combo)}
     summary = {
         "dataset": ds.name,
@@ -453,6 +458,7 @@ def tune_weights(
         "chosen": {
             "k": k,
             "weights": weights,
+            "judge_order": judge_order,
             "recall@2": round(r2, 4),
             "recall@5": round(r5, 4),
             "recall@10": round(r10, 4),
@@ -464,15 +470,16 @@ def tune_weights(
         "settings_env": {
             "HYBRIDSAG_FUSION__K": str(k),
             "HYBRIDSAG_FUSION__WEIGHTS": json.dumps(weights),
+            "HYBRIDSAG_FUSION__JUDGE_ORDER": str(judge_order).lower(),
         },
-        "settings_toml": "[fusion]\nk = %s\n[fusion.weights]\n%s\n" % (
-            k, "\n".join(f"{p} = {w}" for p, w in weights.items())
+        "settings_toml": "[fusion]\nk = %s\njudge_order = %s\n[fusion.weights]\n%s\n" % (
+            k, str(judge_order).lower(), "\n".join(f"{p} = {w}" for p, w in weights.items())
         ),
         "grid_points": len(results),
         "top": [
-            {"k": gk, "weights": dict(zip(fuse_paths, gw)), "recall@2": round(g2, 4),
-             "recall@5": round(g5, 4), "recall@10": round(g10, 4)}
-            for g10, g5, _, g2, gw, gk in results[:15]
+            {"k": gk, "weights": dict(zip(fuse_paths, gw)), "judge_order": go,
+             "recall@2": round(g2, 4), "recall@5": round(g5, 4), "recall@10": round(g10, 4)}
+            for g10, g5, go, _, g2, gw, gk in results[:15]
         ],
     }
     (out / "tune.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")

@@ -3,7 +3,8 @@
 The loop (ARCHITECTURE.md "Query path", defaults from the SAG-Wiki and SAG2 descriptions):
 
 1. recall: BM25 top ``sag2.recall`` (50; ``deep_recall`` 100 for deep search) over quoted-OR
-   query terms; when the dense path is on, its top ``dense_candidates`` join the pool;
+   query terms; in a search that also runs the dense path, its top ``dense_candidates`` join
+   the pool (the judge ranks the union); the path alone is lexical-judge only;
 2. judge: every candidate gets a yes-probability (shared state: the question and the evidence
    accepted so far); ties are broken by BM25 rank;
 3. expansion (``rounds`` times, 1 by default, 0..2): the top ``seeds`` (10) not-yet-expanded
@@ -27,14 +28,14 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hybridsag.chunker import split_sentences
-from hybridsag.errors import DenseError, JudgeError
+from hybridsag.errors import HybridSagError, JudgeError
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
 from hybridsag.lexical import Fts5LexicalIndex
@@ -147,15 +148,12 @@ class Sag2Retriever:
         judge: Judge,
         settings: Sag2Settings,
         judge_settings: JudgeSettings,
-        *,
-        dense: Any = None,
     ) -> None:
         self.store = store
         self.lexical = lexical
         self.judge = judge
         self.settings = settings
         self.judge_settings = judge_settings
-        self.dense = dense  # a DenseRetriever whose hits join the pool, or None
         self.trace = False  # eval: report the pool's resource ids per round
         # fitting scripts: called with (question, final pool candidates) before the last order
         self.on_final_pool: Any = None
@@ -165,17 +163,11 @@ class Sag2Retriever:
         """Wire the path from a :class:`HybridSearch`: the configured judge (the offline
         ``features`` judge reads the passage vectors kept in the store)."""
         s = hs.settings
-        dense = None
         if judge is None:
             judge = hs._judge
         if judge is None:
             judge = make_configured_judge(hs)
-        if s.sag2.dense_candidates and hs.dense_enabled:
-            try:
-                dense = hs.retriever("dense")
-            except Exception:  # noqa: BLE001 - the pool simply goes without dense hits
-                dense = None
-        return cls(hs.store, hs.lexical, judge, s.sag2, s.judge, dense=dense)
+        return cls(hs.store, hs.lexical, judge, s.sag2, s.judge)
 
     # ------------------------------------------------------------------------------------------
 
@@ -186,7 +178,15 @@ class Sag2Retriever:
         limit: int,
         filters: Filters,
         rounds: int | None = None,
+        dense_hits: Callable[[], Sequence[Hit]] | None = None,
     ) -> PathResult:
+        """Run the loop for ``query``.
+
+        ``dense_hits`` (given by :meth:`HybridSearch.run_paths` when the same search runs the
+        dense path) returns that path's hits for the same query and filters; its first
+        ``sag2.dense_candidates`` join the round-0 pool, so the judge ranks the union. A
+        :class:`HybridSagError` from it leaves the pool lexical and marks the result degraded.
+        """
         s = self.settings
         rounds = s.rounds if rounds is None else rounds
         recall = s.deep_recall if s.deep else s.recall
@@ -206,14 +206,14 @@ class Sag2Retriever:
         pool: dict[str, _Cand] = {}
         self._add(pool, first, rank_field="bm25", round_=0)
         degraded = None
-        if self.dense is not None and s.dense_candidates:
+        if dense_hits is not None and s.dense_candidates:
             try:
-                dhits = self.dense.retrieve(query, limit=s.dense_candidates, filters=filters).hits
-            except DenseError as exc:  # the pool goes on with lexical candidates alone
+                dhits = [h for h in dense_hits() if h.rank <= s.dense_candidates]
+            except HybridSagError as exc:  # the pool goes on with lexical candidates alone
                 degraded = f"dense candidates unavailable: {type(exc).__name__}: {exc}"
             else:
                 self._add(pool, dhits, rank_field="dense", round_=0)
-            lap("dense_ms")
+            lap("dense_wait_ms")
         coverage = [len(pool)]
         trace = [sorted({c.resource_id for c in pool.values()})] if self.trace else None
         usage = JudgeUsage()
@@ -291,6 +291,7 @@ class Sag2Retriever:
                 ordered, s.diversity_top, lambda c: (pool[c].resource_id, pool[c].heading_path)
             )
         lap("rerank_ms")
+        score_key = "judge_p" if getattr(self.judge, "verdicts", True) else "order_score"
         hits = [
             Hit(
                 chunk_id=cid,
@@ -300,10 +301,12 @@ class Sag2Retriever:
                 score=probs[cid],
                 detail={
                     "resource_id": pool[cid].resource_id,
-                    "judge_p": round(probs[cid], 4),
+                    score_key: round(probs[cid], 4),
                     "round": pool[cid].round,
                     "bm25_rank": pool[cid].bm25_rank,
                 },
+                # first found by an expansion round: the next hop, outside the question's scope
+                derived=pool[cid].round >= 1,
             )
             for i, cid in enumerate(ordered[:limit], start=1)
         ]

@@ -6,13 +6,14 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from hybridsag.errors import ConfigError, HybridSagError, JudgeError, QueryError
-from hybridsag.fusion import ChunkView, FusedHit, apply_rules, rrf
+from hybridsag.fusion import ChunkView, FusedHit, Hit, fuse
 from hybridsag.lexical import Fts5LexicalIndex
 from hybridsag.query import validate_query
 from hybridsag.retrievers import (
@@ -28,7 +29,7 @@ from hybridsag.store import ChunkRecord, Filters, ResourceRecord, Store
 from hybridsag.tokenizer import Tokenizer
 from hybridsag.writer import Document, IngestReport, WriteLock, Writer, make_document
 
-__all__ = ["HybridSearch", "SearchResponse", "SearchResult"]
+__all__ = ["HybridSearch", "PathRuns", "SearchResponse", "SearchResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,23 @@ class SearchResult:
         out = asdict(self)
         out["paths"] = {k: dict(v) for k, v in self.paths.items()}
         return out
+
+
+@dataclass
+class PathRuns:
+    """What :meth:`HybridSearch.run_paths` gives fusion: each path's hits, wall time (ms),
+    stage timings, usage, and the reason of each path that failed or degraded."""
+
+    runs: dict[str, list[Hit]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+def _hits_of(future: Future[tuple[PathResult, float]]) -> list[Hit]:
+    """The hits of a path run in the pool (its error, if it failed)."""
+    return list(future.result()[0].hits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,11 +369,16 @@ class HybridSearch:
         explain: bool = True,
         include_stale: bool | None = None,
         weights: Mapping[str, float] | None = None,
+        judge_order: bool | None = None,
     ) -> SearchResponse:
         """Run the enabled paths concurrently and fuse them.
 
-        Raises :class:`QueryError` for a bad query, filter or path name. A path that fails
-        is left out and the response is marked ``degraded`` with the reason.
+        ``weights`` and ``judge_order`` override ``fusion.weights`` and ``fusion.judge_order``
+        for this call (an A/B test without a second instance).
+
+        Raises :class:`QueryError` for a bad query, filter, path name, weight or
+        ``judge_order``. A path that fails is left out and the response is marked ``degraded``
+        with the reason.
         """
         t_start = time.perf_counter()
         s = self.settings
@@ -366,59 +389,28 @@ class HybridSearch:
         flt = Filters.from_mapping(filters)
         names = self.resolve_paths(paths)
         fusion_weights = _check_weights(weights) if weights is not None else s.fusion.weights
+        if judge_order is not None and not isinstance(judge_order, bool):
+            raise QueryError(f"judge_order must be true or false, got {judge_order!r}")
         include_stale = s.search.include_stale if include_stale is None else include_stale
         depth = max(s.fusion.depth, top_k)
-        futures = {
-            name: self._pool.submit(self._timed_path, name, query, depth, flt) for name in names
-        }
-        runs: dict[str, Sequence[Any]] = {}
-        timings: dict[str, float] = {}
-        stages: dict[str, dict[str, float]] = {}
-        reasons: dict[str, str] = {}
-        usage: dict[str, Any] = {}
-        for name, fut in futures.items():
-            try:
-                result, ms = fut.result()
-            except HybridSagError as exc:
-                if isinstance(exc, QueryError):
-                    raise
-                if isinstance(exc, JudgeError) and s.judge.on_failure == "raise":
-                    raise
-                reasons[name] = f"{type(exc).__name__}: {exc}"
-                continue
-            runs[name] = list(result.hits)
-            timings[f"{name}_ms"] = ms
-            if result.timings:
-                stages[name] = dict(result.timings)
-            if result.usage:
-                usage[name] = dict(result.usage)
-            if result.degraded:
-                reasons[name] = result.degraded
+        ran = self.run_paths(names, query, limit=depth, filters=flt)
+        runs, timings, reasons = ran.runs, dict(ran.timings), dict(ran.reasons)
         t_fuse = time.perf_counter()
-        fused = rrf(runs, k=s.fusion.k, depth=s.fusion.depth, weights=fusion_weights)
-        ids = [f.chunk_id for f in fused]
+        ids = list(
+            dict.fromkeys(
+                h.chunk_id for hits in runs.values() for h in hits if h.rank <= s.fusion.depth
+            )
+        )
         records = self.store.chunks(ids)
         resources = self.store.resources(r.resource_id for r in records.values())
+        # chunks and resources are two reads: a resource deleted between them is simply gone
         views = {
             cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
             for cid, r in records.items()
+            if (res := resources.get(r.resource_id)) is not None and flt.allows(res)
         }
-        # chunks and resources are two reads: a resource deleted between them is simply gone
-        visible = [
-            f
-            for f in fused
-            if f.chunk_id in records
-            and (res := resources.get(records[f.chunk_id].resource_id)) is not None
-            and flt.allows(res)
-        ]
-        ruled = apply_rules(
-            visible,
-            query=query,
-            chunks=views,
-            pin_exact_titles=s.fusion.pin_exact_titles,
-            strict_identifiers=s.fusion.strict_identifiers,
-            judge_accept=s.fusion.judge_accept,
-        )
+        options = s.fusion.options(weights=fusion_weights, judge_order=judge_order)
+        ruled = fuse(runs, query=query, chunks=views, **options)
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []
         for f in ruled:
@@ -437,15 +429,57 @@ class HybridSearch:
             paths=names,
             degraded=bool(reasons),
             reasons=reasons,
-            usage=usage,
-            stages=stages,
+            usage=ran.usage,
+            stages=ran.stages,
         )
 
+    def run_paths(
+        self, names: Sequence[str], query: str, *, limit: int, filters: Filters
+    ) -> PathRuns:
+        """Run the paths ``names`` concurrently for an already validated ``query``, as a search
+        does before fusing: when ``dense`` runs beside ``sag2``, its top
+        ``sag2.dense_candidates`` hits join SAG2's judged pool (the judge ranks the union; SAG2
+        alone is lexical-judge only). A path that fails is left out with the reason in
+        ``reasons``; a :class:`QueryError`, and a :class:`JudgeError` under
+        ``judge.on_failure = "raise"``, propagate.
+        """
+        s = self.settings
+        futures: dict[str, Future[tuple[PathResult, float]]] = {}
+        # dense is submitted first: sag2 waits on it, and a pool task that only waits on tasks
+        # submitted before it cannot deadlock, whatever the pool size or the searches running
+        for name in sorted(names, key=lambda n: n != "dense"):
+            extra: dict[str, Any] = {}
+            if name == "sag2" and "dense" in futures and s.sag2.dense_candidates:
+                extra["dense_hits"] = partial(_hits_of, futures["dense"])
+            futures[name] = self._pool.submit(
+                self._timed_path, name, query, limit, filters, **extra
+            )
+        out = PathRuns()
+        for name in names:
+            try:
+                result, ms = futures[name].result()
+            except HybridSagError as exc:
+                if isinstance(exc, QueryError):
+                    raise
+                if isinstance(exc, JudgeError) and s.judge.on_failure == "raise":
+                    raise
+                out.reasons[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            out.runs[name] = list(result.hits)
+            out.timings[f"{name}_ms"] = ms
+            if result.timings:
+                out.stages[name] = dict(result.timings)
+            if result.usage:
+                out.usage[name] = dict(result.usage)
+            if result.degraded:
+                out.reasons[name] = result.degraded
+        return out
+
     def _timed_path(
-        self, name: str, query: str, limit: int, flt: Filters
+        self, name: str, query: str, limit: int, flt: Filters, **extra: Any
     ) -> tuple[PathResult, float]:
         t0 = time.perf_counter()
-        result = self.retriever(name).retrieve(query, limit=limit, filters=flt)
+        result = self.retriever(name).retrieve(query, limit=limit, filters=flt, **extra)
         return result, round((time.perf_counter() - t0) * 1000, 3)
 
     @staticmethod

@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
@@ -141,11 +141,15 @@ class TitleSettings(_Section):
 class FusionSettings(_Section):
     """Weighted RRF (Cormack, Clarke and Buettcher 2009) and the bounded rules.
 
-    The defaults come from ``hybridsag eval --tune-weights --fuse sag2,dense,title`` on
-    musique100 (never on 2wiki, the headline set), with the title path kept at a small floor
-    instead of the 0 the grid preferred, so an exact title still enters the fused list.
-    Equal-weight RRF with k = 60 drags a dominant path down (musique100: 69.6 R@10 against
-    sag2's 74.7 alone); tune on your own labelled set with ``--tune-weights``.
+    With SAG2 in the fusion, ``judge_order`` (on by default) keeps what its judge scored in the
+    judge's order: the judge has already weighed the lexical, dense and title evidence the
+    other paths would vote with again, and re-voting hurt wherever the judge was good (the
+    packaged judge on cmrc2018: R@2 98.4 alone, 93.1 re-voted). The weights and k then place
+    the hits no judge saw, and decide everything in fusions without SAG2. They come from
+    ``hybridsag eval --tune-weights`` on musique100 (never on 2wiki, the headline set), with
+    the title path at a small floor instead of the 0 the grid preferred, so an exact title still
+    enters the fused list. Equal-weight RRF with k = 60 drags a dominant path down; tune k, the
+    weights and ``judge_order`` on your own labelled set with ``--tune-weights``.
     """
 
     k: float = Field(10.0, ge=1.0, le=1000.0)
@@ -156,13 +160,35 @@ class FusionSettings(_Section):
     pin_exact_titles: int = Field(3, ge=0, le=100)
     strict_identifiers: bool = False
     #: SAG2 hits whose judge probability reaches this come first after exact titles (the
-    #: judge's "yes"); None turns the rule off and leaves plain weighted RRF.
+    #: judge's "yes"); None turns the rule off.
     judge_accept: float | None = Field(0.5, ge=0.0, le=1.0)
+    #: the hits the SAG2 judge scored keep the judge's order (the other paths add what it never
+    #: saw); false lets the other paths' weighted RRF votes re-rank them below judge_accept.
+    judge_order: bool = True
 
     @field_validator("weights")
     @classmethod
     def _check_weights(cls, value: dict[str, float]) -> dict[str, float]:
         return check_weights(value, where="fusion.weights")
+
+    def options(
+        self,
+        *,
+        weights: Mapping[str, float] | None = None,
+        k: float | None = None,
+        judge_order: bool | None = None,
+    ) -> dict[str, Any]:
+        """Keyword arguments of :func:`hybridsag.fusion.fuse` for these settings; the arguments
+        override the configured values (a search's ``weights=``, a tuning grid point)."""
+        return {
+            "k": self.k if k is None else k,
+            "depth": self.depth,
+            "weights": dict(self.weights if weights is None else weights),
+            "pin_exact_titles": self.pin_exact_titles,
+            "strict_identifiers": self.strict_identifiers,
+            "judge_accept": self.judge_accept,
+            "judge_order": self.judge_order if judge_order is None else judge_order,
+        }
 
 
 class JevSettings(_Section):
@@ -189,7 +215,10 @@ class JudgeSettings(_Section):
     name: Literal["features", "jev", "cross-encoder", "none"] = "features"
     on_failure: Literal["degrade", "raise"] = "degrade"
     cross_encoder_path: Path | None = None
-    weights_file: Path | None = None  # None: the hand-set defaults
+    #: the features judge's weights: "musique" (the default) is the logistic fit on musique100's
+    #: training questions that ships in the package; "hand-set" (or None) the weights written
+    #: down before any measurement; anything else a JSON file from scripts/fit_judge.py
+    weights_file: Path | None = Path("musique")
     jev: JevSettings = JevSettings()
 
 

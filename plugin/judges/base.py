@@ -65,6 +65,10 @@ class Judge(Protocol):
 
     ``evidence`` is the shared state (passages already accepted); ``provisional`` holds last
     round's scores from round 2 on (new evidence may change them).
+
+    A judge whose numbers only restate an order it was given (the ``none`` judge) sets the
+    class attribute ``verdicts = False``: SAG2 then reports them as ``order_score``, not as a
+    ``judge_p`` that fusion would trust as a judgement. Without the attribute, ``True``.
     """
 
     name: str

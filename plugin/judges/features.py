@@ -20,9 +20,12 @@ Two passes: pass 1 scores without bridge features and takes the top ``evidence_k
 accepted evidence (beside any evidence the caller passes); pass 2 adds the bridge features. A
 logistic squash ``1 / (1 + exp(-(w . x + b)))`` turns the score into the probability.
 
-The default weights are hand-set (written down before any measurement, see ``DEFAULT_WEIGHTS``);
-``judge.weights_file`` may point to a JSON file of fitted weights (``scripts/fit_judge.py`` fits
-them on a labelled set by logistic regression; the package ships ``judge_weights_musique.json``).
+The settings' default weights (``judge.weights_file = "musique"``) are the logistic-regression
+fit of ``scripts/fit_judge.py`` on musique100's training questions, shipped as
+``judge_weights_musique.json``; on sets never used for fitting they beat the hand-set weights
+(``DEFAULT_WEIGHTS``, written down before any measurement, ``judge.weights_file = "hand-set"``).
+A team fits its own with ``scripts/fit_judge.py`` on a labelled set and points
+``judge.weights_file`` at the JSON file.
 """
 
 from __future__ import annotations
@@ -108,9 +111,10 @@ class FeatureWeights:
 
 
 def load_weights(path: Path | str | None) -> FeatureWeights:
-    """Weights from a JSON file ``{"weights": {name: value, ..., "bias": b}}``; None gives the
-    hand-set defaults; ``"musique"`` the fitted file shipped with the package."""
-    if path is None:
+    """Weights from a JSON file ``{"weights": {name: value, ..., "bias": b}}``; ``None`` or
+    ``"hand-set"`` gives the hand-set defaults; ``"musique"`` the fitted file shipped with the
+    package (the settings' default)."""
+    if path is None or str(path) == "hand-set":
         return FeatureWeights(DEFAULT_WEIGHTS, "hand-set")
     if str(path) == "musique":
         text = resources.files("hybridsag.judges").joinpath("judge_weights_musique.json").read_text()

@@ -175,6 +175,38 @@ def test_eval_json_object_and_reports(tmp_path: Path, beir: Path) -> None:
     assert "hybridsag" in config["versions"]
 
 
+def test_tune_weights_prints_settings_whose_recall_a_search_reproduces(
+    tmp_path: Path, beir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, text = run(
+        "eval", "--data", str(beir), "--tune-weights", "--fuse", "sag2,bm25,title",
+        "--json", "-q", "--out", str(tmp_path / "tune"),
+    )  # fmt: skip
+    assert code == 0, text
+    tuned = json.loads(text)
+    chosen = tuned["chosen"]
+    assert tuned["fused_paths"] == ["sag2", "bm25", "title"]
+    assert set(chosen["weights"]) == {"sag2", "bm25", "title"}
+    assert max(chosen["weights"].values()) == 1
+    assert isinstance(chosen["judge_order"], bool)
+    assert tuned["grid_points"] > 100
+    assert chosen["recall@10"] >= max(m["recall@10"] for m in tuned["single_paths"].values())
+    assert (tmp_path / "tune" / "tune.json").is_file()
+    # the printed settings, given to a plain eval, measure the same recall
+    for key, value in tuned["settings_env"].items():
+        monkeypatch.setenv(key, value)
+    code, text = run(
+        "eval", "--data", str(beir), "--paths", "fused", "--fuse", "sag2,bm25,title",
+        "--json", "-q", "--out", str(tmp_path / "check"),
+    )  # fmt: skip
+    assert code == 0, text
+    fused = json.loads(text)["paths"]["fused"]
+    for k in ("recall@2", "recall@5", "recall@10"):
+        assert fused[k] == pytest.approx(chosen[k], abs=1e-4), k
+    code, text = run("eval", "--data", str(beir), "--tune-weights", "-q")
+    assert code == 0 and "settings to use (TOML):" in text and "judge_order = " in text
+
+
 def test_eval_table_output(tmp_path: Path, beir: Path) -> None:
     code, text = run("eval", "--data", str(beir), "--out", str(tmp_path / "r"), "-q")
     assert code == 0

@@ -298,6 +298,38 @@ def test_search_response_carries_sag2_usage(corpus_hs: HybridSearch) -> None:
     assert resp.timings["sag2_ms"] > 0.0
 
 
+def test_expansion_hits_are_marked_derived(corpus_hs: HybridSearch) -> None:
+    hits = corpus_hs.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters()).hits
+    assert hits, "sag2 returned nothing"
+    for h in hits:
+        assert h.derived == (h.detail["round"] >= 1), h
+    assert any(h.derived for h in hits) and not all(h.derived for h in hits)
+
+
+def test_fused_search_keeps_the_judges_order_and_the_next_hop(corpus_hs: HybridSearch) -> None:
+    alone = corpus_hs.search(QUESTION, paths=["sag2"], top_k=10)
+    fused = corpus_hs.search(QUESTION, paths=["sag2", "bm25"], top_k=10)
+    judged = [r.resource_id for r in fused.results if "sag2" in r.paths]
+    assert judged == [r.resource_id for r in alone.results][: len(judged)]
+    bridge = next(r for r in fused.results if r.resource_id == BRIDGE)
+    assert "bm25" not in bridge.paths  # BM25 never ran the next-hop query
+    # with the judge's order off, bm25's votes re-rank what the judge rejected, but its
+    # silence cannot sink the next hop below its SAG2 rank
+    loose = corpus_hs.search(QUESTION, paths=["sag2", "bm25"], top_k=10, judge_order=False)
+    rank_alone = [r.resource_id for r in alone.results].index(BRIDGE) + 1
+    assert [r.resource_id for r in loose.results].index(BRIDGE) + 1 <= rank_alone
+
+
+def test_none_judge_gives_an_order_not_verdicts(tmp_path: Path) -> None:
+    with HybridSearch(_settings(tmp_path, judge={"name": "none"})) as hs:
+        _index(hs)
+        hits = hs.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters()).hits
+        assert hits and all("judge_p" not in h.detail and "order_score" in h.detail for h in hits)
+        resp = hs.search(QUESTION, paths=["sag2", "bm25"], top_k=10)
+        fired = {rule for r in resp.results for rule in r.rules}
+        assert not fired & {"judge_accepted", "judge_order"}, fired
+
+
 # --------------------------------------------------------------------------- expansion terms
 
 TOKENIZER = Tokenizer()
@@ -890,13 +922,39 @@ def test_features_judge_uses_stored_vectors(dense_hs: HybridSearch) -> None:
 
     pools: list[list[Candidate]] = []
     sag2 = dense_hs.retriever("sag2")
-    assert isinstance(sag2, Sag2Retriever) and sag2.dense is not None
+    assert isinstance(sag2, Sag2Retriever)
     sag2.on_final_pool = lambda q, pool: pools.append(pool)
     try:
-        out = sag2.retrieve(QUESTION, limit=10, filters=Filters(), rounds=1)
+        alone = sag2.retrieve(QUESTION, limit=10, filters=Filters(), rounds=1)
+        fused = dense_hs.search(QUESTION, paths=["sag2", "dense"], top_k=10)
     finally:
         sag2.on_final_pool = None
-    assert BRIDGE in _rids(out.hits)[:5]
+    assert BRIDGE in _rids(alone.hits)[:5]
+    assert BRIDGE in [r.resource_id for r in fused.results][:5]
+    alone_pool, fused_pool = pools
+    # alone, the path is lexical-judge: no dense hit joins its pool
+    assert not any("dense_rank" in c.signals for c in alone_pool)
+    assert "dense_wait_ms" not in alone.timings
+    # beside the dense path in one search, that path's top hits join the judged pool
+    dense_ranked = [c for c in fused_pool if "dense_rank" in c.signals]
+    assert dense_ranked and all(
+        c.signals["dense_rank"] <= dense_hs.settings.sag2.dense_candidates for c in dense_ranked
+    )
+    assert "dense_wait_ms" in fused.stages["sag2"]
+    assert not fused.degraded
+
+
+def test_dense_candidates_zero_keeps_the_fused_pool_lexical(dense_hs: HybridSearch) -> None:
+    pools: list[list[Candidate]] = []
+    sag2 = dense_hs.retriever("sag2")
+    assert isinstance(sag2, Sag2Retriever)
+    sag2.on_final_pool = lambda q, pool: pools.append(pool)
+    old = sag2.settings
+    sag2.settings = old.model_copy(update={"dense_candidates": 0})
+    try:
+        dense_hs.search(QUESTION, paths=["sag2", "dense"], top_k=10)
+    finally:
+        sag2.on_final_pool = None
+        sag2.settings = old
     (pool,) = pools
-    assert any("dense_rank" in c.signals for c in pool)  # the dense path's hits joined the pool
-    assert "dense_ms" in out.timings
+    assert not any("dense_rank" in c.signals for c in pool)

@@ -244,8 +244,10 @@ def test_unreachable_dense_server_degrades_to_lexical(
     resp = broken.search(CAR_QUERY)
     assert time.perf_counter() - t0 < 10.0
     assert resp.degraded is True
-    assert set(resp.reasons) == {"dense"}
+    assert set(resp.reasons) == {"dense", "sag2"}
     assert "DenseError" in resp.reasons["dense"] and "127.0.0.1:1" in resp.reasons["dense"]
+    # sag2 went on without the dense hits its judged pool would have taken
+    assert resp.reasons["sag2"].startswith("dense candidates unavailable: DenseError")
     assert "dense_ms" not in resp.timings
     assert _rids(resp)[:1] == ["carpark"]  # the lexical (sag2) answer
     assert all("dense" not in r.paths for r in resp.results)
@@ -278,7 +280,8 @@ def test_closed_dense_index_keeps_the_sag2_path(open_search: OpenSearch) -> None
     hs.dense_index().close()
     resp = hs.search(query)
     assert resp.degraded
-    assert "dense" in resp.reasons
+    assert set(resp.reasons) == {"dense", "sag2"}
+    assert "dense candidates unavailable" in resp.reasons["sag2"]
     assert {"carpark", "tuning"} <= set(_rids(resp))
     assert any("sag2" in r.paths for r in resp.results)
 

@@ -19,6 +19,19 @@ def test_defaults() -> None:
     assert s.search.paths == ("sag2", "dense", "title")
     assert (s.lexical.title_weight, s.lexical.heading_weight, s.lexical.body_weight) == (2, 2, 1)
     assert (s.chunking.target_chars, s.chunking.mode) == (512, "sag")
+    assert (s.fusion.judge_accept, s.fusion.judge_order) == (0.5, True)
+    assert s.judge.weights_file == Path("musique")
+
+
+def test_example_toml_is_valid_and_states_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    example = Path(__file__).resolve().parents[2] / "config" / "hybridsag.example.toml"
+    monkeypatch.setenv("HYBRIDSAG_CONFIG", str(example))
+    s = Settings()
+    monkeypatch.delenv("HYBRIDSAG_CONFIG")
+    plain = Settings()
+    assert s.fusion == plain.fusion
+    assert s.judge == plain.judge
+    assert s.search == plain.search
 
 
 def test_env_prefix_and_nested_delimiter(monkeypatch: pytest.MonkeyPatch) -> None:
