@@ -144,7 +144,8 @@ class FusionSettings(_Section):
     With SAG2 in the fusion, ``judge_order`` (on by default) keeps what its judge scored in the
     judge's order: the judge has already weighed the lexical, dense and title evidence the
     other paths would vote with again, and re-voting hurt wherever the judge was good (the
-    packaged judge on cmrc2018: R@2 98.4 alone, 93.1 re-voted). The weights and k then place
+    packaged judge on cmrc2018's first 1,000 questions: R@2 98.4 in judge order, 93.4
+    re-voted). The weights and k then place
     the hits no judge saw, and decide everything in fusions without SAG2. They come from
     ``hybridsag eval --tune-weights`` on musique100 (never on 2wiki, the headline set), with
     the title path at a small floor instead of the 0 the grid preferred, so an exact title still
