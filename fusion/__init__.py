@@ -5,7 +5,7 @@ Standard library only, no I/O: everything here is a pure function of its argumen
 
 from hybridsag.fusion.fuse import fuse
 from hybridsag.fusion.rrf import rrf
-from hybridsag.fusion.rules import apply_rules
+from hybridsag.fusion.rules import RULE_REASONS, apply_rules
 from hybridsag.fusion.text import (
     contains_whole_identifier,
     defines_identifier,
@@ -16,6 +16,7 @@ from hybridsag.fusion.text import (
 from hybridsag.fusion.types import ChunkView, Contribution, FusedHit, Hit
 
 __all__ = [
+    "RULE_REASONS",
     "ChunkView",
     "Contribution",
     "FusedHit",

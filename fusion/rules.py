@@ -36,7 +36,21 @@ from hybridsag.fusion.text import (
 )
 from hybridsag.fusion.types import ChunkView, FusedHit
 
-__all__ = ["apply_rules"]
+__all__ = ["RULE_REASONS", "apply_rules"]
+
+#: One line per rule name, for the explain block of a result.
+RULE_REASONS: Mapping[str, str] = {
+    "drop_heading_only": "the chunk is only a heading",
+    "exact_title": "the query is this resource's title",
+    "identifier_definition": "it defines the identifier the query names",
+    "identifier_whole": "it mentions the query's identifier whole",
+    "identifier_heading_only": "only its heading or title holds the query's identifier",
+    "identifier_partial": "it holds the query's identifier only inside a longer name",
+    "judge_accepted": "the SAG2 judge said yes, so no other path's vote can push it down",
+    "next_hop_slot": "SAG2 found it by a next-hop query the other paths never ran, so it keeps "
+    "its SAG2 rank",
+    "judge_order": "the SAG2 judge scored it, so it takes the judge's order among the judged",
+}
 
 _TIER_DEFINITION = 0
 _TIER_WHOLE = 1

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hybridsag.errors import ConfigError, HybridSagError, JudgeError, QueryError
-from hybridsag.fusion import ChunkView, FusedHit, Hit, fuse
+from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
 from hybridsag.lexical import Fts5LexicalIndex
 from hybridsag.query import validate_query
 from hybridsag.retrievers import (
@@ -505,7 +505,7 @@ class HybridSearch:
                     + (f", {extra}" if extra else "")
                 )
         if explain:
-            why.extend(f"rule {r}" for r in fused.rules)
+            why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
             if stale:
                 why.append("stale: the source file changed since it was indexed")
         return SearchResult(

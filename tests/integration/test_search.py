@@ -186,12 +186,12 @@ def test_rules_are_named_in_results(open_search: OpenSearch) -> None:
     assert exact.results[0].resource_id == "tuning"
     assert exact.results[0].rules == ("exact_title",)
     assert exact.results[0].paths["title"]["rule"] == "exact_title"
-    assert "rule exact_title" in exact.results[0].why
+    assert "rule exact_title: the query is this resource's title" in exact.results[0].why
     ident = hs.search("TurboCharger")
     assert _rids(ident)[:2] == ["code", "mention"]
     assert ident.results[0].rules[-1] == "identifier_definition"
     assert ident.results[1].rules[-1] == "identifier_whole"
-    assert "rule identifier_definition" in ident.results[0].why
+    assert any(w.startswith("rule identifier_definition: ") for w in ident.results[0].why)
     # A plain question fires no rule.
     assert all(r.rules == () for r in hs.search(CAR_QUERY).results)
 
