@@ -153,6 +153,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
             paths=paths,
             filters=_filters(args),
             include_stale=args.include_stale,
+            judge_order=args.judge_order,
         )
     if args.json:
         _print_json(resp.as_dict(), out)
@@ -314,6 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--acl", action="append", help="caller's ACL tag (repeat)")
     p.add_argument("--meta", action="append", help="metadata equality KEY=VALUE (repeat)")
     p.add_argument("--include-stale", action="store_true", default=None)
+    p.add_argument(
+        "--judge-order",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep what the SAG2 judge scored in its order (default: fusion.judge_order); "
+        "--no-judge-order lets the other paths re-vote",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_search)
 

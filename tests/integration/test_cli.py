@@ -78,6 +78,15 @@ def test_search_text_output(tmp_path: Path, beir: Path) -> None:
     assert "results for 'Turing machine' via bm25" in text and "Alan Turing" in text
 
 
+def test_search_judge_order_flag(tmp_path: Path, beir: Path) -> None:
+    assert run("index", "--jsonl", str(beir / "corpus.jsonl"), "-q")[0] == 0
+    for flag in ("--judge-order", "--no-judge-order"):
+        code, text = run("search", "Who wrote the first program?", "--paths", "sag2,bm25", flag,
+                         "--json")  # fmt: skip
+        assert code == 0, text
+        assert json.loads(text)["results"][0]["resource_id"] == "p1"
+
+
 def test_index_jsonl_json_report(tmp_path: Path, beir: Path) -> None:
     code, text = run("--data-dir", str(tmp_path / "dd"), "index", "--jsonl",
                      str(beir / "corpus.jsonl"), "--json", "-q")  # fmt: skip
