@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -228,6 +229,20 @@ def test_timings_include_the_stages_inside_each_path(cars: HybridSearch) -> None
     resp = hs.search(CAR_QUERY, paths=["bm25", "sag2", "dense", "title"])
     keys = _keys(resp.as_dict()["stages"])
     assert {"embed_ms", "milvus_ms", "fts_ms", "judge_ms", "titles_ms"} <= keys, sorted(keys)
+
+
+def test_concurrent_fused_searches_share_the_pool_without_deadlock(cars: HybridSearch) -> None:
+    # sag2 waits on the dense path's hits inside the same 4-worker pool; many callers at once
+    # must neither deadlock nor mix their runs up
+    queries = [CAR_QUERY, "engine tuning car", "parking a car in town", "car"]
+    expected = {q: _rids(cars.search(q)) for q in queries}
+    with ThreadPoolExecutor(max_workers=12) as callers:
+        futures = [callers.submit(cars.search, q) for q in queries * 6]
+        got = [f.result(timeout=120) for f in futures]
+    for resp in got:
+        assert not resp.degraded, resp.reasons
+        assert _rids(resp) == expected[resp.query]
+        assert "dense_wait_ms" in resp.stages["sag2"]
 
 
 # --------------------------------------------------------------------------- degraded
