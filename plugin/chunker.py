@@ -5,7 +5,9 @@ A resource's text is cut into :class:`Chunk` records, each an exact, trimmed sli
 path and 1-based line range. The rules (docs: ARCHITECTURE.md, "The system of record"):
 
 - blocks split at blank lines, headings (Markdown ATX ``#``..``######`` and setext underlines;
-  plain text has none) and code fences (````` ``` ````` or ``~~~``);
+  reStructuredText section titles, underlined or over- and underlined with one repeated
+  punctuation character at least as long as the title, levels in the order their styles first
+  appear; plain text has none) and code fences (````` ``` ````` or ``~~~``);
 - a heading starts a new section: chunks never cross one, the heading line itself is not part of
   any chunk, and ``heading_path`` lists the open headings by level (``"Guide > Install"``);
   a section with no body produces no chunk;
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Chunk", "chunk_text", "split_sentences"]
+__all__ = ["Chunk", "chunk_text", "rst_adornment", "rst_title", "split_sentences"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,14 @@ _INITIALISM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]|Ph\.D")
 # A line that starts a new sentence group inside a paragraph: list item, table row.
 _ITEM_RE = re.compile(r"[ \t]*(?:[-*+][ \t]|\d{1,9}[.)](?:[ \t]|$)|\|)")
 _NEWLINE_RE = re.compile(r"\r\n|\r|\n")
+#: a reStructuredText adornment: one non-alphanumeric printable ASCII character, repeated
+_RST_ADORN_RE = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")
+
+
+def rst_adornment(line: str) -> str | None:
+    """The character of a reStructuredText adornment line (``=====``), else ``None``."""
+    m = _RST_ADORN_RE.fullmatch(line)
+    return m.group(1) if m else None
 
 Span = tuple[int, int]
 
@@ -303,9 +313,11 @@ def _pack(units: list[Unit], target: int, overlap: int, emit: Callable[[int, int
 
 
 def _markdown_spans(
-    text: str, begin: int, markdown: bool, target: int, overlap: int
+    text: str, begin: int, fmt: str, target: int, overlap: int
 ) -> list[tuple[int, int, str]]:
     """(start, end, heading_path) of every chunk, in order."""
+    markdown = fmt == "markdown"
+    rst_styles: dict[tuple[str, bool], int] = {}  # (character, overlined) -> level
     starts, ends = _line_table(text, begin)
     n = len(starts)
     out: list[tuple[int, int, str]] = []
@@ -389,12 +401,80 @@ def _markdown_spans(
                 flush_para()
                 i += 1
                 continue
+        if fmt == "rst" and first in _RST_PUNCTUATION:
+            taken = _rst_title(text, i, para, starts, ends)
+            if taken is not None:
+                title, style, used = taken
+                if style is None:  # a transition
+                    flush_para()
+                else:
+                    para.clear()
+                    level = rst_styles.setdefault(style, len(rst_styles) + 1)
+                    open_heading(level, title)
+                i += used
+                continue
         para.append(i)
         i += 1
     flush_para()
     if section:
         _pack(section, target, overlap, emit)
     return out
+
+
+_RST_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def _rst_title(
+    text: str, i: int, para: list[int], starts: list[int], ends: list[int]
+) -> tuple[str, tuple[str, bool] | None, int] | None:
+    """At line ``i``, a reST section title (title, style, lines used), a transition
+    ``("", None, 1)``, or ``None`` when the line is ordinary text."""
+    line = text[starts[i] : ends[i]]
+    char = rst_adornment(line)
+    if char is None:
+        return None
+    width = len(line.rstrip())
+    if len(para) == 1 and para[0] == i - 1:  # underline of the one line above
+        title = text[starts[i - 1] : ends[i - 1]].strip()
+        if title and width >= len(title) and not text[starts[i - 1]].isspace():
+            return title, (char, False), 1
+        return None
+    if para:
+        return None
+    n = len(starts)
+    if i + 2 < n:  # overline, title, underline of the same character
+        title = text[starts[i + 1] : ends[i + 1]].strip()
+        under = text[starts[i + 2] : ends[i + 2]]
+        if title and rst_adornment(under) == char and len(under.rstrip()) == width:
+            if width >= len(title):
+                return title, (char, True), 3
+    if width >= 4 and (i + 1 >= n or not text[starts[i + 1] : ends[i + 1]].strip()):
+        return "", None, 1
+    return None
+
+
+def rst_title(text: str) -> str | None:
+    """The first reStructuredText section title of ``text``, or ``None``."""
+    starts, ends = _line_table(text, 1 if text.startswith("\ufeff") else 0)
+    para: list[int] = []
+    i = 0
+    while i < len(starts):
+        lead = text[starts[i] : ends[i]].lstrip()
+        if not lead:
+            para.clear()
+            i += 1
+            continue
+        if lead[0] in _RST_PUNCTUATION:
+            taken = _rst_title(text, i, para, starts, ends)
+            if taken is not None:
+                if taken[1] is not None:
+                    return taken[0]
+                para.clear()
+                i += taken[2]
+                continue
+        para.append(i)
+        i += 1
+    return None
 
 
 # --------------------------------------------------------------------------- public entry point
@@ -417,7 +497,7 @@ def _byte_offsets(text: str, positions: list[int]) -> dict[int, int]:
 def chunk_text(
     text: str,
     *,
-    fmt: Literal["markdown", "text"] = "markdown",
+    fmt: Literal["markdown", "rst", "text"] = "markdown",
     mode: Literal["sag", "passage"] = "sag",
     target_chars: int = 512,
     overlap_chars: int = 80,
@@ -427,7 +507,8 @@ def chunk_text(
     Args:
         text: the whole resource, decoded from UTF-8.
         fmt: ``"markdown"`` recognises ATX and setext headings, thematic breaks and YAML front
-            matter; ``"text"`` has no headings. Both recognise blank lines and code fences.
+            matter; ``"rst"`` reStructuredText section titles and transitions; ``"text"`` has
+            no headings. All recognise blank lines and code fences.
         mode: ``"sag"`` packs sentences; ``"passage"`` returns the whole trimmed text as one chunk.
         target_chars: most characters a chunk spans, unless one sentence or one code line is
             longer (``Settings`` keeps it in 400..12,000; SAG-Wiki's default is 512).
@@ -444,8 +525,8 @@ def chunk_text(
 
     Example: ``chunk_text("# A\\n\\nOne. Two.")[0].heading_path == "A"``
     """
-    if fmt not in ("markdown", "text"):
-        raise ValueError(f"fmt must be 'markdown' or 'text', got {fmt!r}")
+    if fmt not in ("markdown", "rst", "text"):
+        raise ValueError(f"fmt must be 'markdown', 'rst' or 'text', got {fmt!r}")
     if mode not in ("sag", "passage"):
         raise ValueError(f"mode must be 'sag' or 'passage', got {mode!r}")
     if target_chars < 1:
@@ -461,7 +542,7 @@ def chunk_text(
         s, e = _trim(text, begin, len(text))
         spans = [(s, e, "")] if s < e else []
     else:
-        spans = _markdown_spans(text, begin, fmt == "markdown", target_chars, overlap_chars)
+        spans = _markdown_spans(text, begin, fmt, target_chars, overlap_chars)
     if not spans:
         return []
     line_starts = [0]

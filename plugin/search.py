@@ -275,7 +275,7 @@ class HybridSearch:
         tenant: str = "",
         acl: Iterable[str] = (),
         source_uri: str | None = None,
-        fmt: Literal["markdown", "text"] = "markdown",
+        fmt: Literal["markdown", "rst", "text"] = "markdown",
     ) -> IngestReport:
         """Ingest (or re-ingest) one resource; its chunks are replaced atomically."""
         doc = make_document(

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pathspec
 
+from hybridsag.chunker import rst_title
 from hybridsag.errors import IngestError
 from hybridsag.writer import Document, make_document
 
 __all__ = ["FOLDER_SUFFIXES", "SourceErrors", "iter_folder", "iter_jsonl"]
 
-FOLDER_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "text"}
+FOLDER_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst"}
 # CommonMark ATX h1 on one line: a closing run of '#' counts only after a space ("C#" stays).
 _H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -84,7 +85,10 @@ def iter_jsonl(path: Path, errors: SourceErrors) -> Iterator[Document]:
 
 
 def _title_of(text: str, fmt: str, fallback: str) -> str:
-    """The first ``# H1`` outside code fences (a ``# comment`` in a shell block is not one)."""
+    """Markdown: the first ``# H1`` outside code fences (a ``# comment`` in a shell block is not
+    one). reStructuredText: the first section title. Else ``fallback``."""
+    if fmt == "rst":
+        return rst_title(text) or fallback
     if fmt == "markdown":
         fence = ""
         for line in text.splitlines():

@@ -260,6 +260,7 @@ def test_folder_titles_suffixes_and_nested_ignore_rules(hs: HybridSearch, tmp_pa
         "UPPER.MD": "# Upper\n\nText.\n",
         "top.txt": "# not a markdown title\n",
         "manual.rst": "Manual\n======\n",
+        "short.rst": "Too long a title\n===\n\nThe underline is shorter: no title.\n",
         "notes.markdown": "Plain.\n",
         "image.png": "not text at all",
         ".hidden.md": "# Hidden\n",
@@ -280,7 +281,8 @@ def test_folder_titles_suffixes_and_nested_ignore_rules(hs: HybridSearch, tmp_pa
         "closing.md": "Closed",
         "UPPER.MD": "Upper",
         "top.txt": "top",  # text files take the stem
-        "manual.rst": "manual",
+        "manual.rst": "Manual",  # a reST section title
+        "short.rst": "short",
         "notes.markdown": "notes",
         "sub/keep.md": "Kept",
     }

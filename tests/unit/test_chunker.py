@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hybridsag import chunker
-from hybridsag.chunker import Chunk, chunk_text, split_sentences
+from hybridsag.chunker import Chunk, chunk_text, rst_adornment, rst_title, split_sentences
 
 CORPUS = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
@@ -393,7 +393,9 @@ def test_chunk_is_frozen_and_api_is_explicit() -> None:
     assert chunk == Chunk(0, "One sentence.", "", 1, 1, 0, 13)
     with pytest.raises(dataclasses.FrozenInstanceError):
         chunk.text = "changed"  # type: ignore[misc]
-    assert sorted(chunker.__all__) == ["Chunk", "chunk_text", "split_sentences"]
+    assert sorted(chunker.__all__) == [
+        "Chunk", "chunk_text", "rst_adornment", "rst_title", "split_sentences"
+    ]
 
 
 # --------------------------------------------------------------------------- the sample corpus
@@ -417,7 +419,7 @@ def test_sample_corpus_chunks_hold_every_invariant() -> None:
     for path in files:
         text = path.read_text(encoding="utf-8")
         assert 1000 <= len(text.encode()) <= 4096, path
-        fmt = "markdown" if path.suffix == ".md" else "text"
+        fmt = {".md": "markdown", ".rst": "rst"}.get(path.suffix, "text")
         chunks = chunk_text(text, fmt=fmt, target_chars=400, overlap_chars=80)
         assert chunks, path
         _check_invariants(text, chunks)
@@ -436,3 +438,81 @@ def test_sample_corpus_code_keeps_identifiers_whole() -> None:
     ]
     factory = [c for c in chunks if "class ReActAgentFactory:" in c.text]
     assert [c.heading_path for c in factory] == ["Agents > The ReActAgentFactory"]
+
+
+# --------------------------------------------------------------------------- reStructuredText
+
+RST = """\
+=========
+ Orrery
+=========
+
+Orrery models the planets.
+
+Install
+=======
+
+Run pip install orrery.
+
+On Linux
+--------
+
+Use a venv.
+
+----
+
+After a transition.
+
+Usage
+=====
+
+Call orrery.run().
+
+Too short
+===
+
+Not a title: the underline is shorter than the text above it.
+"""
+
+
+def test_rst_section_titles_levels_by_first_appearance() -> None:
+    chunks = chunk_text(RST, fmt="rst")
+    _check_invariants(RST, chunks)
+    assert [(c.heading_path, c.start_line) for c in chunks] == [
+        ("Orrery", 5),  # over- and underlined: the first style seen, level 1
+        ("Orrery > Install", 10),  # '=' underline: level 2
+        ("Orrery > Install > On Linux", 15),  # '-' underline: level 3
+        ("Orrery > Usage", 24),  # back to level 2
+    ]
+    assert chunks[2].text == "Use a venv.\n\n----\n\nAfter a transition."  # a transition
+    assert "Too short\n===" in chunks[3].text  # a short underline makes no title
+    assert not any(re.search(r"(?m)^(Install|Usage)$", c.text) for c in chunks)
+    # the same text as markdown or plain text has no reST headings
+    assert all(c.heading_path != "Orrery" for c in chunk_text(RST, fmt="text"))
+
+
+def test_rst_title_and_adornment() -> None:
+    assert rst_title(RST) == "Orrery"
+    assert rst_title("Intro text.\n\nGuide\n-----\n\nBody.\n") == "Guide"
+    assert rst_title("Manual\n======\n") == "Manual"
+    assert rst_title("\ufeffTitle\n~~~~~\n") == "Title"
+    assert rst_title("Two lines\nof text\n=========\n") is None  # an underline titles one line
+    assert rst_title("No titles here.\n\n----\n\nAt all.\n") is None
+    assert rst_title("") is None
+    assert [rst_adornment(x) for x in ("=====", "~~  ", "=-=-", "ab", "=", "")] == [
+        "=", "~", None, None, None, None
+    ]
+
+
+def test_rst_overline_must_match_its_underline() -> None:
+    text = "=====\nTitle\n-----\n\nBody.\n"
+    chunks = chunk_text(text, fmt="rst")
+    _check_invariants(text, chunks)
+    # "=====" over a "-----" underline is a mismatch (docutils rejects it): no title, and
+    # every line stays text
+    assert [(c.heading_path, c.text) for c in chunks] == [("", "=====\nTitle\n-----\n\nBody.")]
+
+
+def test_unknown_fmt_names_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="'markdown', 'rst' or 'text'"):
+        chunk_text("x", fmt="html")  # type: ignore[arg-type]
