@@ -373,13 +373,13 @@ def tune_weights(
     """Pick fusion weights and k on a labelled set the team supplies.
 
     The paths run once per question as a fused search runs them (depth ``fusion.depth``);
-    every grid point (weights from
-    :data:`TUNE_WEIGHTS` per path, k from :data:`TUNE_KS`) is then scored offline with
-    :func:`hybridsag.fusion.fuse`, the same RRF and bounded rules a search runs; with sag2 among
-    the paths, ``fusion.judge_order`` on and off are both tried. The point with the best mean
-    Recall@10 wins (then Recall@5, then judge order on, then the smaller total change of the
-    weights from 1.0 and of k from 60). Returns the chosen settings, the recall it measured, and each single path's
-    and equal-weight RRF's recall for comparison.
+    every grid point (weights from :data:`TUNE_WEIGHTS` per path, k from :data:`TUNE_KS`) is
+    then scored offline with :func:`hybridsag.fusion.fuse` over the chunks a search would let
+    fusion see, the same RRF and bounded rules a search runs; with sag2 among the paths,
+    ``fusion.judge_order`` on and off are both tried. The point with the best mean Recall@10
+    wins (then Recall@5, then judge order on, then the smaller total change of the weights
+    from 1.0 and of k from 60). Returns the chosen settings, the recall it measured, and each
+    single path's and equal-weight RRF's recall for comparison.
     """
     import itertools
 
@@ -403,11 +403,7 @@ def tune_weights(
         for qid, text in ds.queries:
             # as a search runs them (dense hits join SAG2's judged pool)
             runs = hs.run_paths(fuse_paths, text, limit=depth, filters=Filters()).runs
-            records = hs.store.chunks({h.chunk_id for hits in runs.values() for h in hits})
-            views = {
-                cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
-                for cid, r in records.items()
-            }
+            _records, _resources, views = hs.visible_chunks(runs, Filters())
             per_query.append((text, runs, views, ds.qrels[qid]))
             tick(1)
     finally:

@@ -394,23 +394,11 @@ class HybridSearch:
         include_stale = s.search.include_stale if include_stale is None else include_stale
         depth = max(s.fusion.depth, top_k)
         ran = self.run_paths(names, query, limit=depth, filters=flt)
-        runs, timings, reasons = ran.runs, dict(ran.timings), dict(ran.reasons)
+        timings, reasons = ran.timings, ran.reasons
         t_fuse = time.perf_counter()
-        ids = list(
-            dict.fromkeys(
-                h.chunk_id for hits in runs.values() for h in hits if h.rank <= s.fusion.depth
-            )
-        )
-        records = self.store.chunks(ids)
-        resources = self.store.resources(r.resource_id for r in records.values())
-        # chunks and resources are two reads: a resource deleted between them is simply gone
-        views = {
-            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
-            for cid, r in records.items()
-            if (res := resources.get(r.resource_id)) is not None and flt.allows(res)
-        }
+        records, resources, views = self.visible_chunks(ran.runs, flt)
         options = s.fusion.options(weights=fusion_weights, judge_order=judge_order)
-        ruled = fuse(runs, query=query, chunks=views, **options)
+        ruled = fuse(ran.runs, query=query, chunks=views, **options)
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []
         for f in ruled:
@@ -443,13 +431,12 @@ class HybridSearch:
         ``reasons``; a :class:`QueryError`, and a :class:`JudgeError` under
         ``judge.on_failure = "raise"``, propagate.
         """
-        s = self.settings
         futures: dict[str, Future[tuple[PathResult, float]]] = {}
         # dense is submitted first: sag2 waits on it, and a pool task that only waits on tasks
         # submitted before it cannot deadlock, whatever the pool size or the searches running
         for name in sorted(names, key=lambda n: n != "dense"):
             extra: dict[str, Any] = {}
-            if name == "sag2" and "dense" in futures and s.sag2.dense_candidates:
+            if name == "sag2" and "dense" in futures:
                 extra["dense_hits"] = partial(_hits_of, futures["dense"])
             futures[name] = self._pool.submit(
                 self._timed_path, name, query, limit, filters, **extra
@@ -461,7 +448,7 @@ class HybridSearch:
             except HybridSagError as exc:
                 if isinstance(exc, QueryError):
                     raise
-                if isinstance(exc, JudgeError) and s.judge.on_failure == "raise":
+                if isinstance(exc, JudgeError) and self.settings.judge.on_failure == "raise":
                     raise
                 out.reasons[name] = f"{type(exc).__name__}: {exc}"
                 continue
@@ -474,6 +461,24 @@ class HybridSearch:
             if result.degraded:
                 out.reasons[name] = result.degraded
         return out
+
+    def visible_chunks(
+        self, runs: Mapping[str, Sequence[Hit]], filters: Filters
+    ) -> tuple[dict[str, ChunkRecord], dict[str, ResourceRecord], dict[str, ChunkView]]:
+        """What fusion may see of the runs' chunks (ranks up to ``fusion.depth``): their
+        records, their resources, and a :class:`ChunkView` of each chunk whose resource still
+        exists and passes ``filters`` (the post-fusion check)."""
+        depth = self.settings.fusion.depth
+        ids = dict.fromkeys(h.chunk_id for hits in runs.values() for h in hits if h.rank <= depth)
+        records = self.store.chunks(ids)
+        resources = self.store.resources(r.resource_id for r in records.values())
+        # chunks and resources are two reads: a resource deleted between them is simply gone
+        views = {
+            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
+            for cid, r in records.items()
+            if (res := resources.get(r.resource_id)) is not None and filters.allows(res)
+        }
+        return records, resources, views
 
     def _timed_path(
         self, name: str, query: str, limit: int, flt: Filters, **extra: Any
