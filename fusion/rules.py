@@ -267,7 +267,7 @@ def _judge_accepted(
 def _judge_order(hits: list[FusedHit]) -> list[FusedHit]:
     """Rule 7: the judged hits, in SAG2 rank order, refill the slots the judged hits hold."""
     judged = sorted(
-        (judged[1], i) for i, hit in enumerate(hits) if (judged := _judge_p(hit)) is not None
+        (p_rank[1], i) for i, hit in enumerate(hits) if (p_rank := _judge_p(hit)) is not None
     )
     out = list(hits)
     slots = sorted(i for _rank, i in judged)

@@ -462,6 +462,11 @@ def summary(hits: list[FusedHit]) -> list[tuple[str, int, tuple[str, ...]]]:
     return [(h.chunk_id, h.rank, h.rules) for h in hits]
 
 
+def plain_views(*chunk_ids: str) -> dict[str, ChunkView]:
+    """Each chunk its own resource, untitled, with a plain body: no rule reads anything in it."""
+    return {c: ChunkView(c, c, "", "", "text") for c in chunk_ids}
+
+
 def test_rules_noop_for_plain_query() -> None:
     fused = fused_list("a", "b", "c")
     chunks = {c: view(c, f"text about agents {c}") for c in "abc"}
@@ -779,7 +784,7 @@ def test_judge_accepted_hits_come_first_in_sag2_order() -> None:
         _judged("s_b", 3, 3, 0.7),  # accepted, sag2 rank 3
         _judged("s_a", 4, 2, 0.9),  # accepted, sag2 rank 2
     ]
-    views = {h.chunk_id: ChunkView(h.chunk_id, h.chunk_id, "", "", "text") for h in fused}
+    views = plain_views(*(h.chunk_id for h in fused))
     out = apply_rules(fused, query="who directed it", chunks=views, judge_accept=0.5)
     assert [h.chunk_id for h in out] == ["s_a", "s_b", "d1", "s_low"]
     assert [h.rank for h in out] == [1, 2, 3, 4]
@@ -824,7 +829,7 @@ def test_next_hop_hit_keeps_its_sag2_slot_against_other_paths_votes() -> None:
     }
     plain = rrf(runs, k=10)
     assert ids(plain) == ["s3", "d1", "s1", "hop"]  # d1 ties s1 at 1/11; "d1" < "s1"
-    views = {c: ChunkView(c, c, "", "", "text") for c in ("s1", "hop", "s3", "d1")}
+    views = plain_views("s1", "hop", "s3", "d1")
     out = apply_rules(plain, query="who directed it", chunks=views)
     assert ids(out) == ["s3", "hop", "d1", "s1"]
     assert [h.rank for h in out] == [1, 2, 3, 4]
@@ -844,7 +849,7 @@ def test_consecutive_next_hops_each_take_their_own_slot() -> None:
         ],
         "bm25": [hit("film", "bm25", 1), hit("noise", "bm25", 2)],
     }
-    views = {c: ChunkView(c, c, "", "", "text") for c in ("film", "hop1", "hop2", "noise")}
+    views = plain_views("film", "hop1", "hop2", "noise")
     assert ids(rrf(runs, k=10)) == ["film", "noise", "hop1", "hop2"]
     out = fuse(runs, query="who directed it", chunks=views, k=10)
     assert summary(out) == [
@@ -897,7 +902,7 @@ def test_next_hop_hit_is_lifted_by_other_paths_never_sunk() -> None:
             hit("deep", "dense", 90),
         ],
     }
-    views = {c: ChunkView(c, c, "", "", "text") for c in ("s1", "s2", "hop", "deep", "d1", "d2")}
+    views = plain_views("s1", "s2", "hop", "deep", "d1", "d2")
     plain = rrf(runs, k=10)
     assert ids(plain) == ["hop", "d1", "s1", "d2", "s2", "deep"]
     out = fuse(runs, query="who directed it", chunks=views, k=10)
@@ -916,7 +921,7 @@ def test_judge_accepted_still_comes_before_next_hop_slots() -> None:
         "sag2": [_sag2("hop", 1, 0.4, derived=True), _sag2("yes", 2, 0.8)],
         "dense": [hit("d1", "dense", 1)],
     }
-    views = {c: ChunkView(c, c, "", "", "text") for c in ("hop", "yes", "d1")}
+    views = plain_views("hop", "yes", "d1")
     out = fuse(runs, query="who directed it", chunks=views, k=10, judge_accept=0.5)
     assert summary(out) == [
         ("yes", 1, ("judge_accepted",)),
@@ -951,7 +956,7 @@ def test_judge_order_refills_the_judged_slots_in_sag2_order() -> None:
         _judged("s_mid", 4, 2, 0.3),
         _judged("s_top", 5, 1, 0.4),
     ]
-    views = {h.chunk_id: ChunkView(h.chunk_id, h.chunk_id, "", "", "text") for h in fused}
+    views = plain_views(*(h.chunk_id for h in fused))
     out = apply_rules(fused, query="who directed it", chunks=views, judge_order=True)
     assert summary(out) == [
         ("d1", 1, ()),
@@ -978,7 +983,7 @@ def test_judge_order_through_fuse_gives_sag2_order_plus_unjudged_hits() -> None:
         "sag2": [_sag2("a", 1, 0.4), _sag2("b", 2, 0.3), _sag2("c", 3, 0.2)],
         "dense": [hit("c", "dense", 1), hit("x", "dense", 2), hit("b", "dense", 3)],
     }
-    views = {c: ChunkView(c, c, "", "", "text") for c in "abcx"}
+    views = plain_views(*"abcx")
     plain = fuse(runs, query="who directed it", chunks=views, k=10)
     assert ids(plain) == ["c", "b", "a", "x"]
     judged = fuse(runs, query="who directed it", chunks=views, k=10, judge_order=True)
