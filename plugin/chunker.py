@@ -29,12 +29,25 @@ are given whole). Everything here is pure Python and linear in the input size.
 from __future__ import annotations
 
 import re
+import string
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
-__all__ = ["Chunk", "chunk_text", "rst_adornment", "rst_title", "split_sentences"]
+__all__ = [
+    "FORMATS",
+    "Chunk",
+    "Format",
+    "chunk_text",
+    "rst_adornment",
+    "rst_title",
+    "split_sentences",
+]
+
+#: The source formats the chunker reads (a document's ``fmt``).
+Format = Literal["markdown", "rst", "text"]
+FORMATS: tuple[str, ...] = get_args(Format)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +86,8 @@ _INITIALISM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]|Ph\.D")
 _ITEM_RE = re.compile(r"[ \t]*(?:[-*+][ \t]|\d{1,9}[.)](?:[ \t]|$)|\|)")
 _NEWLINE_RE = re.compile(r"\r\n|\r|\n")
 #: a reStructuredText adornment: one non-alphanumeric printable ASCII character, repeated
-_RST_ADORN_RE = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")
+_RST_PUNCTUATION = frozenset(string.punctuation)
+_RST_ADORN_RE = re.compile("([" + re.escape(string.punctuation) + r"])\1+[ \t]*")
 
 
 def rst_adornment(line: str) -> str | None:
@@ -313,9 +327,15 @@ def _pack(units: list[Unit], target: int, overlap: int, emit: Callable[[int, int
 
 
 def _markdown_spans(
-    text: str, begin: int, fmt: str, target: int, overlap: int
+    text: str,
+    begin: int,
+    fmt: str,
+    target: int,
+    overlap: int,
+    headings: list[str] | None = None,
 ) -> list[tuple[int, int, str]]:
-    """(start, end, heading_path) of every chunk, in order."""
+    """(start, end, heading_path) of every chunk, in order; each heading's title is appended
+    to ``headings`` when given (a heading without a body opens no chunk but is listed)."""
     markdown = fmt == "markdown"
     rst_styles: dict[tuple[str, bool], int] = {}  # (character, overlined) -> level
     starts, ends = _line_table(text, begin)
@@ -345,6 +365,8 @@ def _markdown_spans(
             stack.pop()
         stack.append((level, title))
         path = " > ".join(t for _, t in stack if t)
+        if headings is not None:
+            headings.append(title)
 
     i = 0
     while i < n:
@@ -356,6 +378,19 @@ def _markdown_spans(
             i += 1
             continue
         first = lead[0]
+        # before fences: a reST title may be underlined with "~~~~~" or "`````"
+        if fmt == "rst" and first in _RST_PUNCTUATION:
+            taken = _rst_title(text, i, para, starts, ends)
+            if taken is not None:
+                title, style, used = taken
+                if style is None:  # a transition
+                    flush_para()
+                else:
+                    para.clear()
+                    level = rst_styles.setdefault(style, len(rst_styles) + 1)
+                    open_heading(level, title)
+                i += used
+                continue
         if first in "`~":
             m = _FENCE_RE.match(line)
             if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
@@ -401,27 +436,12 @@ def _markdown_spans(
                 flush_para()
                 i += 1
                 continue
-        if fmt == "rst" and first in _RST_PUNCTUATION:
-            taken = _rst_title(text, i, para, starts, ends)
-            if taken is not None:
-                title, style, used = taken
-                if style is None:  # a transition
-                    flush_para()
-                else:
-                    para.clear()
-                    level = rst_styles.setdefault(style, len(rst_styles) + 1)
-                    open_heading(level, title)
-                i += used
-                continue
         para.append(i)
         i += 1
     flush_para()
     if section:
         _pack(section, target, overlap, emit)
     return out
-
-
-_RST_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
 def _rst_title(
@@ -454,27 +474,12 @@ def _rst_title(
 
 
 def rst_title(text: str) -> str | None:
-    """The first reStructuredText section title of ``text``, or ``None``."""
-    starts, ends = _line_table(text, 1 if text.startswith("\ufeff") else 0)
-    para: list[int] = []
-    i = 0
-    while i < len(starts):
-        lead = text[starts[i] : ends[i]].lstrip()
-        if not lead:
-            para.clear()
-            i += 1
-            continue
-        if lead[0] in _RST_PUNCTUATION:
-            taken = _rst_title(text, i, para, starts, ends)
-            if taken is not None:
-                if taken[1] is not None:
-                    return taken[0]
-                para.clear()
-                i += taken[2]
-                continue
-        para.append(i)
-        i += 1
-    return None
+    """The first reStructuredText section title of ``text`` (as :func:`chunk_text` reads it),
+    or ``None``."""
+    headings: list[str] = []
+    begin = 1 if text.startswith("\ufeff") else 0
+    _markdown_spans(text, begin, "rst", target=512, overlap=0, headings=headings)
+    return next((h for h in headings if h), None)
 
 
 # --------------------------------------------------------------------------- public entry point
@@ -497,7 +502,7 @@ def _byte_offsets(text: str, positions: list[int]) -> dict[int, int]:
 def chunk_text(
     text: str,
     *,
-    fmt: Literal["markdown", "rst", "text"] = "markdown",
+    fmt: Format = "markdown",
     mode: Literal["sag", "passage"] = "sag",
     target_chars: int = 512,
     overlap_chars: int = 80,
@@ -525,7 +530,7 @@ def chunk_text(
 
     Example: ``chunk_text("# A\\n\\nOne. Two.")[0].heading_path == "A"``
     """
-    if fmt not in ("markdown", "rst", "text"):
+    if fmt not in FORMATS:
         raise ValueError(f"fmt must be 'markdown', 'rst' or 'text', got {fmt!r}")
     if mode not in ("sag", "passage"):
         raise ValueError(f"mode must be 'sag' or 'passage', got {mode!r}")

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+from hybridsag.chunker import Format
 from hybridsag.errors import ConfigError, HybridSagError, JudgeError, QueryError
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
 from hybridsag.lexical import Fts5LexicalIndex
@@ -275,7 +276,7 @@ class HybridSearch:
         tenant: str = "",
         acl: Iterable[str] = (),
         source_uri: str | None = None,
-        fmt: Literal["markdown", "rst", "text"] = "markdown",
+        fmt: Format = "markdown",
     ) -> IngestReport:
         """Ingest (or re-ingest) one resource; its chunks are replaced atomically."""
         doc = make_document(

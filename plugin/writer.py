@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from hybridsag.chunker import Chunk, chunk_text
+from hybridsag.chunker import FORMATS, Chunk, Format, chunk_text
 from hybridsag.errors import DenseError, IngestError, StoreError
 from hybridsag.fusion.text import normalize_title
 from hybridsag.store import Store, select_in
@@ -77,7 +77,7 @@ class Document:
     tenant: str
     acl: tuple[str, ...]
     source_uri: str | None
-    fmt: Literal["markdown", "rst", "text"]
+    fmt: Format
     source_mtime_ns: int | None = None
     source_size: int | None = None
     #: computed once by :func:`make_document` (the write path stores them as they are)
@@ -108,7 +108,7 @@ def make_document(
     tenant: str = "",
     acl: Iterable[str] = (),
     source_uri: str | None = None,
-    fmt: Literal["markdown", "rst", "text"] = "markdown",
+    fmt: Format = "markdown",
     source_mtime_ns: int | None = None,
     source_size: int | None = None,
 ) -> Document:
@@ -139,8 +139,8 @@ def make_document(
         metadata_json = json.dumps(meta, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise IngestError(f"metadata of {resource_id!r} is not JSON: {exc}") from exc
-    if fmt not in ("markdown", "rst", "text"):
-        raise IngestError(f"fmt {fmt!r} is not valid; valid: 'markdown', 'rst', 'text'")
+    if fmt not in FORMATS:
+        raise IngestError(f"fmt {fmt!r} is not valid; valid: {', '.join(map(repr, FORMATS))}")
     acl_sorted = tuple(sorted(set(tags)))
     return Document(
         resource_id=resource_id,

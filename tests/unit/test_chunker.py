@@ -394,7 +394,7 @@ def test_chunk_is_frozen_and_api_is_explicit() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         chunk.text = "changed"  # type: ignore[misc]
     assert sorted(chunker.__all__) == [
-        "Chunk", "chunk_text", "rst_adornment", "rst_title", "split_sentences"
+        "Chunk", "FORMATS", "Format", "chunk_text", "rst_adornment", "rst_title", "split_sentences"
     ]
 
 
@@ -486,6 +486,10 @@ def test_rst_section_titles_levels_by_first_appearance() -> None:
     ]
     assert chunks[2].text == "Use a venv.\n\n----\n\nAfter a transition."  # a transition
     assert "Too short\n===" in chunks[3].text  # a short underline makes no title
+    # a "~~~~~" or "`````" underline is a title, not a code fence
+    for mark in ("~~~~~", "`````"):
+        (chunk,) = chunk_text(f"Title\n{mark}\n\nBody.", fmt="rst")
+        assert (chunk.heading_path, chunk.text) == ("Title", "Body.")
     assert not any(re.search(r"(?m)^(Install|Usage)$", c.text) for c in chunks)
     # the same text as markdown or plain text has no reST headings
     assert all(c.heading_path != "Orrery" for c in chunk_text(RST, fmt="text"))
