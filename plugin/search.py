@@ -341,6 +341,20 @@ class HybridSearch:
     def enable(self, resource_id: str) -> bool:
         return self.writer().set_enabled(resource_id, True)
 
+    # -- reads of the system of record ---------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Resources (in all and per status), chunks and tombstones in the store."""
+        return self.store.counts()
+
+    def resource(self, resource_id: str) -> ResourceRecord | None:
+        """The stored record of one resource (any status), or None."""
+        return self.store.get_resource(resource_id)
+
+    def resource_chunks(self, resource_id: str) -> list[ChunkRecord]:
+        """The chunks of a resource's current version, in order."""
+        return self.store.resource_chunks(resource_id)
+
     # -- search -------------------------------------------------------------------------------
 
     def resolve_paths(self, paths: Sequence[str] | None) -> tuple[str, ...]:
