@@ -12,18 +12,24 @@ from typing import Any
 
 import uvicorn
 
+from hybridsag.search import HybridSearch
 from hybridsag.service.app import ReconcileHooks, create_app
 from hybridsag.settings import Settings
 
 __all__ = ["build_server", "serve"]
 
 
-def build_server(settings: Settings, *, reconciler: ReconcileHooks | None = None) -> uvicorn.Server:
-    """A not-yet-started uvicorn server for ``create_app(settings, reconciler=...)`` bound to
-    ``server.host``/``server.port``."""
+def build_server(
+    settings: Settings,
+    *,
+    reconciler: ReconcileHooks | None = None,
+    search: HybridSearch | None = None,
+) -> uvicorn.Server:
+    """A not-yet-started uvicorn server for ``create_app(settings, reconciler=..., search=...)``
+    bound to ``server.host``/``server.port``."""
     s = settings.server
     config = uvicorn.Config(
-        create_app(settings, reconciler=reconciler),
+        create_app(settings, reconciler=reconciler, search=search),
         host=s.host,
         port=s.port,
         lifespan="on",
@@ -41,9 +47,11 @@ def serve(
     settings: Settings,
     *,
     reconciler: ReconcileHooks | None = None,
+    search: HybridSearch | None = None,
     sockets: list[socket.socket] | None = None,
 ) -> Any:
-    """Serve until SIGTERM/SIGINT (or ``should_exit``); ``sockets``: already bound sockets."""
-    server = build_server(settings, reconciler=reconciler)
+    """Serve until SIGTERM/SIGINT (or ``should_exit``); ``sockets``: already bound sockets;
+    returns the stopped ``uvicorn.Server``."""
+    server = build_server(settings, reconciler=reconciler, search=search)
     server.run(sockets=sockets)
     return server
