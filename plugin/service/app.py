@@ -73,7 +73,7 @@ logger = logging.getLogger(__name__)
 
 _RESOURCES = TypeAdapter(list[ResourceIn])
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (401, 403, 404, 413, 422, 429, 503)
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 413, 422, 429, 503)
 }
 
 
@@ -602,6 +602,33 @@ def _install_metrics(app: FastAPI) -> None:
         return response
 
 
+def _document_limits(app: FastAPI, settings: Settings) -> None:
+    """Write this deployment's limits into the OpenAPI schema (``query.max_chars``,
+    ``server.max_top_k``, ``server.max_batch``, no ``dense`` path when the embedder is off), so
+    the schema admits exactly what the service accepts."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            props = schema["components"]["schemas"]["SearchRequest"]["properties"]
+            props["query"]["maxLength"] = settings.query.max_chars
+            for option in props["top_k"].get("anyOf", [props["top_k"]]):
+                if option.get("type") == "integer":
+                    option["maximum"] = settings.server.max_top_k
+            if settings.embedding.model == "none":  # the dense path is off here
+                for option in props["paths"].get("anyOf", [props["paths"]]):
+                    items = option.get("items", {})
+                    if "enum" in items:
+                        items["enum"] = [p for p in items["enum"] if p != "dense"]
+            body = schema["paths"][f"{API_PREFIX}/resources"]["post"]["requestBody"]
+            body["content"]["application/json"]["schema"]["maxItems"] = settings.server.max_batch
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(
     settings: Settings,
     *,
@@ -656,6 +683,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = state
+    _document_limits(app, settings)
     app.include_router(probes)
     app.include_router(api)
     if reconciler is not None:

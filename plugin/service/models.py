@@ -8,9 +8,17 @@ a refusal becomes a 422 naming the field.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from hybridsag.chunker import Format
 from hybridsag.errors import HybridSagError
@@ -41,6 +49,18 @@ assert set(PathName.__args__) == set(PATH_NAMES)  # type: ignore[attr-defined]
 assert set(Status.__args__) == set(SEARCHABLE_STATUSES)  # type: ignore[attr-defined]
 
 
+#: A searchable query: something besides whitespace, and no control character but tab, CR, LF
+#: (what ``hybridsag.query.validate_query`` accepts, as a JSON-schema pattern).
+_CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+QUERY_PATTERN = rf"^[^{_CONTROL}]*[^\s{_CONTROL}][^{_CONTROL}]*$"
+#: A metadata key a filter may name (``hybridsag.store.Filters``).
+META_KEY_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
+
+MetaKey = Annotated[str, StringConstraints(pattern=META_KEY_PATTERN)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=rf"^[^{_CONTROL}]+$")]
+Weight = Annotated[float, Field(ge=0.0, le=100.0, allow_inf_nan=False)]
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -50,8 +70,10 @@ class SearchFilters(_Body):
     ACL tags are forced in; it may only narrow them."""
 
     tenant: str | None = Field(None, max_length=256)
-    acl: list[str] | None = Field(None, max_length=256)
-    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict, max_length=64)
+    acl: list[Tag] | None = Field(None, max_length=256)
+    metadata: dict[MetaKey, str | int | float | bool] = Field(
+        default_factory=dict, max_length=64, json_schema_extra={"additionalProperties": False}
+    )
     resource_ids: list[str] | None = Field(None, max_length=10_000)
     statuses: list[Status] = Field(default_factory=lambda: ["ready"], min_length=1)
 
@@ -74,11 +96,18 @@ class SearchFilters(_Body):
 class SearchRequest(_Body):
     """``POST /v1/search``: the arguments of ``HybridSearch.search``."""
 
-    query: str = Field(..., description="the question; at most query.max_chars characters")
+    query: str = Field(
+        ...,
+        min_length=1,
+        max_length=1_000_000,
+        pattern=QUERY_PATTERN,
+        description="the question: not blank, no control characters but tab and newlines, at "
+        "most query.max_chars characters",
+    )
     top_k: int | None = Field(None, ge=1, le=1000, description="at most server.max_top_k")
     paths: list[PathName] | None = Field(None, min_length=1, max_length=len(PATH_NAMES))
     filters: SearchFilters = Field(default_factory=SearchFilters)
-    weights: dict[PathName, float] | None = None
+    weights: dict[PathName, Weight] | None = None
     judge_order: bool | None = None
     explain: bool = True
     include_stale: bool | None = None
@@ -120,7 +149,7 @@ class ResourceIn(_Body):
     title: str = Field("", max_length=2000)
     metadata: dict[str, Any] = Field(default_factory=dict)
     tenant: str | None = Field(None, max_length=256)
-    acl: list[str] = Field(default_factory=list, max_length=256)
+    acl: list[Tag] = Field(default_factory=list, max_length=256)
     format: Format = "markdown"
 
 
