@@ -91,18 +91,26 @@ def child_env(data_dir: Path, **settings: str) -> dict[str, str]:
 
 def service_process(data_dir: Path, *args: str, **settings: str) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``tests/service_child.py`` (the real ``serve`` path, SIGTERM handled by uvicorn)
-    on a free port; returns the process and its base URL once it is ready."""
+    on a free port; returns the process and its base URL once it is ready. Its output goes to
+    ``service.log`` beside the data dir. After a graceful SIGTERM shutdown uvicorn re-raises the
+    signal, so the process ends with ``-SIGTERM``."""
     sock = free_socket()
     port = sock.getsockname()[1]
     sock.close()  # the child binds it again (SO_REUSEADDR); nothing else races on 127.0.0.1
     env = child_env(data_dir, HYBRIDSAG_SERVER__PORT=str(port), **settings)
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "service_child.py"), *args],
-        env=env,
-        cwd=data_dir.parent,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with open(data_dir.parent / "service.log", "wb") as log:  # the child keeps its own fd
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "service_child.py"), *args],
+            env=env,
+            cwd=data_dir.parent,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
-    wait_ready(url, proc=proc)
+    try:
+        wait_ready(url, proc=proc)
+    except AssertionError:
+        proc.kill()
+        proc.wait()
+        raise
     return proc, url
