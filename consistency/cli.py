@@ -77,21 +77,9 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
 
     settings = settings_from_args(args)
     client = service_client(settings)
-    if client is not None:
-        if args.schedule:
-            raise InputError("--schedule runs in-process; a service runs the schedule itself")
-        try:
-            with client:
-                report = client.reconcile(dry_run=args.dry_run, force=args.force)
-        except ConsistencyError as exc:
-            sys.stderr.write(f"hybridsag: refused: {exc}\n")
-            return 2
-        if args.json:
-            print_json(report, out)
-        else:
-            out.write(_format(report))
-        return 0 if report["ok"] else 1
     if args.schedule:
+        if client is not None:
+            raise InputError("--schedule runs in-process; a service runs the schedule itself")
         if args.dry_run or args.force:
             raise InputError("--schedule runs the scheduled reconcile; drop --dry-run/--force")
         c = settings.consistency
@@ -102,8 +90,12 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
         run_scheduler(settings, blocking=True)
         return 0
     try:
-        with Reconciler.from_settings(settings) as rec:
-            report = rec.run(dry_run=args.dry_run, force=args.force)
+        if client is not None:
+            with client:
+                report = client.reconcile(dry_run=args.dry_run, force=args.force)
+        else:
+            with Reconciler.from_settings(settings) as rec:
+                report = rec.run(dry_run=args.dry_run, force=args.force)
     except ConsistencyError as exc:
         sys.stderr.write(f"hybridsag: refused: {exc}\n")
         return 2

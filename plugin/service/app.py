@@ -466,30 +466,19 @@ def _write_route(action: str, call: Callable[[HybridSearch, str], bool]) -> Call
     return handler
 
 
-api.add_api_route(
-    "/resources/{resource_id:path}/disable",
-    _write_route("disabled", HybridSearch.disable),
-    methods=["POST"],
-    response_model=WriteOut,
-    tags=["resources"],
-    summary="Disable a resource (hidden from search, kept)",
-)
-api.add_api_route(
-    "/resources/{resource_id:path}/enable",
-    _write_route("enabled", HybridSearch.enable),
-    methods=["POST"],
-    response_model=WriteOut,
-    tags=["resources"],
-    summary="Enable a disabled resource",
-)
-api.add_api_route(
-    "/resources/{resource_id:path}",
-    _write_route("deleted", HybridSearch.delete),
-    methods=["DELETE"],
-    response_model=WriteOut,
-    tags=["resources"],
-    summary="Delete a resource on every path",
-)
+for _suffix, _method, _action, _call, _summary in (
+    ("/disable", "POST", "disabled", HybridSearch.disable, "Disable a resource (hidden, kept)"),
+    ("/enable", "POST", "enabled", HybridSearch.enable, "Enable a disabled resource"),
+    ("", "DELETE", "deleted", HybridSearch.delete, "Delete a resource on every path"),
+):
+    api.add_api_route(
+        "/resources/{resource_id:path}" + _suffix,
+        _write_route(_action, _call),
+        methods=[_method],
+        response_model=WriteOut,
+        tags=["resources"],
+        summary=_summary,
+    )
 
 
 @ops.post("/reconcile", responses={409: {"model": ErrorOut}})
@@ -527,22 +516,21 @@ async def audit_latest(request: Request, caller: Principal = admin) -> Any:
     return report
 
 
+#: The HybridSagError tree as status codes, most specific first; anything else is a backend
+#: failure (503).
+STATUS_OF: tuple[tuple[type[HybridSagError], int], ...] = (
+    (NotFoundError, 404),
+    (InputError, 422),
+    (ForbiddenError, 403),
+    (AuthError, 401),
+    (OverloadError, 429),
+    (ConsistencyError, 409),
+    (ConfigError, 500),
+)
+
+
 def _status_of(exc: HybridSagError) -> int:
-    if isinstance(exc, NotFoundError):
-        return 404
-    if isinstance(exc, InputError):
-        return 422
-    if isinstance(exc, ForbiddenError):
-        return 403
-    if isinstance(exc, AuthError):
-        return 401
-    if isinstance(exc, OverloadError):
-        return 429
-    if isinstance(exc, ConsistencyError):
-        return 409
-    if isinstance(exc, ConfigError):
-        return 500
-    return 503
+    return next((code for kind, code in STATUS_OF if isinstance(exc, kind)), 503)
 
 
 def _install_handlers(app: FastAPI) -> None:
