@@ -11,7 +11,9 @@ Last, a CLI search through the warm service against a cold in-process CLI search
 
     python benchmarks/service_load.py --work /tmp/service-bench [--duration 30]
 
-Writes ``<work>/service_load.json`` and prints a Markdown summary. Deterministic traffic
+Writes ``<work>/service_load.json`` (``--out``) and prints it. ``--server-env`` passes settings to
+the service (e.g. tighter ``server.search_concurrency``/``search_queue``); ``--phases-only``
+skips the crash and CLI parts. Deterministic traffic
 (seeded); timings depend on the machine.
 """
 
@@ -148,8 +150,9 @@ def stale_hits(log: Log) -> int:
 
 
 class Service:
-    def __init__(self, data: Path, port: int) -> None:
+    def __init__(self, data: Path, port: int, extra_env: dict[str, str]) -> None:
         self.data, self.port, self.url = data, port, f"http://127.0.0.1:{port}"
+        self.extra_env = extra_env
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> float:
@@ -160,6 +163,7 @@ class Service:
             HYBRIDSAG_SERVER__PORT=str(self.port),
             HYBRIDSAG_SERVER__RECONCILER="false",
         )
+        env.update(self.extra_env)
         t0 = time.monotonic()
         log = open(self.data.parent / "serve.log", "ab")  # noqa: SIM115 - kept for the process
         self.proc = subprocess.Popen([str(BIN), "serve"], env=env, stdout=log, stderr=log)
@@ -202,12 +206,21 @@ def main() -> int:
     ap.add_argument("--clients", default="1,8,32")
     ap.add_argument("--port", type=int, default=8791)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument(
+        "--server-env", action="append", default=[], metavar="KEY=VALUE",
+        help="a setting for the service, e.g. HYBRIDSAG_SERVER__SEARCH_CONCURRENCY=2 (repeat)",
+    )
+    ap.add_argument("--phases-only", action="store_true", help="skip the crash and CLI parts")
+    ap.add_argument("--out", default="service_load.json", help="result file name in --work")
     args = ap.parse_args()
+    extra_env = dict(pair.split("=", 1) for pair in args.server_env)
     src, work = Path(args.data), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     base = work / "base"
     data = work / "data"
-    results: dict[str, Any] = {"corpus": str(src), "duration_s": args.duration}
+    results: dict[str, Any] = {
+        "corpus": str(src), "duration_s": args.duration, "server_env": extra_env
+    }
     if not (base / "hybridsag.sqlite3").exists():
         t0 = time.monotonic()
         subprocess.run(
@@ -223,7 +236,7 @@ def main() -> int:
     gold = sorted({line.split("\t")[1] for line in (src / "qrels.tsv").read_text().splitlines()[1:]})
     traffic = Traffic(corpus, queries, gold, args.seed)
 
-    svc = Service(data, args.port)
+    svc = Service(data, args.port, extra_env)
     results["cold_start_to_ready_s"] = round(svc.start(), 2)
     assert svc.proc is not None
     results["rss_idle_mb"] = rss_mb(svc.proc.pid)
@@ -255,6 +268,12 @@ def main() -> int:
     _, plan = svc.call("POST", "/v1/reconcile", json={})
     results["after_load_plan"] = plan["counts_before"]
     results["after_load_orphans"] = sum(plan["counts_before"].get(k, 0) for k in ORPHANS)
+
+    if args.phases_only:
+        svc.stop()
+        (work / args.out).write_text(json.dumps(results, indent=2))
+        print(json.dumps(results, indent=2))
+        return 0
 
     # CLI latency: a warm client search through the service
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDSAG_")}
@@ -296,7 +315,7 @@ def main() -> int:
 
     # the cold CLI: every call imports torch and loads the model
     results["cli_cold_search_ms"] = timed_cli(["--data-dir", str(data), "search", q, "-k", "5"], env, 3)
-    out = work / "service_load.json"
+    out = work / args.out
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
     print(f"written {out}")
