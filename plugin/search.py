@@ -391,6 +391,10 @@ class HybridSearch:
         ``weights`` and ``judge_order`` override ``fusion.weights`` and ``fusion.judge_order``
         for this call (an A/B test without a second instance).
 
+        ``filters`` that name no tenant and no ACL tags are unscoped: every tenant's and every
+        ACL-tagged resource can be returned. This in-process API is the admin view; the HTTP
+        service forces a tenant token's tenant and tags into the filters.
+
         Raises :class:`QueryError` for a bad query, filter, path name, weight or
         ``judge_order``. A path that fails is left out and the response is marked ``degraded``
         with the reason.

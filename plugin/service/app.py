@@ -20,6 +20,7 @@ command, registered by that package, wires its implementation in. Without hooks 
 """
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -331,12 +332,8 @@ async def _documents(request: Request, caller: Principal, max_batch: int) -> lis
     kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
     try:
         if kind in ("application/x-ndjson", "application/jsonl"):
-            import json
-
             items: Any = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
         elif kind == "application/json":
-            import json
-
             items = json.loads(raw.decode("utf-8"))
         else:
             raise FieldError(
