@@ -236,13 +236,36 @@ def _caller(role: str) -> Callable[..., Principal]:
     return caller
 
 
+def _known_query(request: Request) -> None:
+    """422 for a query parameter the endpoint does not take (unknown keys are errors here as
+    in the settings and the bodies)."""
+    allowed: set[str] = set()
+    todo = [getattr(request.scope.get("route"), "dependant", None)]
+    while todo:  # the route's dependency tree: its own query parameters and its dependencies'
+        dependant = todo.pop()
+        if dependant is not None:
+            allowed.update(p.alias for p in dependant.query_params)
+            todo.extend(dependant.dependencies)
+    for name in request.query_params:
+        if name not in allowed:
+            raise FieldError(
+                ["query", name],
+                f"unknown query parameter {name!r}; valid: {sorted(allowed) or 'none'}",
+            )
+
+
 reader = Depends(_caller("read"))
 writer = Depends(_caller("write"))
 admin = Depends(_caller("admin"))
 
 probes = APIRouter(tags=["probes"])
-api = APIRouter(prefix=API_PREFIX, responses=_ERRORS)
-ops = APIRouter(prefix=API_PREFIX, tags=["consistency"], responses=_ERRORS)
+api = APIRouter(prefix=API_PREFIX, responses=_ERRORS, dependencies=[Depends(_known_query)])
+ops = APIRouter(
+    prefix=API_PREFIX,
+    tags=["consistency"],
+    responses=_ERRORS,
+    dependencies=[Depends(_known_query)],
+)
 
 
 @probes.get("/healthz", response_model=HealthOut)

@@ -13,8 +13,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StringConstraints,
     field_validator,
     model_validator,
@@ -58,7 +60,20 @@ META_KEY_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
 
 MetaKey = Annotated[str, StringConstraints(pattern=META_KEY_PATTERN)]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=rf"^[^{_CONTROL}]+$")]
-Weight = Annotated[float, Field(ge=0.0, le=100.0, allow_inf_nan=False)]
+
+
+def _json_number(value: Any) -> Any:
+    """Numbers stay numbers: JSON ``"5"`` or ``true`` is not taken for 5 or 1 (pydantic's lax
+    mode would), so the schema's types are exactly what the service accepts."""
+    if isinstance(value, str | bool):
+        raise ValueError(f"must be a JSON number, got {type(value).__name__} {value!r:.40}")
+    return value
+
+
+TopK = Annotated[int, Field(ge=1, le=1000), BeforeValidator(_json_number)]
+Weight = Annotated[
+    float, Field(ge=0.0, le=100.0, allow_inf_nan=False), BeforeValidator(_json_number)
+]
 
 
 class _Body(BaseModel):
@@ -104,13 +119,13 @@ class SearchRequest(_Body):
         description="the question: not blank, no control characters but tab and newlines, at "
         "most query.max_chars characters",
     )
-    top_k: int | None = Field(None, ge=1, le=1000, description="at most server.max_top_k")
+    top_k: TopK | None = Field(None, description="at most server.max_top_k")
     paths: list[PathName] | None = Field(None, min_length=1, max_length=len(PATH_NAMES))
     filters: SearchFilters = Field(default_factory=SearchFilters)
     weights: dict[PathName, Weight] | None = None
-    judge_order: bool | None = None
-    explain: bool = True
-    include_stale: bool | None = None
+    judge_order: StrictBool | None = None
+    explain: StrictBool = True
+    include_stale: StrictBool | None = None
 
     @field_validator("weights")
     @classmethod
@@ -201,8 +216,8 @@ class WriteOut(_Body):
 class ReconcileRequest(_Body):
     """``POST /v1/reconcile``: a dry run (the plan only) unless ``apply`` is true."""
 
-    apply: bool = False
-    force: bool = False
+    apply: StrictBool = False
+    force: StrictBool = False
 
 
 class HealthOut(_Body):

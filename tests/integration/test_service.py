@@ -171,6 +171,12 @@ def test_limits_name_the_field(url: str) -> None:
         assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "paths"]
         r = c.post("/v1/search", json={"query": QUERY, "filters": {"tenant": 3}})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"][:3] == ["body", "filters", "tenant"]
+        r = c.post("/v1/search?verbose=1", json={"query": QUERY})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "verbose"]
+        r = c.post("/v1/resources?mode=chapters", json=[{"_id": "m", "text": "t"}])
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "mode"]
+        r = c.post("/v1/search", json={"query": QUERY, "explain": 0})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "explain"]
         batch = [{"_id": f"b{i}", "text": "t"} for i in range(6)]
         r = c.post("/v1/resources", json=batch)
         assert r.status_code == 422 and "server.max_batch" in r.json()["detail"][0]["msg"]

@@ -26,7 +26,7 @@ from tests.servicesupport import ADMIN, running_service
 from tests.settings_support import clean_env_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_EXAMPLES = 25
+MAX_EXAMPLES = 40
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 STATE: dict[str, Any] = {}
 
