@@ -259,3 +259,32 @@ def test_auth_off_only_on_loopback(tmp_path: Path) -> None:
     with running_service(settings) as base:
         r = httpx.post(f"{base}/v1/reconcile", json={})
         assert r.status_code == 200 and r.json()["dry_run"] is True
+
+
+def test_the_reconcile_job_runs_inside_under_the_shared_lease(tmp_path: Path) -> None:
+    """server.reconciler schedules consistency.cron inside the service; HTTP reconciles take the
+    same store lease as the CLI's, so one held elsewhere refuses an apply with 409."""
+    from hybridsag.consistency import Lease
+
+    settings = clean_env_settings(
+        data_dir=tmp_path / "data",
+        embedding={"model": "none"},
+        server={"token": ADMIN, "reconciler": True},
+        consistency={"cron": "0 3 * * *", "jitter_s": 0},
+    )
+    with running_service(settings) as base, admin(base) as c:
+        schedule = httpx.get(f"{base}/readyz").json()["reconciler"]
+        assert schedule["scheduled"] is True
+        assert "T03:00:00" in schedule["next_run"]
+        with HybridSearch(settings) as hs:  # a second opener of the store, as a CLI would be
+            with Lease(hs.store, ttl_s=600, owner="cli-elsewhere").held():
+                r = c.post("/v1/reconcile", json={"apply": True})
+                assert r.status_code == 409
+                assert "cli-elsewhere" in r.json()["detail"][0]["msg"]
+                assert c.post("/v1/reconcile", json={}).status_code == 200  # a dry run needs none
+        assert c.post("/v1/reconcile", json={"apply": True}).json()["ok"] is True
+    off = clean_env_settings(
+        data_dir=tmp_path / "off", embedding={"model": "none"}, server={"token": ADMIN, "reconciler": False}
+    )
+    with running_service(off) as base:
+        assert httpx.get(f"{base}/readyz").json()["reconciler"] == {"scheduled": False, "next_run": None}
