@@ -5,7 +5,6 @@ sees resources with ACL tags it lacks; a caller cannot widen its own filters."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
