@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
-
 from hybridsag.chunker import rst_title
 from hybridsag.errors import IngestError
+from hybridsag.fusion.markdown import first_h1
 from hybridsag.writer import Document, make_document
 
 __all__ = ["FOLDER_SUFFIXES", "SourceErrors", "iter_folder", "iter_jsonl"]
 
 FOLDER_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst"}
-# CommonMark ATX h1 on one line: a closing run of '#' counts only after a space ("C#" stays).
-_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
 @dataclass
@@ -90,19 +86,7 @@ def _title_of(text: str, fmt: str, fallback: str) -> str:
     if fmt == "rst":
         return rst_title(text) or fallback
     if fmt == "markdown":
-        fence = ""
-        for line in text.splitlines():
-            f = _FENCE.match(line)
-            if f:
-                marker = f.group(1)
-                if not fence:
-                    fence = marker
-                elif marker[0] == fence[0] and len(marker) >= len(fence):
-                    fence = ""
-                continue
-            m = None if fence else _H1.match(line)
-            if m and m.group(1).strip():
-                return m.group(1).strip()
+        return first_h1(text) or fallback
     return fallback
 
 
