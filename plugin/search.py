@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from hybridsag.chunker import Format
 from hybridsag.errors import ConfigError, HybridSagError, JudgeError, QueryError
+from hybridsag.formats import DocumentConverter
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
 from hybridsag.lexical import Fts5LexicalIndex
 from hybridsag.query import validate_query
@@ -112,7 +113,8 @@ def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
 
 
 def _is_stale(record: ResourceRecord) -> bool:
-    """A folder resource whose file changed (or vanished) since it was indexed."""
+    """A folder resource whose file changed (or vanished) since it was indexed. A converted
+    file (PDF, DOCX, ...) is compared with the source hash in its metadata, not its text's."""
     if not record.source_uri or record.source_mtime_ns is None:
         return False
     try:
@@ -125,7 +127,8 @@ def _is_stale(record: ResourceRecord) -> bool:
         data = Path(record.source_uri).read_bytes()
     except OSError:
         return True
-    return hashlib.sha256(data).hexdigest() != record.content_sha256
+    expected = record.metadata.get("source_sha256") or record.content_sha256
+    return hashlib.sha256(data).hexdigest() != expected
 
 
 class HybridSearch:
@@ -324,9 +327,12 @@ class HybridSearch:
         acl: Iterable[str] = (),
         progress: Callable[[int], None] | None = None,
     ) -> IngestReport:
-        """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped)."""
+        """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped), and
+        pdf/docx/html/htm/epub files through the ``formats`` extra (converted text cached under
+        the data dir; without the extra they are reported as skipped)."""
         errors = SourceErrors()
-        docs = iter_folder(Path(path), errors, tenant=tenant, acl=tuple(acl))
+        converter = DocumentConverter.from_settings(self.settings)
+        docs = iter_folder(Path(path), errors, tenant=tenant, acl=tuple(acl), converter=converter)
         report = self.ingest_documents(docs, progress=progress)
         report.errors.update(errors.errors)
         return report

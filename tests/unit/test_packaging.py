@@ -27,6 +27,7 @@ FOUNDATION_MODULES = [
     "hybridsag.writer",
     "hybridsag.lexical",
     "hybridsag.sources",
+    "hybridsag.formats",
     "hybridsag.query",
     "hybridsag.retrievers",
     "hybridsag.search",
