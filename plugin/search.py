@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from hybridsag.chunker import Format
 from hybridsag.components import Components
 from hybridsag.errors import HybridSagError, JudgeError, QueryError
+from hybridsag.formats import DocumentConverter
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_names, path_spec
 from hybridsag.query import validate_query
@@ -128,7 +129,8 @@ def _path_failure(name: str, exc: BaseException) -> str:
 
 
 def _is_stale(record: ResourceRecord) -> bool:
-    """A folder resource whose file changed (or vanished) since it was indexed."""
+    """A folder resource whose file changed (or vanished) since it was indexed. A converted
+    file (PDF, DOCX, ...) is compared with the source hash in its metadata, not its text's."""
     if not record.source_uri or record.source_mtime_ns is None:
         return False
     try:
@@ -141,7 +143,8 @@ def _is_stale(record: ResourceRecord) -> bool:
         data = Path(record.source_uri).read_bytes()
     except OSError:
         return True
-    return hashlib.sha256(data).hexdigest() != record.content_sha256
+    expected = record.metadata.get("source_sha256") or record.content_sha256
+    return hashlib.sha256(data).hexdigest() != expected
 
 
 class HybridSearch:
@@ -260,9 +263,12 @@ class HybridSearch:
         acl: Iterable[str] = (),
         progress: Callable[[int], None] | None = None,
     ) -> IngestReport:
-        """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped)."""
+        """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped), and
+        pdf/docx/html/htm/epub files through the ``formats`` extra (converted text cached under
+        the data dir; without the extra they are reported as skipped)."""
         errors = SourceErrors()
-        docs = iter_folder(Path(path), errors, tenant=tenant, acl=tuple(acl))
+        converter = DocumentConverter.from_settings(self.settings)
+        docs = iter_folder(Path(path), errors, tenant=tenant, acl=tuple(acl), converter=converter)
         report = self.ingest_documents(docs, progress=progress)
         report.errors.update(errors.errors)
         return report

@@ -34,6 +34,7 @@ __all__ = [
     "ChunkingSettings",
     "ConsistencySettings",
     "EmbeddingSettings",
+    "FormatsSettings",
     "FusionSettings",
     "JevSettings",
     "JudgeSettings",
@@ -252,6 +253,24 @@ class ConsistencySettings(_Section):
     keep_reports: int = Field(30, ge=1, le=10_000)
 
 
+class FormatsSettings(_Section):
+    """PDF, DOCX, HTML and EPUB files in folder ingest (the ``formats`` extra): bounds on what
+    one file may cost. A file over a bound is reported and skipped, never cut short.
+
+    ``max_source_mb``: largest source file (MiB) converted; ``max_unpacked_mb``: largest total a
+    DOCX or EPUB archive may unpack to (a ZIP bomb is refused before it is read);
+    ``max_pdf_pages``: most pages a PDF may have; ``timeout_s``: conversion time of one file,
+    checked between pages, chapters and blocks (one page that stalls inside the parser is not
+    interrupted); ``cache``: keep converted text under ``<data_dir>/cache/converted``.
+    """
+
+    max_source_mb: float = Field(50.0, gt=0, le=4096)
+    max_unpacked_mb: float = Field(500.0, gt=0, le=65_536)
+    max_pdf_pages: int = Field(2000, ge=1, le=1_000_000)
+    timeout_s: float = Field(300.0, gt=0, le=86_400)
+    cache: bool = True
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
@@ -292,6 +311,7 @@ class Settings(BaseSettings):
     search: SearchSettings = SearchSettings()
     consistency: ConsistencySettings = ConsistencySettings()
     server: ServerSettings = ServerSettings()
+    formats: FormatsSettings = FormatsSettings()
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
