@@ -71,12 +71,12 @@ def plan_apply(n: int, data_dir: Path, *, orphan_share: float, stale_share: floa
         "orphan_vectors": n_orphan, "stale_versions": n_stale,
         "tombstoned_leftovers": n_deleting}}
     with open_search(settings) as hs:
-        dense = hs.dense_index()
+        dense = hs.components.dense_index()
         now = time.time()
         t0 = time.perf_counter()
         # store rows: resources ready at version 1 with CHUNKS_PER_RESOURCE chunks each
         live: list[tuple[str, str, int]] = []
-        with hs.store.atomic() as c:
+        with hs.components.store.atomic() as c:
             res_rows, chunk_rows, fts_rows, title_rows = [], [], [], []
             chunk_id = 0
             for r in range(n_res):
@@ -133,15 +133,15 @@ def plan_apply(n: int, data_dir: Path, *, orphan_share: float, stale_share: floa
     # reads a reopened collection several times faster than one this process just wrote.
     t0 = time.perf_counter()
     with open_search(settings) as hs:
-        dense = hs.dense_index()
+        dense = hs.components.dense_index()
         out["reopen_s"] = round(time.perf_counter() - t0, 2)
         t0 = time.perf_counter()
-        plan = build_plan(hs.store, dense, settings)
+        plan = build_plan(hs.components.store, hs.components.lexical, dense, settings)
         out["plan_s"] = round(time.perf_counter() - t0, 2)
         out["counts_before"] = plan.counts()
         out["vectors_to_delete"] = plan.vectors_to_delete
         t0 = time.perf_counter()
-        report = apply_plan(plan, hs.store, dense, hs.writer(), settings)
+        report = apply_plan(plan, hs.components.store, dense, hs.components.writer(), settings)
         out["apply_s"] = round(time.perf_counter() - t0, 2)
         out["apply_totals"] = report.totals
         out["apply_batches"] = len(report.batches)
@@ -151,7 +151,7 @@ def plan_apply(n: int, data_dir: Path, *, orphan_share: float, stale_share: floa
         out["apply_seconds_by_class"] = per_kind
         out["apply_errors"] = list(report.errors)
         t0 = time.perf_counter()
-        after = build_plan(hs.store, dense, settings)
+        after = build_plan(hs.components.store, hs.components.lexical, dense, settings)
         out["replan_s"] = round(time.perf_counter() - t0, 2)
         out["counts_after"] = after.counts()
         out["empty_after"] = after.is_empty
@@ -169,7 +169,7 @@ def race(ops: int, data_dir: Path, *, seed: int) -> dict[str, Any]:
         out = summarize(result, [("injected_failures", dense.failures)])
         out["visibility_violations"] = len(result.visibility_violations())
         time.sleep(1.2)
-        rec = Reconciler(hs)
+        rec = Reconciler(hs.components)
         t0 = time.perf_counter()
         report = rec.run(force=True)
         out["final_reconcile_s"] = round(time.perf_counter() - t0, 2)

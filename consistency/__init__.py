@@ -20,10 +20,13 @@ from hybridsag.consistency.plan import (
     FtsRow,
     MissingVectors,
     ReconcilePlan,
+    StoreState,
     StuckClaim,
     TombstonedLeftover,
     VectorEntry,
     build_plan,
+    diff,
+    read_state,
 )
 from hybridsag.consistency.reconciler import Reconciler
 from hybridsag.consistency.reports import latest_report, list_reports, write_report
@@ -44,6 +47,7 @@ __all__ = [
     "ReconcilePlan",
     "ReconcileReport",
     "Reconciler",
+    "StoreState",
     "StuckClaim",
     "TombstonedLeftover",
     "VectorEntry",
@@ -52,8 +56,10 @@ __all__ = [
     "build_scheduler",
     "check_apply_allowed",
     "cron_trigger",
+    "diff",
     "latest_report",
     "list_reports",
+    "read_state",
     "reconcile_once",
     "run_scheduler",
     "write_report",

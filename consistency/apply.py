@@ -10,9 +10,10 @@ Before anything is changed, :func:`check_apply_allowed` refuses (``ConsistencyEr
 
 Then each class is applied in batches of ``consistency.batch_size`` items. Every batch holds the
 writer's :class:`~hybridsag.writer.WriteLock` (so it never races an ingest or a delete: the write
-path holds the same lock from claim to commit) and re-checks each item against the store as it is
-now, because the plan may be older than the lock: a vector that became live, a claim that was
-committed, a resource that was re-created are skipped, never deleted. A retriable
+path holds the same lock from claim to commit; re-embedding missing vectors is the exception: it
+embeds outside the lock and takes it only to write and re-check) and re-checks each item against the
+store as it is now, because the plan may be older than the lock: a vector that became live, a claim
+that was committed, a resource that was re-created are skipped, never deleted. A retriable
 :class:`~hybridsag.errors.DenseError` / :class:`~hybridsag.errors.StoreError` is retried up to
 ``consistency.max_retries`` times with doubling back-off from ``consistency.backoff_s``; a batch
 that still fails is recorded in the report and the next batch runs. Every step is idempotent, so
@@ -21,17 +22,12 @@ running the same plan twice, or a fresh plan after it, changes nothing more.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-
-from hybridsag.dense import DenseIndex
-from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, StoreError
-from hybridsag.settings import Settings
-from hybridsag.store import Store, select_in
-from hybridsag.writer import Writer
 
 from hybridsag.consistency.lease import Lease
 from hybridsag.consistency.plan import (
@@ -43,6 +39,11 @@ from hybridsag.consistency.plan import (
     TombstonedLeftover,
     VectorEntry,
 )
+from hybridsag.dense import DenseIndex
+from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, StoreError
+from hybridsag.settings import Settings
+from hybridsag.store import Store, select_in
+from hybridsag.writer import Writer
 
 __all__ = ["BatchResult", "ReconcileReport", "apply_plan", "check_apply_allowed"]
 
@@ -174,6 +175,7 @@ def apply_plan(
         plan.missing_vectors,
         run.missing_vectors,
         weight=lambda m: len(m.chunk_ids),
+        locked=False,  # re-embedding runs outside the lock; the backfill locks its writes
     )
     return ReconcileReport(
         batches=tuple(run.batches),
@@ -217,6 +219,7 @@ class _Run:
         self.store = store
         self.dense = dense
         self.writer = writer
+        self.lexical = writer.lexical
         self.cfg = settings.consistency
         self.lease = lease
         self.started = time.perf_counter()
@@ -237,7 +240,10 @@ class _Run:
         step: Callable[[list[T], dict[str, int]], tuple[int, int]],
         *,
         weight: Callable[[T], int] | None = None,
+        locked: bool = True,
     ) -> None:
+        """Run ``step`` over ``items`` in batches, each under the write lock unless ``locked``
+        is false (a step that embeds takes the lock itself, only around its writes)."""
         for batch in _chunked(items, self.cfg.batch_size, weight):
             if self.lease is not None:
                 self.lease.renew()
@@ -248,7 +254,7 @@ class _Run:
                 effects: dict[str, int] = {}
                 retriable = False
                 try:
-                    with self.writer.lock.hold():
+                    with self.writer.lock.hold() if locked else contextlib.nullcontext():
                         done, skipped = step(batch, effects)
                 except ConsistencyError:
                     raise
@@ -403,7 +409,7 @@ class _Run:
                     (rid,),
                 ).fetchone()
                 if row is not None and (claim.never_committed or p is not None):
-                    c.execute("DELETE FROM titles_fts WHERE rowid = ?", (row[0],))
+                    self.lexical.remove_titles(c, [row[0]])
                     c.execute("DELETE FROM resources WHERE id = ?", (row[0],))
                     self._bump(effects, "dropped_rows")
             done += 1
@@ -427,7 +433,7 @@ class _Run:
         ).fetchone()
         if r is not None and r["status"] != "deleting" and r["version"] == row["version"]:
             return 0  # live again (cannot happen with forward-only versions; kept as a guard)
-        c.execute("DELETE FROM chunks_fts WHERE rowid = ?", (rowid,))
+        self.lexical.remove_chunks(c, [rowid])
         c.execute("DELETE FROM chunks WHERE id = ?", (rowid,))
         return 1
 
@@ -444,23 +450,14 @@ class _Run:
         with self.store.atomic() as c:
             for item in batch:
                 if item.table == "chunks_fts":
-                    cur = c.execute(
-                        "DELETE FROM chunks_fts WHERE rowid = ? "
-                        "AND NOT EXISTS (SELECT 1 FROM chunks WHERE id = ?)",
-                        (item.rowid, item.rowid),
-                    )
+                    done += self.lexical.remove_orphan_chunk(c, item.rowid)
                 else:
-                    cur = c.execute(
-                        "DELETE FROM titles_fts WHERE rowid = ? "
-                        "AND NOT EXISTS (SELECT 1 FROM resources WHERE id = ?)",
-                        (item.rowid, item.rowid),
-                    )
-                done += max(cur.rowcount, 0)
+                    done += self.lexical.remove_orphan_title(c, item.rowid)
         self._bump(effects, "deleted_fts_rows", done)
         return done, len(batch) - done
 
     def missing_fts(self, batch: list[FtsRow], effects: dict[str, int]) -> tuple[int, int]:
-        tok = self.writer.tokenizer.index_text
+        lex = self.lexical
         done = 0
         with self.store.atomic() as c:
             for item in batch:
@@ -469,29 +466,22 @@ class _Run:
                         """SELECT c.heading_path, c.text, r.title FROM chunks c
                            JOIN resources r ON r.resource_id = c.resource_id
                              AND r.version = c.version AND r.status != 'deleting'
-                           WHERE c.id = ?
-                             AND NOT EXISTS (SELECT 1 FROM chunks_fts WHERE rowid = c.id)""",
+                           WHERE c.id = ?""",
                         (item.rowid,),
                     ).fetchone()
-                    if row is None:
+                    if row is None or lex.has_chunk(c, item.rowid):
                         continue
-                    c.execute(
-                        "INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-                        (item.rowid, tok(row["title"]), tok(row["heading_path"]), tok(row["text"])),
-                    )
+                    tokens = lex.chunk_tokens(row["title"], row["heading_path"], row["text"])
+                    lex.add_chunks(c, [(item.rowid, tokens)])
                 else:
                     row = c.execute(
                         """SELECT title FROM resources r WHERE id = ? AND version > 0
-                             AND status != 'deleting'
-                             AND NOT EXISTS (SELECT 1 FROM titles_fts WHERE rowid = r.id)""",
+                             AND status != 'deleting'""",
                         (item.rowid,),
                     ).fetchone()
-                    if row is None:
+                    if row is None or lex.has_title(c, item.rowid):
                         continue
-                    c.execute(
-                        "INSERT INTO titles_fts(rowid, title) VALUES (?, ?)",
-                        (item.rowid, tok(row["title"])),
-                    )
+                    lex.add_titles(c, [(item.rowid, lex.title_tokens(row["title"]))])
                 done += 1
         self._bump(effects, "repaired_fts_rows", done)
         return done, len(batch) - done
@@ -499,7 +489,7 @@ class _Run:
     def missing_vectors(
         self, batch: list[MissingVectors], effects: dict[str, int]
     ) -> tuple[int, int]:
-        if self.writer.dense is None or self.writer.embedder is None:
+        if not self.writer.embeds:
             raise DenseError(
                 "missing vectors cannot be re-embedded: the writer has no dense index or embedder"
             )

@@ -1,9 +1,10 @@
-"""The reconcile plan: a pure diff of Milvus, the FTS tables and the chunk rows against the
-resource table (reads only; STYLE.md item 10).
+"""The reconcile plan: the dense index, the lexical index's rows and the chunk rows diffed
+against the resource table. Plan, then apply: this module only reads.
 
-:func:`build_plan` reads one SQLite snapshot (resources, chunks, ``chunks_fts`` and ``titles_fts``
-rowids, tombstones, journal) and then every ``(chunk_id, resource_id, version)`` in the dense index
-(``DenseIndex.iter_entries``, Strong consistency), and sorts what does not belong into classes:
+:func:`read_state` reads one SQLite snapshot (resources, chunks, the lexical index's chunk and
+title rowids, tombstones, journal) and then every ``(chunk_id, resource_id, version)`` in the dense
+index (``DenseIndex.iter_entries``, Strong consistency); :func:`diff`, a pure function of what was
+read, sorts what does not belong into classes (:func:`build_plan` is the two together):
 
 ``orphan_vectors``
     a vector whose resource is absent (and not covered by a tombstone), or whose chunk row is
@@ -51,6 +52,7 @@ from typing import Any, Literal
 
 from hybridsag.dense import DenseIndex
 from hybridsag.errors import StoreError
+from hybridsag.lexical import Fts5LexicalIndex
 from hybridsag.settings import Settings
 from hybridsag.store import Store
 
@@ -60,11 +62,14 @@ __all__ = [
     "FtsRow",
     "MissingVectors",
     "ReconcilePlan",
+    "StoreState",
     "StuckClaim",
     "TombstonedLeftover",
     "VectorEntry",
     "build_plan",
+    "diff",
     "owner_alive",
+    "read_state",
 ]
 
 #: The classes a plan sorts leftovers into, in the order apply handles them.
@@ -279,19 +284,29 @@ def owner_alive(pid: int) -> bool:
 
 
 @dataclass(slots=True)
-class _Snapshot:
-    resources: dict[str, sqlite3.Row]
+class StoreState:
+    """What a plan is computed from: one SQLite snapshot (resources, chunks, the lexical
+    index's rowids, tombstones, journal) and then every entry of the dense index."""
+
+    resources: dict[str, Mapping[str, Any]]
     resource_rowids: set[int]
-    chunks_by_id: dict[str, sqlite3.Row]
+    chunks_by_id: dict[str, Mapping[str, Any]]
     chunk_rowids: set[int]
-    chunks_by_resource: dict[str, list[sqlite3.Row]]
+    chunks_by_resource: dict[str, list[Mapping[str, Any]]]
     chunk_fts: set[int]
     title_fts: set[int]
     tombstones: dict[str, int]
-    journal: dict[str, list[sqlite3.Row]]
+    journal: dict[str, list[Mapping[str, Any]]]
+    entries: list[VectorEntry] = field(default_factory=list)
+    dense_checked: bool = False
 
 
-def _read_snapshot(store: Store) -> _Snapshot:
+def read_state(store: Store, lexical: Fts5LexicalIndex, dense: DenseIndex | None) -> StoreState:
+    """Read the store in one snapshot, then the dense index (Strong reads): the reads of a plan.
+
+    Raises:
+        StoreError: the SQLite read failed. DenseError: reading the dense index failed.
+    """
     conn = store.connection()
     own_tx = not conn.in_transaction
     try:
@@ -305,19 +320,18 @@ def _read_snapshot(store: Store) -> _Snapshot:
                     "FROM resources"
                 )
             }
-            chunks_by_id: dict[str, sqlite3.Row] = {}
-            chunks_by_resource: dict[str, list[sqlite3.Row]] = {}
+            chunks_by_id: dict[str, Mapping[str, Any]] = {}
+            chunks_by_resource: dict[str, list[Mapping[str, Any]]] = {}
             for row in conn.execute(
                 "SELECT id, chunk_id, resource_id, version FROM chunks ORDER BY id"
             ):
                 chunks_by_id[row["chunk_id"]] = row
                 chunks_by_resource.setdefault(row["resource_id"], []).append(row)
-            chunk_fts = {r[0] for r in conn.execute("SELECT rowid FROM chunks_fts")}
-            title_fts = {r[0] for r in conn.execute("SELECT rowid FROM titles_fts")}
+            chunk_fts, title_fts = lexical.indexed_rowids(conn)
             tombstones = {
                 r[0]: int(r[1]) for r in conn.execute("SELECT resource_id, version FROM tombstones")
             }
-            journal: dict[str, list[sqlite3.Row]] = {}
+            journal: dict[str, list[Mapping[str, Any]]] = {}
             for row in conn.execute(
                 "SELECT id, op, resource_id, version, step, pid, started_at, updated_at "
                 "FROM journal ORDER BY id"
@@ -328,7 +342,10 @@ def _read_snapshot(store: Store) -> _Snapshot:
                 conn.execute("ROLLBACK")
     except sqlite3.Error as exc:
         raise StoreError(f"reading {store.path} for the reconcile plan failed: {exc}") from exc
-    return _Snapshot(
+    entries: list[VectorEntry] = []
+    if dense is not None:  # after the snapshot: see the module docstring
+        entries = [VectorEntry(c, r, int(v)) for c, r, v in dense.iter_entries(ITER_BATCH)]
+    return StoreState(
         resources=resources,
         resource_rowids={r["id"] for r in resources.values()},
         chunks_by_id=chunks_by_id,
@@ -338,10 +355,12 @@ def _read_snapshot(store: Store) -> _Snapshot:
         title_fts=title_fts,
         tombstones=tombstones,
         journal=journal,
+        entries=entries,
+        dense_checked=dense is not None,
     )
 
 
-def _is_live(entry: VectorEntry, snap: _Snapshot) -> bool:
+def _is_live(entry: VectorEntry, snap: StoreState) -> bool:
     res = snap.resources.get(entry.resource_id)
     chunk = snap.chunks_by_id.get(entry.chunk_id)
     return (
@@ -355,48 +374,87 @@ def _is_live(entry: VectorEntry, snap: _Snapshot) -> bool:
 
 def build_plan(
     store: Store,
+    lexical: Fts5LexicalIndex,
     dense: DenseIndex | None,
     settings: Settings,
     *,
     now: float | None = None,
 ) -> ReconcilePlan:
-    """Diff the dense index, the FTS tables and the chunk rows against the resource table.
+    """Diff the dense index, the lexical index's rows and the chunk rows against the resource
+    table: :func:`read_state`, then the pure :func:`diff`.
 
-    Reads only. ``dense`` None (the dense path is off) skips every vector class. ``now``
-    (epoch seconds) is the clock claims are aged against (default: ``time.time()``).
+    Reads only. ``dense`` None (the dense path is off, or this data dir never recorded vectors)
+    skips every vector class. ``now`` (epoch seconds) is the clock claims are aged against
+    (default: ``time.time()``).
 
     Raises:
         StoreError: the SQLite read failed. DenseError: reading the dense index failed.
 
     Example::
 
-        plan = build_plan(hs.store, hs.dense_index(), hs.settings)
+        plan = build_plan(parts.store, parts.lexical, parts.stored_dense_index(), settings)
         plan.counts()   # {"orphan_vectors": 0, "stale_versions": 2, ...}
     """
     started = time.perf_counter()
-    now = time.time() if now is None else now
-    timeout = settings.consistency.indexing_timeout_s
-    snap = _read_snapshot(store)
+    state = read_state(store, lexical, dense)
+    plan = diff(state, settings, now=time.time() if now is None else now)
+    return replace(plan, seconds=time.perf_counter() - started)
 
-    entries: list[VectorEntry] = []
-    if dense is not None:
-        entries = [VectorEntry(c, r, int(v)) for c, r, v in dense.iter_entries(ITER_BATCH)]
+
+def diff(state: StoreState, settings: Settings, *, now: float) -> ReconcilePlan:
+    """The plan for ``state`` (pure: no I/O). See the module docstring for the classes."""
     by_resource: dict[str, list[VectorEntry]] = {}
-    for e in entries:
+    for e in state.entries:
         by_resource.setdefault(e.resource_id, []).append(e)
+    stuck, pending = _claims(state, by_resource, now, settings.consistency.indexing_timeout_s)
+    orphan_vectors, stale, tomb_vectors, live_ids = _vector_classes(state)
+    orphan_chunks, tomb_chunks = _chunk_classes(state)
+    leftovers = _leftovers(state, tomb_vectors, tomb_chunks)
+    orphan_fts, missing_fts = _fts_classes(state, {c.rowid for c in orphan_chunks})
+    attach = settings.milvus.attach
+    missing = [] if not state.dense_checked or attach else _missing_vectors(state, live_ids)
+    store_empty = not (state.resources or state.tombstones or state.chunks_by_id or state.journal)
+    return ReconcilePlan(
+        built_at=now,
+        seconds=0.0,
+        collection=settings.milvus.collection if state.dense_checked else None,
+        dense_checked=state.dense_checked,
+        attach=attach,
+        collection_size=len(state.entries),
+        resources=len(state.resources),
+        chunks=len(state.chunks_by_id),
+        tombstones=len(state.tombstones),
+        store_empty=store_empty,
+        orphan_vectors=tuple(orphan_vectors),
+        stale_versions=tuple(stale),
+        tombstoned_leftovers=tuple(leftovers),
+        orphan_chunks=tuple(orphan_chunks),
+        orphan_fts_rows=tuple(orphan_fts),
+        missing_fts_rows=tuple(sorted(missing_fts, key=lambda f: (f.table, f.rowid))),
+        stuck_indexing=tuple(stuck),
+        missing_vectors=tuple(sorted(missing, key=lambda m: m.resource_id)),
+        pending_claims=tuple(pending),
+    )
 
-    # -- claims and journal rows: which are stuck, which are in progress --------------------
+
+def _claims(
+    state: StoreState,
+    by_resource: Mapping[str, list[VectorEntry]],
+    now: float,
+    timeout: float,
+) -> tuple[list[StuckClaim], list[StuckClaim]]:
+    """Claims and journal rows: (stuck ones, ones in progress)."""
     stuck: list[StuckClaim] = []
     pending: list[StuckClaim] = []
-    deleting = {rid for rid, r in snap.resources.items() if r["status"] == "deleting"}
+    deleting = {rid for rid, r in state.resources.items() if r["status"] == "deleting"}
     claimed = {
         rid
-        for rid, r in snap.resources.items()
+        for rid, r in state.resources.items()
         if r["pending_version"] is not None or r["status"] == "indexing"
     }
-    for rid in sorted(set(snap.journal) | claimed):
-        res = snap.resources.get(rid)
-        rows = snap.journal.get(rid, [])
+    for rid in sorted(set(state.journal) | claimed):
+        res = state.resources.get(rid)
+        rows = state.journal.get(rid, [])
         if res is None or rid in deleting:
             continue  # journal rows of a deleted resource: purge removes them (leftovers)
         p = res["pending_version"]
@@ -431,18 +489,23 @@ def build_plan(
                 stuck.append(claim)
         elif rows:
             stuck.append(_superseded(rid, res, rows, now))
+    return stuck, pending
 
-    # -- vectors ------------------------------------------------------------------------------
+
+def _vector_classes(
+    state: StoreState,
+) -> tuple[list[VectorEntry], list[VectorEntry], dict[str, list[VectorEntry]], set[str]]:
+    """(orphan vectors, stale versions, tombstoned vectors by resource, live chunk ids)."""
     orphan_vectors: list[VectorEntry] = []
     stale: list[VectorEntry] = []
     tomb_vectors: dict[str, list[VectorEntry]] = {}
     live_ids: set[str] = set()
-    for e in entries:
-        if _is_live(e, snap):
+    for e in state.entries:
+        if _is_live(e, state):
             live_ids.add(e.chunk_id)
             continue
-        res = snap.resources.get(e.resource_id)
-        tomb = snap.tombstones.get(e.resource_id)
+        res = state.resources.get(e.resource_id)
+        tomb = state.tombstones.get(e.resource_id)
         if res is None:
             if tomb is not None and e.version <= tomb:
                 tomb_vectors.setdefault(e.resource_id, []).append(e)
@@ -458,14 +521,17 @@ def build_plan(
             tomb_vectors.setdefault(e.resource_id, []).append(e)
         else:
             orphan_vectors.append(e)
+    return orphan_vectors, stale, tomb_vectors, live_ids
 
-    # -- chunk rows -------------------------------------------------------------------------------
+
+def _chunk_classes(state: StoreState) -> tuple[list[ChunkRow], dict[str, list[int]]]:
+    """(orphan chunk rows, tombstoned chunk rowids by resource)."""
     orphan_chunks: list[ChunkRow] = []
     tomb_chunks: dict[str, list[int]] = {}
-    for row in snap.chunks_by_id.values():
+    for row in state.chunks_by_id.values():
         rid = row["resource_id"]
-        res = snap.resources.get(rid)
-        tomb = snap.tombstones.get(rid)
+        res = state.resources.get(rid)
+        tomb = state.tombstones.get(rid)
         item = ChunkRow(row["id"], row["chunk_id"], rid, int(row["version"]))
         if res is None:
             if tomb is not None and item.version <= tomb:
@@ -476,87 +542,78 @@ def build_plan(
             tomb_chunks.setdefault(rid, []).append(item.rowid)
         elif item.version != res["version"]:
             orphan_chunks.append(item)
+    return orphan_chunks, tomb_chunks
 
-    # -- tombstoned leftovers ----------------------------------------------------------------
+
+def _leftovers(
+    state: StoreState,
+    tomb_vectors: Mapping[str, list[VectorEntry]],
+    tomb_chunks: Mapping[str, list[int]],
+) -> list[TombstonedLeftover]:
+    """What is left of deleted resources (finish the delete, or remove covered items)."""
     leftovers: list[TombstonedLeftover] = []
-    candidates = set(deleting) | set(tomb_vectors) | set(tomb_chunks)
-    candidates |= {rid for rid in snap.journal if rid not in snap.resources}
+    deleting = {rid for rid, r in state.resources.items() if r["status"] == "deleting"}
+    candidates = deleting | set(tomb_vectors) | set(tomb_chunks)
+    candidates |= {rid for rid in state.journal if rid not in state.resources}
     for rid in sorted(candidates):
-        res = snap.resources.get(rid)
+        res = state.resources.get(rid)
         finish = res is None or res["status"] == "deleting"
         leftovers.append(
             TombstonedLeftover(
                 resource_id=rid,
                 status=None if res is None else res["status"],
-                tombstone_version=snap.tombstones.get(rid),
+                tombstone_version=state.tombstones.get(rid),
                 finish_delete=finish,
                 vectors=tuple(tomb_vectors.get(rid, ())),
                 chunk_rowids=tuple(tomb_chunks.get(rid, ())),
-                journal_ids=tuple(j["id"] for j in snap.journal.get(rid, ()))
+                journal_ids=tuple(j["id"] for j in state.journal.get(rid, ()))
                 if finish
                 else (),
             )
         )
+    return leftovers
 
-    # -- FTS rows ----------------------------------------------------------------------------------
-    orphan_fts = [FtsRow("chunks_fts", r) for r in sorted(snap.chunk_fts - snap.chunk_rowids)]
-    orphan_fts += [FtsRow("titles_fts", r) for r in sorted(snap.title_fts - snap.resource_rowids)]
-    orphan_chunk_rowids = {c.rowid for c in orphan_chunks}
+
+def _fts_classes(
+    state: StoreState, orphan_chunk_rowids: set[int]
+) -> tuple[list[FtsRow], list[FtsRow]]:
+    """(lexical rows of nothing, current chunks and resources missing their lexical row)."""
+    orphan_fts = [FtsRow("chunks_fts", r) for r in sorted(state.chunk_fts - state.chunk_rowids)]
+    orphan_fts += [FtsRow("titles_fts", r) for r in sorted(state.title_fts - state.resource_rowids)]
     missing_fts: list[FtsRow] = []
-    for row in snap.chunks_by_id.values():
-        res = snap.resources.get(row["resource_id"])
+    for row in state.chunks_by_id.values():
+        res = state.resources.get(row["resource_id"])
         if (
             res is not None
             and res["status"] != "deleting"
             and row["id"] not in orphan_chunk_rowids
-            and row["id"] not in snap.chunk_fts
+            and row["id"] not in state.chunk_fts
         ):
             missing_fts.append(FtsRow("chunks_fts", row["id"]))
-    for res in snap.resources.values():
-        if res["version"] > 0 and res["status"] != "deleting" and res["id"] not in snap.title_fts:
+    for res in state.resources.values():
+        if res["version"] > 0 and res["status"] != "deleting" and res["id"] not in state.title_fts:
             missing_fts.append(FtsRow("titles_fts", res["id"]))
+    return orphan_fts, missing_fts
 
-    # -- missing vectors -------------------------------------------------------------------------
+
+def _missing_vectors(state: StoreState, live_ids: set[str]) -> list[MissingVectors]:
+    """Current chunks of ready/disabled resources that have no live vector."""
     missing: list[MissingVectors] = []
-    attach = settings.milvus.attach
-    if dense is not None and not attach:
-        for rid, res in snap.resources.items():
-            if res["status"] not in ("ready", "disabled"):
-                continue
-            ids = tuple(
-                c["chunk_id"]
-                for c in snap.chunks_by_resource.get(rid, ())
-                if c["version"] == res["version"] and c["chunk_id"] not in live_ids
-            )
-            if ids:
-                missing.append(MissingVectors(rid, int(res["version"]), ids))
-
-    store_empty = not (snap.resources or snap.tombstones or snap.chunks_by_id or snap.journal)
-    return ReconcilePlan(
-        built_at=now,
-        seconds=time.perf_counter() - started,
-        collection=settings.milvus.collection if dense is not None else None,
-        dense_checked=dense is not None,
-        attach=attach,
-        collection_size=len(entries),
-        resources=len(snap.resources),
-        chunks=len(snap.chunks_by_id),
-        tombstones=len(snap.tombstones),
-        store_empty=store_empty,
-        orphan_vectors=tuple(orphan_vectors),
-        stale_versions=tuple(stale),
-        tombstoned_leftovers=tuple(leftovers),
-        orphan_chunks=tuple(orphan_chunks),
-        orphan_fts_rows=tuple(orphan_fts),
-        missing_fts_rows=tuple(sorted(missing_fts, key=lambda f: (f.table, f.rowid))),
-        stuck_indexing=tuple(stuck),
-        missing_vectors=tuple(sorted(missing, key=lambda m: m.resource_id)),
-        pending_claims=tuple(pending),
-    )
+    for rid, res in state.resources.items():
+        if res["status"] not in ("ready", "disabled"):
+            continue
+        ids = tuple(
+            c["chunk_id"]
+            for c in state.chunks_by_resource.get(rid, ())
+            if c["version"] == res["version"] and c["chunk_id"] not in live_ids
+        )
+        if ids:
+            missing.append(MissingVectors(rid, int(res["version"]), ids))
+    return missing
 
 
 def _superseded(
-    rid: str, res: Mapping[str, Any], rows: Iterable[sqlite3.Row], now: float
+    rid: str, res: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], now: float
 ) -> StuckClaim:
     rows = list(rows)
     return StuckClaim(

@@ -16,17 +16,17 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from hybridsag.errors import ConsistencyError, HybridSagError
-from hybridsag.settings import Settings
-
+from hybridsag.components import Components
 from hybridsag.consistency.apply import ReconcileReport, apply_plan
 from hybridsag.consistency.lease import Lease, new_owner_id
 from hybridsag.consistency.plan import ReconcilePlan, build_plan
 from hybridsag.consistency.reports import latest_report, write_report
+from hybridsag.errors import ConsistencyError, HybridSagError
+from hybridsag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from hybridsag.dense import DenseIndex
     from hybridsag.embedder import Embedder
-    from hybridsag.search import HybridSearch
 
 __all__ = ["Reconciler"]
 
@@ -52,35 +52,35 @@ def _plan_totals(plan: ReconcilePlan) -> dict[str, Any]:
 
 
 class Reconciler:
-    """Finds and removes what the write path left behind, over one :class:`HybridSearch`.
+    """Finds and removes what the write path left behind, over one data dir's
+    :class:`~hybridsag.components.Components` (its store, lexical index, write path and dense
+    index; a running search or service hands its own).
 
-    Build it from a running ``HybridSearch`` (it shares its store, write lock, dense index and
-    embedder) or with :meth:`from_settings`, which opens one and closes it in :meth:`close`.
+    Build it over shared ``components`` (then :meth:`close` leaves them open) or with
+    :meth:`from_settings`, which builds them and closes them in :meth:`close`. A plan never
+    loads the embedding model; only re-embedding missing vectors does, outside the write lock.
     """
 
-    def __init__(self, search: HybridSearch, *, owner: str | None = None) -> None:
-        self._search = search
-        self._owns_search = False
+    def __init__(
+        self, components: Components, *, owner: str | None = None, owns: bool = False
+    ) -> None:
+        self.components = components
+        self._owns = owns
         self.owner = owner or new_owner_id()
-        self.settings: Settings = search.settings
+        self.settings: Settings = components.settings
 
     @classmethod
     def from_settings(
         cls, settings: Settings, *, embedder: Embedder | None = None, owner: str | None = None
     ) -> Reconciler:
-        """Open a ``HybridSearch`` over ``settings`` for this reconciler (closed by
-        :meth:`close`)."""
-        from hybridsag.search import HybridSearch
-
-        rec = cls(HybridSearch(settings, embedder=embedder), owner=owner)
-        rec._owns_search = True
-        return rec
+        """Build the components of ``settings`` for this reconciler (closed by :meth:`close`)."""
+        return cls(Components(settings, embedder=embedder), owner=owner, owns=True)
 
     def close(self) -> None:
-        """Close the ``HybridSearch`` if this reconciler opened it."""
-        if self._owns_search:
-            self._search.close()
-            self._owns_search = False
+        """Close the components if this reconciler built them."""
+        if self._owns:
+            self.components.close()
+            self._owns = False
 
     def __enter__(self) -> Reconciler:
         return self
@@ -90,16 +90,20 @@ class Reconciler:
 
     # -- parts ----------------------------------------------------------------------------------
 
-    def _dense(self) -> Any:
-        return self._search.dense_index() if self._search.dense_enabled else None
+    def _dense(self) -> DenseIndex | None:
+        """The dense index when this data dir recorded vectors (never loads a model)."""
+        return self.components.stored_dense_index()
 
     def lease(self) -> Lease:
         """This reconciler's lease (``consistency.lease_s``) in the store."""
-        return Lease(self._search.store, ttl_s=self.settings.consistency.lease_s, owner=self.owner)
+        return Lease(
+            self.components.store, ttl_s=self.settings.consistency.lease_s, owner=self.owner
+        )
 
     def plan(self) -> ReconcilePlan:
         """Build a plan now (reads only). See :func:`hybridsag.consistency.build_plan`."""
-        return build_plan(self._search.store, self._dense(), self.settings)
+        c = self.components
+        return build_plan(c.store, c.lexical, self._dense(), self.settings)
 
     def latest_report(self) -> dict[str, Any] | None:
         """The newest audit report under ``settings.reports_dir``, or None."""
@@ -145,15 +149,14 @@ class Reconciler:
             else:
                 with self.lease().held() as lease:
                     before = timed("plan_s", self.plan)
-                    writer = self._search.writer()
-                    dense = self._dense()
+                    c = self.components
                     applied = timed(
                         "apply_s",
                         lambda: apply_plan(
                             before,  # type: ignore[arg-type]
-                            self._search.store,
-                            dense,
-                            writer,
+                            c.store,
+                            self._dense(),
+                            c.writer(),
                             self.settings,
                             force=force,
                             lease=lease,

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from apscheduler.triggers.base import BaseTrigger
 
     from hybridsag.embedder import Embedder
-    from hybridsag.search import HybridSearch
+    from hybridsag.components import Components
 
 __all__ = ["JOB_ID", "build_scheduler", "cron_trigger", "reconcile_once", "run_scheduler"]
 
@@ -133,15 +133,15 @@ def reconcile_once(
     *,
     embedder: Embedder | None = None,
     force: bool = False,
-    search: HybridSearch | None = None,
+    components: Components | None = None,
 ) -> dict[str, Any] | None:
     """One scheduled run: open a reconciler, run it, close it. Errors are logged, not raised
     (the scheduler must live on); returns the report, or None when the run failed or was
-    refused. ``search``: run over this open ``HybridSearch`` (a service's own, which holds the
-    Milvus Lite handle) instead of opening one."""
+    refused. ``components``: run over these open components (a service's own, which hold the
+    Milvus Lite handle) instead of building new ones."""
     try:
-        if search is not None:
-            report = Reconciler(search).run(force=force)
+        if components is not None:
+            report = Reconciler(components).run(force=force)
         else:
             with Reconciler.from_settings(settings, embedder=embedder) as rec:
                 report = rec.run(force=force)
@@ -163,13 +163,13 @@ def build_scheduler(
     blocking: bool = False,
     trigger: BaseTrigger | None = None,
     embedder: Embedder | None = None,
-    search: HybridSearch | None = None,
+    components: Components | None = None,
 ) -> BaseScheduler:
     """A not-yet-started scheduler with the reconcile job (id :data:`JOB_ID`).
 
     ``trigger`` defaults to :func:`cron_trigger` of ``consistency.cron``/``timezone``/
     ``jitter_s``; ``embedder`` is handed to every run (a long-lived process loads it once);
-    ``search`` makes every run use that open ``HybridSearch`` (see :func:`reconcile_once`).
+    ``components`` makes every run use those open components (see :func:`reconcile_once`).
     """
     from apscheduler.schedulers.background import BackgroundScheduler
     from apscheduler.schedulers.blocking import BlockingScheduler
@@ -183,7 +183,7 @@ def build_scheduler(
     scheduler.add_job(
         reconcile_once,
         trigger=trigger,
-        kwargs={"settings": settings, "embedder": embedder, "search": search},
+        kwargs={"settings": settings, "embedder": embedder, "components": components},
         id=JOB_ID,
         name="hybridsag reconcile",
         max_instances=1,

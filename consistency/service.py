@@ -2,8 +2,8 @@
 
 The service (``hybridsag.service``, in plugin/) never imports this package; the ``serve``
 command, which this package registers, builds a :class:`ServiceReconciler` and hands it to
-``create_app``. Every run uses the service's own open ``HybridSearch`` (one Milvus Lite handle
-per process) and takes the same store lease as ``hybridsag reconcile``, so a scheduled run, an
+``create_app``. Every run uses the service's own open components (one Milvus Lite handle per
+process) and takes the same store lease as ``hybridsag reconcile``, so a scheduled run, an
 HTTP ``POST /v1/reconcile``, another replica and the CLI never mutate at once.
 """
 
@@ -34,7 +34,7 @@ class ServiceReconciler:
     def run(self, search: HybridSearch, *, dry_run: bool, force: bool) -> dict[str, Any]:
         """Plan (and unless ``dry_run`` apply) over ``search``; the audit report. Raises
         ConsistencyError when refused (lease held, mass-delete guard)."""
-        return Reconciler(search).run(dry_run=dry_run, force=force)
+        return Reconciler(search.components).run(dry_run=dry_run, force=force)
 
     def latest(self, search: HybridSearch) -> dict[str, Any] | None:
         """The newest audit report under the search's reports dir, or None."""
@@ -44,7 +44,7 @@ class ServiceReconciler:
         """Start the background job on ``consistency.cron`` over ``search`` (once)."""
         with self._lock:
             if self._scheduler is None:
-                self._scheduler = build_scheduler(search.settings, search=search)
+                self._scheduler = build_scheduler(search.settings, components=search.components)
                 self._scheduler.start()
 
     def next_run(self) -> str | None:

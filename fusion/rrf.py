@@ -81,7 +81,8 @@ def rrf(
                     score=hit.score,
                     rrf_term=weight / (k + hit.rank),
                     detail=hit.detail,
-                    derived=hit.derived,
+                    judge_p=hit.judge_p,
+                    next_hop=hit.next_hop,
                 )
             )
 

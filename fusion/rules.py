@@ -10,11 +10,11 @@ Every rule only reorders or removes hits (scores are never changed) and is recor
 - ``identifier_heading_only``: identifier query, only the heading path or title has it whole;
   tier 2.
 - ``identifier_partial``: identifier query, the text has it only inside a longer token; tier 3.
-- ``next_hop_slot``: a path found the chunk by its derived (next-hop) query; the other paths
-  never ran that query, so the chunk is moved back up to the slot that path ranked it at.
-- ``judge_accepted``: not an identifier query, the SAG2 judge's probability reached the
-  threshold; placed after the exact-title pins, in SAG2 rank order.
-- ``judge_order``: not an identifier query, the SAG2 judge scored the chunk; the judged hits are
+- ``next_hop_slot``: a path found the chunk by its next-hop query (``Hit.next_hop``); the other
+  paths never ran that query, so the chunk is moved back up to the slot that path ranked it at.
+- ``judge_accepted``: not an identifier query, a judge's probability (``Hit.judge_p``) reached
+  the threshold; placed after the exact-title pins, in the judging path's rank order.
+- ``judge_order``: not an identifier query, a judge scored the chunk; the judged hits are
   put back into the judge's order over the slots they hold (recorded on the hits that moved).
 
 Hits in tier 3 without even a partial match get no identifier rule name. A dropped hit is not
@@ -46,10 +46,10 @@ RULE_REASONS: Mapping[str, str] = {
     "identifier_whole": "it mentions the query's identifier whole",
     "identifier_heading_only": "only its heading or title holds the query's identifier",
     "identifier_partial": "it holds the query's identifier only inside a longer name",
-    "judge_accepted": "the SAG2 judge said yes, so no other path's vote can push it down",
-    "next_hop_slot": "SAG2 found it by a next-hop query the other paths never ran, so it keeps "
-    "its SAG2 rank",
-    "judge_order": "the SAG2 judge scored it, so it takes the judge's order among the judged",
+    "judge_accepted": "the judge said yes, so no other path's vote can push it down",
+    "next_hop_slot": "a next-hop query the other paths never ran found it, so it keeps the rank "
+    "that query gave it",
+    "judge_order": "the judge scored it, so it takes the judge's order among the judged",
 }
 
 _TIER_DEFINITION = 0
@@ -68,7 +68,7 @@ def apply_rules(
     judge_accept: float | None = None,
     judge_order: bool = False,
 ) -> list[FusedHit]:
-    """Re-rank fused hits with the bounded rules of ARCHITECTURE.md "Fusion".
+    """Re-rank fused hits with the bounded rules of the module docstring.
 
     In order:
 
@@ -85,27 +85,26 @@ def apply_rules(
        holds the identifier as a case-sensitive substring). Fused order is kept within a tier.
     4. ``strict_identifiers``: for an identifier query, when no remaining hit is in tier 0 or 1
        and none has an exact title match (pinned or not), the whole result is ``[]``.
-    5. ``judge_accepted`` (only when ``judge_accept`` is given and the query is not an
-       identifier): hits the SAG2 judge answered "yes" for (its contribution's
-       ``detail["judge_p"] >= judge_accept``) come next after the pins, in the SAG2 path's rank
-       order. The judge has already weighed the lexical, dense and bridge evidence of these
-       passages; another path's rank must not push an accepted passage below one the judge
-       rejected. Everything else keeps its fused order after them.
-    6. ``next_hop_slot``: a hit that a path found by its derived query (``Hit.derived``: a SAG2
-       expansion round's next-hop query) is never left below that path's rank for it: with
+    5. ``judge_accepted`` (only when ``judge_accept`` is given and the query is not an identifier):
+       hits a judge answered "yes" for (the judged contribution's ``judge_p >= judge_accept``, see
+       :attr:`FusedHit.judged`) come next after the pins, in the judging path's rank order. The
+       judge has already weighed the lexical, dense and bridge evidence of these passages; another
+       path's rank must not push an accepted passage below one the judge rejected. Everything else
+       keeps its fused order after them.
+    6. ``next_hop_slot``: a hit that a path found by its next-hop query (``Hit.next_hop``: a
+       SAG2 expansion round's query) is never left below that path's rank for it: with
        ``slot = next_hop_rank`` minus the hits put ahead by rules 2 and 5, a hit further down
        is moved up to that slot (after any such hit already holding it) and gets the rule name.
        RRF reads a path's silence as a vote against a chunk, but the other paths never ran the
        next-hop query: their votes may still lift such a chunk, their silence may not sink it.
        The other hits keep their fused order. For an identifier query it runs before the tiers
        (which then partition stably), otherwise after rule 5.
-    7. ``judge_order`` (only when ``judge_order`` is true and the query is not an identifier):
-       the hits the SAG2 judge scored (a ``judge_p`` in their SAG2 contribution) keep the slots
-       they hold after rules 5 and 6, but are put into the SAG2 path's rank order over those
-       slots; the hits no judge saw keep their own slots. The judge has weighed every passage it
-       scored on the lexical, dense and title evidence the other paths vote with, so letting
-       those paths re-rank what it judged counts their evidence twice; they still bring in what
-       it never saw.
+    7. ``judge_order`` (only when ``judge_order`` is true and the query is not an identifier): the
+       hits a judge scored (a contribution with ``judge_p``) keep the slots they hold after rules 5
+       and 6, but are put into the judging path's rank order over those slots; the hits no judge saw
+       keep their own slots. The judge has weighed every passage it scored on the lexical, dense and
+       title evidence the other paths vote with, so letting those paths re-rank what it judged
+       counts their evidence twice; they still bring in what it never saw.
 
     A hit whose ``chunk_id`` is not in ``chunks`` cannot be judged: it is kept, never dropped or
     pinned, gets no rule name, and sorts with tier 3 for an identifier query (so without an
@@ -117,7 +116,7 @@ def apply_rules(
         chunks: chunk_id -> what the rules may read of that chunk.
         pin_exact_titles: most resources to pin by exact title, ``>= 0`` (``0`` disables).
         strict_identifiers: return nothing for an identifier query without an exact match.
-        judge_accept: the judge probability from which a SAG2 hit counts as accepted (``None``
+        judge_accept: the judge probability from which a judged hit counts as accepted (``None``
             disables rule 5).
         judge_order: rule 7 on or off.
 
@@ -241,17 +240,17 @@ def _next_hop_slots(hits: list[FusedHit], *, offset: int) -> list[FusedHit]:
 
 
 def _judge_p(hit: FusedHit) -> tuple[float, int] | None:
-    for c in hit.contributions:
-        p = c.detail.get("judge_p") if c.path == "sag2" else None
-        if isinstance(p, int | float) and not isinstance(p, bool):
-            return float(p), c.rank
-    return None
+    """(judge probability, the judging path's rank) of a judged hit, else ``None``."""
+    judged = hit.judged
+    if judged is None or judged.judge_p is None:
+        return None
+    return judged.judge_p, judged.rank
 
 
 def _judge_accepted(
     hits: list[FusedHit], threshold: float
 ) -> tuple[list[FusedHit], list[FusedHit]]:
-    """Rule 5: (the accepted hits in SAG2 rank order, the others in their order)."""
+    """Rule 5: (the accepted hits in the judging path's rank order, the others in order)."""
     accepted: list[tuple[int, FusedHit]] = []
     others: list[FusedHit] = []
     for hit in hits:
@@ -265,7 +264,7 @@ def _judge_accepted(
 
 
 def _judge_order(hits: list[FusedHit]) -> list[FusedHit]:
-    """Rule 7: the judged hits, in SAG2 rank order, refill the slots the judged hits hold."""
+    """Rule 7: the judged hits, in the judging path's rank order, refill the slots they hold."""
     judged = sorted(
         (p_rank[1], i) for i, hit in enumerate(hits) if (p_rank := _judge_p(hit)) is not None
     )

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from hybridsag.fusion.markdown import atx_heading, atx_headings
+
 __all__ = [
     "contains_whole_identifier",
     "defines_identifier",
@@ -50,10 +52,6 @@ _DEF_MODIFIERS = (
     "async",
 )
 
-# CommonMark ATX heading: up to 3 spaces, 1 to 6 '#', then end of line or a space/tab.
-_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(?P<text>.*))?$")
-# CommonMark code fence opener/closer: up to 3 spaces, then 3+ backticks or tildes.
-_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
 
 
 def normalize_title(s: str) -> str:
@@ -206,30 +204,7 @@ def defines_identifier(text: str, ident: str) -> bool:
         assignment_form, text, re.MULTILINE
     ):
         return True
-    return any(
-        contains_whole_identifier(heading, ident) for heading in _markdown_headings(text)
-    )
-
-
-def _markdown_headings(text: str) -> list[str]:
-    """The text of every ATX heading line outside fenced code blocks."""
-    headings: list[str] = []
-    fence: str | None = None
-    for line in text.splitlines():
-        opener = _FENCE.match(line)
-        if opener is not None:
-            marker = opener.group("fence")
-            if fence is None:
-                fence = marker
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
-                fence = None
-            continue
-        if fence is not None:
-            continue
-        heading = _HEADING.match(line)
-        if heading is not None:
-            headings.append(heading.group("text") or "")
-    return headings
+    return any(contains_whole_identifier(heading, ident) for _level, heading in atx_headings(text))
 
 
 def is_heading_only(text: str) -> bool:
@@ -249,4 +224,4 @@ def is_heading_only(text: str) -> bool:
         >>> is_heading_only("# Setup\\n\\n## Install\\n")
         True
     """
-    return all(not line.strip() or _HEADING.match(line) for line in text.splitlines())
+    return all(not line.strip() or atx_heading(line) is not None for line in text.splitlines())

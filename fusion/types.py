@@ -18,9 +18,15 @@ class Hit:
     evidence turned higher-is-better. ``detail`` carries path-specific facts (judge probability,
     matched title rule, round found) and is never mutated after construction.
 
-    ``derived`` marks a hit found only by a query the path derived from the user's (a SAG2
-    expansion round's next-hop terms). The other paths never ran that query, so their silence
-    is no vote against it: fusion's ``next_hop_slot`` rule never puts it below its own rank.
+    Two typed facts that fusion rules read (never the path's name or a ``detail`` key):
+
+    - ``judge_p``: the probability a judge gave this passage of being a necessary piece of the
+      answer (the SAG2 path's judge), ``None`` when no judge scored it. A path whose numbers
+      only restate an order it was given (the ``none`` judge) leaves it ``None``.
+    - ``next_hop``: the hit was found only by a query the path derived from the user's (a SAG2
+      expansion round's next-hop terms). The other paths never ran that query, so their
+      silence is no vote against it: fusion's ``next_hop_slot`` rule never puts it below its
+      own rank.
     """
 
     chunk_id: str
@@ -29,19 +35,22 @@ class Hit:
     raw_score: float
     score: float
     detail: Mapping[str, Any] = field(default_factory=dict)
-    derived: bool = False
+    judge_p: float | None = None
+    next_hop: bool = False
 
     def __post_init__(self) -> None:
         if self.rank < 1:
             raise ValueError(f"Hit.rank is 1-based, got {self.rank}")
         if not self.chunk_id:
             raise ValueError("Hit.chunk_id must not be empty")
+        if self.judge_p is not None and not 0.0 <= self.judge_p <= 1.0:
+            raise ValueError(f"Hit.judge_p must be in 0..1 or None, got {self.judge_p!r}")
 
 
 @dataclass(frozen=True, slots=True)
 class Contribution:
     """What one path gave a fused hit: its rank, raw and normalised score and its RRF term;
-    ``derived`` is the path's ``Hit.derived``."""
+    ``judge_p`` and ``next_hop`` are the path's ``Hit.judge_p`` and ``Hit.next_hop``."""
 
     path: str
     rank: int
@@ -49,7 +58,8 @@ class Contribution:
     score: float
     rrf_term: float
     detail: Mapping[str, Any] = field(default_factory=dict)
-    derived: bool = False
+    judge_p: float | None = None
+    next_hop: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +79,16 @@ class FusedHit:
 
     @property
     def next_hop_rank(self) -> int | None:
-        """The best rank among the contributions a path found by its derived (next-hop) query
-        (``Hit.derived``), or ``None`` when no path found it that way."""
-        return min((c.rank for c in self.contributions if c.derived), default=None)
+        """The best rank among the contributions a path found by its next-hop query
+        (``Hit.next_hop``), or ``None`` when no path found it that way."""
+        return min((c.rank for c in self.contributions if c.next_hop), default=None)
+
+    @property
+    def judged(self) -> Contribution | None:
+        """The contribution whose path's judge scored this chunk (``judge_p`` set), or ``None``.
+        When several paths judged it, the best-ranked one."""
+        scored = [c for c in self.contributions if c.judge_p is not None]
+        return min(scored, key=lambda c: c.rank) if scored else None
 
     @property
     def best_rank(self) -> int:

@@ -2,7 +2,7 @@
 
 A resource's text is cut into :class:`Chunk` records, each an exact, trimmed slice of the source
 (``source.encode("utf-8")[byte_start:byte_end].decode("utf-8") == chunk.text``) with its heading
-path and 1-based line range. The rules (docs: ARCHITECTURE.md, "The system of record"):
+path and 1-based line range. The rules:
 
 - blocks split at blank lines, headings (Markdown ATX ``#``..``######`` and setext underlines;
   reStructuredText section titles, underlined or over- and underlined with one repeated
@@ -34,6 +34,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
+
+from hybridsag.fusion.markdown import atx_heading, fence_closes, fence_open
 
 __all__ = [
     "FORMATS",
@@ -255,9 +257,6 @@ def split_sentences(text: str) -> list[str]:
 
 # --------------------------------------------------------------------------- block parsing
 
-_FENCE_RE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
-_ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_ATX_CLOSE_RE = re.compile(r"(?:^|[ \t]+)#+$")
 _SETEXT_RE = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _THEMATIC_RE = re.compile(r" {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
 
@@ -392,15 +391,11 @@ def _markdown_spans(
                 i += used
                 continue
         if first in "`~":
-            m = _FENCE_RE.match(line)
-            if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            fence = fence_open(line)
+            if fence is not None:
                 flush_para()
-                fence = m.group(1)
                 j = i + 1
-                while j < n:
-                    closing = text[starts[j] : ends[j]].strip()
-                    if closing and closing.startswith(fence) and not closing.strip(fence[0]):
-                        break
+                while j < n and not fence_closes(text[starts[j] : ends[j]], fence):
                     j += 1
                 last = min(j, n - 1)
                 section.extend(_code_units(text, i, last, starts, ends, target))
@@ -416,11 +411,10 @@ def _markdown_spans(
                     i = j + 1
                     continue
             if first == "#":
-                m = _ATX_RE.match(line)
-                if m:
+                heading = atx_heading(line)
+                if heading is not None:
                     flush_para()
-                    title = _ATX_CLOSE_RE.sub("", m.group(2) or "").strip()
-                    open_heading(len(m.group(1)), title)
+                    open_heading(*heading)
                     i += 1
                     continue
             if first in "=-" and para and _SETEXT_RE.match(line):

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
+from hybridsag.judges import judge_names
+from hybridsag.paths import path_names
 
 __all__ = [
     "COMMANDS_GROUP",
@@ -55,9 +57,8 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
-    from pydantic import ValidationError
-
     from hybridsag.settings import Settings
+    from pydantic import ValidationError
 
     if getattr(args, "data_dir", None):
         overrides["data_dir"] = Path(args.data_dir)
@@ -303,7 +304,9 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
-    """Check settings, store, tokenizer, models and Milvus; exit 1 if anything failed."""
+    """Check settings, store, tokenizer, model files and Milvus; exit 1 if anything failed.
+    Nothing is embedded and no model is loaded: the model check looks for its files and the
+    index meta, the Milvus check opens the dense index from the recorded dimension."""
     checks: list[dict[str, Any]] = []
 
     def check(name: str, fn: Callable[[], str]) -> None:
@@ -323,36 +326,46 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
         s = state["settings"]
 
         def store_ok() -> str:
-            from hybridsag.search import HybridSearch
+            from hybridsag.components import Components
 
-            hs = HybridSearch(s)
-            state["hs"] = hs
-            c = hs.store.counts()
+            parts = Components(s)
+            state["parts"] = parts
+            c = parts.store.counts()
             return (
                 f"{s.sqlite_path}: {c['resources']} resources, {c['chunks']} chunks, "
-                f"tokenizer {hs.tokenizer.fingerprint()}"
+                f"tokenizer {parts.tokenizer.fingerprint()}"
             )
 
         check("store", store_ok)
 
         def model_ok() -> str:
+            from hybridsag.embedder import resolve_model
+
             if s.embedding.model == "none":
                 return "dense path off (embedding.model = 'none')"
-            emb = state["hs"].embedder()
-            vec = emb.encode(["doctor"], kind="query")
-            return f"{emb.name}: dimension {emb.dimension}, encoded {vec.shape}"
+            source = resolve_model(s.embedding.model)
+            store = state["parts"].store
+            stored = store.get_meta("embedding_model"), store.get_meta("embedding_dimension")
+            recorded = (
+                f"index built with {stored[0]!r}, {stored[1]}-d"
+                if stored[0]
+                else "no vectors recorded yet"
+            )
+            return f"{s.embedding.model}: files at {source}; {recorded}"
 
         def milvus_ok() -> str:
             if s.embedding.model == "none":
                 return "dense path off"
-            index = state["hs"].dense_index()
             where = s.milvus.uri or f"Milvus Lite at {s.milvus_lite_path}"
+            index = state["parts"].stored_dense_index()
+            if index is None:
+                return f"{where}: no vectors recorded for this data dir yet"
             return f"{where}: collection {s.milvus.collection}, {index.count()} vectors"
 
-        if "hs" in state:
+        if "parts" in state:
             check("embedding model", model_ok)
             check("milvus", milvus_ok)
-            state["hs"].close()
+            state["parts"].close()
     ok = all(c["ok"] for c in checks)
     if args.json:
         _print_json({"ok": ok, "checks": checks}, out)
@@ -386,7 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query")
     p.add_argument("-k", type=int, default=None, help="results to return (default 10)")
-    p.add_argument("--paths", help="comma-separated: bm25,sag2,dense,title (default: settings)")
+    p.add_argument(
+        "--paths", help=f"comma-separated: {','.join(path_names())} (default: search.paths)"
+    )
     p.add_argument("--tenant")
     p.add_argument("--acl", action="append", help="caller's ACL tag (repeat)")
     p.add_argument("--meta", action="append", help="metadata equality KEY=VALUE (repeat)")
@@ -408,10 +423,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="evaluate paths on a BEIR-style folder")
     p.add_argument("--data", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.tsv")
-    p.add_argument("--paths", default="bm25", help="comma-separated: bm25,sag2,dense,title,fused")
-    p.add_argument("--fuse", help="paths the fused run merges (default: search.paths, as a search does)")
+    p.add_argument(
+        "--paths", default="bm25", help=f"comma-separated: {','.join(path_names())},fused"
+    )
+    p.add_argument(
+        "--fuse", help="paths the fused run merges (default: search.paths, as a search does)"
+    )
     p.add_argument("--limit", type=int, help="first N questions only")
-    p.add_argument("--judge", help="judge of the sag2 path: features, jev, cross-encoder, none")
+    p.add_argument("--judge", help=f"judge of the sag2 path: {', '.join(judge_names())}")
     p.add_argument(
         "--tune-weights",
         action="store_true",

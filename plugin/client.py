@@ -155,7 +155,8 @@ class ServiceClient:
         """Send a JSONL file in batches; bad lines (not JSON, or refused by the service) are
         reported by ``file:line`` as ``index --jsonl`` does in-process, the rest is ingested."""
         total: dict[str, Any] = {
-            "indexed": 0, "unchanged": 0, "chunks": 0, "vectors": 0, "errors": {}, "seconds": 0.0
+            "indexed": 0, "unchanged": 0, "chunks": 0, "vectors": 0, "errors": {}, "warnings": [],
+            "seconds": 0.0,
         }
         for batch in self._jsonl_batches(Path(path), batch_size, total["errors"]):
             while batch:
@@ -171,6 +172,7 @@ class ServiceClient:
                 for key in ("indexed", "unchanged", "chunks", "vectors", "seconds"):
                     total[key] += report[key]
                 total["errors"].update(report["errors"])
+                total["warnings"].extend(report.get("warnings", []))
                 if progress is not None:
                     progress(len(batch))
                 break

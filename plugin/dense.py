@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
-
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import Settings
@@ -151,9 +150,8 @@ class DenseIndex(Protocol):
         ...
 
     def flush(self) -> None:
-        """Seal what was written into searchable segments (after a bulk write). Milvus Lite
-        searches rows still in its memtable about 7x slower than sealed ones (6k rows: about
-        360 ms against 50 ms a query, measured on 2 cores)."""
+        """Seal what was written into searchable segments (after a bulk write): Milvus Lite
+        searches rows still in its memtable several times slower than sealed ones."""
         ...
 
     def delete_resource(self, resource_id: str) -> None:
@@ -298,7 +296,11 @@ def _is_retriable(exc: BaseException) -> bool:
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return True
     try:
-        from pymilvus.exceptions import ConnectError, MilvusException, MilvusUnavailableException
+        from pymilvus.exceptions import (
+            ConnectError,
+            MilvusException,
+            MilvusUnavailableException,
+        )
     except ImportError:  # pragma: no cover
         return False
     if isinstance(exc, (ConnectError, MilvusUnavailableException)):

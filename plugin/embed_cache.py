@@ -1,7 +1,7 @@
 """A disk cache of passage embeddings keyed by (model, sha256 of the text).
 
-Benchmarks embed the same corpus again and again; on 2 cores MiniLM embeds about 30 passages a
-second (PLATFORM.md), so the cache turns a 3-minute rebuild into a second. Queries are never
+Benchmarks embed the same corpus again and again, and embedding is the slow part of building
+an index, so the cache turns a rebuild of an unchanged corpus into a disk read. Queries are never
 cached. The cache is a folder of ``.npy`` shards plus a JSON index, one folder per model.
 """
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
-
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
 from hybridsag.settings import Settings
 
@@ -38,6 +37,7 @@ __all__ = [
     "check_dimension",
     "make_embedder",
     "packaged_model_dir",
+    "quiet_weight_loading",
     "resolve_model",
 ]
 
@@ -154,7 +154,7 @@ def resolve_model(model: str) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_weight_loading() -> Iterator[None]:
+def quiet_weight_loading() -> Iterator[None]:
     """Hide transformers' "Loading weights" progress bar while a model loads, then restore it."""
     try:
         from transformers.utils import logging as hf_logging
@@ -225,7 +225,7 @@ class SentenceTransformerEmbedder:
                     "'sentence-transformers>=5,<7'), or set embedding.model='none'"
                 ) from exc
             try:
-                with _quiet_weight_loading():
+                with quiet_weight_loading():
                     model = SentenceTransformer(
                         self._source, device=self._device, local_files_only=True
                     )
@@ -297,8 +297,9 @@ EMBEDDERS: dict[str, EmbedderFactory] = {
 }
 
 
-def make_embedder(settings: Settings, *, backend: str = DEFAULT_EMBEDDER) -> Embedder | None:
-    """Build the configured embedder, or ``None`` when ``embedding.model`` is ``"none"``.
+def make_embedder(settings: Settings, *, backend: str | None = None) -> Embedder | None:
+    """Build the configured embedder (``embedding.backend`` unless ``backend`` is given), or
+    ``None`` when ``embedding.model`` is ``"none"``.
 
     The model itself loads lazily on first use; a model folder that does not exist is reported
     here already.
@@ -309,6 +310,7 @@ def make_embedder(settings: Settings, *, backend: str = DEFAULT_EMBEDDER) -> Emb
     """
     if settings.embedding.model == "none":
         return None
+    backend = settings.embedding.backend if backend is None else backend
     try:
         factory = EMBEDDERS[backend]
     except KeyError:

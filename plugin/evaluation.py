@@ -1,6 +1,6 @@
 """``hybridsag eval``: retrieval paths alone and fused, side by side, on a BEIR-style folder.
 
-Recall@K is the HippoRAG 2 / SAG definition (``../shared/data/README.md``): per question, the
+Recall@K is the HippoRAG 2 / SAG definition: per question, the
 share of its gold passages found in the top K passages returned, then the mean over questions.
 MRR@10 is the reciprocal rank of the first gold passage in the top 10; nDCG@10 uses binary gains
 (Järvelin and Kekäläinen, 2002). Latency is wall time per query of the path alone (or of the whole
@@ -20,20 +20,35 @@ import platform
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import InputError
+from hybridsag.paths import PATHS, path_names
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
 
-__all__ = ["Dataset", "EVAL_PATHS", "load_dataset", "metrics_for", "run_eval", "tune_weights"]
+__all__ = [
+    "FUSED",
+    "Dataset",
+    "eval_path_names",
+    "load_dataset",
+    "metrics_for",
+    "run_eval",
+    "tune_weights",
+]
 
 KS = (1, 2, 5, 10)
-EVAL_PATHS = ("bm25", "sag2", "dense", "title", "fused")
+#: The eval "path" that runs a whole fused search.
+FUSED = "fused"
+
+
+def eval_path_names() -> tuple[str, ...]:
+    """What ``--paths`` accepts: every registered path, and ``fused``."""
+    return (*path_names(), FUSED)
 
 
 @dataclass(frozen=True)
@@ -202,15 +217,16 @@ def _open_index(
     noop = lambda n: None  # noqa: E731
     # 1. the lexical index: what every path reads
     with HybridSearch(lexical_settings) as hs:
+        parts = hs.components
         tick = progress("index", ds.passages) if progress else noop
-        warm_s = hs.tokenizer.warm()  # jieba's dictionary load is start-up, not build work
+        warm_s = parts.tokenizer.warm()  # jieba's dictionary load is start-up, not build work
         t0 = time.perf_counter()
         report = hs.ingest_jsonl(ds.corpus_path, mode="passage", progress=tick)
         build_s = time.perf_counter() - t0
         info: dict[str, Any] = {
             "build_s": round(build_s, 3),
-            "passages": hs.store.counts()["chunks"],
-            "bytes": hs.store.bytes_on_disk(),
+            "passages": parts.store.counts()["chunks"],
+            "bytes": parts.store.bytes_on_disk(),
             "skipped": len(report.errors),
             "tokenizer_load_s": round(warm_s, 3),
         }
@@ -218,14 +234,16 @@ def _open_index(
         return HybridSearch(lexical_settings), info
     # 2. the dense index, from the same chunks (what the write path would have embedded)
     from hybridsag.embed_cache import CachedEmbedder
+    from hybridsag.embedder import make_embedder
 
-    hs = HybridSearch(run_settings)
+    inner = make_embedder(run_settings)
+    assert inner is not None  # needs_dense implies an embedding model
+    emb = CachedEmbedder(inner, settings.data_dir / "cache")
+    hs = HybridSearch(run_settings, embedder=emb)
     try:
-        emb = CachedEmbedder(hs.embedder(), settings.data_dir / "cache")
-        hs._embedder = emb
         tick = progress("embed", info["passages"]) if progress else noop
         t0 = time.perf_counter()
-        n = hs.writer().backfill_vectors(progress=tick)
+        n = hs.components.writer().backfill_vectors(progress=tick)
         info["dense_build_s"] = round(time.perf_counter() - t0, 3)
         info["vectors"] = n
         info["dense_bytes"] = _dir_bytes(run_settings.milvus_lite_path)
@@ -239,12 +257,19 @@ def _open_index(
     return hs, info
 
 
+def _use_vectors(names: Iterable[str]) -> bool:
+    """Whether any of these paths reads the dense index or the passage vectors."""
+    return any(
+        name in PATHS and (PATHS[name].needs_dense or PATHS[name].reads_vectors) for name in names
+    )
+
+
 def _fuse_paths(fuse: Sequence[str] | None, settings: Settings) -> tuple[str, ...]:
     """The paths the fused run merges: ``--fuse``, else what a search runs by default."""
     fuse_paths = tuple(fuse) if fuse else tuple(settings.search.paths)
     for p in fuse_paths:
-        if p not in EVAL_PATHS or p == "fused":
-            raise InputError(f"unknown path {p!r} in --fuse; valid: bm25, sag2, dense, title")
+        if p not in PATHS:
+            raise InputError(f"unknown path {p!r} in --fuse; valid: {', '.join(path_names())}")
     return fuse_paths
 
 
@@ -265,15 +290,15 @@ def run_eval(
     ``progress(label, total)`` returns a callback taking an increment (for progress bars).
     """
     for p in paths:
-        if p not in EVAL_PATHS:
-            raise InputError(f"unknown eval path {p!r}; valid: {', '.join(EVAL_PATHS)}")
+        if p not in eval_path_names():
+            raise InputError(f"unknown eval path {p!r}; valid: {', '.join(eval_path_names())}")
     ds = load_dataset(data, limit=limit)
     out = Path(out) if out is not None else settings.data_dir / "eval" / ds.name
     out.mkdir(parents=True, exist_ok=True)
     fuse_paths = _fuse_paths(fuse, settings)
     settings = _apply_overrides(settings, judge, rounds)
-    wanted = set(paths) | (set(fuse_paths) if "fused" in paths else set())
-    needs_dense = settings.embedding.model != "none" and bool(wanted & {"dense", "sag2"})
+    wanted = set(paths) | (set(fuse_paths) if FUSED in paths else set())
+    needs_dense = settings.embedding.model != "none" and _use_vectors(wanted)
     noop = lambda n: None  # noqa: E731
     summary: dict[str, Any] = {"dataset": ds.name, "questions": len(ds.queries)}
     hs, summary["index"] = _open_index(
@@ -283,14 +308,14 @@ def run_eval(
         summary["paths"] = {}
         details: list[dict[str, Any]] = []
         if "sag2" in wanted:
-            hs.retriever("sag2").trace = True  # type: ignore[attr-defined]
+            hs.components.retriever("sag2").trace.resources = True  # type: ignore[attr-defined]
         filters = Filters()
         for name in paths:
             run = _PathRun()
             tick = progress(name, len(ds.queries)) if progress else noop
             for qid, text in ds.queries:
                 t0 = time.perf_counter()
-                if name == "fused":
+                if name == FUSED:
                     resp = hs.search(text, top_k=10, paths=fuse_paths, explain=False)
                     ranked = _dedupe_resources([r.resource_id for r in resp.results])
                     extra = dict(resp.usage.get("sag2", {}))
@@ -321,7 +346,7 @@ def run_eval(
                 )
                 tick(1)
             summary["paths"][name] = _aggregate(run)
-        if "fused" in paths:
+        if FUSED in paths:
             summary["fused_paths"] = list(fuse_paths)
             summary["fusion"] = {
                 "k": settings.fusion.k,
@@ -391,7 +416,7 @@ def tune_weights(
     out.mkdir(parents=True, exist_ok=True)
     fuse_paths = _fuse_paths(fuse, settings)
     settings = _apply_overrides(settings, judge, rounds)
-    needs_dense = settings.embedding.model != "none" and bool(set(fuse_paths) & {"dense", "sag2"})
+    needs_dense = settings.embedding.model != "none" and _use_vectors(fuse_paths)
     if settings.embedding.model == "none" and "dense" in fuse_paths:
         fuse_paths = tuple(p for p in fuse_paths if p != "dense")
     hs, index_info = _open_index(settings, ds, out, needs_dense=needs_dense, progress=progress)

@@ -1,15 +1,30 @@
-"""The lexical path: all FTS5 code in one adapter, behind the ``LexicalIndex`` protocol.
+"""The lexical index: the one owner of every FTS5 statement, behind the ``LexicalIndex`` protocol.
 
-Query terms (ARCHITECTURE.md, SAG-Wiki): the query goes through the index tokenizer (NFKC,
-lowercase, jieba search mode), tokens without a letter or digit and stop words are dropped, the
-rest deduplicated, at most ``query.max_terms`` (80); each is quoted and the terms are joined with
-``OR``, so user text is never FTS5 syntax. A term with no hit in the index is compared with the
-resource titles and replaced by a title spelling that differs from it only by accents, ligatures
-or compatibility forms, when exactly one title token has that folded form ("the title-alias fix").
+Every statement that creates, reads or writes the FTS5 tables lives here: the write path, the
+title path and the reconciler call these methods instead of writing SQL of their own, so how a
+row is built, searched or deleted is written once. The tables:
 
-Ranking is FTS5 ``bm25()`` with column weights title/heading/body = 2/2/1 (settings). The top of
-the FTS5 ranking is taken in a subquery before the resource join (PLATFORM.md: a naive join costs
-about 3x) and refilled with a deeper subquery when filters leave too few rows.
+``chunks_fts(title, heading, body)``
+    one row per chunk (rowid = ``chunks.id``): the resource title, the heading path and the
+    chunk text, each as space-joined :class:`~hybridsag.tokenizer.Tokenizer` tokens;
+``titles_fts(title)``
+    one row per committed resource (rowid = ``resources.id``): the title's tokens;
+``chunks_vocab``
+    the ``fts5vocab`` view of ``chunks_fts`` (document frequencies).
+
+Query terms: the query goes through the index tokenizer (NFKC, lowercase, jieba search mode),
+tokens without a letter or digit and stop words are dropped, the rest deduplicated, at most
+``query.max_terms``; each is quoted (:func:`quote_term`, as sqlite-utils' ``quote_fts`` does) and
+the terms are joined with ``OR``, so user text is never FTS5 syntax. A term with no hit in the
+index is compared with the resource titles and replaced by a title spelling that differs from it
+only by accents, ligatures or compatibility forms, when exactly one title token has that folded
+form ("the title-alias fix").
+
+Ranking is FTS5 ``bm25()`` with column weights title/heading/body from ``lexical`` settings. The
+top of the FTS5 ranking is taken in a subquery before the resource join and refilled with a deeper
+subquery when filters leave too few rows. The statements are built by pure functions
+(:func:`build_search_sql`, :func:`build_title_search_sql`, :func:`build_best_chunks_sql`) that
+tests assert on.
 """
 
 from __future__ import annotations
@@ -17,24 +32,43 @@ from __future__ import annotations
 import sqlite3
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from hybridsag.errors import LexicalError
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import LexicalSettings
 from hybridsag.store import Filters, Store, select_in
-from hybridsag.tokenizer import Tokenizer
+from hybridsag.tokenizer import FTS_TOKENIZE, Tokenizer
 
 __all__ = [
+    "FTS_MIGRATIONS",
+    "ChunkTokens",
     "Fts5LexicalIndex",
     "LexicalIndex",
+    "build_best_chunks_sql",
     "build_match",
     "build_search_sql",
+    "build_title_search_sql",
     "fold_term",
     "quote_term",
     "strip_diacritics",
 ]
+
+#: Named migrations of the FTS5 tables (recorded in the store's ``migrations`` table; ``IF NOT
+#: EXISTS`` because stores made before the tables moved here created them in ``0001_initial``).
+FTS_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "fts5_0001_tables",
+        f"""
+        CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+            title, heading, body, tokenize="{FTS_TOKENIZE}");
+        CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row');
+        CREATE VIRTUAL TABLE IF NOT EXISTS titles_fts USING fts5(title, tokenize="{FTS_TOKENIZE}");
+        """,
+    ),
+)
 
 
 def quote_term(term: str) -> str:
@@ -51,7 +85,7 @@ def build_match(terms: Sequence[str], *, must: str | None = None) -> str:
 
 
 def build_search_sql(filter_sql: str) -> str:
-    """The search statement. Parameters, in order: the three bm25 weights, the MATCH
+    """The chunk search statement. Parameters, in order: the three bm25 weights, the MATCH
     expression, the subquery depth, the filter parameters, the final limit."""
     return f"""
         SELECT c.chunk_id, c.resource_id, top.s
@@ -64,6 +98,30 @@ def build_search_sql(filter_sql: str) -> str:
         WHERE {filter_sql}
         ORDER BY top.s, c.id
         LIMIT ?"""
+
+
+def build_title_search_sql(filter_sql: str) -> str:
+    """The title search statement. Parameters: the MATCH expression, the filter parameters, the
+    limit. Returns ``(resource_id, bm25 score)`` rows, best first."""
+    return f"""
+        SELECT r.resource_id, bm25(titles_fts) AS s
+        FROM titles_fts JOIN resources r ON r.id = titles_fts.rowid
+        WHERE titles_fts MATCH ? AND {filter_sql}
+        ORDER BY s, r.id LIMIT ?"""
+
+
+def build_best_chunks_sql(n_resources: int) -> str:
+    """The best chunk of each of ``n_resources`` resources for a MATCH expression, at the
+    resources' current versions. Parameters: the MATCH expression, the resource ids, the three
+    bm25 weights. Rows ``(resource_id, chunk_id)``, best first."""
+    marks = ",".join("?" * n_resources)
+    return f"""
+        SELECT c.resource_id, c.chunk_id
+        FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
+        JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version
+        WHERE chunks_fts MATCH ? AND chunks_fts.rowid IN (
+            SELECT id FROM chunks WHERE resource_id IN ({marks}))
+        ORDER BY bm25(chunks_fts, ?, ?, ?), c.id"""
 
 
 _LIGATURES = str.maketrans(
@@ -88,16 +146,46 @@ def fold_term(term: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
+@dataclass(frozen=True, slots=True)
+class ChunkTokens:
+    """What one ``chunks_fts`` row holds: the space-joined tokens of the resource title, the
+    heading path and the chunk text (built by :meth:`Fts5LexicalIndex.chunk_tokens`)."""
+
+    title: str
+    heading: str
+    body: str
+
+
 @runtime_checkable
 class LexicalIndex(Protocol):
-    """Contract: ``search`` returns at most ``limit`` hits of visible chunks (filters applied in
-    the query), rank 1 first, ``score`` higher-is-better; raises :class:`LexicalError`."""
+    """The lexical index the bm25, title and SAG2 paths read.
+
+    Contract: ``search`` returns at most ``limit`` hits of visible chunks (``filters`` applied in
+    the query), rank 1 first, ``score`` higher-is-better, ``raw_score`` the engine's own number;
+    ``query_terms`` never returns engine syntax (every term is quoted when searched);
+    ``doc_freqs`` maps each known term to the number of chunks holding it. Every method raises
+    :class:`~hybridsag.errors.LexicalError` when the engine fails.
+    """
+
+    tokenizer: Tokenizer
 
     def query_terms(self, query: str) -> list[str]: ...
 
     def search(
-        self, terms: Sequence[str], *, limit: int, filters: Filters, must: str | None = None
+        self,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        filters: Filters,
+        must: str | None = None,
+        path: str = "bm25",
     ) -> list[Hit]: ...
+
+    def search_titles(
+        self, terms: Sequence[str], *, limit: int, filters: Filters
+    ) -> list[tuple[str, float]]: ...
+
+    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]: ...
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]: ...
 
@@ -105,9 +193,12 @@ class LexicalIndex(Protocol):
 
 
 class Fts5LexicalIndex:
-    """SQLite FTS5 implementation of :class:`LexicalIndex`."""
+    """SQLite FTS5 implementation of :class:`LexicalIndex`, over the store's database.
 
-    path_name = "bm25"
+    Read methods use the calling thread's store connection. Write methods take ``conn``, the
+    connection of a write transaction the caller holds (``Store.atomic()``), so FTS rows change
+    in the same transaction as the chunk and resource rows they index.
+    """
 
     def __init__(
         self, store: Store, tokenizer: Tokenizer, settings: LexicalSettings, *, max_terms: int = 80
@@ -117,8 +208,9 @@ class Fts5LexicalIndex:
         self.settings = settings
         self.max_terms = max_terms
         self._alias_lock = threading.Lock()
-        self._alias_key: tuple[int, float] | None = None
+        self._alias_key: tuple[object, ...] | None = None
         self._alias: dict[str, set[str]] = {}
+        store.migrate(FTS_MIGRATIONS)
 
     # -- terms --------------------------------------------------------------------------------
 
@@ -170,7 +262,7 @@ class Fts5LexicalIndex:
                         folded = fold_term(token)
                         if folded != token:
                             aliases.setdefault(folded, set()).add(token)
-                self._alias, self._alias_key = aliases, key  # type: ignore[assignment]
+                self._alias, self._alias_key = aliases, key
             return self._alias
 
     # -- search -------------------------------------------------------------------------------
@@ -184,7 +276,8 @@ class Fts5LexicalIndex:
         must: str | None = None,
         path: str = "bm25",
     ) -> list[Hit]:
-        """BM25 top ``limit`` for quoted-OR ``terms`` (all containing ``must`` when given)."""
+        """BM25 top ``limit`` for quoted-OR ``terms`` (all containing ``must`` when given), as
+        hits of the path named ``path``."""
         match = build_match(terms, must=must)
         if not match or limit < 1:
             return []
@@ -222,3 +315,124 @@ class Fts5LexicalIndex:
             )
             for i, (chunk_id, resource_id, score) in enumerate(rows, start=1)
         ]
+
+    def search_titles(
+        self, terms: Sequence[str], *, limit: int, filters: Filters
+    ) -> list[tuple[str, float]]:
+        """``(resource_id, bm25 score)`` of the resources whose title matches quoted-OR
+        ``terms``, best first (the score is FTS5's, lower-is-better)."""
+        match = build_match(terms)
+        if not match or limit < 1:
+            return []
+        filter_sql, params = filters.sql("r")
+        try:
+            rows = (
+                self.store.connection()
+                .execute(build_title_search_sql(filter_sql), [match, *params, limit])
+                .fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise LexicalError(f"title search failed: {exc}") from exc
+        return [(rid, float(score)) for rid, score in rows]
+
+    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
+        """The best-matching chunk (current version) of each resource for ``terms``; resources
+        with no matching chunk are absent."""
+        match = build_match(terms)
+        if not match or not resource_ids:
+            return {}
+        s = self.settings
+        best: dict[str, str] = {}
+        try:
+            rows = (
+                self.store.connection()
+                .execute(
+                    build_best_chunks_sql(len(resource_ids)),
+                    [match, *resource_ids, s.title_weight, s.heading_weight, s.body_weight],
+                )
+                .fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise LexicalError(f"title path chunk lookup failed: {exc}") from exc
+        for rid, chunk_id in rows:
+            best.setdefault(rid, chunk_id)
+        return best
+
+    # -- rows (inside the caller's write transaction) -------------------------------------------
+
+    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
+        """The tokens of one chunk's FTS row (pure: call it before taking the write lock)."""
+        tok = self.tokenizer.index_text
+        return ChunkTokens(tok(title), tok(heading), tok(body))
+
+    def title_tokens(self, title: str) -> str:
+        """The tokens of one resource's title row."""
+        return self.tokenizer.index_text(title)
+
+    def add_chunks(self, conn: sqlite3.Connection, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
+        """Index chunks: ``(chunks.id, tokens)`` each."""
+        conn.executemany(
+            "INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+            [(rowid, t.title, t.heading, t.body) for rowid, t in rows],
+        )
+
+    def remove_chunks(self, conn: sqlite3.Connection, rowids: Iterable[int]) -> None:
+        """Remove the rows of these ``chunks.id`` values (absent ones are ignored)."""
+        conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(r,) for r in rowids])
+
+    def remove_resource_chunks(self, conn: sqlite3.Connection, resource_id: str) -> None:
+        """Remove the rows of every chunk row of ``resource_id`` (all versions)."""
+        conn.execute(
+            "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE resource_id = ?)",
+            (resource_id,),
+        )
+
+    def remove_orphan_chunk(self, conn: sqlite3.Connection, rowid: int) -> int:
+        """Remove the row ``rowid`` if no chunk row has that id any more; returns 1 or 0."""
+        cur = conn.execute(
+            "DELETE FROM chunks_fts WHERE rowid = ? AND NOT EXISTS "
+            "(SELECT 1 FROM chunks WHERE id = ?)",
+            (rowid, rowid),
+        )
+        return max(cur.rowcount, 0)
+
+    def has_chunk(self, conn: sqlite3.Connection, rowid: int) -> bool:
+        """Whether chunk row ``rowid`` is indexed."""
+        row = conn.execute("SELECT 1 FROM chunks_fts WHERE rowid = ?", (rowid,)).fetchone()
+        return row is not None
+
+    def add_titles(self, conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:
+        """Index titles: ``(resources.id, title tokens)`` each."""
+        conn.executemany("INSERT INTO titles_fts(rowid, title) VALUES (?, ?)", list(rows))
+
+    def remove_titles(self, conn: sqlite3.Connection, rowids: Iterable[int]) -> None:
+        """Remove the title rows of these ``resources.id`` values."""
+        conn.executemany("DELETE FROM titles_fts WHERE rowid = ?", [(r,) for r in rowids])
+
+    def remove_resource_title(self, conn: sqlite3.Connection, resource_id: str) -> None:
+        """Remove the title row of ``resource_id``."""
+        conn.execute(
+            "DELETE FROM titles_fts WHERE rowid IN "
+            "(SELECT id FROM resources WHERE resource_id = ?)",
+            (resource_id,),
+        )
+
+    def remove_orphan_title(self, conn: sqlite3.Connection, rowid: int) -> int:
+        """Remove the title row ``rowid`` if no resource has that id any more; returns 1 or 0."""
+        cur = conn.execute(
+            "DELETE FROM titles_fts WHERE rowid = ? AND NOT EXISTS "
+            "(SELECT 1 FROM resources WHERE id = ?)",
+            (rowid, rowid),
+        )
+        return max(cur.rowcount, 0)
+
+    def has_title(self, conn: sqlite3.Connection, rowid: int) -> bool:
+        """Whether resource row ``rowid`` has its title row."""
+        row = conn.execute("SELECT 1 FROM titles_fts WHERE rowid = ?", (rowid,)).fetchone()
+        return row is not None
+
+    def indexed_rowids(self, conn: sqlite3.Connection) -> tuple[set[int], set[int]]:
+        """Every indexed ``(chunks.id set, resources.id set)`` (the reconciler's snapshot)."""
+        chunks = {r[0] for r in conn.execute("SELECT rowid FROM chunks_fts")}
+        titles = {r[0] for r in conn.execute("SELECT rowid FROM titles_fts")}
+        return chunks, titles

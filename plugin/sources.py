@@ -1,4 +1,5 @@
-"""Where resources come from: a JSONL file (a BEIR ``corpus.jsonl`` loads as is) or a folder.
+"""Where resources come from: a JSONL file (a BEIR ``corpus.jsonl`` loads as is) or a folder
+(text files, plus PDF, DOCX, HTML and EPUB through :mod:`hybridsag.formats`).
 
 Both yield validated :class:`~hybridsag.writer.Document` values and report, rather than raise,
 the entries they had to skip (a file that is not UTF-8, a JSONL line that is not an object), so
@@ -9,23 +10,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
 from hybridsag.chunker import rst_title
-from hybridsag.errors import IngestError
+from hybridsag.errors import ConfigError, IngestError
+from hybridsag.formats import CONVERTED_SUFFIXES, DocumentConverter
+from hybridsag.fusion.markdown import first_h1
 from hybridsag.writer import Document, make_document
 
 __all__ = ["FOLDER_SUFFIXES", "SourceErrors", "iter_folder", "iter_jsonl"]
 
 FOLDER_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst"}
-# CommonMark ATX h1 on one line: a closing run of '#' counts only after a space ("C#" stays).
-_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
 @dataclass
@@ -90,19 +90,7 @@ def _title_of(text: str, fmt: str, fallback: str) -> str:
     if fmt == "rst":
         return rst_title(text) or fallback
     if fmt == "markdown":
-        fence = ""
-        for line in text.splitlines():
-            f = _FENCE.match(line)
-            if f:
-                marker = f.group(1)
-                if not fence:
-                    fence = marker
-                elif marker[0] == fence[0] and len(marker) >= len(fence):
-                    fence = ""
-                continue
-            m = None if fence else _H1.match(line)
-            if m and m.group(1).strip():
-                return m.group(1).strip()
+        return first_h1(text) or fallback
     return fallback
 
 
@@ -132,11 +120,19 @@ class _Ignores:
 
 
 def iter_folder(
-    root: Path, errors: SourceErrors, *, tenant: str = "", acl: tuple[str, ...] = ()
+    root: Path,
+    errors: SourceErrors,
+    *,
+    tenant: str = "",
+    acl: tuple[str, ...] = (),
+    converter: DocumentConverter | None = None,
 ) -> Iterator[Document]:
-    """Documents from the md/markdown/txt/rst files under ``root``; hidden files and folders and
-    ``.gitignore``-matched paths are skipped; a non-UTF-8 file is reported and skipped. The
-    resource id is the path relative to ``root``; the title is the first ``# H1`` or the stem."""
+    """Documents from the md/markdown/txt/rst files under ``root`` and, given a ``converter``,
+    its pdf/docx/html/htm/epub files (:data:`~hybridsag.formats.CONVERTED_SUFFIXES`); hidden
+    files and folders and ``.gitignore``-matched paths are skipped; a non-UTF-8 file, or one the
+    converter refuses or has no parser for, is reported and skipped. The resource id is the path
+    relative to ``root``; the title is the first ``# H1`` (a converted file: its own title) or
+    the stem."""
     root = Path(root).resolve()
     if not root.is_dir():
         raise IngestError(f"folder {root} does not exist or is not a directory")
@@ -152,32 +148,55 @@ def iter_folder(
         for name in sorted(filenames):
             path = folder / name
             fmt = FOLDER_SUFFIXES.get(path.suffix.lower())
-            if name.startswith(".") or fmt is None or ignores.ignored(path, is_dir=False):
+            converts = converter is not None and path.suffix.lower() in CONVERTED_SUFFIXES
+            if name.startswith(".") or (fmt is None and not converts):
+                continue
+            if ignores.ignored(path, is_dir=False):
                 continue
             errors.seen += 1
             rel = path.relative_to(root).as_posix()
             try:
                 stat = path.stat()  # before reading: a later change then shows as stale
-                data = path.read_bytes()
-            except OSError as exc:
-                errors.errors[rel] = f"unreadable: {exc.strerror}"
-                continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                errors.errors[rel] = f"not UTF-8 ({exc.reason} at byte {exc.start}); skipped"
-                continue
-            try:
-                yield make_document(
+                text, title, chunk_fmt, meta = _read_file(path, fmt, stat.st_size, converter)
+                doc = make_document(
                     rel,
                     text,
-                    title=_title_of(text.lstrip("\ufeff"), fmt, path.stem),
+                    title=title,
+                    metadata=meta,
                     tenant=tenant,
                     acl=acl,
                     source_uri=str(path),
-                    fmt=fmt,  # type: ignore[arg-type]
+                    fmt=chunk_fmt,  # type: ignore[arg-type]
                     source_mtime_ns=stat.st_mtime_ns,
                     source_size=stat.st_size,
                 )
-            except IngestError as exc:
+            except OSError as exc:
+                errors.errors[rel] = f"unreadable: {exc.strerror}"
+                continue
+            except (IngestError, ConfigError) as exc:  # ConfigError: the formats extra is missing
                 errors.errors[rel] = str(exc)
+                continue
+            yield doc
+
+
+def _read_file(
+    path: Path, fmt: str | None, size: int, converter: DocumentConverter | None
+) -> tuple[str, str, str, dict[str, Any] | None]:
+    """(text, title, chunker format, metadata) of one folder file. A text file is read as
+    UTF-8; any other goes through ``converter`` (its metadata names the format and source hash).
+
+    Raises:
+        IngestError: not UTF-8, or a file the converter refuses (the message says why).
+        ConfigError: the converter's parser is not installed.
+        OSError: the file cannot be read.
+    """
+    if fmt is None:
+        assert converter is not None
+        converted = converter.convert_file(path, size=size)
+        return converted.text, converted.title or path.stem, "markdown", converted.metadata()
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"not UTF-8 ({exc.reason} at byte {exc.start}); skipped") from exc
+    return text, _title_of(text.lstrip("\ufeff"), fmt, path.stem), fmt, None

@@ -1,12 +1,13 @@
 """The system of record: one SQLite database (WAL) under the data dir.
 
-Tables (named migrations in :data:`MIGRATIONS`): ``resources``, ``chunks``, the FTS5 tables
-``chunks_fts`` (title, heading, body; rowid = ``chunks.id``) and ``titles_fts`` (rowid =
-``resources.id``) holding :mod:`hybridsag.tokenizer` tokens, ``tombstones``, ``journal`` (what the
-write path was doing, for crash recovery) and ``meta`` (schema, tokenizer, embedder).
+Tables (named migrations in :data:`MIGRATIONS`): ``resources``, ``chunks``, ``chunk_vectors``,
+``tombstones``, ``journal`` (what the write path was doing, for crash recovery), ``meta`` (schema,
+tokenizer, embedder) and ``reconcile_lease``. The lexical index's own tables (FTS5) are created by
+:mod:`hybridsag.lexical` through :meth:`Store.migrate`, which owns every statement on them.
 
-Every write goes through :meth:`Store.atomic` (``BEGIN IMMEDIATE`` .. ``COMMIT``). Connections are
-per thread. A resource is visible only when ``status = 'ready'``; every read path filters on it.
+Every write goes through :meth:`Store.atomic` (``BEGIN IMMEDIATE`` .. ``COMMIT``; a nested
+``atomic()`` is a SAVEPOINT). Connections are per thread. A resource is visible only when
+``status = 'ready'``; every read path filters on it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import IndexMismatchError, QueryError, StoreError
-from hybridsag.tokenizer import FTS_TOKENIZE
 
 __all__ = [
     "ChunkRecord",
@@ -80,9 +80,6 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             content_sha256 TEXT NOT NULL
         );
         CREATE INDEX chunks_resource ON chunks(resource_id, version, ordinal);
-        CREATE VIRTUAL TABLE chunks_fts USING fts5(title, heading, body, tokenize="{FTS_TOKENIZE}");
-        CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
-        CREATE VIRTUAL TABLE titles_fts USING fts5(title, tokenize="{FTS_TOKENIZE}");
         CREATE TABLE tombstones(
             resource_id TEXT PRIMARY KEY,
             version INTEGER NOT NULL,
@@ -368,10 +365,25 @@ class Store:
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``); rolls back on any exception."""
+        """One write transaction (``BEGIN IMMEDIATE``); rolls back on any exception. Nested in
+        another ``atomic()`` of the same thread it is a SAVEPOINT: an exception inside rolls back
+        only the nested part, and the outer transaction goes on."""
         conn = self.connection()
-        if conn.in_transaction:  # nested: join the outer transaction
-            yield conn
+        if conn.in_transaction:
+            depth = getattr(self._local, "savepoints", 0) + 1
+            self._local.savepoints = depth
+            name = f"hs_sp{depth}"
+            conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+                raise
+            else:
+                conn.execute(f"RELEASE {name}")
+            finally:
+                self._local.savepoints = depth - 1
             return
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -399,24 +411,26 @@ class Store:
 
     # -- schema and meta ---------------------------------------------------------------------
 
-    def migrate(self) -> list[str]:
-        """Apply pending named migrations; return the names applied."""
-        conn = self.connection()
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
-        applied = []
-        for name, sql in MIGRATIONS:
-            if name in done:
-                continue
-            with self.atomic() as c:
+    def migrate(self, migrations: Sequence[tuple[str, str]] = MIGRATIONS) -> list[str]:
+        """Apply the pending ones of ``migrations`` (named SQL scripts; the store's own by
+        default, a backend's own such as the lexical index's otherwise); return the names
+        applied. Safe under concurrency: the check and the scripts run in one write transaction,
+        so several processes opening a new data dir at once apply each migration once."""
+        applied: list[str] = []
+        with self.atomic() as c:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS migrations("
+                "name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
+            done = {r[0] for r in c.execute("SELECT name FROM migrations")}
+            for name, sql in migrations:
+                if name in done:
+                    continue
                 for statement in _split_sql(sql):
                     c.execute(statement)
                 c.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
-            applied.append(name)
-        if applied:
-            with self.atomic() as c:
+                applied.append(name)
+            if applied and migrations is MIGRATIONS:
                 c.execute(
                     "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (MIGRATIONS[-1][0],)
                 )
@@ -467,6 +481,34 @@ class Store:
             f"{_CHUNK_SELECT} WHERE c.resource_id = ? ORDER BY c.ordinal", (resource_id,)
         )
         return [ChunkRecord(*row) for row in rows]
+
+    def resources_by_title(self, title_norm: str, filters: Filters, *, limit: int) -> list[str]:
+        """Ids of the resources visible under ``filters`` whose normalised title is
+        ``title_norm``, oldest first, at most ``limit``."""
+        filter_sql, params = filters.sql("r")
+        rows = self.connection().execute(
+            f"SELECT r.resource_id FROM resources r WHERE r.title_norm = ? AND {filter_sql} "
+            "ORDER BY r.id LIMIT ?",
+            [title_norm, *params, limit],
+        )
+        return [row[0] for row in rows]
+
+    def first_chunks(self, resource_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """Each resource's first chunk (current version) and how many chunks it has:
+        ``{resource_id: (chunk_id, count)}``; resources without chunks are absent."""
+        out: dict[str, tuple[str, int]] = {}
+        if not resource_ids:
+            return out
+        marks = ",".join("?" * len(resource_ids))
+        for rid, chunk_id, n in self.connection().execute(
+            f"""SELECT c.resource_id, c.chunk_id, count(*) OVER (PARTITION BY c.resource_id)
+                FROM chunks c JOIN resources r
+                  ON r.resource_id = c.resource_id AND r.version = c.version
+                WHERE c.resource_id IN ({marks}) ORDER BY c.resource_id, c.ordinal""",
+            list(resource_ids),
+        ):
+            out.setdefault(rid, (chunk_id, int(n)))
+        return out
 
     def chunk_vectors(self, chunk_ids: Iterable[str]) -> dict[str, bytes]:
         """Stored float32 passage vectors (raw bytes) by chunk id, where present."""

@@ -32,6 +32,7 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -45,14 +46,24 @@ from hybridsag.chunker import FORMATS, Chunk, Format, chunk_text
 from hybridsag.errors import DenseError, IngestError, StoreError
 from hybridsag.fusion.text import normalize_title
 from hybridsag.store import Store, select_in
-from hybridsag.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from hybridsag.dense import DenseIndex
+    from hybridsag.dense import DenseIndex, VectorRow
     from hybridsag.embedder import Embedder
+    from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex
     from hybridsag.settings import ChunkingSettings
 
-__all__ = ["Document", "IngestReport", "WriteLock", "Writer", "chunk_id_for", "make_document"]
+__all__ = [
+    "Document",
+    "IngestReport",
+    "StepHook",
+    "WriteLock",
+    "Writer",
+    "chunk_id_for",
+    "make_document",
+]
+
+log = logging.getLogger(__name__)
 
 MAX_ID_CHARS = 512
 #: A bulk ingest that wrote this many vectors seals them (DenseIndex.flush) before returning.
@@ -161,13 +172,16 @@ def make_document(
 
 @dataclass
 class IngestReport:
-    """What an ingest did. ``errors`` maps a resource id or file to its reason."""
+    """What an ingest did. ``errors`` maps a resource id or file to the reason it was not
+    indexed; ``warnings`` lists what went wrong without losing anything indexed (a cleanup step
+    that failed and was left to the reconciler)."""
 
     indexed: int = 0
     unchanged: int = 0
     chunks: int = 0
     vectors: int = 0
     errors: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def merge(self, other: IngestReport) -> None:
@@ -176,6 +190,7 @@ class IngestReport:
         self.chunks += other.chunks
         self.vectors += other.vectors
         self.errors.update(other.errors)
+        self.warnings.extend(other.warnings)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -184,6 +199,7 @@ class IngestReport:
             "chunks": self.chunks,
             "vectors": self.vectors,
             "errors": dict(self.errors),
+            "warnings": list(self.warnings),
             "seconds": round(self.seconds, 4),
         }
 
@@ -222,7 +238,7 @@ class _Prepared:
     chunks: tuple[Chunk, ...]
     title_tokens: str
     title_norm: str
-    chunk_tokens: tuple[tuple[str, str], ...]  # (heading tokens, body tokens)
+    chunk_tokens: tuple[ChunkTokens, ...]
     vectors: Any = None  # numpy array (n_chunks, dim) or None
 
 
@@ -232,26 +248,44 @@ StepHook = Callable[[str, str], None]
 
 
 class Writer:
-    """Runs the write path over a store and (optionally) a dense index."""
+    """Runs the write path over a store, its lexical index and (optionally) a dense index.
+
+    The dense side is given as providers, called when first needed, so that only the steps
+    that embed load a model: ``dense()`` opens the dense index for writing, ``stored_dense()``
+    returns it only when vectors were ever recorded (deletes and cleanups; ``None`` means there
+    is nothing to remove), ``embedder()`` builds the embedder. All three ``None``: no vectors.
+    """
 
     def __init__(
         self,
         store: Store,
-        tokenizer: Tokenizer,
+        lexical: Fts5LexicalIndex,
         chunking: ChunkingSettings,
         lock: WriteLock,
         *,
-        dense: DenseIndex | None = None,
-        embedder: Embedder | None = None,
+        dense: Callable[[], DenseIndex] | None = None,
+        stored_dense: Callable[[], DenseIndex | None] | None = None,
+        embedder: Callable[[], Embedder] | None = None,
         step_hook: StepHook | None = None,
     ) -> None:
         self.store = store
-        self.tokenizer = tokenizer
+        self.lexical = lexical
+        self.tokenizer = lexical.tokenizer
         self.chunking = chunking
         self.lock = lock
-        self.dense = dense
-        self.embedder = embedder
+        self._dense = dense
+        self._stored_dense = stored_dense if stored_dense is not None else dense
+        self._embedder = embedder
         self._hook = step_hook
+
+    @property
+    def embeds(self) -> bool:
+        """Whether this write path writes vectors (a dense index and an embedder are set)."""
+        return self._dense is not None and self._embedder is not None
+
+    def _vectors_to_remove(self) -> DenseIndex | None:
+        """The dense index when it may hold vectors of ours, else None (never loads a model)."""
+        return self._stored_dense() if self._stored_dense is not None else None
 
     def _step(self, step: str, resource_id: str) -> None:
         if self._hook is not None:
@@ -268,13 +302,13 @@ class Writer:
             target_chars=self.chunking.target_chars,
             overlap_chars=self.chunking.overlap_chars,
         )
-        tok = self.tokenizer.index_text
+        lex = self.lexical
         return _Prepared(
             doc=doc,
             chunks=tuple(chunks),
-            title_tokens=tok(doc.title),
+            title_tokens=lex.title_tokens(doc.title),
             title_norm=normalize_title(doc.title),
-            chunk_tokens=tuple((tok(c.heading_path), tok(c.text)) for c in chunks),
+            chunk_tokens=tuple(lex.chunk_tokens(doc.title, c.heading_path, c.text) for c in chunks),
         )
 
     def ingest_many(
@@ -307,8 +341,8 @@ class Writer:
             report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged))
             if progress:
                 progress(len(batch))
-        if self.dense is not None and report.vectors >= FLUSH_AFTER_VECTORS:
-            self.dense.flush()
+        if self._dense is not None and report.vectors >= FLUSH_AFTER_VECTORS:
+            self._dense().flush()
         report.seconds = time.perf_counter() - started
         return report
 
@@ -342,9 +376,11 @@ class Writer:
         if not docs:
             return report
         prepared = [self.prepare(d, mode=mode) for d in docs]
-        if self.dense is not None and self.embedder is not None:
+        dense = None
+        if self._dense is not None and self._embedder is not None:
             texts = [_embed_text(p.doc.title, c) for p in prepared for c in p.chunks]
-            vectors = self.embedder.encode(texts, kind="passage") if texts else None
+            vectors = self._embedder().encode(texts, kind="passage") if texts else None
+            dense = self._dense()
             at = 0
             with_vectors = []
             for p in prepared:
@@ -356,24 +392,30 @@ class Writer:
             prepared = with_vectors
         with self.lock.hold():
             claims = self._claim(prepared)
-            written: list[str] = []
+            written: list[str] = []  # what may be in the dense index: compensated on failure
             try:
-                if self.dense is not None and self.embedder is not None:
-                    written = self._write_vectors(prepared, claims)
+                if dense is not None:
+                    rows = self._vector_rows(prepared, claims)
+                    written = [r.chunk_id for r in rows]
+                    for p in prepared:
+                        self._step("vectors", p.doc.resource_id)
+                    if rows:  # a failed upsert wrote an unknown part: all ids are compensated
+                        dense.upsert(rows)
                     report.vectors = len(written)
                 committed, lost, old_ids = self._commit(prepared, claims)
-            except BaseException:
-                self._compensate(written, claims)
+            except BaseException as exc:
+                self._compensate(dense, written, claims, exc)
                 raise
-            if lost and self.dense is not None:
+            if lost and dense is not None:
                 lost_ids = [
                     chunk_id_for(p.doc.resource_id, claims[p.doc.resource_id], c.ordinal)
                     for p in prepared
                     if p.doc.resource_id in lost
                     for c in p.chunks
                 ]
-                self.dense.delete_ids(lost_ids)
-            self._cleanup_old_vectors(old_ids)
+                self._cleanup_vectors(dense, lost_ids, report, "vectors of a lost claim")
+            if old_ids and dense is not None:
+                self._cleanup_vectors(dense, old_ids, report, "the previous version's vectors")
         for rid in lost:
             report.errors[rid] = (
                 "not indexed: the resource was deleted (or re-ingested) while this ingest ran; "
@@ -440,10 +482,12 @@ class Writer:
             )
         return claims
 
-    def _write_vectors(self, prepared: Sequence[_Prepared], claims: Mapping[str, int]) -> list[str]:
+    def _vector_rows(
+        self, prepared: Sequence[_Prepared], claims: Mapping[str, int]
+    ) -> list[VectorRow]:
+        """The vector rows of a batch, keyed by the claimed versions."""
         from hybridsag.dense import VectorRow
 
-        assert self.dense is not None
         rows = []
         for p in prepared:
             version = claims[p.doc.resource_id]
@@ -458,17 +502,7 @@ class Writer:
                         vector=[float(x) for x in vec],
                     )
                 )
-        ids = [r.chunk_id for r in rows]
-        for p in prepared:
-            self._step("vectors", p.doc.resource_id)
-        if rows:
-            try:
-                self.dense.upsert(rows)
-            except BaseException:
-                # what was written of a failed upsert is unknown: all ids are compensated
-                self._compensate(ids, claims)
-                raise
-        return ids
+        return rows
 
     def _commit(
         self, prepared: Sequence[_Prepared], claims: Mapping[str, int]
@@ -495,10 +529,7 @@ class Writer:
             kept = [p.doc.resource_id for p in keep]
             old = _rows_by_id(conn, "SELECT resource_id, id, chunk_id FROM chunks", kept, many=True)
             old_ids = [r["chunk_id"] for rs in old.values() for r in rs]
-            conn.executemany(
-                "DELETE FROM chunks_fts WHERE rowid = ?",
-                [(r["id"],) for rs in old.values() for r in rs],
-            )
+            self.lexical.remove_chunks(conn, (r["id"] for rs in old.values() for r in rs))
             conn.executemany("DELETE FROM chunks WHERE resource_id = ?", [(r,) for r in old])
             conn.executemany(
                 """UPDATE resources SET title = ?, title_norm = ?, source_uri = ?,
@@ -525,17 +556,17 @@ class Writer:
                     for p in keep
                 ],
             )
-            title_rows = [(rows[p.doc.resource_id]["id"], p.title_tokens) for p in keep]
-            conn.executemany(  # only a resource committed before has a title row to replace
-                "DELETE FROM titles_fts WHERE rowid = ?",
-                [(rows[p.doc.resource_id]["id"],) for p in keep if rows[p.doc.resource_id]["version"]],
+            row_of = {p.doc.resource_id: rows[p.doc.resource_id] for p in keep}
+            # only a resource committed before has a title row to replace
+            self.lexical.remove_titles(conn, (r["id"] for r in row_of.values() if r["version"]))
+            self.lexical.add_titles(
+                conn, ((row_of[p.doc.resource_id]["id"], p.title_tokens) for p in keep)
             )
-            conn.executemany("INSERT INTO titles_fts(rowid, title) VALUES (?, ?)", title_rows)
             chunk_rows = []
-            fts_tokens = []
+            fts_tokens: list[ChunkTokens] = []
             for p in keep:
                 rid, version = p.doc.resource_id, claims[p.doc.resource_id]
-                for c, (heading, body) in zip(p.chunks, p.chunk_tokens):
+                for c, tokens in zip(p.chunks, p.chunk_tokens):
                     chunk_rows.append(
                         (
                             chunk_id_for(rid, version, c.ordinal),
@@ -551,7 +582,7 @@ class Writer:
                             hashlib.sha256(c.text.encode("utf-8")).hexdigest(),
                         )
                     )
-                    fts_tokens.append((p.title_tokens, heading, body))
+                    fts_tokens.append(tokens)
             if chunk_rows:
                 first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
                 conn.executemany(
@@ -561,10 +592,7 @@ class Writer:
                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     [(first + i, *row) for i, row in enumerate(chunk_rows)],
                 )
-                conn.executemany(
-                    "INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-                    [(first + i, *tok) for i, tok in enumerate(fts_tokens)],
-                )
+                self.lexical.add_chunks(conn, ((first + i, t) for i, t in enumerate(fts_tokens)))
                 vector_rows = [
                     (first + i, _vector_blob(vec))
                     for i, vec in enumerate(v for p in keep for v in _vectors_of(p))
@@ -582,44 +610,58 @@ class Writer:
             committed.update(kept)
         return committed, lost, old_ids
 
-    def _compensate(self, written: Sequence[str], claims: Mapping[str, int]) -> None:
-        """Undo a batch whose commit did not happen: its vectors go, its claims are released."""
-        if written and self.dense is not None:
+    def _compensate(
+        self,
+        dense: DenseIndex | None,
+        written: Sequence[str],
+        claims: Mapping[str, int],
+        cause: BaseException,
+    ) -> None:
+        """Undo a batch whose commit did not happen: its vectors go, its claims are released.
+        A step that fails here is logged and noted on ``cause`` (the error the caller raises);
+        the journal rows still name the claims, so the reconciler finishes the undo."""
+        if written and dense is not None:
             try:
-                self.dense.delete_ids(list(written))
-            except DenseError:
-                pass  # left for the reconciler: the journal rows below still name the claims
-            else:
-                self._release(claims)
-            return
-        self._release(claims)
+                dense.delete_ids(list(written))
+            except DenseError as exc:
+                _note(cause, f"compensation left {len(written)} vector(s) to the reconciler: {exc}")
+                return  # the claims stay: the reconciler deletes the vectors, then releases them
+        try:
+            self._release(claims)
+        except StoreError as exc:
+            _note(cause, f"compensation left {len(claims)} claim(s) to the reconciler: {exc}")
 
     def _release(self, claims: Mapping[str, int]) -> None:
-        try:
-            with self.store.atomic() as conn:
-                for rid, version in claims.items():
-                    conn.execute(
-                        "UPDATE resources SET pending_version = NULL WHERE resource_id = ? "
-                        "AND pending_version = ?",
-                        (rid, version),
-                    )
-                    conn.execute(
-                        "DELETE FROM resources WHERE resource_id = ? AND status = 'indexing' "
-                        "AND version = 0 AND pending_version IS NULL",
-                        (rid,),
-                    )
-                    conn.execute(
-                        "DELETE FROM journal WHERE resource_id = ? AND version = ? "
-                        "AND op = 'ingest'",
-                        (rid, version),
-                    )
-        except StoreError:
-            pass  # the journal keeps the claim: the reconciler undoes it
+        with self.store.atomic() as conn:
+            for rid, version in claims.items():
+                conn.execute(
+                    "UPDATE resources SET pending_version = NULL WHERE resource_id = ? "
+                    "AND pending_version = ?",
+                    (rid, version),
+                )
+                conn.execute(
+                    "DELETE FROM resources WHERE resource_id = ? AND status = 'indexing' "
+                    "AND version = 0 AND pending_version IS NULL",
+                    (rid,),
+                )
+                conn.execute(
+                    "DELETE FROM journal WHERE resource_id = ? AND version = ? "
+                    "AND op = 'ingest'",
+                    (rid, version),
+                )
 
-    def _cleanup_old_vectors(self, old_ids: Sequence[str]) -> None:
-        if old_ids and self.dense is not None:
-            with contextlib.suppress(DenseError):
-                self.dense.delete_ids(list(old_ids))
+    @staticmethod
+    def _cleanup_vectors(
+        dense: DenseIndex, ids: Sequence[str], report: IngestReport, what: str
+    ) -> None:
+        """Delete vectors that are no longer current; a failure is logged and reported as a
+        warning (the reconciler finds them as stale versions or orphans)."""
+        try:
+            dense.delete_ids(list(ids))
+        except DenseError as exc:
+            message = f"could not delete {len(ids)} of {what} (left to the reconciler): {exc}"
+            log.warning("%s", message)
+            report.warnings.append(message)
 
     def backfill_vectors(
         self,
@@ -635,8 +677,9 @@ class Writer:
         deleted again), so a backfill never resurrects old text."""
         from hybridsag.dense import VectorRow
 
-        if self.dense is None or self.embedder is None:
+        if self._dense is None or self._embedder is None:
             raise DenseError("backfill_vectors needs a dense index and an embedder")
+        embedder = self._embedder()
         conn = self.store.connection()
         sql = """SELECT c.chunk_id, c.resource_id, c.version, c.heading_path, c.text, r.title,
                         r.tenant, r.acl
@@ -648,6 +691,9 @@ class Writer:
             sql += f" AND c.resource_id IN ({','.join('?' * len(resource_ids))})"
             params = list(resource_ids)
         rows = conn.execute(sql + " ORDER BY c.id", params).fetchall()
+        if not rows:
+            return 0
+        dense = self._dense()
         written = 0
         for start in range(0, len(rows), batch_size):
             part = rows[start : start + batch_size]
@@ -655,7 +701,7 @@ class Writer:
                 _embed_text(r["title"], Chunk(0, r["text"], r["heading_path"], 0, 0, 0, 0))
                 for r in part
             ]
-            vectors = self.embedder.encode(texts, kind="passage")
+            vectors = embedder.encode(texts, kind="passage")
             batch = [
                 VectorRow(
                     chunk_id=r["chunk_id"],
@@ -667,12 +713,12 @@ class Writer:
                 )
                 for r, vec in zip(part, vectors)
             ]
-            with self.lock.hold():
-                self.dense.upsert(batch)
+            with self.lock.hold():  # embedding above ran outside the lock
+                dense.upsert(batch)
                 current = self.store.chunks(v.chunk_id for v in batch)
                 gone = [v.chunk_id for v in batch if v.chunk_id not in current]
                 if gone:
-                    self.dense.delete_ids(gone)
+                    dense.delete_ids(gone)
                 with self.store.atomic() as wconn:
                     wconn.executemany(
                         "INSERT OR REPLACE INTO chunk_vectors(id, vector) "
@@ -687,7 +733,7 @@ class Writer:
             if progress:
                 progress(len(part))
         if written:
-            self.dense.flush()
+            dense.flush()
         return written
 
     # -- delete, disable, enable --------------------------------------------------------------
@@ -721,8 +767,9 @@ class Writer:
                     (resource_id, version, os.getpid(), now, now),
                 )
             self._step("vectors_delete", resource_id)
-            if self.dense is not None:
-                self.dense.delete_resource(resource_id)
+            dense = self._vectors_to_remove()
+            if dense is not None:
+                dense.delete_resource(resource_id)
             self.purge(resource_id)
         return True
 
@@ -730,17 +777,9 @@ class Writer:
         """Remove chunks, FTS rows and the row of a tombstoned resource (delete's last step)."""
         with self.store.atomic() as conn:
             self._step("purge", resource_id)
-            conn.execute(
-                "DELETE FROM chunks_fts WHERE rowid IN "
-                "(SELECT id FROM chunks WHERE resource_id = ?)",
-                (resource_id,),
-            )
+            self.lexical.remove_resource_chunks(conn, resource_id)
             conn.execute("DELETE FROM chunks WHERE resource_id = ?", (resource_id,))
-            conn.execute(
-                "DELETE FROM titles_fts WHERE rowid IN "
-                "(SELECT id FROM resources WHERE resource_id = ?)",
-                (resource_id,),
-            )
+            self.lexical.remove_resource_title(conn, resource_id)
             conn.execute(
                 "DELETE FROM resources WHERE resource_id = ? AND status = 'deleting'",
                 (resource_id,),
@@ -791,3 +830,11 @@ def _vector_blob(vector: Any) -> bytes:
     import numpy as np
 
     return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def _note(cause: BaseException, message: str) -> None:
+    """Log ``message`` and attach it to the exception being raised (``add_note``)."""
+    log.warning("%s", message)
+    add_note = getattr(cause, "add_note", None)
+    if callable(add_note):
+        add_note(message)

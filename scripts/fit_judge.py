@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from hybridsag.embed_cache import CachedEmbedder
+from hybridsag.embedder import make_embedder
 from hybridsag.evaluation import load_dataset
 from hybridsag.judges.features import FEATURE_NAMES
 from hybridsag.search import HybridSearch
@@ -66,12 +67,11 @@ def main(argv: list[str] | None = None) -> int:
             embedding={"model": emb_model},
             judge={"weights_file": "hand-set"},
         )
-        with HybridSearch(settings) as hs:
+        inner = make_embedder(settings)
+        cached = CachedEmbedder(inner, Path(".hybridsag/cache")) if inner is not None else None
+        with HybridSearch(settings, embedder=cached) as hs:
             hs.ingest_jsonl(ds.corpus_path, mode="passage")
-            if emb_model != "none":
-                hs._embedder = CachedEmbedder(hs.embedder(), Path(".hybridsag/cache"))
-                hs.writer().backfill_vectors()
-            sag2 = hs.retriever("sag2")
+            sag2 = hs.components.retriever("sag2")
             judge = sag2.judge  # type: ignore[attr-defined]
             rows, labels = [], []
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 labels.extend(1.0 if c.chunk_id.split("@")[0] in gold else 0.0 for c in cands)
 
             current: dict[str, frozenset[str]] = {}
-            sag2.on_final_pool = capture  # type: ignore[attr-defined]
+            sag2.trace.on_final_pool = capture  # type: ignore[attr-defined]
             # the pools a default search judges: with the dense path's hits when it runs
             paths = ("sag2", "dense") if emb_model != "none" else ("sag2",)
             for qid, text in ds.queries:

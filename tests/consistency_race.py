@@ -24,10 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybridsag.consistency import Reconciler
 from hybridsag.errors import HybridSagError
 from hybridsag.search import HybridSearch
-
-from hybridsag.consistency import Reconciler
 
 __all__ = ["Op", "RaceResult", "SearchRecord", "run_race"]
 
@@ -101,7 +100,7 @@ class RaceResult:
             if not last.ok or any(o is not last and o.t1 > last.t0 for o in ops):
                 continue  # failed, or overlapped by another op: either order is possible
             checked += 1
-            rec = hs.store.get_resource(rid)
+            rec = hs.components.store.get_resource(rid)
             if last.kind == "delete":
                 if rec is not None:
                     problems.append(f"{rid}: deleted last but is {rec.status}")
@@ -174,7 +173,7 @@ def run_race(
 
     def reconciler() -> None:
         assert reconcile_interval_s is not None
-        rec = Reconciler(hs)
+        rec = Reconciler(hs.components)
         while not done.wait(reconcile_interval_s):
             try:
                 report = rec.run(force=reconcile_force)

@@ -88,7 +88,7 @@ def open_search(
     hs = HybridSearch(
         settings, embedder=shared_embedder(), dense_index=dense_index, step_hook=step_hook
     )
-    hs.writer()  # open the dense index now (and check its dimension)
+    hs.components.dense_index()  # open the dense index now (and check its dimension)
     return hs
 
 
@@ -187,7 +187,7 @@ def check_consistent(hs: HybridSearch) -> list[str]:
     ready/disabled resource has a vector; ``chunks_fts`` rowids equal chunk ids and
     ``titles_fts`` rowids equal resource ids.
     """
-    conn = hs.store.connection()
+    conn = hs.components.store.connection()
     problems: list[str] = []
     res = {
         r["resource_id"]: r
@@ -218,7 +218,7 @@ def check_consistent(hs: HybridSearch) -> list[str]:
     rids = {r["id"] for r in res.values()}
     if titles != rids:
         problems.append(f"titles_fts rowids differ from resource ids: {sorted(titles ^ rids)[:10]}")
-    dense = hs.dense_index()
+    dense = hs.components.dense_index()
     vectors = {cid: (rid, v) for cid, rid, v in dense.iter_entries()}
     for cid, (rid, v) in vectors.items():
         c = chunks.get(cid)

@@ -2,19 +2,17 @@
 
 A judge answers, for every candidate, "is this passage itself a necessary piece of a complete
 answer to the question, given the evidence already accepted?" as a probability in 0..1.
-Implementations are chosen by name through :data:`REGISTRY` (never guessed from a model name).
+Implementations are chosen by name through :data:`hybridsag.judges.JUDGES` (never guessed from a
+model name).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from hybridsag.settings import Settings
-
-__all__ = ["Candidate", "Judge", "JudgeResult", "JudgeUsage", "REGISTRY", "make_judge", "register"]
+__all__ = ["Candidate", "Judge", "JudgeResult", "JudgeUsage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +49,9 @@ class JudgeUsage:
 
 @dataclass(frozen=True, slots=True)
 class JudgeResult:
-    """``probabilities`` holds exactly one value in 0..1 per candidate chunk id."""
+    """``probabilities`` holds exactly one value in 0..1 per candidate chunk id. ``detail`` is
+    the judge's own explanation; a ``"degraded"`` entry there says what the judge had to go
+    without (SAG2 reports it in the search's reasons)."""
 
     probabilities: Mapping[str, float]
     usage: JudgeUsage = JudgeUsage()
@@ -81,26 +81,3 @@ class Judge(Protocol):
         evidence: Sequence[Candidate] = (),
         provisional: Mapping[str, float] | None = None,
     ) -> JudgeResult: ...
-
-
-JudgeFactory = Callable[["Settings"], Judge]
-
-#: name -> factory; filled by the modules that implement judges.
-REGISTRY: dict[str, JudgeFactory] = {}
-
-
-def register(name: str) -> Callable[[JudgeFactory], JudgeFactory]:
-    def deco(factory: JudgeFactory) -> JudgeFactory:
-        REGISTRY[name] = factory
-        return factory
-
-    return deco
-
-
-def make_judge(name: str, settings: Settings) -> Judge:
-    """Build the judge registered under ``name``; ConfigError lists the valid names."""
-    from hybridsag.errors import ConfigError
-
-    if name not in REGISTRY:
-        raise ConfigError(f"unknown judge {name!r}; valid: {sorted(REGISTRY)}")
-    return REGISTRY[name](settings)

@@ -1,7 +1,7 @@
 """The ``cross-encoder`` judge: a local sentence-transformers CrossEncoder scores every pair.
 
 For teams that already keep a cross-encoder (reranker) model on disk. No such model ships inside
-any PyPI package (PLATFORM.md), so this judge is never the default; ``judge.name =
+any PyPI package, so this judge is never the default; ``judge.name =
 "cross-encoder"`` with ``judge.cross_encoder_path`` pointing at the model folder selects it.
 
 Contract (see :class:`hybridsag.judges.base.Judge`):
@@ -46,14 +46,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 from hybridsag.errors import ConfigError, JudgeError
-from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage, register
+from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
 
 if TYPE_CHECKING:
-    from hybridsag.settings import Settings
+    from hybridsag.parts import Parts
 
-__all__ = ["CrossEncoderJudge", "make_cross_encoder_judge", "pair_text"]
+__all__ = ["CrossEncoderJudge", "build", "pair_text"]
 
 _SETTING = "judge.cross_encoder_path"
 
@@ -143,10 +142,10 @@ class CrossEncoderJudge:
                     "the cross-encoder judge needs sentence-transformers and torch (pip install "
                     "'sentence-transformers>=5,<7' torch), or choose another judge"
                 ) from exc
-            from hybridsag.embedder import _quiet_weight_loading
+            from hybridsag.embedder import quiet_weight_loading
 
             try:
-                with _quiet_weight_loading():
+                with quiet_weight_loading():
                     model = CrossEncoder(
                         str(self.path),
                         device=self.device,
@@ -239,8 +238,8 @@ class CrossEncoderJudge:
         return int(sum(len(ids) for ids in encoded["input_ids"]))
 
 
-@register("cross-encoder")
-def make_cross_encoder_judge(settings: Settings) -> CrossEncoderJudge:
+def build(parts: Parts) -> CrossEncoderJudge:
     """Registry factory: the folder from ``judge.cross_encoder_path`` (ConfigError when unset),
     on ``embedding.device`` (the one device setting for local models)."""
-    return CrossEncoderJudge(settings.judge.cross_encoder_path, device=settings.embedding.device)
+    s = parts.settings
+    return CrossEncoderJudge(s.judge.cross_encoder_path, device=s.embedding.device)

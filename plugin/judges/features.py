@@ -1,6 +1,6 @@
 """The offline ``features`` judge: no question or passage leaves the machine.
 
-No judge or cross-encoder model ships its weights in a PyPI package (PLATFORM.md), and a
+No judge or cross-encoder model ships its weights in a PyPI package, and a
 bi-encoder alone cannot see that a second-hop passage matters. What does see it is structure:
 the **bridge** between a candidate and the evidence already accepted. The judge scores each
 candidate with a linear model over:
@@ -40,18 +40,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from hybridsag.errors import ConfigError
-from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage, register
+from hybridsag.errors import ConfigError, HybridSagError
+from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
 
 if TYPE_CHECKING:
-    from hybridsag.settings import Settings
+    from hybridsag.parts import Parts
 
 __all__ = [
     "DEFAULT_WEIGHTS",
     "FEATURE_NAMES",
     "FeatureJudge",
     "FeatureWeights",
+    "build",
     "extract_entities",
     "feature_rows",
     "load_weights",
@@ -288,11 +288,17 @@ class FeatureJudge:
         cos_q = cos_e = None
         qvec = None
         vecs: Mapping[str, np.ndarray] = {}
+        degraded = None
         if self.vectors is not None and self.embed_query is not None:
             vecs = self.vectors([c.chunk_id for c in candidates])
             if vecs:
-                qvec = self.embed_query(question)
-                cos_q = {cid: float(v @ qvec) for cid, v in vecs.items()}
+                try:
+                    qvec = self.embed_query(question)
+                except HybridSagError as exc:  # judged without cosines, and said so
+                    degraded = f"judged without embeddings: {type(exc).__name__}: {exc}"
+                    vecs = {}
+                else:
+                    cos_q = {cid: float(v @ qvec) for cid, v in vecs.items()}
         common = dict(
             cos_question=cos_q,
             use_titles=use_titles,
@@ -317,10 +323,29 @@ class FeatureJudge:
             "cosines": cos_q is not None,
             "weights": self.weights.source,
         }
+        if degraded:
+            detail["degraded"] = degraded
         return rows, detail
 
 
-@register("features")
-def make_feature_judge(settings: Settings) -> FeatureJudge:
-    """Registry factory; the SAG2 retriever wires vectors and the query embedder itself."""
-    return FeatureJudge(tokens=lambda s: s.lower().split(), weights=load_weights(settings.judge.weights_file))
+def build(parts: Parts) -> FeatureJudge:
+    """Registry factory: the index tokenizer, the configured weights and, when the dense path is
+    on, the passage vectors kept in the store and the query embedder (built on first use)."""
+    vectors = embed_query = None
+    if parts.dense_enabled:
+        store = parts.store
+
+        def vectors(ids: Sequence[str]) -> dict[str, np.ndarray]:
+            raw = store.chunk_vectors(ids)
+            return {k: np.frombuffer(v, dtype=np.float32) for k, v in raw.items()}
+
+        def embed_query(question: str) -> np.ndarray:
+            emb = parts.embedder()
+            return np.asarray(emb.encode([question], kind="query")[0], dtype=np.float32)
+
+    return FeatureJudge(
+        tokens=parts.tokenizer.tokenize,
+        weights=load_weights(parts.settings.judge.weights_file),
+        vectors=vectors,
+        embed_query=embed_query,
+    )

@@ -70,7 +70,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import httpx
-
 from hybridsag.errors import (
     ConfigError,
     InputError,
@@ -78,12 +77,13 @@ from hybridsag.errors import (
     JudgeResponseError,
     JudgeTimeoutError,
 )
-from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage, register
+from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from hybridsag.settings import JevSettings, Settings
+    from hybridsag.parts import Parts
+    from hybridsag.settings import JevSettings
 
 __all__ = [
     "CRITERIA",
@@ -95,7 +95,7 @@ __all__ = [
     "build_question",
     "build_state",
     "estimate_tokens",
-    "make_jev_judge",
+    "build",
     "parse_retry_after",
 ]
 
@@ -789,7 +789,6 @@ _HINTS: Mapping[int, str] = {
 }
 
 
-@register("jev")
-def make_jev_judge(settings: Settings) -> JevJudge:
-    """Build the Jev judge from ``settings.judge.jev`` (ConfigError without a key)."""
-    return JevJudge(settings.judge.jev)
+def build(parts: Parts) -> JevJudge:
+    """Registry factory: the Jev judge from ``judge.jev`` (ConfigError without a key)."""
+    return JevJudge(parts.settings.judge.jev)

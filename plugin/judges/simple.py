@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage, register
-
-if TYPE_CHECKING:
-    from hybridsag.settings import Settings
+from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
 
 __all__ = ["NoneJudge"]
 
@@ -33,8 +29,3 @@ class NoneJudge:
             rank = c.signals.get("bm25_rank") or c.signals.get("expansion_rank") or 0.0
             out[c.chunk_id] = 1.0 / (1.0 + rank) if rank else 0.0
         return JudgeResult(out, JudgeUsage())
-
-
-@register("none")
-def make_none_judge(settings: Settings) -> NoneJudge:
-    return NoneJudge()

@@ -46,6 +46,7 @@ from hybridsag.errors import (
     NotFoundError,
     OverloadError,
 )
+from hybridsag.paths import path_names
 from hybridsag.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.service.auth import Principal, TokenBook
@@ -200,15 +201,16 @@ class ServiceState:
             out["store"] = f"ok: {c['resources']} resources, {c['chunks']} chunks"
         except HybridSagError as exc:
             out["store"] = f"failed: {exc}"
-        if not hs.dense_enabled:
+        parts = hs.components
+        if not parts.dense_enabled:
             out["milvus"] = out["model"] = "off (embedding.model = 'none')"
             return out
         try:
-            out["milvus"] = f"ok: {hs.dense_index().count()} vectors"
+            out["milvus"] = f"ok: {parts.dense_index().count()} vectors"
         except HybridSagError as exc:
             out["milvus"] = f"failed: {exc}"
         try:
-            emb = hs.embedder()
+            emb = parts.embedder()
             emb.encode(["readyz"], kind="query")
             out["model"] = f"ok: {emb.name}"
         except HybridSagError as exc:
@@ -612,8 +614,8 @@ def _install_metrics(app: FastAPI) -> None:
 
 def _document_limits(app: FastAPI, settings: Settings) -> None:
     """Write this deployment's limits into the OpenAPI schema (``query.max_chars``,
-    ``server.max_top_k``, ``server.max_batch``, no ``dense`` path when the embedder is off), so
-    the schema admits exactly what the service accepts."""
+    ``server.max_top_k``, ``server.max_batch``, the registered path names, no ``dense`` path
+    when the embedder is off), so the schema admits exactly what the service accepts."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -624,11 +626,16 @@ def _document_limits(app: FastAPI, settings: Settings) -> None:
             for option in props["top_k"].get("anyOf", [props["top_k"]]):
                 if option.get("type") == "integer":
                     option["maximum"] = settings.server.max_top_k
+            names = list(path_names())
+            for option in props["weights"].get("anyOf", [props["weights"]]):
+                if option.get("type") == "object":
+                    option["propertyNames"] = {"enum": list(names)}
             if settings.embedding.model == "none":  # the dense path is off here
-                for option in props["paths"].get("anyOf", [props["paths"]]):
-                    items = option.get("items", {})
-                    if "enum" in items:
-                        items["enum"] = [p for p in items["enum"] if p != "dense"]
+                names.remove("dense")
+            for option in props["paths"].get("anyOf", [props["paths"]]):
+                if option.get("type") == "array":
+                    option["items"] = {"enum": names, "type": "string"}
+                    option["maxItems"] = len(names)
             body = schema["paths"][f"{API_PREFIX}/resources"]["post"]["requestBody"]
             body["content"]["application/json"]["schema"]["maxItems"] = settings.server.max_batch
             app.openapi_schema = schema

@@ -25,7 +25,7 @@ from pydantic import (
 from hybridsag.chunker import Format
 from hybridsag.errors import HybridSagError
 from hybridsag.search import SearchResult
-from hybridsag.settings import PATH_NAMES, check_weights
+from hybridsag.paths import check_path_names, check_weights
 from hybridsag.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
 from hybridsag.writer import IngestReport
 
@@ -44,10 +44,9 @@ __all__ = [
     "WriteOut",
 ]
 
-PathName = Literal["bm25", "sag2", "dense", "title"]
+PathName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Status = Literal["ready", "disabled"]
 
-assert set(PathName.__args__) == set(PATH_NAMES)  # type: ignore[attr-defined]
 assert set(Status.__args__) == set(SEARCHABLE_STATUSES)  # type: ignore[attr-defined]
 
 
@@ -120,12 +119,19 @@ class SearchRequest(_Body):
         "most query.max_chars characters",
     )
     top_k: TopK | None = Field(None, description="at most server.max_top_k")
-    paths: list[PathName] | None = Field(None, min_length=1, max_length=len(PATH_NAMES))
+    paths: list[PathName] | None = Field(
+        None, min_length=1, max_length=16, description="registered path names (the schema lists them)"
+    )
     filters: SearchFilters = Field(default_factory=SearchFilters)
     weights: dict[PathName, Weight] | None = None
     judge_order: StrictBool | None = None
     explain: StrictBool = True
     include_stale: StrictBool | None = None
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else list(check_path_names(value, where="paths"))
 
     @field_validator("weights")
     @classmethod
@@ -178,6 +184,7 @@ class IngestOut(_Body):
     chunks: int
     vectors: int
     errors: dict[str, str]
+    warnings: list[str] = Field(default_factory=list)
     seconds: float
 
     @classmethod

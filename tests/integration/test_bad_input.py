@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from hybridsag.errors import IngestError, QueryError
 from hybridsag.query import validate_query
 from hybridsag.search import HybridSearch
@@ -42,7 +41,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridSearch]:
 
 
 def _state(hs: HybridSearch) -> tuple[int, ...]:
-    conn = hs.store.connection()
+    conn = hs.components.store.connection()
     return tuple(
         conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
         for t in ("resources", "chunks", "chunks_fts", "titles_fts", "journal")
@@ -190,7 +189,7 @@ def test_index_stays_consistent_after_failures(index: HybridSearch) -> None:
     with pytest.raises(QueryError):
         index.search("fox", top_k=0, paths=PATHS)
     assert _state(index) == before
-    conn = index.store.connection()
+    conn = index.components.store.connection()
     conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
     assert [r.resource_id for r in index.search("lazy dog", paths=PATHS).results] == ["dog"]
 

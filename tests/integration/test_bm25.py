@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hybridsag.lexical import build_match, quote_term
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
@@ -47,7 +46,7 @@ def _fill(hs: HybridSearch) -> None:
 
 
 def test_query_terms_are_quoted_and_joined_with_or(hs: HybridSearch) -> None:
-    terms = hs.lexical.query_terms('ReActAgent "AND" title:foo NEAR(a b) -x*')
+    terms = hs.components.lexical.query_terms('ReActAgent "AND" title:foo NEAR(a b) -x*')
     assert terms == [
         "reactagent", "title", "foo", "near", "b", "x", "re", "act", "agent", "react", "actagent",
     ]  # fmt: skip
@@ -62,7 +61,7 @@ def test_query_terms_are_quoted_and_joined_with_or(hs: HybridSearch) -> None:
 
 def test_at_most_80_terms(hs: HybridSearch) -> None:
     query = " ".join(f"term{i}" for i in range(200))
-    terms = hs.lexical.query_terms(query)
+    terms = hs.components.lexical.query_terms(query)
     assert terms == [f"term{i}" for i in range(80)]
     match = build_match(terms)
     assert match.count(" OR ") == 79
@@ -72,7 +71,7 @@ def test_at_most_80_terms(hs: HybridSearch) -> None:
 def test_max_terms_is_a_setting(tmp_path: Path) -> None:
     s = Settings(data_dir=tmp_path / "d", embedding={"model": "none"}, query={"max_terms": 5})
     with HybridSearch(s) as hs:
-        assert hs.lexical.query_terms(" ".join(f"w{i}" for i in range(50))) == [
+        assert hs.components.lexical.query_terms(" ".join(f"w{i}" for i in range(50))) == [
             f"w{i}" for i in range(5)
         ]
 
@@ -80,8 +79,8 @@ def test_max_terms_is_a_setting(tmp_path: Path) -> None:
 def test_stop_words_are_not_searched(hs: HybridSearch) -> None:
     hs.ingest("doc", "The history of the walrus.", title="Walrus")
     _fill(hs)
-    assert hs.lexical.query_terms("the history of the walrus") == ["history", "walrus"]
-    assert hs.lexical.query_terms("the of and 的 了") == []
+    assert hs.components.lexical.query_terms("the history of the walrus") == ["history", "walrus"]
+    assert hs.components.lexical.query_terms("the of and 的 了") == []
     resp = hs.search("the of and", paths=["bm25"])
     assert resp.results == () and not resp.degraded
     assert _ids(hs, "the walrus") == ["doc"]
@@ -163,7 +162,7 @@ def test_title_alias_fix(hs: HybridSearch) -> None:
     hs.ingest("jose", "Biography of a footballer.", title="José")
     hs.ingest("aether", "An old idea of the upper sky.", title="Æther")
     _fill(hs)
-    assert hs.lexical.query_terms("Oresund") == ["øresund"]
+    assert hs.components.lexical.query_terms("Oresund") == ["øresund"]
     assert _path_ids(hs, "Oresund") == ["bridge"]
     assert _ids(hs, "Oresund") == ["bridge"]
     assert _ids(hs, "Oresund bridge")[0] == "bridge"
@@ -172,7 +171,7 @@ def test_title_alias_fix(hs: HybridSearch) -> None:
     assert _ids(hs, "aether") == ["aether"]
     assert _ids(hs, "Øresund") == ["bridge"]
     # a term that has hits is left alone
-    assert hs.lexical.query_terms("denmark") == ["denmark"]
+    assert hs.components.lexical.query_terms("denmark") == ["denmark"]
 
 
 # --------------------------------------------------------------------------- results

@@ -18,7 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
+from hybridsag.consistency import (
+    CLASSES,
+    Lease,
+    Reconciler,
+    apply_plan,
+    build_plan,
+    latest_report,
+    list_reports,
+)
 from hybridsag.dense import VectorRow, lite_path
 from hybridsag.errors import ConsistencyError
 from hybridsag.search import HybridSearch
@@ -31,16 +39,6 @@ from hybridsag.settings import (
 )
 from hybridsag.writer import make_document
 
-import hybridsag.consistency as consistency
-from hybridsag.consistency import (
-    CLASSES,
-    Lease,
-    Reconciler,
-    apply_plan,
-    build_plan,
-    latest_report,
-    list_reports,
-)
 from tests.consistency_support import (
     check_consistent,
     make_settings,
@@ -73,7 +71,7 @@ def _vec(seed: int) -> list[float]:
 
 
 def _chunk_id(hs: HybridSearch, rid: str) -> tuple[int, str]:
-    row = hs.store.connection().execute(
+    row = hs.components.store.connection().execute(
         "SELECT id, chunk_id FROM chunks WHERE resource_id = ?", (rid,)
     ).fetchone()
     return row[0], row[1]
@@ -85,22 +83,8 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def test_public_names() -> None:
-    assert sorted(consistency.__all__) == sorted(
-        [
-            "BatchResult", "CLASSES", "ChunkRow", "FtsRow", "Lease", "MissingVectors",
-            "ReconcilePlan", "ReconcileReport", "Reconciler", "StuckClaim", "TombstonedLeftover",
-            "VectorEntry", "apply_plan", "build_plan", "build_scheduler", "check_apply_allowed",
-            "cron_trigger", "latest_report", "list_reports", "reconcile_once", "run_scheduler",
-            "write_report",
-        ]
-    )
-    for name in consistency.__all__:
-        assert getattr(consistency, name) is not None
-
-
 def test_a_clean_index_has_an_empty_plan(hs: HybridSearch) -> None:
-    plan = build_plan(hs.store, hs.dense_index(), hs.settings)
+    plan = build_plan(hs.components.store, hs.components.lexical, hs.components.dense_index(), hs.settings)
     assert plan.is_empty
     assert plan.counts() == dict.fromkeys(CLASSES, 0)
     assert plan.collection_size == len(CORPUS)
@@ -109,11 +93,11 @@ def test_a_clean_index_has_an_empty_plan(hs: HybridSearch) -> None:
 
 
 def test_every_class_is_found_fixed_and_the_fix_is_idempotent(hs: HybridSearch) -> None:
-    dense = hs.dense_index()
+    dense = hs.components.dense_index()
     now = time.time()
     eps_rowid, _ = _chunk_id(hs, "epsilon")
     _, theta_cid = _chunk_id(hs, "theta")
-    zeta_id = hs.store.connection().execute(
+    zeta_id = hs.components.store.connection().execute(
         "SELECT id FROM resources WHERE resource_id = 'zeta'"
     ).fetchone()[0]
     dense.upsert(
@@ -126,7 +110,7 @@ def test_every_class_is_found_fixed_and_the_fix_is_idempotent(hs: HybridSearch) 
         ]
     )
     dense.delete_ids([theta_cid])  # theta lost its vector
-    with hs.store.atomic() as c:
+    with hs.components.store.atomic() as c:
         c.execute("INSERT INTO tombstones VALUES ('gone', 2, ?)", (now,))
         # delta: crashed right after its tombstone (status deleting, journal row)
         c.execute("UPDATE resources SET status = 'deleting' WHERE resource_id = 'delta'")
@@ -173,7 +157,7 @@ def test_every_class_is_found_fixed_and_the_fix_is_idempotent(hs: HybridSearch) 
         c.execute("DELETE FROM titles_fts WHERE rowid = ?", (zeta_id,))
     assert not hs.search("epsilonword", paths=["bm25"]).results  # broken before
 
-    plan = build_plan(hs.store, dense, hs.settings)
+    plan = build_plan(hs.components.store, hs.components.lexical, dense, hs.settings)
     assert plan.counts() == {
         "tombstoned_leftovers": 2,  # delta (deleting), gone (tombstoned vector)
         "stuck_indexing": 3,  # eta (owner gone), iota (timeout), newbie (owner gone)
@@ -195,7 +179,7 @@ def test_every_class_is_found_fixed_and_the_fix_is_idempotent(hs: HybridSearch) 
     # ghost + alpha@0 + gone@2 + delta's vector + eta@2 + iota@2
     assert plan.vectors_to_delete == 6
 
-    report = apply_plan(plan, hs.store, dense, hs.writer(), hs.settings, force=True)
+    report = apply_plan(plan, hs.components.store, dense, hs.components.writer(), hs.settings, force=True)
     assert report.ok, report.errors
     assert report.totals == {
         "deleted_vectors": 6,
@@ -208,12 +192,12 @@ def test_every_class_is_found_fixed_and_the_fix_is_idempotent(hs: HybridSearch) 
         "backfilled_vectors": 1,
     }
     assert check_consistent(hs) == []
-    assert build_plan(hs.store, dense, hs.settings).is_empty
+    assert build_plan(hs.components.store, hs.components.lexical, dense, hs.settings).is_empty
     # nothing live was lost; the broken things work again
-    assert hs.store.get_resource("delta") is None
-    assert hs.store.get_resource("newbie") is None
+    assert hs.components.store.get_resource("delta") is None
+    assert hs.components.store.get_resource("newbie") is None
     for rid in ("eta", "iota", "theta", "epsilon", "zeta"):
-        rec = hs.store.get_resource(rid)
+        rec = hs.components.store.get_resource(rid)
         assert rec is not None and rec.status == "ready" and rec.version == 1
         assert rec.pending_version is None
     assert dense.count() == len(CORPUS) - 1  # all but delta
@@ -223,43 +207,43 @@ def test_every_class_is_found_fixed_and_the_fix_is_idempotent(hs: HybridSearch) 
 
     # idempotent: the same (now stale) plan again changes nothing; a fresh plan finds nothing
     entries = sorted(dense.iter_entries())
-    again = apply_plan(plan, hs.store, dense, hs.writer(), hs.settings, force=True)
+    again = apply_plan(plan, hs.components.store, dense, hs.components.writer(), hs.settings, force=True)
     assert again.ok
     assert sorted(dense.iter_entries()) == entries
     assert check_consistent(hs) == []
-    fresh = build_plan(hs.store, dense, hs.settings)
+    fresh = build_plan(hs.components.store, hs.components.lexical, dense, hs.settings)
     assert fresh.is_empty
-    assert apply_plan(fresh, hs.store, dense, hs.writer(), hs.settings).totals == {}
+    assert apply_plan(fresh, hs.components.store, dense, hs.components.writer(), hs.settings).totals == {}
 
 
 def test_a_claim_in_progress_is_left_alone(hs: HybridSearch) -> None:
-    dense = hs.dense_index()
+    dense = hs.components.dense_index()
     now = time.time()
     dense.upsert([VectorRow("kappa@2#0", "kappa", 2, "", (), _vec(9))])
-    with hs.store.atomic() as c:
+    with hs.components.store.atomic() as c:
         c.execute("UPDATE resources SET pending_version = 2 WHERE resource_id = 'kappa'")
         c.execute(
             "INSERT INTO journal(op, resource_id, version, step, pid, started_at, updated_at) "
             "VALUES ('ingest', 'kappa', 2, 'claimed', ?, ?, ?)",
             (os.getpid(), now, now),
         )
-    rec = Reconciler(hs)
+    rec = Reconciler(hs.components)
     plan = rec.plan()
     assert plan.is_empty
     assert [c.resource_id for c in plan.pending_claims] == ["kappa"]
     rec.run()
     assert ("kappa@2#0", "kappa", 2) in set(dense.iter_entries())
-    assert hs.store.get_resource("kappa").pending_version == 2
+    assert hs.components.store.get_resource("kappa").pending_version == 2
 
 
 def test_a_plan_made_stale_by_a_later_write_deletes_nothing_live(hs: HybridSearch) -> None:
-    dense = hs.dense_index()
+    dense = hs.components.dense_index()
     dense.upsert([VectorRow("lambda@1#0", "lambda", 1, "", (), _vec(7))])
-    plan = build_plan(hs.store, dense, hs.settings)
+    plan = build_plan(hs.components.store, hs.components.lexical, dense, hs.settings)
     assert [v.chunk_id for v in plan.orphan_vectors] == ["lambda@1#0"]
     # the resource is ingested after the plan: its vector id is now live
     hs.ingest("lambda", "The lambda page says that lambdaword is new.", title="Lambda")
-    report = apply_plan(plan, hs.store, dense, hs.writer(), hs.settings, force=True)
+    report = apply_plan(plan, hs.components.store, dense, hs.components.writer(), hs.settings, force=True)
     assert report.totals.get("deleted_vectors", 0) == 0
     assert report.batches[0].skipped == 1
     assert ("lambda@1#0", "lambda", 1) in set(dense.iter_entries())
@@ -270,9 +254,9 @@ def test_a_plan_made_stale_by_a_later_write_deletes_nothing_live(hs: HybridSearc
 
 
 def test_guard_refuses_a_large_share_unless_forced(hs: HybridSearch) -> None:
-    dense = hs.dense_index()
+    dense = hs.components.dense_index()
     dense.upsert([VectorRow(f"ghost{i}@1#0", f"ghost{i}", 1, "", (), _vec(i)) for i in range(4)])
-    rec = Reconciler(hs)
+    rec = Reconciler(hs.components)
     with pytest.raises(ConsistencyError, match=r"4 of 14 vectors .*max_delete_share=0.2"):
         rec.run()
     assert dense.count() == 14
@@ -288,25 +272,25 @@ def test_guard_refuses_more_than_the_count(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "data", max_delete_share=1.0, max_delete_count=2)
     with open_search(settings) as hs:
         _index(hs)
-        hs.dense_index().upsert(
+        hs.components.dense_index().upsert(
             [VectorRow(f"ghost{i}@1#0", f"ghost{i}", 1, "", (), _vec(i)) for i in range(3)]
         )
         with pytest.raises(ConsistencyError, match="max_delete_count=2"):
-            Reconciler(hs).run()
-        assert hs.dense_index().count() == 13
+            Reconciler(hs.components).run()
+        assert hs.components.dense_index().count() == 13
 
 
 def test_a_wrong_resource_table_is_refused(hs: HybridSearch) -> None:
-    with hs.store.atomic() as c:  # half the resource rows vanish (a restored old backup, say)
+    with hs.components.store.atomic() as c:  # half the resource rows vanish (a restored old backup, say)
         c.execute(
             "DELETE FROM resources WHERE resource_id IN ('alpha','beta','gamma','delta','eta')"
         )
-    plan = Reconciler(hs).plan()
+    plan = Reconciler(hs.components).plan()
     assert plan.counts()["orphan_vectors"] == 5 and plan.counts()["orphan_chunks"] == 5
     with pytest.raises(ConsistencyError, match="mass-delete guard"):
-        Reconciler(hs).run()
-    assert hs.dense_index().count() == 10
-    assert hs.store.counts()["chunks"] == 10
+        Reconciler(hs.components).run()
+    assert hs.components.dense_index().count() == 10
+    assert hs.components.store.counts()["chunks"] == 10
 
 
 def test_an_empty_store_never_wipes_the_collection(tmp_path: Path) -> None:
@@ -318,14 +302,14 @@ def test_an_empty_store_never_wipes_the_collection(tmp_path: Path) -> None:
     # the same collection, seen from a data dir whose store is empty
     shutil.copytree(lite_path(make_settings(full)), lite_path(make_settings(empty)))
     with open_search(make_settings(empty)) as hs:
-        rec = Reconciler(hs)
+        rec = Reconciler(hs.components)
         plan = rec.plan()
         assert plan.store_empty and plan.collection_size == 10
         assert plan.counts()["orphan_vectors"] == 10
         for force in (False, True):
             with pytest.raises(ConsistencyError, match="never wipes"):
                 rec.run(force=force)
-        assert hs.dense_index().count() == 10
+        assert hs.components.dense_index().count() == 10
 
 
 # -- the lease ---------------------------------------------------------------------------------
@@ -333,8 +317,8 @@ def test_an_empty_store_never_wipes_the_collection(tmp_path: Path) -> None:
 
 def test_lease_single_flight_and_expiry(hs: HybridSearch) -> None:
     clock = [1000.0]
-    a = Lease(hs.store, ttl_s=10, owner="host-a:1:aaaa", clock=lambda: clock[0])
-    b = Lease(hs.store, ttl_s=10, owner="host-b:2:bbbb", clock=lambda: clock[0])
+    a = Lease(hs.components.store, ttl_s=10, owner="host-a:1:aaaa", clock=lambda: clock[0])
+    b = Lease(hs.components.store, ttl_s=10, owner="host-b:2:bbbb", clock=lambda: clock[0])
     a.acquire()
     clock[0] = 1005.0
     with pytest.raises(ConsistencyError, match="host-a:1:aaaa"):
@@ -356,14 +340,14 @@ def test_lease_single_flight_and_expiry(hs: HybridSearch) -> None:
 
 
 def test_a_held_lease_refuses_a_run_until_it_expires(hs: HybridSearch) -> None:
-    crashed = Lease(hs.store, ttl_s=0.5, owner="crashed:1:dead")
+    crashed = Lease(hs.components.store, ttl_s=0.5, owner="crashed:1:dead")
     crashed.acquire()  # and never released
     with pytest.raises(ConsistencyError, match="crashed:1:dead"):
-        Reconciler(hs).run()
+        Reconciler(hs.components).run()
     time.sleep(0.6)
-    report = Reconciler(hs).run()
+    report = Reconciler(hs.components).run()
     assert report["ok"]
-    assert Lease(hs.store, ttl_s=1).holder() is None  # released after the run
+    assert Lease(hs.components.store, ttl_s=1).holder() is None  # released after the run
 
 
 # -- attach mode ---------------------------------------------------------------------------------
@@ -413,17 +397,17 @@ def test_attach_mode_refuses_apply_unless_writes_are_allowed(tmp_path: Path) -> 
         )
 
     with open_search(attached(False)) as hs:
-        rec = Reconciler(hs)
+        rec = Reconciler(hs.components)
         dry = rec.run(dry_run=True)  # reading is fine
         assert dry["dry_run"] and dry["counts_before"]["orphan_vectors"] == 3
         with pytest.raises(ConsistencyError, match="allow_writes"):
             rec.run(force=True)
-        assert hs.dense_index().count() == 3
+        assert hs.components.dense_index().count() == 3
     with open_search(attached(True)) as hs:
         # writes allowed, but this data dir holds nothing: the team's vectors are not ours
         with pytest.raises(ConsistencyError, match="never wipes"):
-            Reconciler(hs).run(force=True)
-        assert hs.dense_index().count() == 3
+            Reconciler(hs.components).run(force=True)
+        assert hs.components.dense_index().count() == 3
 
 
 # -- audit reports -------------------------------------------------------------------------------
@@ -434,9 +418,9 @@ def test_reports_are_written_rotated_and_read_back(tmp_path: Path) -> None:
     assert latest_report(settings.reports_dir) is None
     with open_search(settings) as hs:
         _index(hs, {"alpha": CORPUS["alpha"]})
-        rec = Reconciler(hs)
+        rec = Reconciler(hs.components)
         first = rec.run(dry_run=True)
-        hs.dense_index().upsert([VectorRow("ghost@1#0", "ghost", 1, "", (), _vec(1))])
+        hs.components.dense_index().upsert([VectorRow("ghost@1#0", "ghost", 1, "", (), _vec(1))])
         second = rec.run(force=True)
         third = rec.run()
     files = list_reports(settings.reports_dir)
@@ -473,7 +457,7 @@ def test_cli_reconcile_and_audit(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with open_search(make_settings(data)) as hs:
         _index(hs, {"alpha": CORPUS["alpha"], "beta": CORPUS["beta"]})
-        hs.dense_index().upsert([VectorRow("ghost@1#0", "ghost", 1, "", (), _vec(1))])
+        hs.components.dense_index().upsert([VectorRow("ghost@1#0", "ghost", 1, "", (), _vec(1))])
     code, out = _cli("--data-dir", str(data), "audit", "--json")
     assert code == 1 and out == ""
 
@@ -500,7 +484,7 @@ def test_cli_exit_code_2_when_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with open_search(make_settings(data)) as hs:
         _index(hs, {"alpha": CORPUS["alpha"]})
-        Lease(hs.store, ttl_s=600, owner="other:1:held").acquire()
+        Lease(hs.components.store, ttl_s=600, owner="other:1:held").acquire()
     code, _ = _cli("--data-dir", str(data), "reconcile")
     assert code == 2
     settings = Settings(data_dir=data, consistency=ConsistencySettings(),

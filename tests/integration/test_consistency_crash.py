@@ -26,12 +26,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
+from hybridsag.consistency import Reconciler
 from hybridsag.dense import MilvusDenseIndex
 from hybridsag.errors import DenseError
 from hybridsag.search import HybridSearch
 
-from hybridsag.consistency import Reconciler
 from tests.consistency_support import (
     FaultyDense,
     InjectedFault,
@@ -116,7 +115,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with open_search(make_settings(data)) as hs:
         report = hs.ingest_documents(_docs(BASE))
         assert report.indexed == len(BASE)
-        assert hs.dense_index().count() == len(BASE) + 1  # beta has two chunks
+        assert hs.components.dense_index().count() == len(BASE) + 1  # beta has two chunks
     return data
 
 
@@ -142,7 +141,7 @@ def _expected_after(op: str, step: str) -> dict[str, str]:
 def _reconcile_and_check(data: Path, op: str, step: str, expect_before: dict[str, int]) -> dict:
     settings = make_settings(data)
     with open_search(settings) as hs:
-        rec = Reconciler(hs)
+        rec = Reconciler(hs.components)
         plan = rec.plan()
         found = {k: v for k, v in plan.counts().items() if v}
         assert found == expect_before, f"plan before reconcile: {found}"
@@ -157,7 +156,7 @@ def _reconcile_and_check(data: Path, op: str, step: str, expect_before: dict[str
 
 def _check_resources(hs: HybridSearch, op: str, step: str) -> None:
     ready = _expected_after(op, step)
-    conn = hs.store.connection()
+    conn = hs.components.store.connection()
     rows = {
         r["resource_id"]: r
         for r in conn.execute("SELECT resource_id, status, version, content_sha256 FROM resources")
@@ -167,7 +166,7 @@ def _check_resources(hs: HybridSearch, op: str, step: str) -> None:
         assert rows[rid]["status"] == "ready"
         assert rows[rid]["content_sha256"] == sha(text), f"{rid} lost its text"
         assert rows[rid]["version"] == 1
-        assert "".join(c.text for c in hs.store.resource_chunks(rid))  # its chunks are there
+        assert "".join(c.text for c in hs.components.store.resource_chunks(rid))  # its chunks are there
     if op == "delete" and step != "tombstone":
         tomb = conn.execute("SELECT version FROM tombstones WHERE resource_id = 'gamma'").fetchone()
         assert tomb is not None and tomb[0] == 1
@@ -206,7 +205,7 @@ def test_exception_at_step_then_reconcile(
                 hs.delete(target)
         if kind == "delete" and step != "tombstone":
             # invisible on every path from the tombstone on, before any reconcile
-            assert hs.store.get_resource("gamma").status == "deleting"
+            assert hs.components.store.get_resource("gamma").status == "deleting"
             assert all(r.resource_id != "gamma" for r in hs.search("gammafruit").results)
     _reconcile_and_check(data, op, step, EXPECT_EXCEPTION.get((op, step), {}))
 

@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
-
+from hybridsag.consistency import Reconciler
 from hybridsag.dense import MilvusDenseIndex
 
-from hybridsag.consistency import Reconciler
 from tests.consistency_race import run_race, summarize
 from tests.consistency_support import (
     FaultyDense,
@@ -57,7 +56,7 @@ def test_race_never_shows_deleted_resources_and_reconcile_leaves_no_orphans(
         assert result.visibility_violations() == []
 
         time.sleep(1.2)  # let this process's abandoned claims pass indexing_timeout_s
-        rec = Reconciler(hs)
+        rec = Reconciler(hs.components)
         plan = rec.plan()
         # the reconciles during the race never removed anything live
         assert plan.missing_vectors == ()

@@ -14,13 +14,16 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-
+from hybridsag.consistency import (
+    build_scheduler,
+    cron_trigger,
+    latest_report,
+    list_reports,
+)
+from hybridsag.consistency.scheduler import JOB_ID
 from hybridsag.errors import ConfigError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import ConsistencySettings, EmbeddingSettings, Settings
-
-from hybridsag.consistency import build_scheduler, cron_trigger, latest_report, list_reports
-from hybridsag.consistency.scheduler import JOB_ID
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -109,7 +112,7 @@ def test_a_scheduled_run_reconciles_and_writes_a_report(tmp_path: Path) -> None:
     settings = _settings(data)
     with HybridSearch(settings) as hs:
         hs.ingest("alpha", "The alpha page says alphaword.", title="Alpha")
-        with hs.store.atomic() as c:  # a stray FTS row for the job to find
+        with hs.components.store.atomic() as c:  # a stray FTS row for the job to find
             c.execute(
                 "INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (99, '', '', 'z')"
             )

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from hybridsag.components import Components
 from hybridsag.errors import ConfigError
-from hybridsag.judges.base import REGISTRY, Candidate, Judge, make_judge
-from hybridsag.judges.cross_encoder import CrossEncoderJudge, make_cross_encoder_judge, pair_text
+from hybridsag.judges import make_judge
+from hybridsag.judges.base import Candidate, Judge
+from hybridsag.judges.cross_encoder import CrossEncoderJudge, pair_text
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
@@ -33,7 +34,11 @@ WORDS = (
 
 def _write_model(folder: Path, num_labels: int, seed: int) -> Path:
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        BertTokenizerFast,
+    )
 
     folder.mkdir(parents=True)
     letters = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -85,14 +90,15 @@ def candidates() -> list[Candidate]:
 # -- configuration -----------------------------------------------------------------------------
 
 
-def test_missing_setting_is_a_config_error_naming_it() -> None:
+def test_missing_setting_is_a_config_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"judge\.cross_encoder_path is not set"):
         CrossEncoderJudge(None)
-    settings = Settings(embedding={"model": "none"}, judge={"name": "cross-encoder"})
+    settings = Settings(
+        data_dir=tmp_path / "data", embedding={"model": "none"}, judge={"name": "cross-encoder"}
+    )
     assert settings.judge.cross_encoder_path is None
-    assert REGISTRY["cross-encoder"] is make_cross_encoder_judge
-    with pytest.raises(ConfigError, match=r"judge\.cross_encoder_path"):
-        make_judge("cross-encoder", settings)
+    with Components(settings) as parts, pytest.raises(ConfigError, match=r"judge\.cross_encoder_path"):
+        make_judge("cross-encoder", parts)
 
 
 def test_missing_folder_is_a_config_error(tmp_path: Path) -> None:
@@ -218,13 +224,13 @@ def test_sag2_path_runs_end_to_end(ce_search: HybridSearch, model_dir: Path) -> 
     assert usage["judge_input_tokens"] > 0
     assert usage["rounds"] in (0, 1)
 
-    retriever = ce_search.retriever("sag2")
+    retriever = ce_search.components.retriever("sag2")
     assert isinstance(retriever.judge, CrossEncoderJudge)  # type: ignore[attr-defined]
     result = ce_search.run_path("sag2", QUESTION, limit=10, filters=Filters())
     hits = list(result.hits)
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
     # the path's probabilities are the judge's own for the same (question, title + text) pairs
-    records = ce_search.store.chunks([h.chunk_id for h in hits])
+    records = ce_search.components.store.chunks([h.chunk_id for h in hits])
     direct = CrossEncoderJudge(model_dir).judge(
         QUESTION,
         [Candidate(h.chunk_id, records[h.chunk_id].title, records[h.chunk_id].text) for h in hits],

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hybridsag.errors import IngestError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
@@ -17,7 +16,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
 
 def _count(hs: HybridSearch, table: str) -> int:
-    return int(hs.store.connection().execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    return int(hs.components.store.connection().execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
 def _found(hs: HybridSearch, query: str, **kwargs: Any) -> list[str]:
@@ -28,7 +27,7 @@ def _found(hs: HybridSearch, query: str, **kwargs: Any) -> list[str]:
 
 def _assert_consistent(hs: HybridSearch) -> None:
     """Every chunk has its FTS row and nothing else does; every resource has one title row."""
-    conn = hs.store.connection()
+    conn = hs.components.store.connection()
     assert _count(hs, "chunks_fts") == _count(hs, "chunks")
     orphans = conn.execute(
         "SELECT count(*) FROM chunks_fts WHERE rowid NOT IN (SELECT id FROM chunks)"
@@ -54,8 +53,8 @@ def test_ingest_with_all_fields(hs: HybridSearch) -> None:
         fmt="text",
     )
     assert (report.indexed, report.unchanged, report.errors) == (1, 0, {})
-    assert report.chunks == len(hs.store.resource_chunks("kb/faq-7")) >= 1
-    rec = hs.store.get_resource("kb/faq-7")
+    assert report.chunks == len(hs.components.store.resource_chunks("kb/faq-7")) >= 1
+    rec = hs.components.store.get_resource("kb/faq-7")
     assert rec is not None
     assert (rec.title, rec.tenant, rec.acl, rec.status, rec.version) == (
         "Device FAQ",
@@ -75,18 +74,18 @@ def test_ingest_with_all_fields(hs: HybridSearch) -> None:
 def test_reingest_replaces_chunks_atomically(hs: HybridSearch) -> None:
     v1 = "\n\n".join(f"## Part {i}\n\nOld walrus paragraph number {i}." for i in range(5))
     hs.ingest("doc", v1, title="Animals")
-    first = hs.store.resource_chunks("doc")
+    first = hs.components.store.resource_chunks("doc")
     assert len(first) == 5 and all(c.version == 1 for c in first)
     assert _found(hs, "walrus") == ["doc"] * 5
 
     report = hs.ingest("doc", "# Animals\n\nA single new narwhal paragraph.", title="Animals")
     assert report.indexed == 1
-    second = hs.store.resource_chunks("doc")
+    second = hs.components.store.resource_chunks("doc")
     assert [c.text for c in second] == ["A single new narwhal paragraph."]
-    rec = hs.store.get_resource("doc")
+    rec = hs.components.store.get_resource("doc")
     assert rec is not None and rec.version == 2 and rec.pending_version is None
     assert all(c.version == 2 and c.chunk_id.startswith("doc@2#") for c in second)
-    ids = [r[0] for r in hs.store.connection().execute("SELECT chunk_id FROM chunks")]
+    ids = [r[0] for r in hs.components.store.connection().execute("SELECT chunk_id FROM chunks")]
     assert len(ids) == len(set(ids)) == 1
     assert _count(hs, "chunks_fts") == _count(hs, "chunks") == 1
     assert _found(hs, "walrus") == []
@@ -99,11 +98,11 @@ def test_reingesting_unchanged_content_is_skipped(hs: HybridSearch) -> None:
     hs.ingest("doc", "Same text.", **args)
     again = hs.ingest("doc", "Same text.", **args)
     assert (again.indexed, again.unchanged, again.chunks) == (0, 1, 0)
-    rec = hs.store.get_resource("doc")
+    rec = hs.components.store.get_resource("doc")
     assert rec is not None and rec.version == 1
     changed_meta = hs.ingest("doc", "Same text.", **{**args, "metadata": {"k": 2}})
     assert (changed_meta.indexed, changed_meta.unchanged) == (1, 0)
-    rec = hs.store.get_resource("doc")
+    rec = hs.components.store.get_resource("doc")
     assert rec is not None and rec.version == 2 and dict(rec.metadata) == {"k": 2}
 
 
@@ -119,7 +118,7 @@ def test_a_failed_commit_leaves_the_previous_version_searchable(settings: Settin
     with HybridSearch(settings, step_hook=hook) as hs:
         hs.ingest("doc", "The first walrus version.\n\nIt has two walrus paragraphs.", title="W")
         hs.ingest("other", "Unrelated text.", title="O")
-        before = hs.store.resource_chunks("doc")
+        before = hs.components.store.resource_chunks("doc")
         counts = (_count(hs, "chunks"), _count(hs, "chunks_fts"), _count(hs, "titles_fts"))
         armed["on"] = True
         with pytest.raises(RuntimeError, match="injected"):
@@ -129,11 +128,11 @@ def test_a_failed_commit_leaves_the_previous_version_searchable(settings: Settin
         armed["on"] = False
         assert ("commit", "doc") in seen
 
-        rec = hs.store.get_resource("doc")
+        rec = hs.components.store.get_resource("doc")
         assert rec is not None
         assert (rec.version, rec.pending_version, rec.status, rec.title) == (1, None, "ready", "W")
-        assert hs.store.resource_chunks("doc") == before
-        assert hs.store.get_resource("brand-new") is None
+        assert hs.components.store.resource_chunks("doc") == before
+        assert hs.components.store.get_resource("brand-new") is None
         assert (_count(hs, "chunks"), _count(hs, "chunks_fts"), _count(hs, "titles_fts")) == counts
         assert _count(hs, "chunks WHERE version != 1") == 0
         assert _count(hs, "journal") == 0
@@ -143,7 +142,7 @@ def test_a_failed_commit_leaves_the_previous_version_searchable(settings: Settin
 
         retry = hs.ingest("doc", "A replacement about narwhals.", title="N")
         assert retry.indexed == 1
-        rec = hs.store.get_resource("doc")
+        rec = hs.components.store.get_resource("doc")
         assert rec is not None and rec.version == 2
         assert _found(hs, "narwhals") == ["doc"]
 
@@ -178,8 +177,8 @@ def test_jsonl_beir_file_with_bad_lines(hs: HybridSearch, tmp_path: Path) -> Non
     assert "resource_id" in report.errors[f"{path}:4"]
     assert "UTF-8" in report.errors[f"{path}:5"]
     assert "metadata" in report.errors[f"{path}:8"]
-    assert sorted(hs.store.iter_resource_ids()) == ["3", "p1", "p2"]
-    rec = hs.store.get_resource("p2")
+    assert sorted(hs.components.store.iter_resource_ids()) == ["3", "p1", "p2"]
+    rec = hs.components.store.get_resource("p2")
     assert rec is not None and rec.title == "Charles Babbage"
     assert _found(hs, "Babbage engine") == ["p2"]
     assert _found(hs, "quokka") == []
@@ -192,7 +191,7 @@ def test_jsonl_repeated_id_keeps_the_last_line(hs: HybridSearch, tmp_path: Path)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     report = hs.ingest_jsonl(path)
     assert report.errors == {}
-    assert [c.text for c in hs.store.resource_chunks("d")] == ["second mango"]
+    assert [c.text for c in hs.components.store.resource_chunks("d")] == ["second mango"]
     assert _found(hs, "kiwi") == [] and _found(hs, "mango") == ["d"]
     assert _count(hs, "chunks") == _count(hs, "chunks_fts") == 2
 
@@ -225,12 +224,12 @@ def test_folder_ingest_skips_hidden_and_ignored(hs: HybridSearch, corpus: Path) 
         if rel.suffix in {".md", ".txt", ".rst", ".markdown"}
         and not any(part.startswith(".") or part == "drafts" for part in rel.parts)
     )
-    assert sorted(hs.store.iter_resource_ids()) == expected
+    assert sorted(hs.components.store.iter_resource_ids()) == expected
     assert report.indexed == len(expected) >= 10 and report.errors == {}
     for marker in ("zanzibar-quokka", "hidden-pangolin", "zanzibar", "pangolin"):
         assert _found(hs, marker) == [], marker
     assert "zh/我的喜好.md" in _found(hs, "喜好")
-    rec = hs.store.get_resource("guide/agents.md")
+    rec = hs.components.store.get_resource("guide/agents.md")
     assert rec is not None and rec.title == "Agents"
     assert rec.source_uri == str(corpus / "guide" / "agents.md")
     # positive control: the same marker text is found once it is indexed
@@ -243,7 +242,7 @@ def test_folder_non_utf8_file_is_reported_and_skipped(hs: HybridSearch, corpus: 
     report = hs.ingest_folder(corpus)
     assert list(report.errors) == ["notes/latin1.txt"]
     assert "UTF-8" in report.errors["notes/latin1.txt"]
-    assert hs.store.get_resource("notes/latin1.txt") is None
+    assert hs.components.store.get_resource("notes/latin1.txt") is None
     assert report.indexed >= 10
     assert _found(hs, "ocelot") == []
     assert "guide/agents.md" in _found(hs, "ReActAgent")
@@ -272,7 +271,7 @@ def test_folder_titles_suffixes_and_nested_ignore_rules(hs: HybridSearch, tmp_pa
         (root / rel).write_text(text, "utf-8")
     report = hs.ingest_folder(root)
     assert report.errors == {}
-    records = hs.store.resources(hs.store.iter_resource_ids())
+    records = hs.components.store.resources(hs.components.store.iter_resource_ids())
     titles = {rid: rec.title for rid, rec in records.items()}
     assert titles == {
         "fenced.md": "Real Title",  # not the shell comment inside the fence
@@ -326,7 +325,7 @@ def test_invalid_input_raises_ingest_error_and_stores_nothing(
     with pytest.raises(IngestError) as info:
         hs.ingest(resource_id, text, **kwargs)
     assert named in str(info.value)
-    assert hs.store.counts()["resources"] == 0
+    assert hs.components.store.counts()["resources"] == 0
     assert _count(hs, "chunks") == _count(hs, "chunks_fts") == _count(hs, "titles_fts") == 0
 
 
@@ -340,7 +339,7 @@ def test_non_string_metadata_keys_are_refused(hs: HybridSearch) -> None:
     # no longer equals what the caller gave (and would defeat the unchanged check)
     with pytest.raises(IngestError, match="keys"):
         hs.ingest("doc", "text", metadata={1: "a"})  # type: ignore[dict-item]
-    assert hs.store.counts()["resources"] == 0
+    assert hs.components.store.counts()["resources"] == 0
 
 
 # --------------------------------------------------------------------------- delete, disable
@@ -352,8 +351,8 @@ def test_delete_removes_everything(hs: HybridSearch) -> None:
     assert set(_found(hs, "okapi")) == {"gone", "kept"}
     assert _found(hs, "Okapi", paths=["title"]) == ["gone"]
     assert hs.delete("gone") is True
-    assert hs.store.get_resource("gone") is None
-    assert hs.store.resource_chunks("gone") == []
+    assert hs.components.store.get_resource("gone") is None
+    assert hs.components.store.resource_chunks("gone") == []
     assert _count(hs, "chunks WHERE resource_id = 'gone'") == 0
     assert _count(hs, "chunks_fts") == _count(hs, "chunks") == 1
     assert _count(hs, "titles_fts") == 1
@@ -365,7 +364,7 @@ def test_delete_removes_everything(hs: HybridSearch) -> None:
     _assert_consistent(hs)
     # a later ingest under the same id starts above the tombstone's version
     hs.ingest("gone", "Back again, okapi.", title="Okapi")
-    rec = hs.store.get_resource("gone")
+    rec = hs.components.store.get_resource("gone")
     assert rec is not None and rec.version == 2 and rec.status == "ready"
     assert _count(hs, "tombstones") == 0
 
@@ -373,7 +372,7 @@ def test_delete_removes_everything(hs: HybridSearch) -> None:
 def test_disable_and_enable(hs: HybridSearch) -> None:
     hs.ingest("doc", "The axolotl regrows limbs.", title="Axolotl")
     assert hs.disable("doc") is True
-    rec = hs.store.get_resource("doc")
+    rec = hs.components.store.get_resource("doc")
     assert rec is not None and rec.status == "disabled"
     assert _found(hs, "axolotl") == []
     assert _found(hs, "axolotl", filters={"statuses": ["ready", "disabled"]}) == ["doc"]

@@ -17,8 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
-
+from hybridsag.components import Components
 from hybridsag.errors import (
     ConfigError,
     InputError,
@@ -26,15 +25,17 @@ from hybridsag.errors import (
     JudgeResponseError,
     JudgeTimeoutError,
 )
-from hybridsag.judges.base import REGISTRY, Candidate, Judge, make_judge
+from hybridsag.judges import make_judge
+from hybridsag.judges.base import Candidate, Judge
 from hybridsag.judges.jev import (
     JevJudge,
     JudgementCache,
     estimate_tokens,
-    make_jev_judge,
     parse_retry_after,
 )
 from hybridsag.settings import JevSettings, JudgeSettings, Settings
+from pydantic import SecretStr
+
 from tests.jevserver import (
     DEFAULT_KEY,
     OPENROUTER_PATH,
@@ -506,9 +507,13 @@ def test_registered_factory_builds_from_settings(
         if name.startswith("HYBRIDSAG_"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
-    settings = Settings(judge=JudgeSettings(name="jev", jev=settings_for(jev_server)))
-    assert REGISTRY["jev"] is make_jev_judge
-    judge = make_judge("jev", settings)
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        embedding={"model": "none"},
+        judge=JudgeSettings(name="jev", jev=settings_for(jev_server)),
+    )
+    parts = Components(settings)
+    judge = make_judge("jev", parts)
     try:
         assert isinstance(judge, JevJudge)
         assert isinstance(judge, Judge)
@@ -516,6 +521,7 @@ def test_registered_factory_builds_from_settings(
         assert judge.judge(QUESTION, basic_candidates()).probabilities["c-gold"] == 0.99
     finally:
         judge.close()
+        parts.close()
     assert KEY not in json.dumps(settings.public_dict())
 
 

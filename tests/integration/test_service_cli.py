@@ -140,5 +140,5 @@ def test_sigterm_finishes_the_write_in_flight(tmp_path: Path) -> None:
     settings = clean_env_settings(data_dir=data, embedding={"model": "none"})
     with HybridSearch(settings) as hs:
         assert hs.counts()["resources_ready"] == len(docs)
-        report = Reconciler(hs).run(dry_run=True)
+        report = Reconciler(hs.components).run(dry_run=True)
     assert set(report["counts_before"].values()) == {0}

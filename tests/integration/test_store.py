@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hybridsag.errors import IndexMismatchError, QueryError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
@@ -63,7 +62,7 @@ def test_hybridsearch_refuses_an_index_built_with_another_tokenizer(
 ) -> None:
     with HybridSearch(settings) as hs:
         hs.ingest("doc", "plain text")
-        built_with = hs.tokenizer.fingerprint()
+        built_with = hs.components.tokenizer.fingerprint()
     user_dict = tmp_path / "userdict.txt"
     user_dict.write_text("自定义词 10\n", "utf-8")
     other = settings.model_copy(
@@ -136,8 +135,8 @@ def test_filters_sql_and_allows_agree(
     filled: HybridSearch, filters: dict[str, Any], expected: set[str]
 ) -> None:
     flt = Filters.from_mapping(filters)
-    assert _sql_ids(filled.store, flt) == expected
-    assert _py_ids(filled.store, flt) == expected
+    assert _sql_ids(filled.components.store, flt) == expected
+    assert _py_ids(filled.components.store, flt) == expected
 
 
 def test_search_applies_filters(filled: HybridSearch) -> None:

@@ -10,9 +10,8 @@ import importlib
 import math
 import re
 
-import pytest
-
 import hybridsag.fusion as fusion
+import pytest
 from hybridsag.fusion import (
     ChunkView,
     Contribution,
@@ -731,10 +730,10 @@ def test_fusion_all_is_accurate() -> None:
     for name in fusion.__all__:
         assert getattr(fusion, name) is not None
     public = {n for n in vars(fusion) if not n.startswith("_")}
-    assert public - set(fusion.__all__) <= {"fuse", "rrf", "rules", "text", "types"}  # submodules
+    assert public - set(fusion.__all__) <= {"fuse", "markdown", "rrf", "rules", "text", "types"}  # submodules
 
 
-@pytest.mark.parametrize("module", ["fuse", "rrf", "rules", "text", "types"])
+@pytest.mark.parametrize("module", ["fuse", "markdown", "rrf", "rules", "text", "types"])
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     defined_here = {
@@ -772,7 +771,7 @@ def test_docstring_examples_run(module: str) -> None:
 def _judged(chunk_id: str, fused_rank: int, sag2_rank: int | None, p: float | None) -> FusedHit:
     contribs = []
     if sag2_rank is not None:
-        contribs.append(Contribution("sag2", sag2_rank, p or 0.0, p or 0.0, 0.01, {"judge_p": p}))
+        contribs.append(Contribution("sag2", sag2_rank, p or 0.0, p or 0.0, 0.01, {}, judge_p=p))
     contribs.append(Contribution("dense", fused_rank, 0.5, 0.5, 0.02, {}))
     return FusedHit(chunk_id, fused_rank, 1.0 / fused_rank, tuple(contribs))
 
@@ -800,21 +799,21 @@ def test_judge_accepted_hits_come_first_in_sag2_order() -> None:
 # --------------------------------------------------------------------------- next_hop_slot
 
 
-def _sag2(chunk_id: str, rank: int, p: float, *, derived: bool = False) -> Hit:
-    return Hit(chunk_id, "sag2", rank, p, p, {"judge_p": p}, derived=derived)
+def _sag2(chunk_id: str, rank: int, p: float, *, next_hop: bool = False) -> Hit:
+    return Hit(chunk_id, "sag2", rank, p, p, {}, judge_p=p, next_hop=next_hop)
 
 
-def test_rrf_carries_derived_into_contributions() -> None:
+def test_rrf_carries_next_hop_into_contributions() -> None:
     fused = rrf(
         {
-            "sag2": [_sag2("a", 1, 0.9), _sag2("hop", 2, 0.4, derived=True)],
+            "sag2": [_sag2("a", 1, 0.9), _sag2("hop", 2, 0.4, next_hop=True)],
             "dense": [hit("a", "dense", 1), hit("both", "dense", 2)],
         },
         k=10,
     )
     by_id = {f.chunk_id: f for f in fused}
     assert by_id["hop"].next_hop_rank == 2
-    assert [c.derived for c in by_id["hop"].contributions] == [True]
+    assert [c.next_hop for c in by_id["hop"].contributions] == [True]
     assert by_id["a"].next_hop_rank is None
     assert by_id["both"].next_hop_rank is None
     assert by_id["hop"].score == 1 / 12  # RRF scores are untouched: the rule reorders only
@@ -824,7 +823,7 @@ def test_next_hop_hit_keeps_its_sag2_slot_against_other_paths_votes() -> None:
     # SAG2: s1, hop (found by an expansion query), s3. Dense never ran the next-hop query and
     # votes for d1 and s3, which plain RRF would put above hop.
     runs = {
-        "sag2": [_sag2("s1", 1, 0.3), _sag2("hop", 2, 0.3, derived=True), _sag2("s3", 3, 0.2)],
+        "sag2": [_sag2("s1", 1, 0.3), _sag2("hop", 2, 0.3, next_hop=True), _sag2("s3", 3, 0.2)],
         "dense": [hit("d1", "dense", 1), hit("s3", "dense", 2)],
     }
     plain = rrf(runs, k=10)
@@ -843,8 +842,8 @@ def test_consecutive_next_hops_each_take_their_own_slot() -> None:
     runs = {
         "sag2": [
             _sag2("film", 1, 0.6),
-            _sag2("hop1", 2, 0.3, derived=True),
-            _sag2("hop2", 3, 0.2, derived=True),
+            _sag2("hop1", 2, 0.3, next_hop=True),
+            _sag2("hop2", 3, 0.2, next_hop=True),
             _sag2("noise", 4, 0.1),
         ],
         "bm25": [hit("film", "bm25", 1), hit("noise", "bm25", 2)],
@@ -865,9 +864,9 @@ def test_next_hop_slot_counts_after_pins_and_stacks_hits_of_one_slot() -> None:
         FusedHit("t", 1, 0.3, (Contribution("title", 1, 1.0, 1.0, 0.3),)),
         fh("x", 2, 0.2),
         fh("y", 3, 0.1),
-        FusedHit("h1", 4, 0.05, (Contribution("sag2", 2, 0.4, 0.4, 0.05, {}, derived=True),)),
-        FusedHit("h2", 5, 0.04, (Contribution("sag2", 2, 0.3, 0.3, 0.04, {}, derived=True),)),
-        FusedHit("h3", 6, 0.03, (Contribution("sag2", 9, 0.2, 0.2, 0.03, {}, derived=True),)),
+        FusedHit("h1", 4, 0.05, (Contribution("sag2", 2, 0.4, 0.4, 0.05, {}, next_hop=True),)),
+        FusedHit("h2", 5, 0.04, (Contribution("sag2", 2, 0.3, 0.3, 0.04, {}, next_hop=True),)),
+        FusedHit("h3", 6, 0.03, (Contribution("sag2", 9, 0.2, 0.2, 0.03, {}, next_hop=True),)),
     ]
     views = {h.chunk_id: view(h.chunk_id, "text") for h in fused}
     views["t"] = view("t", "text", title="Lothair II")
@@ -892,8 +891,8 @@ def test_next_hop_hit_is_lifted_by_other_paths_never_sunk() -> None:
         "sag2": [
             _sag2("s1", 1, 0.3),
             _sag2("s2", 2, 0.3),
-            _sag2("hop", 3, 0.2, derived=True),
-            _sag2("deep", 4, 0.2, derived=True),
+            _sag2("hop", 3, 0.2, next_hop=True),
+            _sag2("deep", 4, 0.2, next_hop=True),
         ],
         "dense": [
             hit("d1", "dense", 1),
@@ -918,7 +917,7 @@ def test_next_hop_hit_is_lifted_by_other_paths_never_sunk() -> None:
 
 def test_judge_accepted_still_comes_before_next_hop_slots() -> None:
     runs = {
-        "sag2": [_sag2("hop", 1, 0.4, derived=True), _sag2("yes", 2, 0.8)],
+        "sag2": [_sag2("hop", 1, 0.4, next_hop=True), _sag2("yes", 2, 0.8)],
         "dense": [hit("d1", "dense", 1)],
     }
     views = plain_views("hop", "yes", "d1")

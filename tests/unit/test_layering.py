@@ -6,6 +6,8 @@
 - ``consistency/`` may import ``plugin`` and ``fusion``: nothing to check.
 - The web stack (FastAPI, Starlette, uvicorn, prometheus-client) is the ``service`` extra's: only
   ``plugin/service/`` (``hybridsag.service``) imports it, so the core works without the extra.
+- No import cycle among the modules of ``plugin/``, counting every import: at the top, inside a
+  function, and under ``if TYPE_CHECKING:`` (a cycle of types is a cycle of design).
 """
 
 from __future__ import annotations
@@ -83,6 +85,42 @@ def imported_modules(source: str, module: str, *, is_package: bool) -> Iterator[
                 yield (target if alias.name == "*" else f"{target}.{alias.name}"), node.lineno
 
 
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted; a
+    module importing itself counts too."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                scc.append(w)
+                if w == v:
+                    break
+            if len(scc) > 1 or v in graph.get(v, ()):
+                out.append(sorted(scc))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
 def python_files(folder: str) -> list[Path]:
     return sorted((ROOT / folder).rglob("*.py"))
 
@@ -147,6 +185,41 @@ def test_plugin_never_imports_consistency() -> None:
         if is_within(name, "hybridsag.consistency")
     ]
     assert bad == []
+
+
+def plugin_graph() -> dict[str, set[str]]:
+    """plugin/'s modules and the plugin modules each imports (any import statement)."""
+    files = {module_name(path, "plugin"): path for path in python_files("plugin")}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        source = path.read_text(encoding="utf-8")
+        for target, _line in imported_modules(source, name, is_package=path.name == "__init__.py"):
+            if not is_within(target, "hybridsag") or any(
+                is_within(target, other) for other in ("hybridsag.fusion", "hybridsag.consistency")
+            ):
+                continue
+            # "from pkg import name": the edge points to pkg.name when that is a module
+            while target not in files:
+                target = target.rpartition(".")[0]
+            graph[name].add(target)
+    return graph
+
+
+def test_plugin_has_no_import_cycle() -> None:
+    assert import_cycles(plugin_graph()) == []
+
+
+@pytest.mark.parametrize(
+    ("graph", "cycles"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"a"}}, [["a"]]),
+    ],
+)
+def test_import_cycles_finds_cycles(graph: dict[str, set[str]], cycles: list[list[str]]) -> None:
+    assert import_cycles(graph) == cycles
 
 
 # The checker itself must be able to fail: feed it sources with known back-edges.

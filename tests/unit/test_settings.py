@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr, ValidationError
-
+from hybridsag.components import Components
+from hybridsag.errors import ConfigError
 from hybridsag.settings import Settings
+from pydantic import SecretStr, ValidationError
 
 
 def test_defaults() -> None:
@@ -32,6 +33,7 @@ def test_example_toml_is_valid_and_states_the_defaults(monkeypatch: pytest.Monke
     assert s.fusion == plain.fusion
     assert s.judge == plain.judge
     assert s.search == plain.search
+    assert s.formats == plain.formats
 
 
 def test_env_prefix_and_nested_delimiter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,8 +107,7 @@ def test_unknown_keys_are_rejected(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         ({"fusion": {"k": 0}}, "k"),
         ({"lexical": {"title_weight": -1}}, "title_weight"),
         ({"search": {"top_k": 0}}, "top_k"),
-        ({"search": {"paths": ["bm25", "nope"]}}, "nope"),
-        ({"fusion": {"weights": {"nope": 1.0}}}, "nope"),
+        ({"fusion": {"weights": {"bm25": -1.0}}}, "bm25"),
         ({"chunking": {"mode": "sentences"}}, "mode"),
         ({"chunking": {"target_chars": 400, "overlap_chars": 400}}, "overlap_chars"),
     ],
@@ -115,6 +116,24 @@ def test_ranges_are_checked(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(ValidationError) as info:
         Settings(**kwargs)  # type: ignore[arg-type]
     assert field in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"search": {"paths": ["bm25", "nope"]}}, r"unknown path 'nope' in search\.paths; valid: bm25, sag2"),
+        ({"fusion": {"weights": {"nope": 1.0}}}, r"unknown path 'nope' in fusion\.weights"),
+        ({"judge": {"name": "nope"}}, r"unknown judge 'nope' \(judge\.name\); valid: cross-encoder"),
+    ],
+)
+def test_names_are_checked_against_the_registries(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    """Path and judge names come from registries a team may extend, so they are checked when
+    the parts are built (the CLI does that first thing), with the valid names listed."""
+    settings = Settings(data_dir=tmp_path / "d", embedding={"model": "none"}, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=message):
+        Components(settings)
 
 
 def test_range_edges_are_accepted() -> None:

@@ -1,0 +1,304 @@
+"""The composition root: every part of hybridsag built once from one ``Settings``.
+
+:class:`Components` owns the store, the tokenizer, the lexical index, the write lock, the
+embedder, the dense index, the judge, the write path and the recall paths. The cheap parts
+(tokenizer, store, lexical index, lock) are built when it is made; the others on first use, each
+at most once, under its own lock (double-checked), so a fresh instance whose first searches start
+from many threads at once still loads one model. :class:`~hybridsag.search.HybridSearch`, the
+reconciler, eval, the service and the fitting script are all handed the same ``Components``;
+nobody builds a part of their own or reaches into another object's attributes.
+
+No heavy work where none is needed: the dense index opens from the dimension and model recorded
+in the index meta, so a delete, a disable, a reconcile plan or ``doctor`` never imports torch nor
+loads the model; only embedding (an ingest, a query, a backfill) does. The index-compatibility
+check lives here: an index built with another tokenizer (the store), another embedding model or
+another vector dimension refuses to open with :class:`~hybridsag.errors.IndexMismatchError`.
+
+Example::
+
+    with Components(Settings()) as parts:
+        parts.retriever("bm25").retrieve("ReActAgent", limit=5, filters=Filters())
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from hybridsag.errors import ConfigError, IndexMismatchError
+from hybridsag.judges import JUDGES, judge_names, make_judge
+from hybridsag.lexical import Fts5LexicalIndex, LexicalIndex
+from hybridsag.paths import check_path_names, check_weights, path_spec
+from hybridsag.paths.base import Retriever
+from hybridsag.settings import Settings
+from hybridsag.store import Store
+from hybridsag.tokenizer import Tokenizer
+from hybridsag.writer import StepHook, WriteLock, Writer
+
+if TYPE_CHECKING:
+    from hybridsag.dense import DenseIndex
+    from hybridsag.embedder import Embedder
+    from hybridsag.judges.base import Judge
+
+__all__ = ["Components", "Once"]
+
+T = TypeVar("T")
+
+#: Index meta keys of the dense side (what the vectors were made with).
+META_MODEL = "embedding_model"
+META_DIMENSION = "embedding_dimension"
+
+
+class Once(Generic[T]):
+    """A value built at most once, on first :meth:`get`, under a lock (double-checked); a
+    build that raises leaves nothing behind, so the next call tries again."""
+
+    def __init__(self, build: Callable[[], T], value: T | None = None) -> None:
+        self._build = build
+        self._value = value
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._value is not None
+
+    def peek(self) -> T | None:
+        """The value if it was built (or given), else None; never builds."""
+        return self._value
+
+    def get(self) -> T:
+        value = self._value
+        if value is not None:
+            return value
+        with self._lock:
+            if self._value is None:
+                self._value = self._build()
+            return self._value
+
+
+class Components:
+    """The parts of one data dir, built from ``settings`` (see the module docstring).
+
+    ``embedder``, ``dense_index`` and ``judge`` may be given ready-made (a test's own judge, a
+    cached embedder for eval); ``step_hook`` is the write path's crash-injection hook for tests.
+
+    Raises:
+        ConfigError: an unknown path name in ``search.paths`` or ``fusion.weights``, an unknown
+            ``judge.name``.
+        IndexMismatchError: the store was built with another tokenizer.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        dense_index: DenseIndex | None = None,
+        judge: Judge | None = None,
+        step_hook: StepHook | None = None,
+    ) -> None:
+        self.settings = settings
+        s = settings
+        _check_names(s)
+        try:
+            s.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the data dir {s.data_dir}: {exc}") from exc
+        self.tokenizer = Tokenizer(
+            user_dict=s.tokenizer.user_dict, stopwords_dir=s.tokenizer.stopwords_dir
+        )
+        self.store = Store(s.sqlite_path, tokenizer_fingerprint=self.tokenizer.fingerprint())
+        try:
+            self.lexical: LexicalIndex = Fts5LexicalIndex(
+                self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms
+            )
+            self.lock = WriteLock(s.data_dir)
+        except BaseException:
+            self.store.close()
+            raise
+        self._step_hook = step_hook
+        self._embedder: Once[Embedder] = Once(self._build_embedder)
+        if embedder is not None:
+            self._embedder = Once(self._build_embedder, self._checked_embedder(embedder))
+        self._dense: Once[DenseIndex] = Once(self._build_dense_index)
+        self._given_dense = dense_index
+        self._judge: Once[Judge] = Once(lambda: make_judge(s.judge.name, self), judge)
+        self._writer: Once[Writer] = Once(self._build_writer)
+        self._retrievers: dict[str, Once[Retriever]] = {}
+        self._retrievers_lock = threading.Lock()
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close what was built (judges with connections, the dense index, the store). Safe to
+        call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        judges = [self._judge.peek()]
+        with self._retrievers_lock:
+            onces = list(self._retrievers.values())
+        judges += [getattr(o.peek(), "judge", None) for o in onces]
+        for judge in {id(j): j for j in judges if j is not None}.values():
+            close = getattr(judge, "close", None)
+            if callable(close):
+                close()
+        dense = self._dense.peek()
+        if dense is not None:
+            dense.close()
+        self.store.close()
+
+    def __enter__(self) -> Components:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the dense side ---------------------------------------------------------------------------
+
+    @property
+    def dense_enabled(self) -> bool:
+        """Whether the dense path is on (an embedding model is configured, or an index given)."""
+        return self._given_dense is not None or self.settings.embedding.model != "none"
+
+    def embedder(self) -> Embedder:
+        """The embedder (built once; its model loads on first encode). Raises ConfigError when
+        the dense path is off or the model cannot be found, IndexMismatchError when the index
+        was built with another model or dimension."""
+        return self._embedder.get()
+
+    def dense_index(self) -> DenseIndex:
+        """The dense index, opened (created when missing) for the recorded dimension; the model
+        is loaded only when no dimension is recorded yet (a new index)."""
+        return self._dense.get()
+
+    def stored_dense_index(self) -> DenseIndex | None:
+        """The dense index when this data dir has recorded vectors (or a team collection is
+        attached), else ``None``: for deletes and the reconciler, which must never create a
+        collection nor load a model to learn that there is nothing to remove."""
+        if not self.dense_enabled:
+            return None
+        if self._dense.built or self.settings.milvus.attach:
+            return self.dense_index()
+        if self.store.get_meta(META_DIMENSION) is None and self._given_dense is None:
+            return None
+        return self.dense_index()
+
+    def _model_name(self) -> str:
+        return self.settings.embedding.model
+
+    def _checked_embedder(self, embedder: Embedder) -> Embedder:
+        """Refuse an embedder whose model or dimension differs from what the index recorded."""
+        stored_model = self.store.get_meta(META_MODEL)
+        if stored_model is not None and stored_model != embedder.name:
+            raise IndexMismatchError(
+                f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
+                f"this build embeds with {embedder.name!r}: rebuild the index"
+            )
+        stored_dim = self.store.get_meta(META_DIMENSION)
+        if stored_dim is not None and int(stored_dim) != embedder.dimension:
+            raise IndexMismatchError(
+                f"the dense index holds {stored_dim}-d vectors but embedding.model="
+                f"{embedder.name!r} makes {embedder.dimension}-d vectors; rebuild the dense "
+                "index or switch back to the model it was built with"
+            )
+        return embedder
+
+    def _build_embedder(self) -> Embedder:
+        from hybridsag.embed_cache import QueryMemo
+        from hybridsag.embedder import make_embedder
+
+        embedder = make_embedder(self.settings)
+        if embedder is None:
+            raise ConfigError("the dense path is off (embedding.model = 'none')")
+        stored_model = self.store.get_meta(META_MODEL)
+        if stored_model is not None and stored_model != embedder.name:  # before any model load
+            raise IndexMismatchError(
+                f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
+                f"this build embeds with {embedder.name!r}: rebuild the index"
+            )
+        return QueryMemo(self._checked_embedder(embedder))
+
+    def _build_dense_index(self) -> DenseIndex:
+        from hybridsag.dense import make_dense_index
+
+        if not self.dense_enabled:
+            raise ConfigError("the dense path is off (embedding.model = 'none')")
+        index = (
+            self._given_dense if self._given_dense is not None else make_dense_index(self.settings)
+        )
+        try:
+            stored_model = self.store.get_meta(META_MODEL)
+            if stored_model is not None and stored_model != self._model_name():
+                raise IndexMismatchError(
+                    f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
+                    f"this build embeds with {self._model_name()!r}: rebuild the index"
+                )
+            stored_dim = self.store.get_meta(META_DIMENSION)
+            dimension = int(stored_dim) if stored_dim else self.embedder().dimension
+            index.ensure(dimension)
+            if stored_dim is None:
+                with self.store.atomic() as conn:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO meta VALUES (?, ?)", (META_DIMENSION, str(dimension))
+                    )
+                    conn.execute(
+                        "INSERT OR IGNORE INTO meta VALUES (?, ?)", (META_MODEL, self._model_name())
+                    )
+        except BaseException:
+            if index is not self._given_dense:
+                index.close()
+            raise
+        return index
+
+    # -- judge, writer, paths ---------------------------------------------------------------------
+
+    def judge(self) -> Judge:
+        """The judge named by ``judge.name`` (built once)."""
+        return self._judge.get()
+
+    def writer(self) -> Writer:
+        """The write path over the store, the lexical index and (when on) the dense side."""
+        return self._writer.get()
+
+    def _build_writer(self) -> Writer:
+        own_vectors = self.dense_enabled and not self.settings.milvus.attach
+        return Writer(
+            self.store,
+            self.lexical,
+            self.settings.chunking,
+            self.lock,
+            dense=self.dense_index if own_vectors else None,
+            stored_dense=self.stored_dense_index if own_vectors else None,
+            embedder=self.embedder if own_vectors else None,
+            step_hook=self._step_hook,
+        )
+
+    def retriever(self, name: str) -> Retriever:
+        """The recall path registered under ``name`` (built once). ConfigError for an unknown
+        name or a path that needs the dense side while it is off."""
+        spec = path_spec(name)
+        with self._retrievers_lock:
+            once = self._retrievers.get(name)
+            if once is None:
+                if spec.needs_dense and not self.dense_enabled:
+                    raise ConfigError(
+                        f"path {name!r} needs an embedder (embedding.model is 'none')"
+                    )
+                once = self._retrievers[name] = Once(lambda: spec.build(self))
+        return once.get()
+
+
+def _check_names(s: Settings) -> None:
+    """Path and judge names in the settings must be registered (ConfigError names the bad one)."""
+    try:
+        check_path_names(s.search.paths, where="search.paths")
+        check_weights(s.fusion.weights, where="fusion.weights")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if s.judge.name not in JUDGES:
+        raise ConfigError(
+            f"unknown judge {s.judge.name!r} (judge.name); valid: {', '.join(judge_names())}"
+        )

@@ -1,0 +1,434 @@
+"""The composition root: parts built once (also when the first search comes from many threads),
+no model where none is needed, paths and judges from registries, FTS5 SQL in one module,
+nested transactions, and failures reported instead of dropped."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hybridsag.components import Components
+from hybridsag.dense import DenseFilter, DenseIndex, VectorRow
+from hybridsag.embedder import EMBEDDERS, SentenceTransformerEmbedder
+from hybridsag.errors import DenseError, QueryError
+from hybridsag.evaluation import run_eval
+from hybridsag.fusion.types import Hit
+from hybridsag.judges.features import FeatureJudge
+from hybridsag.lexical import (
+    build_best_chunks_sql,
+    build_search_sql,
+    build_title_search_sql,
+)
+from hybridsag.paths import PathResult, PathSpec, Peers, register_path, unregister_path
+from hybridsag.search import HybridSearch
+from hybridsag.settings import Settings
+from hybridsag.store import Filters
+
+from tests.consistency_support import MODEL, shared_embedder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DOCS = {
+    "alpha": ("Alpha guide", "Alpha installs the orrery service on Linux with one command."),
+    "beta": ("Beta notes", "Beta explains how the orrery scheduler retries a failed job."),
+    "gamma": ("Gamma FAQ", "Gamma answers: reset the orrery with E-1234 when it hangs."),
+}
+
+
+def _settings(data_dir: Path, **fields: Any) -> Settings:
+    return Settings(
+        data_dir=data_dir, embedding={"model": MODEL, **fields.pop("embedding", {})}, **fields
+    )
+
+
+@pytest.fixture(scope="module")
+def vector_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir whose resources have vectors on Milvus Lite (closed again: reopened per test)."""
+    data = tmp_path_factory.mktemp("components") / "data"
+    with HybridSearch(_settings(data), embedder=shared_embedder()) as hs:
+        for rid, (title, text) in DOCS.items():
+            hs.ingest(rid, text, title=title)
+    return data
+
+
+# -- built once ----------------------------------------------------------------------------------
+
+_BUILT: list[SentenceTransformerEmbedder] = []
+_BUILT_LOCK = threading.Lock()
+
+
+class _CountingEmbedder(SentenceTransformerEmbedder):
+    """The real sentence-transformers embedder, counting how many are constructed."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        with _BUILT_LOCK:
+            _BUILT.append(self)
+
+
+@pytest.fixture
+def counting_backend() -> Iterator[str]:
+    EMBEDDERS["counting"] = _CountingEmbedder
+    try:
+        yield "counting"
+    finally:
+        del EMBEDDERS["counting"]
+        _BUILT.clear()
+
+
+TRIALS = 50
+THREADS = 8
+
+
+def test_first_search_from_8_threads_builds_one_embedder_and_loads_one_model(
+    vector_index: Path, counting_backend: str
+) -> None:
+    settings = _settings(vector_index, embedding={"backend": counting_backend})
+    for trial in range(TRIALS):
+        _BUILT.clear()
+        hs = HybridSearch(settings)
+        barrier = threading.Barrier(THREADS)
+        errors: list[BaseException] = []
+        results: list[list[str]] = []
+
+        def first_search() -> None:
+            try:
+                barrier.wait()
+                resp = hs.search("how does the orrery retry a job", top_k=3)
+                results.append([r.resource_id for r in resp.results])
+                assert not resp.degraded, resp.reasons
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=first_search) for _ in range(THREADS)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            hs.close()
+        assert errors == [], f"trial {trial}: {errors!r}"
+        assert len(_BUILT) == 1, f"trial {trial}: {len(_BUILT)} embedders were built"
+        assert _BUILT[0].loaded, f"trial {trial}: the model was never loaded"
+        assert len(results) == THREADS and all(r == results[0] for r in results), results
+
+
+def test_each_part_is_built_once(vector_index: Path) -> None:
+    with Components(_settings(vector_index), embedder=shared_embedder()) as parts:
+        assert parts.embedder() is parts.embedder()
+        assert parts.dense_index() is parts.dense_index()
+        assert parts.judge() is parts.judge()
+        assert parts.writer() is parts.writer()
+        assert parts.retriever("sag2") is parts.retriever("sag2")
+        assert parts.retriever("sag2").judge is parts.judge()  # type: ignore[attr-defined]
+
+
+# -- no model where none is needed -------------------------------------------------------------
+
+_CHILD = """
+import json, sys, time
+from hybridsag.cli import main
+data = sys.argv[1]
+t0 = time.perf_counter()
+rc_delete = main(["--data-dir", data, "delete", "beta", "--json"])
+rc_plan = main(["--data-dir", data, "reconcile", "--dry-run", "--json"])
+rc_doctor = main(["--data-dir", data, "doctor", "--json"])
+from hybridsag import HybridSearch, Settings
+with HybridSearch(Settings(data_dir=data)) as hs:
+    disabled, enabled = hs.disable("gamma"), hs.enable("gamma")
+print(json.dumps({
+    "rc": [rc_delete, rc_plan, rc_doctor],
+    "toggled": [disabled, enabled],
+    "heavy": sorted(m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules),
+}))
+"""
+
+
+def test_delete_disable_reconcile_plan_and_doctor_never_import_torch(
+    vector_index: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    data = tmp_path / "copy"
+    shutil.copytree(vector_index, data)
+    with Components(_settings(data)) as parts:
+        dense = parts.stored_dense_index()
+        assert dense is not None
+        before = dense.count()
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("HYBRIDSAG_")}
+    env["HYBRIDSAG_EMBEDDING__MODEL"] = MODEL
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(data)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"rc": [0, 0, 0], "toggled": [True, True], "heavy": []}, proc.stderr
+    with Components(_settings(data)) as parts:  # the delete removed the vectors, not only rows
+        dense = parts.stored_dense_index()
+        assert dense is not None and dense.count() == before - 1
+
+
+def test_no_vectors_recorded_means_nothing_to_remove(tmp_path: Path) -> None:
+    with Components(_settings(tmp_path / "fresh")) as parts:
+        assert parts.stored_dense_index() is None
+        assert not parts.writer().embeds or parts.writer() is not None
+    with Components(Settings(data_dir=tmp_path / "off", embedding={"model": "none"})) as parts:
+        assert parts.stored_dense_index() is None and not parts.dense_enabled
+
+
+# -- a recall path from a test module, in one registration -------------------------------------
+
+
+class _NewestFirst:
+    """A toy recall path: the first chunk of every visible resource, newest resource first."""
+
+    name = "newest"
+
+    def __init__(self, parts: Any) -> None:
+        self.store = parts.store
+
+    def retrieve(
+        self, query: str, *, limit: int, filters: Filters, peers: Peers | None = None
+    ) -> PathResult:
+        conn = self.store.connection()
+        filter_sql, params = filters.sql("r")
+        rows = conn.execute(
+            f"SELECT r.resource_id FROM resources r WHERE {filter_sql} ORDER BY r.id DESC",
+            params,
+        ).fetchall()
+        first = self.store.first_chunks([row[0] for row in rows])
+        hits = [
+            Hit(first[rid][0], self.name, i, float(-i), float(-i), {"resource_id": rid})
+            for i, rid in enumerate((row[0] for row in rows if row[0] in first), start=1)
+            if i <= limit
+        ]
+        return PathResult(hits=hits)
+
+
+@pytest.fixture
+def toy_path() -> Iterator[str]:
+    register_path(PathSpec("newest", _NewestFirst, "toy: newest resource first"))
+    try:
+        yield "newest"
+    finally:
+        unregister_path("newest")
+
+
+def test_a_registered_path_runs_in_search_and_in_fused_eval(tmp_path: Path, toy_path: str) -> None:
+    settings = Settings(data_dir=tmp_path / "d", embedding={"model": "none"})
+    with HybridSearch(settings) as hs:
+        for rid, (title, text) in DOCS.items():
+            hs.ingest(rid, text, title=title)
+        alone = hs.search("anything at all", paths=[toy_path], top_k=3)
+        assert [r.resource_id for r in alone.results] == ["gamma", "beta", "alpha"]
+        fused = hs.search("orrery scheduler retries", paths=["bm25", toy_path], top_k=3)
+        assert fused.paths == ("bm25", toy_path)
+        assert any(toy_path in r.paths and "bm25" in r.paths for r in fused.results)
+        with pytest.raises(
+            QueryError, match=r"unknown path 'nope'; valid: bm25, sag2, dense, title, newest"
+        ):
+            hs.search("x", paths=["nope"])
+    data = tmp_path / "set"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": rid, "title": title, "text": text}) + "\n"
+            for rid, (title, text) in DOCS.items()
+        ),
+        "utf-8",
+    )
+    (data / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "how does the scheduler retry"}) + "\n", "utf-8"
+    )
+    (data / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tbeta\t1\n", "utf-8")
+    summary = run_eval(
+        settings,
+        data,
+        paths=("bm25", toy_path, "fused"),
+        fuse=("bm25", toy_path),
+        out=tmp_path / "o",
+    )
+    assert set(summary["paths"]) == {"bm25", toy_path, "fused"}
+    assert summary["fused_paths"] == ["bm25", toy_path]
+    assert summary["paths"][toy_path]["recall@2"] == 1.0  # beta is the second newest
+
+
+# -- FTS5 SQL has one owner ----------------------------------------------------------------------
+
+FTS_NAMES = re.compile(r"\b(chunks_fts|titles_fts|chunks_vocab)\b")
+SQL_WORDS = re.compile(r"\b(SELECT|INSERT|DELETE|UPDATE|CREATE|MATCH|FROM|JOIN)\b")
+
+
+def fts_statements(source: str) -> list[tuple[int, str]]:
+    """String constants of ``source`` that are SQL naming an FTS5 table or view."""
+    import ast
+
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and FTS_NAMES.search(node.value)
+        and SQL_WORDS.search(node.value)
+    ]
+
+
+def test_only_the_lexical_module_holds_fts5_sql() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{lineno}: {text.strip()[:80]}"
+        for folder in ("plugin", "consistency")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path != ROOT / "plugin" / "lexical.py"
+        for lineno, text in fts_statements(path.read_text("utf-8"))
+    ]
+    assert offenders == []
+    # and the check can fail
+    assert fts_statements('x = "DELETE FROM chunks_fts WHERE rowid = ?"') == [
+        (1, "DELETE FROM chunks_fts WHERE rowid = ?")
+    ]
+    assert fts_statements('"""rows of ``chunks_fts`` without a chunk row"""') == []
+
+
+def _squash(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def test_generated_search_sql() -> None:
+    assert _squash(build_search_sql("r.status IN (?)")) == (
+        "SELECT c.chunk_id, c.resource_id, top.s FROM ( SELECT rowid AS id, "
+        "bm25(chunks_fts, ?, ?, ?) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s "
+        "LIMIT ? ) AS top JOIN chunks c ON c.id = top.id JOIN resources r ON r.resource_id = "
+        "c.resource_id AND r.version = c.version WHERE r.status IN (?) ORDER BY top.s, c.id LIMIT ?"
+    )
+    assert _squash(build_title_search_sql("1")) == (
+        "SELECT r.resource_id, bm25(titles_fts) AS s FROM titles_fts JOIN resources r ON "
+        "r.id = titles_fts.rowid WHERE titles_fts MATCH ? AND 1 ORDER BY s, r.id LIMIT ?"
+    )
+    assert "WHERE resource_id IN (?,?,?))" in _squash(build_best_chunks_sql(3))
+
+
+# -- nested transactions -----------------------------------------------------------------------
+
+
+def test_atomic_nests_with_savepoints(tmp_path: Path) -> None:
+    with Components(Settings(data_dir=tmp_path / "d", embedding={"model": "none"})) as parts:
+        store = parts.store
+        with store.atomic() as conn:
+            conn.execute("INSERT INTO meta VALUES ('outer', '1')")
+            with pytest.raises(RuntimeError), store.atomic() as inner:
+                inner.execute("INSERT INTO meta VALUES ('inner', '1')")
+                raise RuntimeError("undo the inner part only")
+            with store.atomic() as kept:
+                kept.execute("INSERT INTO meta VALUES ('kept', '1')")
+        assert (store.get_meta("outer"), store.get_meta("inner"), store.get_meta("kept")) == (
+            "1",
+            None,
+            "1",
+        )
+        with pytest.raises(RuntimeError), store.atomic() as conn:
+            conn.execute("INSERT INTO meta VALUES ('gone', '1')")
+            with store.atomic() as inner:
+                inner.execute("INSERT INTO meta VALUES ('gone2', '1')")
+            raise RuntimeError("the outer failure undoes the released savepoint too")
+        assert store.get_meta("gone") is None and store.get_meta("gone2") is None
+
+
+# -- errors reported, not dropped --------------------------------------------------------------
+
+
+def test_a_judge_without_its_query_embedding_is_reported_as_degraded(tmp_path: Path) -> None:
+    def vectors(ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return {cid: np.full(4, 0.5, dtype=np.float32) for cid in ids}
+
+    def no_embedding(question: str) -> np.ndarray:
+        raise DenseError("the embedding service is down")
+
+    settings = Settings(data_dir=tmp_path / "d", embedding={"model": "none"})
+    with HybridSearch(settings) as hs:
+        judge = FeatureJudge(
+            tokens=hs.components.tokenizer.tokenize, vectors=vectors, embed_query=no_embedding
+        )
+    with HybridSearch(settings, judge=judge) as hs:
+        for rid, (title, text) in DOCS.items():
+            hs.ingest(rid, text, title=title)
+        resp = hs.search("orrery scheduler", paths=["sag2"])
+        assert resp.results, "the path still answers"
+        assert resp.degraded
+        assert (
+            "judged without embeddings: DenseError: the embedding service is down"
+            in (resp.reasons["sag2"])
+        )
+
+
+class _BrokenDense:
+    """A dense index whose writes and deletes fail (the dependency fails, the write path is
+    real)."""
+
+    def __init__(self, inner: DenseIndex) -> None:
+        self.inner = inner
+
+    def ensure(self, dimension: int) -> None:
+        self.inner.ensure(dimension)
+
+    def upsert(self, rows: Sequence[VectorRow]) -> None:
+        raise DenseError("upsert refused")
+
+    def delete_ids(self, chunk_ids: Sequence[str]) -> None:
+        raise DenseError("delete refused")
+
+    def delete_resource(self, resource_id: str) -> None:
+        raise DenseError("delete refused")
+
+    def delete_resources(self, resource_ids: Sequence[str]) -> None:
+        raise DenseError("delete refused")
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def search(
+        self, vector: Sequence[float], *, limit: int, filter: DenseFilter | None = None
+    ) -> list[Hit]:
+        return self.inner.search(vector, limit=limit, filter=filter)
+
+    def iter_entries(self, batch_size: int = 1000) -> Iterator[tuple[str, str, int]]:
+        return self.inner.iter_entries(batch_size)
+
+    def count(self) -> int:
+        return self.inner.count()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_failed_compensation_is_noted_on_the_error(tmp_path: Path) -> None:
+    from hybridsag.dense import make_dense_index
+
+    settings = _settings(tmp_path / "d")
+    broken = _BrokenDense(make_dense_index(settings))
+    with HybridSearch(settings, embedder=shared_embedder(), dense_index=broken) as hs:
+        with pytest.raises(DenseError, match="upsert refused") as info:
+            hs.ingest("alpha", DOCS["alpha"][1], title=DOCS["alpha"][0])
+        notes = getattr(info.value, "__notes__", [])
+        assert any("compensation left 1 vector(s) to the reconciler" in n for n in notes), notes
+        # the claim stays for the reconciler (its journal row names it); nothing is visible
+        row = (
+            hs.components.store.connection()
+            .execute("SELECT count(*) FROM journal WHERE resource_id = 'alpha'")
+            .fetchone()
+        )
+        assert row[0] == 1
+        assert hs.search("orrery", paths=["bm25"]).results == ()
