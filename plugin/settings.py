@@ -36,6 +36,7 @@ __all__ = [
     "EmbeddingSettings",
     "FormatsSettings",
     "FusionSettings",
+    "IngestSettings",
     "JevSettings",
     "JudgeSettings",
     "LexicalSettings",
@@ -271,6 +272,14 @@ class FormatsSettings(_Section):
     cache: bool = True
 
 
+class IngestSettings(_Section):
+    """Bounds on what ingest reads. ``max_file_mb``: the largest file (MiB) read from a folder,
+    and the longest JSONL line; a larger one is reported and skipped, never read. A converted
+    format (PDF, ...) is also held to ``formats.max_source_mb``."""
+
+    max_file_mb: float = Field(64.0, gt=0, le=4096)
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
@@ -312,6 +321,7 @@ class Settings(BaseSettings):
     consistency: ConsistencySettings = ConsistencySettings()
     server: ServerSettings = ServerSettings()
     formats: FormatsSettings = FormatsSettings()
+    ingest: IngestSettings = IngestSettings()
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
