@@ -229,3 +229,19 @@ def test_progress_counts_every_file_and_chunk_against_a_total(hs: HybridSearch, 
     hs.ingest_folder(docs, progress=rec2)  # unchanged files count too
     assert rec2.events[0] == ("start", 4)
     assert sum(v[0] for k, v in rec2.events if k == "prepared") == 4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_progress_shows_the_embedding_phase(tmp_path: Path, docs: Path) -> None:
+    # the real packaged model (its load is the slow part) and Milvus Lite: every chunk is
+    # announced, then embedded
+    settings = Settings(data_dir=tmp_path / "dense")
+    rec = Recorder()
+    with HybridSearch(settings) as hs:
+        report = hs.ingest_folder(docs, progress=rec)
+    assert report.vectors == report.chunks >= 3
+    kinds = [k for k, _ in rec.events]
+    assert kinds.index("embedding") > max(i for i, k in enumerate(kinds) if k == "prepared")
+    assert sum(v for k, v in rec.events if k == "embedding") == report.chunks
+    assert sum(v for k, v in rec.events if k == "embedded") == report.chunks
