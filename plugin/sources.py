@@ -353,16 +353,14 @@ def scan_folder(path: Path, errors: SourceErrors, *, converts: bool) -> FolderSc
         IngestError: ``path`` does not exist, or is a file of a kind that is not indexed.
     """
     named = Path(path)
-    if named.is_file():
-        target = named.resolve()
-        suffix = target.suffix.lower()
+    if os.path.lexists(named) and not named.is_dir():  # a file, a link to one, a FIFO, ...
+        suffix = named.suffix.lower()  # the name given, not a link's target: judged when read
         if suffix not in FOLDER_SUFFIXES and suffix not in CONVERTED_SUFFIXES:
             known = ", ".join(sorted({*FOLDER_SUFFIXES, *CONVERTED_SUFFIXES}))
             raise IngestError(
                 f"{printable(str(named))}: {suffix or 'no suffix'} files are not indexed; "
                 f"known: {known}"
             )
-        # the file itself, not its target: a symlink is judged when read
         file = named.parent.resolve() / named.name
         return FolderScan(folder=file, files=(file,), single_file=True)
     root = named.resolve()

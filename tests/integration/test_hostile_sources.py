@@ -64,6 +64,8 @@ def test_fifo_in_a_folder_is_skipped_and_never_blocks(hs: HybridSearch, folder: 
     assert list(report.errors) == ["pipe.md"]
     assert "a FIFO, not a regular file" in report.errors["pipe.md"]
     assert _found(hs, "okapi") == ["good.md"]
+    alone = hs.ingest_folder(folder / "pipe.md")  # named on its own: the same answer
+    assert alone.indexed == 0 and "a FIFO" in alone.errors["pipe.md"]
 
 
 def test_an_indexed_file_replaced_by_a_fifo_hangs_neither_search_nor_index(
@@ -118,6 +120,7 @@ def test_symlink_to_etc_passwd_is_not_indexed_but_links_inside_the_folder_are(
         "sub/up.md",
         "victim.md",
     ]
+    assert "not followed" in hs.ingest_folder(folder / "passwd.txt").errors["passwd.txt"]
     hs.ingest("control", "root is the superuser.")  # positive control: the word is findable
     assert _found(hs, "root") == ["control"]
 
