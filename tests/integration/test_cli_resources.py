@@ -8,21 +8,13 @@ from pathlib import Path
 
 import pytest
 from hybridsag import __version__
-from hybridsag.cli import IngestBars, main
+from hybridsag.cli import IngestBars
 from hybridsag.search import HybridSearch
 
+# the CLI runner and the autouse lexical-only environment of the CLI tests
+from tests.integration.test_cli import _lexical_only, run  # noqa: F401
+
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(autouse=True)
-def _lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "none")
-
-
-def run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out=out)
-    return code, out.getvalue()
 
 
 @pytest.fixture
