@@ -1,8 +1,10 @@
 """The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
 
-Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value).
-Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`); ``--data-dir``
-overrides the data dir.
+Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value, a
+token the service refused). Settings come from the environment / ``.env`` / TOML (see
+:mod:`hybridsag.settings`); ``--data-dir`` overrides the data dir. With ``--server URL`` (or
+``HYBRIDSAG_SERVER__URL``) search, index --jsonl, delete, reconcile and audit are sent to a
+running ``hybridsag serve`` instead of running in-process.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hybridsag import __version__
-from hybridsag.errors import ConfigError, HybridSagError, InputError
+from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
 from hybridsag.store import STATUSES
@@ -25,8 +27,10 @@ __all__ = [
     "COMMANDS_GROUP",
     "IngestBars",
     "build_parser",
+    "format_search",
     "main",
     "print_json",
+    "service_client",
     "settings_from_args",
 ]
 
@@ -56,13 +60,14 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
     return factory
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
     from hybridsag.settings import Settings
     from pydantic import ValidationError
 
-    overrides: dict[str, Any] = {}
     if getattr(args, "data_dir", None):
         overrides["data_dir"] = Path(args.data_dir)
+    if getattr(args, "server", None):
+        overrides.setdefault("server", {})["url"] = args.server
     try:
         return Settings(**overrides)
     except ValidationError as exc:
@@ -73,10 +78,27 @@ def _print_json(obj: Any, out: TextIO) -> None:
     out.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
-def settings_from_args(args: argparse.Namespace) -> Any:
-    """``Settings`` for a command (``--data-dir`` applied); ConfigError on bad settings. For
-    commands added through :data:`COMMANDS_GROUP`."""
-    return _settings(args)
+def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
+    """``Settings`` for a command (``--data-dir`` and ``--server`` applied, then the keyword
+    ``overrides``, e.g. ``server={"port": 9000}``, merged over the environment and files);
+    ConfigError on bad settings. For commands added through :data:`COMMANDS_GROUP`."""
+    return _settings(args, **overrides)
+
+
+def service_client(settings: Any) -> Any:
+    """A :class:`~hybridsag.client.ServiceClient` when ``server.url`` (``--server``) is set,
+    else None: the command then runs in-process."""
+    s = settings.server
+    if s.url is None:
+        return None
+    from hybridsag.client import ServiceClient
+
+    token = s.client_token or s.token
+    return ServiceClient(
+        s.url,
+        token=token.get_secret_value() if token is not None else None,
+        timeout=s.client_timeout_s,
+    )
 
 
 def print_json(obj: Any, out: TextIO) -> None:
@@ -147,48 +169,72 @@ class IngestBars(IngestProgress):
                 bar.close()
 
 
-def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.search import HybridSearch
-
-    settings = _settings(args)
-    bars = IngestBars() if not args.quiet else None
-    try:
-        with HybridSearch(settings) as hs:
-            if args.jsonl:
-                report = hs.ingest_jsonl(Path(args.jsonl), mode=args.mode, progress=bars)
-            else:
-                if not args.path:
-                    raise InputError("index needs a PATH (a folder or a file) or --jsonl FILE")
-                report = hs.ingest_folder(
-                    Path(args.path),
-                    tenant=args.tenant or "",
-                    acl=args.acl or (),
-                    progress=bars,
-                    prune=not args.no_prune,
-                )
-    finally:
-        if bars is not None:
-            bars.close()
-    if args.json:
-        _print_json(report.as_dict(), out)
+def _jsonl_lines(path: Path) -> int:
+    if not path.is_file():
         return 0
+    with path.open("rb") as fh:  # closed at once: no ResourceWarning
+        return sum(1 for line in fh if line.strip())
+
+
+def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    settings = _settings(args)
+    client = service_client(settings)
+    if client is not None:
+        if not args.jsonl:
+            raise InputError(
+                "through --server only --jsonl FILE is sent; a folder (PATH) is indexed in-process"
+            )
+        path = Path(args.jsonl)
+        progress = _progress_factory(not args.quiet)
+        with client:
+            report = client.ingest_jsonl(
+                path,
+                mode=args.mode,
+                batch_size=settings.server.max_batch,
+                progress=progress("index", _jsonl_lines(path)),
+            )
+    else:
+        from hybridsag.search import HybridSearch
+
+        bars = IngestBars() if not args.quiet else None
+        try:
+            with HybridSearch(settings) as hs:
+                if args.jsonl:
+                    done = hs.ingest_jsonl(Path(args.jsonl), mode=args.mode, progress=bars)
+                else:
+                    if not args.path:
+                        raise InputError("index needs a PATH (a folder or a file) or --jsonl FILE")
+                    done = hs.ingest_folder(
+                        Path(args.path),
+                        tenant=args.tenant or "",
+                        acl=args.acl or (),
+                        progress=bars,
+                        prune=not args.no_prune,
+                    )
+        finally:
+            if bars is not None:
+                bars.close()
+        report = done.as_dict()
+    if args.json:
+        _print_json(report, out)
+        return 0
+    pruned = report.get("pruned", [])
     out.write(
-        f"indexed {report.indexed} resources ({report.chunks} chunks, {report.vectors} "
-        f"vectors), {report.unchanged} unchanged, {len(report.errors)} skipped, "
-        f"{len(report.pruned)} removed in {report.seconds:.2f} s\n"
+        f"indexed {report['indexed']} resources ({report['chunks']} chunks, "
+        f"{report['vectors']} vectors), {report['unchanged']} unchanged, "
+        f"{len(report['errors'])} skipped, {len(pruned)} removed in {report['seconds']:.2f} s\n"
     )
-    if report.root:
-        out.write(f"  ids are relative to {report.root}\n")
-    for note in report.notes:
+    if report.get("root"):
+        out.write(f"  ids are relative to {report['root']}\n")
+    for note in report.get("notes", []):
         out.write(f"  note: {note}\n")
-    for rid in report.pruned:
+    for rid in pruned:
         out.write(f"  removed {rid}: its file is gone\n")
-    for where, why in sorted(report.errors.items()):
+    for where, why in sorted(report["errors"].items()):
         out.write(f"  skipped {where}: {why}\n")
-    for warning in report.warnings:
+    for warning in report.get("warnings", []):
         out.write(f"  warning: {warning}\n")
     return 0
-
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.search import HybridSearch
@@ -260,45 +306,69 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
     return flt
 
 
-def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.search import HybridSearch
+def format_search(resp: dict[str, Any], out: TextIO) -> None:
+    """Write a search response (``SearchResponse.as_dict()``) as the CLI shows it."""
+    out.write(
+        f"{len(resp['results'])} results for {resp['query']!r} via {', '.join(resp['paths'])} "
+        f"in {resp['timings'].get('total_ms', 0):.1f} ms\n"
+    )
+    if resp["degraded"]:
+        for name, why in resp["reasons"].items():
+            out.write(f"  degraded: {name}: {why}\n")
+    for r in resp["results"]:
+        where = f"{r['resource_id']}:{r['start_line']}-{r['end_line']}"
+        head = f" [{r['heading_path']}]" if r["heading_path"] else ""
+        out.write(
+            f"\n{r['rank']:>2}. {r['title'] or r['resource_id']}{head}  "
+            f"({where}, score {r['score']:.4f})\n"
+        )
+        snippet = " ".join(r["text"].split())
+        out.write(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}\n")
+        out.write(f"    why: {'; '.join(r['why'])}\n")
 
+
+def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
     paths = [p.strip() for p in args.paths.split(",")] if args.paths else None
-    with HybridSearch(settings) as hs:
-        resp = hs.search(
-            args.query,
-            top_k=args.k,
-            paths=paths,
-            filters=_filters(args),
-            include_stale=args.include_stale,
-            judge_order=args.judge_order,
-        )
-    if args.json:
-        _print_json(resp.as_dict(), out)
-        return 0
-    out.write(
-        f"{len(resp.results)} results for {resp.query!r} via {', '.join(resp.paths)} "
-        f"in {resp.timings.get('total_ms', 0):.1f} ms\n"
+    options: dict[str, Any] = dict(
+        top_k=args.k,
+        paths=paths,
+        filters=_filters(args),
+        include_stale=args.include_stale,
+        judge_order=args.judge_order,
     )
-    if resp.degraded:
-        for name, why in resp.reasons.items():
-            out.write(f"  degraded: {name}: {why}\n")
-    for r in resp.results:
-        where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
-        head = f" [{r.heading_path}]" if r.heading_path else ""
-        out.write(f"\n{r.rank:>2}. {r.title or r.resource_id}{head}  ({where}, score {r.score:.4f})\n")
-        snippet = " ".join(r.text.split())
-        out.write(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}\n")
-        out.write(f"    why: {'; '.join(r.why)}\n")
+    client = service_client(settings)
+    if client is not None:
+        with client:
+            resp = client.search(args.query, **options)
+    else:
+        from hybridsag.search import HybridSearch
+
+        with HybridSearch(settings) as hs:
+            resp = hs.search(args.query, **options).as_dict()
+    if args.json:
+        _print_json(resp, out)
+    else:
+        format_search(resp, out)
     return 0
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.search import HybridSearch
+    from hybridsag.errors import NotFoundError
 
-    with HybridSearch(_settings(args)) as hs:
-        done = hs.delete(args.resource_id)
+    settings = _settings(args)
+    client = service_client(settings)
+    if client is not None:
+        with client:
+            try:
+                done = client.delete(args.resource_id)["done"]
+            except NotFoundError:
+                done = False
+    else:
+        from hybridsag.search import HybridSearch
+
+        with HybridSearch(settings) as hs:
+            done = hs.delete(args.resource_id)
     if args.json:
         _print_json({"resource_id": args.resource_id, "deleted": done}, out)
     else:
@@ -427,6 +497,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybridsag", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="data dir (default: HYBRIDSAG_DATA_DIR or ./.hybridsag)")
     parser.add_argument("--version", action="version", version=f"hybridsag {__version__}")
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="send search, index --jsonl, delete, reconcile and audit to a running service "
+        "(default: HYBRIDSAG_SERVER__URL; token from HYBRIDSAG_SERVER__CLIENT_TOKEN)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
@@ -525,6 +601,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return int(args.fn(args, out))
     except InputError as exc:
         sys.stderr.write(f"hybridsag: error: {exc}\n")
+        return 2
+    except AuthError as exc:
+        sys.stderr.write(f"hybridsag: refused: {exc}\n")
         return 2
     except ConfigError as exc:
         sys.stderr.write(f"hybridsag: configuration error: {exc}\n")

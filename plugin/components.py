@@ -120,7 +120,7 @@ class Components:
         self._step_hook = step_hook
         self._embedder: Once[Embedder] = Once(self._build_embedder)
         if embedder is not None:
-            self._embedder = Once(self._build_embedder, self._checked_embedder(embedder))
+            self._embedder = Once(self._build_embedder, _memo(self._checked_embedder(embedder)))
         self._dense: Once[DenseIndex] = Once(self._build_dense_index)
         self._given_dense = dense_index
         self._judge: Once[Judge] = Once(lambda: make_judge(s.judge.name, self), judge)
@@ -207,7 +207,6 @@ class Components:
         return embedder
 
     def _build_embedder(self) -> Embedder:
-        from hybridsag.embed_cache import QueryMemo
         from hybridsag.embedder import make_embedder
 
         embedder = make_embedder(self.settings)
@@ -219,7 +218,7 @@ class Components:
                 f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
                 f"this build embeds with {embedder.name!r}: rebuild the index"
             )
-        return QueryMemo(self._checked_embedder(embedder))
+        return _memo(self._checked_embedder(embedder))
 
     def _build_dense_index(self) -> DenseIndex:
         from hybridsag.dense import make_dense_index
@@ -289,6 +288,14 @@ class Components:
                     )
                 once = self._retrievers[name] = Once(lambda: spec.build(self))
         return once.get()
+
+
+def _memo(embedder: Embedder) -> Embedder:
+    """``embedder`` behind a :class:`~hybridsag.embed_cache.QueryMemo`, so that one search
+    embeds its query once (the dense path and the judge's passes share the vector)."""
+    from hybridsag.embed_cache import QueryMemo
+
+    return embedder if isinstance(embedder, QueryMemo) else QueryMemo(embedder)
 
 
 def _check_names(s: Settings) -> None:

@@ -405,6 +405,20 @@ class HybridSearch:
         )
         return ResourceDetail(record, chunks, stale=_is_stale(record))
 
+    # -- reads of the system of record ---------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Resources (in all and per status), chunks and tombstones in the store."""
+        return self.components.store.counts()
+
+    def resource(self, resource_id: str) -> ResourceRecord | None:
+        """The stored record of one resource (any status), or None."""
+        return self.components.store.get_resource(resource_id)
+
+    def resource_chunks(self, resource_id: str) -> list[ChunkRecord]:
+        """The chunks of a resource's current version, in order."""
+        return self.components.store.resource_chunks(resource_id)
+
     # -- search -------------------------------------------------------------------------------
 
     def resolve_paths(self, paths: Sequence[str] | str | None) -> tuple[str, ...]:
@@ -444,6 +458,10 @@ class HybridSearch:
 
         ``weights`` and ``judge_order`` override ``fusion.weights`` and ``fusion.judge_order``
         for this call (an A/B test without a second instance).
+
+        ``filters`` that name no tenant and no ACL tags are unscoped: every tenant's and every
+        ACL-tagged resource can be returned. This in-process API is the admin view; the HTTP
+        service forces a tenant token's tenant and tags into the filters.
 
         Raises :class:`QueryError` for a bad query, filter, path name, weight or
         ``judge_order``. A path that fails is left out and the response is marked ``degraded``

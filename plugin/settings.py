@@ -48,7 +48,11 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "TitleSettings",
+    "TokenSettings",
     "TokenizerSettings",
+    "LOOPBACK",
+    "MIN_TOKEN_CHARS",
+    "ROLES",
 ]
 
 
@@ -280,10 +284,106 @@ class IngestSettings(_Section):
     max_file_mb: float = Field(64.0, gt=0, le=4096)
 
 
+#: Roles of the HTTP service's bearer tokens, each holding the ones before it.
+ROLES: tuple[str, ...] = ("read", "write", "admin")
+
+#: The only address the service may listen on with ``server.auth = false``.
+LOOPBACK = "127.0.0.1"
+
+#: Shortest bearer token accepted (a shorter one is guessable).
+MIN_TOKEN_CHARS = 16
+
+
+class TokenSettings(_Section):
+    """One bearer token of the HTTP service and what it may do.
+
+    ``role``: ``read`` (search, read resources), ``write`` (also ingest, delete, disable,
+    enable) or ``admin`` (everything: all tenants, reconcile, audit, metrics). A ``read`` or
+    ``write`` token belongs to one ``tenant`` (``""`` is the tenant of resources ingested without
+    one) and holds the ACL tags ``acl``; the service forces both into every search and write it
+    makes. ``name`` labels the token in logs (the token itself never appears anywhere).
+    """
+
+    token: SecretStr
+    role: Literal["read", "write", "admin"] = "read"
+    tenant: str | None = None
+    acl: tuple[str, ...] = ()
+    name: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> TokenSettings:
+        if len(self.token.get_secret_value()) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"token {self.name or '(unnamed)'!r} is shorter than {MIN_TOKEN_CHARS} characters"
+            )
+        if self.role == "admin" and (self.tenant is not None or self.acl):
+            raise ValueError(
+                f"token {self.name or '(unnamed)'!r}: an admin token sees every tenant; "
+                "drop its tenant and acl, or give it role 'read' or 'write'"
+            )
+        if self.role != "admin" and self.tenant is None:
+            raise ValueError(
+                f"token {self.name or '(unnamed)'!r}: a {self.role!r} token needs a tenant "
+                "('' for resources ingested without one)"
+            )
+        if any(not tag for tag in self.acl):
+            raise ValueError(f"token {self.name or '(unnamed)'!r}: empty ACL tag")
+        return self
+
+
 class ServerSettings(_Section):
-    host: str = "127.0.0.1"
+    """The HTTP service (``hybridsag serve``) and the CLI as its client.
+
+    Auth: ``token`` is one admin token (the simple case); ``tokens`` adds tokens with roles,
+    tenants and ACL tags. ``auth = false`` serves everyone as admin and is refused unless
+    ``host`` is 127.0.0.1. Limits: request bodies over ``max_body_bytes`` get 413; ``top_k``
+    over ``max_top_k`` and batches over ``max_batch`` get 422; at most
+    ``search_concurrency`` searches run at once and ``search_queue`` wait, the rest get 429 with
+    ``Retry-After: retry_after_s``, as do writes beyond ``max_pending_writes``; a search running
+    past ``search_timeout_s`` gets 503. On SIGTERM the service stops accepting, finishes the
+    requests in flight (up to ``shutdown_timeout_s``) and closes. ``reconciler`` runs the
+    ``consistency.cron`` reconcile job inside the service. ``url``/``client_token``/
+    ``client_timeout_s`` are the CLI's: with ``url`` set, search, index --jsonl, delete,
+    reconcile and audit go through the service (``client_token`` defaults to ``token``).
+    """
+
+    host: str = LOOPBACK
     port: int = Field(8765, ge=1, le=65535)
     token: SecretStr | None = None
+    tokens: tuple[TokenSettings, ...] = ()
+    auth: bool = True
+    public_metrics: bool = False
+    max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    max_top_k: int = Field(100, ge=1, le=1000)
+    max_batch: int = Field(1000, ge=1, le=100_000)
+    search_concurrency: int = Field(4, ge=1, le=256)
+    search_queue: int = Field(16, ge=0, le=10_000)
+    max_pending_writes: int = Field(16, ge=1, le=10_000)
+    retry_after_s: int = Field(1, ge=1, le=3600)
+    search_timeout_s: float = Field(30.0, gt=0, le=3600)
+    shutdown_timeout_s: float = Field(30.0, gt=0, le=3600)
+    reconciler: bool = True
+    url: str | None = None
+    client_token: SecretStr | None = None
+    client_timeout_s: float = Field(120.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _check(self) -> ServerSettings:
+        if not self.auth and self.host != LOOPBACK:
+            raise ValueError(
+                f"server.auth = false is allowed only with server.host = {LOOPBACK!r}, "
+                f"got {self.host!r}: set server.token or server.tokens"
+            )
+        secrets = [t.token.get_secret_value() for t in self.tokens]
+        if self.token is not None:
+            if len(self.token.get_secret_value()) < MIN_TOKEN_CHARS:
+                raise ValueError(f"server.token is shorter than {MIN_TOKEN_CHARS} characters")
+            secrets.append(self.token.get_secret_value())
+        if len(set(secrets)) != len(secrets):
+            raise ValueError("server.tokens: the same token is given twice")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"server.url={self.url!r} must start with http:// or https://")
+        return self
 
 
 def _default_toml() -> Path | None:
