@@ -16,12 +16,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from hybridsag import __version__
 from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
+from hybridsag.store import STATUSES
+from hybridsag.writer import IngestProgress
 
 __all__ = [
     "COMMANDS_GROUP",
+    "IngestBars",
     "build_parser",
     "format_search",
     "main",
@@ -118,6 +122,53 @@ def _register_extensions(sub: Any) -> None:
             )
 
 
+class IngestBars(IngestProgress):
+    """The progress of ``hybridsag index`` on stderr (tqdm): a ``files`` bar against the total
+    counted before reading (with the chunks made so far and an ETA) and an ``embed`` bar for the
+    chunks being embedded, which dominates the time with the dense path on. Shown on a terminal
+    only (``disable=None``) unless ``force``."""
+
+    def __init__(self, *, file: TextIO | None = None, force: bool = False) -> None:
+        self._file = file or sys.stderr
+        self._disable = False if force else None
+        self.files: Any = None
+        self.embed: Any = None
+        self.chunks = 0
+
+    def _bar(self, label: str, total: int | None, unit: str) -> Any:
+        from tqdm import tqdm
+
+        return tqdm(
+            total=total, desc=label, unit=unit, file=self._file, leave=False, disable=self._disable
+        )
+
+    def start(self, documents: int | None) -> None:
+        self.files = self._bar("files", documents, "file")
+
+    def prepared(self, documents: int, chunks: int) -> None:
+        if self.files is None:
+            self.files = self._bar("files", None, "file")
+        self.chunks += chunks
+        self.files.set_postfix(chunks=self.chunks, refresh=False)
+        self.files.update(documents)
+
+    def embedding(self, chunks: int) -> None:
+        if self.embed is None:
+            self.embed = self._bar("embed", chunks, "chunk")
+        else:
+            self.embed.total += chunks
+            self.embed.refresh()
+
+    def embedded(self, chunks: int) -> None:
+        if self.embed is not None:
+            self.embed.update(chunks)
+
+    def close(self) -> None:
+        for bar in (self.files, self.embed):
+            if bar is not None:
+                bar.close()
+
+
 def _jsonl_lines(path: Path) -> int:
     if not path.is_file():
         return 0
@@ -127,7 +178,6 @@ def _jsonl_lines(path: Path) -> int:
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
-    progress = _progress_factory(not args.quiet)
     client = service_client(settings)
     if client is not None:
         if not args.jsonl:
@@ -135,6 +185,7 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
                 "through --server only --jsonl FILE is sent; a folder (PATH) is indexed in-process"
             )
         path = Path(args.jsonl)
+        progress = _progress_factory(not args.quiet)
         with client:
             report = client.ingest_jsonl(
                 path,
@@ -145,29 +196,96 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     else:
         from hybridsag.search import HybridSearch
 
-        with HybridSearch(settings) as hs:
-            if args.jsonl:
-                path = Path(args.jsonl)
-                report = hs.ingest_jsonl(
-                    path, mode=args.mode, progress=progress("index", _jsonl_lines(path))
-                ).as_dict()
-            else:
-                if not args.path:
-                    raise InputError("index needs a PATH (a folder) or --jsonl FILE")
-                report = hs.ingest_folder(
-                    Path(args.path), tenant=args.tenant or "", acl=args.acl or (),
-                    progress=progress("index", 0),
-                ).as_dict()
+        bars = IngestBars() if not args.quiet else None
+        try:
+            with HybridSearch(settings) as hs:
+                if args.jsonl:
+                    done = hs.ingest_jsonl(Path(args.jsonl), mode=args.mode, progress=bars)
+                else:
+                    if not args.path:
+                        raise InputError("index needs a PATH (a folder or a file) or --jsonl FILE")
+                    done = hs.ingest_folder(
+                        Path(args.path),
+                        tenant=args.tenant or "",
+                        acl=args.acl or (),
+                        progress=bars,
+                        prune=not args.no_prune,
+                    )
+        finally:
+            if bars is not None:
+                bars.close()
+        report = done.as_dict()
     if args.json:
         _print_json(report, out)
-    else:
-        out.write(
-            f"indexed {report['indexed']} resources ({report['chunks']} chunks, "
-            f"{report['vectors']} vectors), {report['unchanged']} unchanged, "
-            f"{len(report['errors'])} skipped in {report['seconds']:.2f} s\n"
+        return 0
+    pruned = report.get("pruned", [])
+    out.write(
+        f"indexed {report['indexed']} resources ({report['chunks']} chunks, "
+        f"{report['vectors']} vectors), {report['unchanged']} unchanged, "
+        f"{len(report['errors'])} skipped, {len(pruned)} removed in {report['seconds']:.2f} s\n"
+    )
+    if report.get("root"):
+        out.write(f"  ids are relative to {report['root']}\n")
+    for note in report.get("notes", []):
+        out.write(f"  note: {note}\n")
+    for rid in pruned:
+        out.write(f"  removed {rid}: its file is gone\n")
+    for where, why in sorted(report["errors"].items()):
+        out.write(f"  skipped {where}: {why}\n")
+    for warning in report.get("warnings", []):
+        out.write(f"  warning: {warning}\n")
+    return 0
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.search import HybridSearch
+
+    with HybridSearch(_settings(args)) as hs:
+        rows = hs.list_resources(
+            tenant=args.tenant, status=args.status, prefix=args.prefix, limit=args.limit
         )
-        for where, why in sorted(report["errors"].items()):
-            out.write(f"  skipped {where}: {why}\n")
+    if args.json:
+        _print_json([r.as_dict() for r in rows], out)
+        return 0
+    width = max([len("RESOURCE"), *(len(r.record.resource_id) for r in rows)])
+    out.write(f"{'RESOURCE':<{width}}  {'STATUS':<9} {'VER':>4} {'CHUNKS':>6}  SOURCE\n")
+    for r in rows:
+        rec = r.record
+        out.write(
+            f"{rec.resource_id:<{width}}  {rec.status:<9} {rec.version:>4} {r.chunks:>6}  "
+            f"{rec.source_uri or '-'}\n"
+        )
+    out.write(f"{len(rows)} resources\n")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.search import HybridSearch
+
+    with HybridSearch(_settings(args)) as hs:
+        detail = hs.get_resource(args.resource_id)
+    if detail is None:
+        raise InputError(f"no such resource: {args.resource_id!r}")
+    if args.json:
+        _print_json(detail.as_dict(), out)
+        return 0
+    rec = detail.record
+    fields = {
+        "resource": rec.resource_id,
+        "title": rec.title,
+        "status": rec.status + (" (source file changed: stale)" if detail.stale else ""),
+        "version": rec.version,
+        "source": rec.source_uri or "-",
+        "root": rec.source_root or "-",
+        "tenant": rec.tenant or "-",
+        "acl": ", ".join(rec.acl) or "- (public)",
+        "metadata": json.dumps(dict(rec.metadata), ensure_ascii=False),
+        "chunks": len(detail.chunks),
+    }
+    for key, value in fields.items():
+        out.write(f"{key + ':':<10} {value}\n")
+    for c in detail.chunks:
+        head = f"  [{c.heading_path}]" if c.heading_path else ""
+        out.write(f"  #{c.ordinal:<4} lines {c.start_line}-{c.end_line}, {c.chars} chars{head}\n")
     return 0
 
 
@@ -378,6 +496,7 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybridsag", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="data dir (default: HYBRIDSAG_DATA_DIR or ./.hybridsag)")
+    parser.add_argument("--version", action="version", version=f"hybridsag {__version__}")
     parser.add_argument(
         "--server",
         metavar="URL",
@@ -386,15 +505,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("index", help="index a folder (md, markdown, txt, rst) or a JSONL file")
-    p.add_argument("path", nargs="?", help="folder to index")
+    p = sub.add_parser(
+        "index", help="index a folder or one file (md, markdown, txt, rst, ...) or a JSONL file"
+    )
+    p.add_argument("path", nargs="?", help="folder or file to index")
     p.add_argument("--jsonl", help="JSONL file (_id, title, text per line; BEIR corpus.jsonl)")
     p.add_argument("--mode", choices=("sag", "passage"), help="chunking mode (default: settings)")
     p.add_argument("--tenant", help="tenant of the folder's resources")
     p.add_argument("--acl", action="append", help="ACL tag of the folder's resources (repeat)")
+    p.add_argument(
+        "--no-prune",
+        action="store_true",
+        help="keep resources of the folder whose files are gone (default: remove them)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_index)
+
+    p = sub.add_parser("list", help="list resources with status, version, chunks and source")
+    p.add_argument("--tenant", help="only this tenant's resources")
+    p.add_argument("--status", choices=STATUSES, help="only resources in this status")
+    p.add_argument("--prefix", help="only ids starting with this")
+    p.add_argument("--limit", type=int, help="at most this many")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_list)
+
+    p = sub.add_parser("show", help="one resource's record and chunks")
+    p.add_argument("resource_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_show)
 
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query")

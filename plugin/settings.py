@@ -36,6 +36,7 @@ __all__ = [
     "EmbeddingSettings",
     "FormatsSettings",
     "FusionSettings",
+    "IngestSettings",
     "JevSettings",
     "JudgeSettings",
     "LexicalSettings",
@@ -275,6 +276,14 @@ class FormatsSettings(_Section):
     cache: bool = True
 
 
+class IngestSettings(_Section):
+    """Bounds on what ingest reads. ``max_file_mb``: the largest file (MiB) read from a folder,
+    and the longest JSONL line; a larger one is reported and skipped, never read. A converted
+    format (PDF, ...) is also held to ``formats.max_source_mb``."""
+
+    max_file_mb: float = Field(64.0, gt=0, le=4096)
+
+
 #: Roles of the HTTP service's bearer tokens, each holding the ones before it.
 ROLES: tuple[str, ...] = ("read", "write", "admin")
 
@@ -412,6 +421,7 @@ class Settings(BaseSettings):
     consistency: ConsistencySettings = ConsistencySettings()
     server: ServerSettings = ServerSettings()
     formats: FormatsSettings = FormatsSettings()
+    ingest: IngestSettings = IngestSettings()
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

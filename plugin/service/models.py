@@ -186,6 +186,10 @@ class IngestOut(_Body):
     errors: dict[str, str]
     warnings: list[str] = Field(default_factory=list)
     seconds: float
+    #: folder ingest only (never over HTTP): the root of the ids, the ids pruned, notes
+    root: str | None = None
+    pruned: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, report: IngestReport) -> IngestOut:

@@ -34,6 +34,7 @@ def test_example_toml_is_valid_and_states_the_defaults(monkeypatch: pytest.Monke
     assert s.judge == plain.judge
     assert s.search == plain.search
     assert s.formats == plain.formats
+    assert s.ingest == plain.ingest
 
 
 def test_env_prefix_and_nested_delimiter(monkeypatch: pytest.MonkeyPatch) -> None:
