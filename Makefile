@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,server,formats]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,server,formats,onnx]'
 	touch $(STAMP)
 
 install: $(STAMP)

