@@ -108,6 +108,9 @@ _PROBES = (
     "A long passage that runs past the model's sequence limit. " * 40,
 )
 
+#: A bound on one export (tens of seconds on 2 cores); a child that hangs is stopped.
+_EXPORT_TIMEOUT_S = 1800
+
 _IGNORED_SOURCE_FILES = frozenset({"README.md", ".gitattributes"})
 _ERROR_MARK = "hybridsag-onnx-error: "
 
@@ -282,12 +285,24 @@ def _export_in_child(source: Path, folder: Path, *, quantize: bool) -> None:
             "--quantize" if quantize else "--no-quantize",
         ]
         # cwd: whatever scratch files the exporter leaves go away with the temporary folder
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, check=False)
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, env=env, cwd=tmp, check=False,
+                timeout=_EXPORT_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ConfigError(
+                f"exporting the model at {source} to ONNX took over {_EXPORT_TIMEOUT_S} s; "
+                "stopped"
+            ) from exc
         if proc.returncode != 0:
             raise ConfigError(
                 f"exporting the model at {source} to ONNX failed: {_child_error(proc.stderr)}"
             )
-        _install(out, folder)
+        try:
+            _install(out, folder)
+        except OSError as exc:
+            raise ConfigError(f"cannot move the ONNX export into {folder}: {exc}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

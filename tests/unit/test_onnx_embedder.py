@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -196,3 +197,49 @@ def test_embedding_caches_are_keyed_by_fingerprint(onnx_cache_dir: Path, tmp_pat
     again = CachedEmbedder(onnx_emb, tmp_path)
     np.testing.assert_allclose(again.encode(texts), onnx_vectors, atol=0)
     assert again.computed == 0
+
+
+def test_the_module_command_builds_or_checks_the_configured_export(onnx_cache_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDSAG_")}
+    env["HYBRIDSAG_EMBEDDING__ONNX_CACHE_DIR"] = str(onnx_cache_dir)
+    done = subprocess.run(
+        [sys.executable, "-m", "hybridsag.onnx_embedder"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(onnx_model_dir(onnx_settings(onnx_cache_dir)))
+    env["HYBRIDSAG_EMBEDDING__MODEL"] = "/no/such/model"
+    bad = subprocess.run(
+        [sys.executable, "-m", "hybridsag.onnx_embedder"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    assert bad.returncode == 2
+    assert "/no/such/model" in bad.stderr and bad.stdout == ""
+
+
+@pytest.mark.slow
+def test_two_builders_at_once_end_with_one_whole_export(
+    onnx_cache_dir: Path, reference: np.ndarray, tmp_path: Path
+) -> None:
+    settings = onnx_settings(tmp_path / "cache")
+    folders: list[Path] = []
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            folders.append(build_onnx_model(settings))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(folders) == 2 and folders[0] == folders[1]
+    assert verify_onnx_model(folders[0]) is None
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [folders[0].name]
+    emb = make_embedder(settings)
+    assert emb is not None
+    np.testing.assert_allclose(emb.encode([QUERY], kind="query")[0], reference, atol=1e-6)
