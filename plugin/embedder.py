@@ -27,6 +27,7 @@ import numpy as np
 from hybridsag.embedder_common import (
     PACKAGED_MODEL,
     Kind,
+    check_encode_args,
     normalise_rows,
     packaged_model_dir,
     resolve_model,
@@ -199,10 +200,7 @@ class SentenceTransformerEmbedder:
             ConfigError: the model cannot be loaded.
             DenseError: ``kind`` is not ``query``/``passage`` or the model failed while encoding.
         """
-        if kind not in ("query", "passage"):
-            raise DenseError(f"encode kind={kind!r} is not one of ('query', 'passage')")
-        if isinstance(texts, str):
-            raise DenseError("encode() takes a sequence of texts, not one str")
+        check_encode_args(texts, kind)
         model = self._load()
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)

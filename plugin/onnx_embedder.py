@@ -59,7 +59,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hybridsag.embedder_common import PACKAGED_MODEL, Kind, normalise_rows, resolve_model
+from hybridsag.embedder_common import (
+    PACKAGED_MODEL,
+    Kind,
+    check_encode_args,
+    normalise_rows,
+    resolve_model,
+)
 from hybridsag.errors import ConfigError, DenseError
 from hybridsag.settings import Settings
 
@@ -475,10 +481,7 @@ class OnnxEmbedder:
             ConfigError: the export cannot be built or loaded.
             DenseError: ``kind`` is not ``query``/``passage`` or ONNX Runtime failed.
         """
-        if kind not in ("query", "passage"):
-            raise DenseError(f"encode kind={kind!r} is not one of ('query', 'passage')")
-        if isinstance(texts, str):
-            raise DenseError("encode() takes a sequence of texts, not one str")
+        check_encode_args(texts, kind)
         model = self._load()
         if len(texts) == 0:
             return np.zeros((0, model.dimension), dtype=np.float32)
