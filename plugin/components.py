@@ -45,9 +45,13 @@ __all__ = ["Components", "Once"]
 
 T = TypeVar("T")
 
-#: Index meta keys of the dense side (what the vectors were made with).
+#: Index meta keys of the dense side (what the vectors were made with): the model name, the
+#: vector length and the embedder's fingerprint (model, backend, precision).
 META_MODEL = "embedding_model"
 META_DIMENSION = "embedding_dimension"
+META_FINGERPRINT = "embedding_fingerprint"
+#: What indexes made before fingerprints were recorded were embedded with.
+LEGACY_BACKEND = "sentence-transformers-fp32"
 
 
 class Once(Generic[T]):
@@ -189,13 +193,29 @@ class Components:
     def _model_name(self) -> str:
         return self.settings.embedding.model
 
+    def _stored_fingerprint(self) -> str | None:
+        stored = self.store.get_meta(META_FINGERPRINT)
+        model = self.store.get_meta(META_MODEL)
+        if stored is None and model is not None:
+            stored = f"{model}|{LEGACY_BACKEND}"
+        return stored
+
     def _checked_embedder(self, embedder: Embedder) -> Embedder:
-        """Refuse an embedder whose model or dimension differs from what the index recorded."""
+        """Refuse an embedder whose model, vectors (fingerprint: backend and precision) or
+        dimension differ from what the index recorded."""
         stored_model = self.store.get_meta(META_MODEL)
         if stored_model is not None and stored_model != embedder.name:
             raise IndexMismatchError(
                 f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
                 f"this build embeds with {embedder.name!r}: rebuild the index"
+            )
+        stored_fp = self._stored_fingerprint()
+        fingerprint = getattr(embedder, "fingerprint", None)
+        if stored_fp is not None and fingerprint is not None and stored_fp != fingerprint:
+            raise IndexMismatchError(
+                f"the vectors at {self.settings.data_dir} were made by {stored_fp!r}, this build "
+                f"embeds with {fingerprint!r} (embedding.backend / embedding.quantize), which "
+                "gives other vectors: switch back, or rebuild the index"
             )
         stored_dim = self.store.get_meta(META_DIMENSION)
         if stored_dim is not None and int(stored_dim) != embedder.dimension:
@@ -239,13 +259,15 @@ class Components:
             dimension = int(stored_dim) if stored_dim else self.embedder().dimension
             index.ensure(dimension)
             if stored_dim is None:
+                embedder = self.embedder()
+                fingerprint = getattr(embedder, "fingerprint", embedder.name)
                 with self.store.atomic() as conn:
-                    conn.execute(
-                        "INSERT OR IGNORE INTO meta VALUES (?, ?)", (META_DIMENSION, str(dimension))
-                    )
-                    conn.execute(
-                        "INSERT OR IGNORE INTO meta VALUES (?, ?)", (META_MODEL, self._model_name())
-                    )
+                    for key, value in (
+                        (META_DIMENSION, str(dimension)),
+                        (META_MODEL, self._model_name()),
+                        (META_FINGERPRINT, fingerprint),
+                    ):
+                        conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
         except BaseException:
             if index is not self._given_dense:
                 index.close()
