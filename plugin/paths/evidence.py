@@ -26,8 +26,9 @@ the question asks about the film): it counts ``relation_floor`` of its probabili
 nothing.
 
 **Bridges.** A selected passage *opens a bridge* to each candidate it names, except candidates
-about a question entity or about its own title. The bridge is *on the relation* when a sentence
-naming the candidate shares a relation word with the question; otherwise it counts
+about a question entity or about its own title. The bridge is *on the relation* when a relation
+word of the question stands within :data:`RELATION_WINDOW` words of the name, in the same
+sentence ("directed by Harold Penn"); otherwise it counts
 ``relation_floor`` as much.
 
 **Objective** (:func:`select_evidence`). Each need (an entity; a bridge opened by a selected
@@ -60,6 +61,7 @@ from functools import lru_cache
 from hybridsag.chunker import split_sentences
 
 __all__ = [
+    "RELATION_WINDOW",
     "STEM",
     "EvidencePassage",
     "QuestionShape",
@@ -74,6 +76,10 @@ __all__ = [
 #: Letters of a word compared as its stem (``direct`` for ``director``/``directed``): a crude
 #: prefix stem, enough for English relation words and harmless elsewhere.
 STEM = 5
+#: Words on either side of a name in which a relation word puts the name on the relation: the
+#: relation a sentence gives a name is said next to it ("directed by A, starring B and C" says
+#: nothing of C's directing).
+RELATION_WINDOW = 4
 #: Shortest name form matched (``Ur`` would match everywhere).
 _MIN_NAME = 3
 #: How much of a passage is read for its first sentence.
@@ -313,14 +319,29 @@ def _off_kind(
     return frozenset(c for c, ok in fits.items() if not ok and about[c] in fitting)
 
 
+def _near_relation(folded: str, start: int, end: int, relation: frozenset[str]) -> bool:
+    """Whether a relation stem is among the :data:`RELATION_WINDOW` words on either side of
+    ``folded[start:end]`` ("directed by Harold Penn", "Harold Penn, his father")."""
+    before = _WORD.findall(folded[:start])[-RELATION_WINDOW:]
+    after = _WORD.findall(folded[end:])[:RELATION_WINDOW]
+    return bool(relation & _stems(" ".join(before + after)))
+
+
 def _on_relation(
     forms: Sequence[str], sentences: Sequence[tuple[str, str]], relation: frozenset[str]
 ) -> bool:
-    """Whether a sentence ``(text, folded)`` naming one of ``forms`` shares a relation stem."""
-    return any(
-        _mentions(forms, text, folded) and bool(relation & _stems(text))
-        for text, folded in sentences
-    )
+    """Whether a sentence ``(text, folded)`` names one of ``forms`` (as a name of its own)
+    near a relation word (:func:`_near_relation`)."""
+    for text, folded in sentences:
+        for form in forms:
+            if form not in folded:
+                continue
+            for m in _pattern(form).finditer(folded):
+                if _is_name(text, m.start(), m.end()) and _near_relation(
+                    folded, m.start(), m.end(), relation
+                ):
+                    return True
+    return False
 
 
 def select_evidence(
@@ -473,7 +494,10 @@ def bridge_gaps(
         for sentence in split_sentences(source.text):
             if not shape.relation & _stems(sentence):
                 continue
+            folded = fold(sentence)
             for m in _CAP_RUN.finditer(sentence):
+                if not _near_relation(folded, m.start(), m.end(), shape.relation):
+                    continue
                 words = fold(m.group()).split()
                 while words and words[0] in _FUNCTION_WORDS:
                     words = words[1:]

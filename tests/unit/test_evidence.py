@@ -126,6 +126,18 @@ def test_bridge_comparison_puts_all_four_first() -> None:
     assert set(order[:4]) == {"film-a", "film-b", "penn", "lindqvist"}
 
 
+def test_the_relation_word_must_stand_next_to_the_name() -> None:
+    """The film's sentence names its director and two actors; only the director is named next
+    to the question's relation word, though the judge likes an actor better."""
+    film = _p("film", "Quiet Harbor", "Quiet Harbor is a 1961 drama film directed by Tomas Varga "
+              "and starring Nora Vale and Otto Brandt.", 0.6)
+    director = _p("varga", "Tomas Varga", "Tomas Varga was a Hungarian filmmaker.", 0.02)
+    actor = _p("vale", "Nora Vale", "Nora Vale (born 1930 in Leeds) was an English actress.", 0.05)
+    other = _p("brandt", "Otto Brandt", "Otto Brandt was a German actor born in Kiel.", 0.04)
+    q = "Where was the director of film Quiet Harbor born?"
+    assert _order(q, [film, director, actor, other])[:2] == ["film", "varga"]
+
+
 def test_a_comparison_takes_the_second_entity_before_a_bridge() -> None:
     q = "Which film came out first, Amber Road or Crimson Lake?"
     order = _order(q, [FILM_A, FILM_B, DIRECTOR_A, DIRECTOR_B])
