@@ -22,8 +22,8 @@ and in "the director of film A"). Its *relation words* are its other content wor
 (``director``, ``born``, ``mother``), compared by stem (the first :data:`STEM` letters:
 ``directed`` ~ ``director``). A passage about an entity whose ``(...)`` and first sentence share
 no kind word, while another passage about the same entity does, is *off-kind* (the album when
-the question asks about the film): it counts ``relation_floor`` of its probability and covers
-nothing.
+the question asks about the film): it counts :data:`OFF_KIND_SHARE` of its probability and
+covers nothing.
 
 **Bridges.** A selected passage *opens a bridge* to each candidate it names, except candidates
 about a question entity or about its own title. The bridge is *on the relation* when a relation
@@ -61,6 +61,7 @@ from functools import lru_cache
 from hybridsag.chunker import split_sentences
 
 __all__ = [
+    "OFF_KIND_SHARE",
     "RELATION_WINDOW",
     "STEM",
     "EvidencePassage",
@@ -80,6 +81,9 @@ STEM = 5
 #: relation a sentence gives a name is said next to it ("directed by A, starring B and C" says
 #: nothing of C's directing).
 RELATION_WINDOW = 4
+#: The share of its probability an off-kind passage keeps (about a named entity, but not of
+#: the kind the question asks for, while another passage about the entity is).
+OFF_KIND_SHARE = 0.3
 #: Shortest name form matched (``Ur`` would match everywhere).
 _MIN_NAME = 3
 #: How much of a passage is read for its first sentence.
@@ -360,10 +364,10 @@ def select_evidence(
         passages: the judged candidates in the judge's order (best first).
         k: slots filled greedily; the rest follow in the judge's order.
         entity_weight: how much an open entity need adds to a passage about it (0 turns the
-            entity needs off).
+            entity needs off, and with them the holding back of off-kind passages).
         bridge_weight: how much an open bridge adds to a passage it names (0 turns bridges off).
-        relation_floor: the share of ``bridge_weight`` a bridge gets when no sentence naming the
-            passage shares a relation word with the question.
+        relation_floor: the share of ``bridge_weight`` a bridge gets when the name is not next
+            to a relation word of the question.
 
     Returns:
         A :class:`Selection`; its ``order`` holds every passage once. Equal gains keep the judge's
@@ -412,8 +416,8 @@ def select_evidence(
             p = by_id[cid].p
             gain, role, need = 1.0, "judge", 0.0
             ent = shape.about.get(cid)
-            if cid in shape.off_kind:
-                p *= relation_floor  # about the entity, not of the kind the question asks for
+            if entity_weight and cid in shape.off_kind:
+                p *= OFF_KIND_SHARE  # about the entity, not of the kind the question asks for
             elif ent is not None and entity_weight:
                 need = entity_weight * open_entity[ent]
                 gain += need
