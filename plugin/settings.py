@@ -232,8 +232,8 @@ class Sag2Settings(_Section):
     #: what an open entity need, an open bridge, and a bridge off the question's relation words
     #: add to a passage's probability (see ``select_evidence``)
     entity_weight: float = Field(3.0, ge=0.0, le=100.0)
-    bridge_weight: float = Field(10.0, ge=0.0, le=100.0)
-    relation_floor: float = Field(0.3, ge=0.0, le=1.0)
+    bridge_weight: float = Field(40.0, ge=0.0, le=100.0)
+    relation_floor: float = Field(0.1, ge=0.0, le=1.0)
     #: targeted second hop: at most this many names that the selected evidence uses on the
     #: question's relation, with no candidate about them, are looked up (title, then text) and
     #: judged; 0 turns it off

@@ -354,8 +354,8 @@ def select_evidence(
     *,
     k: int = 10,
     entity_weight: float = 3.0,
-    bridge_weight: float = 10.0,
-    relation_floor: float = 0.3,
+    bridge_weight: float = 40.0,
+    relation_floor: float = 0.1,
 ) -> Selection:
     """Fill the first ``k`` slots by the greedy coverage objective of the module docstring.
 
