@@ -62,6 +62,7 @@ from hybridsag.chunker import split_sentences
 
 __all__ = [
     "OFF_KIND_SHARE",
+    "RELATION_CUES",
     "RELATION_WINDOW",
     "STEM",
     "EvidencePassage",
@@ -81,6 +82,25 @@ STEM = 5
 #: relation a sentence gives a name is said next to it ("directed by A, starring B and C" says
 #: nothing of C's directing).
 RELATION_WINDOW = 4
+_KIN = frozenset({"son", "daugh", "child", "fathe", "mothe", "paren", "heir"})
+_MARRIAGE = frozenset({"marri", "wife", "husba", "spous", "widow"})
+_KIN_WORDS = frozenset({"fathe", "mothe", "paren", "grand", "pater", "mater"})
+#: How a passage says a relation the question asks about (stems of general English, as
+#: encyclopedia text phrases them): a question about someone's father meets "son of Y" or "his
+#: father Y"; about a spouse, "married Y"; about an author or performer, "written by Y",
+#: "recorded by the band Y". A stem here counts beside the question's own relation words.
+RELATION_CUES: Mapping[str, frozenset[str]] = {
+    **{stem: _KIN for stem in _KIN_WORDS | {"son", "daugh", "child"}},
+    **{stem: _MARRIAGE for stem in _MARRIAGE},
+    **{stem: frozenset({"by", "writt", "wrote", "write", "autho"}) for stem in ("autho", "write")},
+    **{
+        stem: frozenset({"by", "sung", "recor", "perfo", "singe", "band", "rappe", "group"})
+        for stem in ("perfo", "singe", "artis")
+    },
+    "compo": frozenset({"by", "compo"}),
+    "produ": frozenset({"by", "produ"}),
+    "found": frozenset({"found", "estab"}),
+}
 #: The share of its probability an off-kind passage keeps (about a named entity, but not of
 #: the kind the question asks for, while another passage about the entity is).
 OFF_KIND_SHARE = 0.3
@@ -90,6 +110,7 @@ _MIN_NAME = 3
 _FIRST_SENTENCE_CHARS = 400
 
 _WORD = re.compile(r"\w+")
+_WINDOW_TOKEN = re.compile(r"[A-Z][\w'’\-]*(?:\s+[A-Z][\w'’\-]*)*|\w+")
 _DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
 _CAP_RUN = re.compile(
     r"\b[A-Z][\w'’\-]*(?:\s+(?:of|de|la|le|von|van|the|du|da|di|del|y|and|&)?\s*[A-Z][\w'’\-]*)*"
@@ -284,7 +305,7 @@ def question_shape(question: str, passages: Sequence[EvidencePassage]) -> Questi
     return QuestionShape(
         entities=tuple(ql[g0:g1] for g0, g1 in groups),
         about=about,
-        relation=frozenset(_stems(rest) - kind),
+        relation=_with_cues(_stems(rest) - kind),
         kind_words=kind,
         off_kind=_off_kind(about, passages, kind),
     )
@@ -323,12 +344,27 @@ def _off_kind(
     return frozenset(c for c, ok in fits.items() if not ok and about[c] in fitting)
 
 
-def _near_relation(folded: str, start: int, end: int, relation: frozenset[str]) -> bool:
-    """Whether a relation stem is among the :data:`RELATION_WINDOW` words on either side of
-    ``folded[start:end]`` ("directed by Harold Penn", "Harold Penn, his father")."""
-    before = _WORD.findall(folded[:start])[-RELATION_WINDOW:]
-    after = _WORD.findall(folded[end:])[:RELATION_WINDOW]
-    return bool(relation & _stems(" ".join(before + after)))
+def _near_relation(text: str, start: int, end: int, relation: frozenset[str]) -> bool:
+    """Whether a relation stem (or one of its :data:`RELATION_CUES`, which the shape has added
+    to ``relation``) is among the :data:`RELATION_WINDOW` words on either side of
+    ``text[start:end]`` ("directed by Harold Penn", "Harold Penn, his father"); a run of
+    capitalised words counts as one word ("son of Emperor Lothair I and Ermengarde")."""
+    before = _WINDOW_TOKEN.findall(text[:start])[-RELATION_WINDOW:]
+    after = _WINDOW_TOKEN.findall(text[end:])[:RELATION_WINDOW]
+    return any(fold(w)[:STEM] in relation for token in before + after for w in _WORD.findall(token))
+
+
+def _with_cues(relation: set[str]) -> frozenset[str]:
+    """``relation`` with the words a passage uses for it (:data:`RELATION_CUES`); a question
+    about an in-law asks for the marriage, not the parents."""
+    out = set(relation)
+    in_law = "law" in relation and bool(relation & _KIN_WORDS)
+    for stem in relation:
+        cues = RELATION_CUES.get(stem, frozenset())
+        if in_law and stem in _KIN_WORDS:
+            cues = RELATION_CUES["marri"]
+        out |= cues
+    return frozenset(out)
 
 
 def _on_relation(
@@ -342,7 +378,7 @@ def _on_relation(
                 continue
             for m in _pattern(form).finditer(folded):
                 if _is_name(text, m.start(), m.end()) and _near_relation(
-                    folded, m.start(), m.end(), relation
+                    text, m.start(), m.end(), relation
                 ):
                     return True
     return False
@@ -496,11 +532,10 @@ def bridge_gaps(
         source = passages[cid]
         own = name_forms(source.title)
         for sentence in split_sentences(source.text):
-            if not shape.relation & _stems(sentence):
+            if not shape.relation & {fold(w)[:STEM] for w in _WORD.findall(sentence)}:
                 continue
-            folded = fold(sentence)
             for m in _CAP_RUN.finditer(sentence):
-                if not _near_relation(folded, m.start(), m.end(), shape.relation):
+                if not _near_relation(sentence, m.start(), m.end(), shape.relation):
                     continue
                 words = fold(m.group()).split()
                 while words and words[0] in _FUNCTION_WORDS:

@@ -138,6 +138,24 @@ def test_the_relation_word_must_stand_next_to_the_name() -> None:
     assert _order(q, [film, director, actor, other])[:2] == ["film", "varga"]
 
 
+def test_a_passage_says_the_relation_its_own_way() -> None:
+    """"mother" in the question, "son of ... and Ermengarde" in the passage: a relation cue,
+    counted across the run of capitalised words between them."""
+    king = _p("king", "Lothair II", "Lothair II was the son of Emperor Lothair I and Ermengarde "
+              "of Tours. He married Teutberga.", 0.8)
+    mother = _p("mother", "Ermengarde of Tours", "Ermengarde of Tours died in 851.", 0.02)
+    wife = _p("wife", "Teutberga", "Teutberga was a queen of Lotharingia. She died in 875.", 0.06)
+    assert _order("When did Lothair II's mother die?", [king, mother, wife])[:2] == [
+        "king",
+        "mother",
+    ]
+    # an in-law is reached through the marriage, not the parents
+    assert _order("Who is the father-in-law of Lothair II?", [king, mother, wife])[:2] == [
+        "king",
+        "wife",
+    ]
+
+
 def test_a_comparison_takes_the_second_entity_before_a_bridge() -> None:
     q = "Which film came out first, Amber Road or Crimson Lake?"
     order = _order(q, [FILM_A, FILM_B, DIRECTOR_A, DIRECTOR_B])
