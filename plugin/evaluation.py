@@ -4,7 +4,10 @@ Recall@K is the HippoRAG 2 / SAG definition: per question, the
 share of its gold passages found in the top K passages returned, then the mean over questions.
 MRR@10 is the reciprocal rank of the first gold passage in the top 10; nDCG@10 uses binary gains
 (Järvelin and Kekäläinen, 2002). Latency is wall time per query of the path alone (or of the whole
-fused search), reported as p50/p95.
+fused search), reported as p50/p95. When the queries carry a ``type`` (2wiki's comparison,
+compositional, inference, bridge_comparison), every path's metrics are also given per type
+(``by_type``). For SAG2, ``gold_in_pool_round<r>`` is the share of a question's gold in the
+judged pool after round ``r`` (a question whose loop stopped earlier counts its last pool).
 
 The corpus is indexed into a fresh store under ``<out>/index`` in passage mode (one chunk per
 passage). Dense vectors are cached by (model, text hash) under ``<cache>`` so that repeated runs
@@ -60,6 +63,8 @@ class Dataset:
     corpus_path: Path
     passages: int
     digest: str
+    #: query id -> the query's ``type`` field, for the queries that have one
+    types: Mapping[str, str] = field(default_factory=dict)
 
 
 def _sha256_files(paths: Sequence[Path]) -> str:
@@ -99,6 +104,7 @@ def load_dataset(folder: Path, *, limit: int | None = None) -> Dataset:
                     continue
             qrels.setdefault(parts[0], set()).add(parts[1])
     queries: list[tuple[str, str]] = []
+    types: dict[str, str] = {}
     with files[1].open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -110,6 +116,8 @@ def load_dataset(folder: Path, *, limit: int | None = None) -> Dataset:
                 raise InputError(f"{files[1]}:{lineno}: not a query object ({exc})") from exc
             if qid in qrels:
                 queries.append((qid, text))
+                if isinstance(obj.get("type"), str) and obj["type"]:
+                    types[qid] = obj["type"]
     if limit is not None:
         queries = queries[:limit]
     with files[0].open("rb") as fh:
@@ -122,6 +130,7 @@ def load_dataset(folder: Path, *, limit: int | None = None) -> Dataset:
         corpus_path=files[0],
         passages=passages,
         digest=_sha256_files(files),
+        types={q: types[q] for q, _ in queries if q in types},
     )
 
 
@@ -173,6 +182,10 @@ class _PathRun:
     per_query: list[dict[str, Any]] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     extra: dict[str, list[float]] = field(default_factory=dict)
+    #: per question, the share of its gold in the pool after each round it ran
+    pool_gold: list[list[float]] = field(default_factory=list)
+    #: per question, its type (``""`` when the set has none)
+    types: list[str] = field(default_factory=list)
 
 
 def _apply_overrides(settings: Settings, judge: str | None, rounds: int | None) -> Settings:
@@ -327,13 +340,14 @@ def run_eval(
                 run.latencies.append(ms)
                 gold = ds.qrels[qid]
                 m = metrics_for(ranked, gold)
-                for r, pool in enumerate(extra.pop("pool_resources_per_round", None) or []):
-                    key = f"gold_in_pool_round{r}"
-                    run.extra.setdefault(key, []).append(len(gold.intersection(pool)) / len(gold))
+                pools = extra.pop("pool_resources_per_round", None)
+                if pools:
+                    run.pool_gold.append([len(gold.intersection(p)) / len(gold) for p in pools])
                 for key, value in extra.items():
                     if isinstance(value, int | float) and not isinstance(value, bool):
                         run.extra.setdefault(key, []).append(float(value))
                 run.per_query.append(m)
+                run.types.append(ds.types.get(qid, ""))
                 details.append(
                     {
                         "path": name,
@@ -508,16 +522,32 @@ def tune_weights(
     return summary
 
 
-def _aggregate(run: _PathRun) -> dict[str, float]:
+_METRICS = ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10")
+
+
+def _mean_metrics(per_query: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    n = max(len(per_query), 1)
+    return {key: round(sum(m[key] for m in per_query) / n, 4) for key in _METRICS}
+
+
+def _aggregate(run: _PathRun) -> dict[str, Any]:
     n = max(len(run.per_query), 1)
-    agg = {
-        key: round(sum(m[key] for m in run.per_query) / n, 4)
-        for key in ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10")
-    }
+    agg: dict[str, Any] = _mean_metrics(run.per_query)
     agg["p50_ms"] = round(statistics.median(run.latencies), 3) if run.latencies else 0.0
     agg["p95_ms"] = round(_percentile(run.latencies, 0.95), 3)
     for key, values in run.extra.items():
         agg[f"{key}_per_query"] = round(sum(values) / n, 3)
+    rounds = max((len(g) for g in run.pool_gold), default=0)
+    for r in range(rounds):  # a loop that stopped early keeps its last pool
+        shares = [g[min(r, len(g) - 1)] for g in run.pool_gold]
+        agg[f"gold_in_pool_round{r}_per_query"] = round(sum(shares) / len(shares), 3)
+    if any(run.types):
+        groups: dict[str, list[Mapping[str, float]]] = {}
+        for t, m in zip(run.types, run.per_query):
+            groups.setdefault(t or "untyped", []).append(m)
+        agg["by_type"] = {
+            t: {"questions": len(ms), **_mean_metrics(ms)} for t, ms in sorted(groups.items())
+        }
     return agg
 
 
@@ -545,9 +575,21 @@ def format_table(summary: Mapping[str, Any]) -> str:
     lines.append(header)
     lines.append("-" * len(header))
     for name, m in summary["paths"].items():
-        cells = []
-        for c in cols:
-            v = m.get(c, 0.0)
-            cells.append(f"{v * 100:>10.2f}%" if c.startswith(("recall", "mrr", "ndcg")) else f"{v:>11.1f}")
-        lines.append(f"{name:<8}" + "".join(cells))
+        lines.append(f"{name:<8}" + _cells(m, cols))
+        for t, tm in m.get("by_type", {}).items():
+            lines.append(f"  {t} ({tm['questions']})")
+            lines.append(f"{'':<8}" + _cells(tm, cols))
     return "\n".join(lines)
+
+
+def _cells(m: Mapping[str, Any], cols: Sequence[str]) -> str:
+    cells = []
+    for c in cols:
+        v = m.get(c)
+        if v is None:
+            cells.append(f"{'':>11}")
+        elif c.startswith(("recall", "mrr", "ndcg")):
+            cells.append(f"{v * 100:>10.2f}%")
+        else:
+            cells.append(f"{v:>11.1f}")
+    return "".join(cells)

@@ -243,6 +243,19 @@ class Sag2Settings(_Section):
     expansion_terms: int = Field(20, ge=1, le=100)
     diversity_top: int = Field(10, ge=0, le=100)
     dense_candidates: int = Field(20, ge=0, le=200)
+    #: evidence-set selection (``hybridsag.paths.evidence``): the first ``set_k`` results are
+    #: taken greedily so that every entity the question names and every bridge the evidence
+    #: opens is covered before a second passage on the same need; 0 keeps the judge's order
+    set_k: int = Field(10, ge=0, le=100)
+    #: what an open entity need, an open bridge, and a bridge off the question's relation words
+    #: add to a passage's probability (see ``select_evidence``)
+    entity_weight: float = Field(3.0, ge=0.0, le=100.0)
+    bridge_weight: float = Field(40.0, ge=0.0, le=100.0)
+    relation_floor: float = Field(0.1, ge=0.0, le=1.0)
+    #: targeted second hop: at most this many names that the selected evidence uses on the
+    #: question's relation, with no candidate about them, are looked up (title, then text) and
+    #: judged; 0 turns it off
+    gap_lookups: int = Field(4, ge=0, le=20)
 
 
 class SearchSettings(_Section):

@@ -52,6 +52,32 @@ def beir(tmp_path: Path) -> Path:
     return folder
 
 
+def test_eval_by_question_type_and_pool_per_round(tmp_path: Path, beir: Path) -> None:
+    """Queries with a ``type`` field get metrics per type; SAG2 reports the share of gold in
+    its pool after each round, a question whose loop stopped early counting its last pool."""
+    typed = [{**q, "type": "multi" if q["_id"] == "q3" else "single"} for q in QUERIES]
+    (beir / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in typed) + "\n", "utf-8")
+    code, text = run("eval", "--data", str(beir), "--paths", "bm25,sag2", "--json",
+                     "--out", str(tmp_path / "r"), "-q")  # fmt: skip
+    assert code == 0, text
+    paths = json.loads(text)["paths"]
+    for name in ("bm25", "sag2"):
+        by_type = paths[name]["by_type"]
+        assert {t: m["questions"] for t, m in by_type.items()} == {"multi": 1, "single": 2}
+        # the overall mean is the question-weighted mean of the types
+        overall = (by_type["multi"]["recall@1"] + 2 * by_type["single"]["recall@1"]) / 3
+        assert paths[name]["recall@1"] == pytest.approx(overall, abs=1e-4)
+    assert paths["bm25"]["by_type"]["multi"]["recall@1"] == 0.5  # two gold, one at rank 1
+    sag2 = paths["sag2"]
+    rounds = sorted(k for k in sag2 if k.startswith("gold_in_pool_round"))
+    assert rounds[0] == "gold_in_pool_round0_per_query"
+    pool = [sag2[k] for k in rounds]
+    assert pool == sorted(pool) and 0.0 <= pool[0] and pool[-1] <= 1.0  # pools only grow
+    code, table = run("eval", "--data", str(beir), "--paths", "bm25", "--out",
+                      str(tmp_path / "t"), "-q")  # fmt: skip
+    assert code == 0 and "  multi (1)" in table and "  single (2)" in table
+
+
 def test_index_folder_then_search_json(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     shutil.copytree(SAMPLES, corpus)
