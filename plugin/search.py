@@ -28,6 +28,7 @@ from hybridsag.query import validate_query
 from hybridsag.settings import Settings
 from hybridsag.sources import SourceErrors, iter_folder, iter_jsonl
 from hybridsag.store import ChunkRecord, Filters, ResourceRecord
+from hybridsag.tokenizer import has_cjk
 from hybridsag.writer import Document, IngestReport, StepHook, make_document
 
 if TYPE_CHECKING:
@@ -64,6 +65,10 @@ class SearchResult:
     rules: tuple[str, ...]
     why: tuple[str, ...]
     stale: bool = False
+    #: the position RRF gave the chunk before the rules moved it (``score`` follows this one)
+    rrf_rank: int = 0
+    #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
+    text_truncated: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -302,6 +307,42 @@ class HybridSearch:
             raise QueryError("no retrieval path enabled")
         return tuple(dict.fromkeys(chosen))
 
+    def warm(
+        self, paths: Sequence[str] | str | None = None, *, query: str = ""
+    ) -> dict[str, float]:
+        """Build now what a search over ``paths`` needs, so that its first search pays no
+        start-up: jieba's dictionary when ``query`` holds Han text, the embedding model and the
+        Milvus index when a path needs the dense side, then every path (and its judge). Returns
+        the milliseconds of each step (``tokenizer_ms``, ``model_ms``, ``milvus_ms``,
+        ``paths_ms``). A part that cannot be built is left for the search to report: it
+        degrades there as it would have without this call. QueryError for an unknown path."""
+        names = self.resolve_paths(paths)
+        parts = self.components
+        spent: dict[str, float] = {}
+        if has_cjk(query):
+            spent["tokenizer_ms"] = round(parts.tokenizer.warm() * 1000, 3)
+        t0 = time.perf_counter()
+        if any(PATHS[name].needs_dense for name in names):
+            try:
+                parts.embedder().dimension  # noqa: B018 - loads the model
+            except HybridSagError:
+                pass
+            t1 = time.perf_counter()
+            spent["model_ms"] = round((t1 - t0) * 1000, 3)
+            try:
+                parts.dense_index()
+            except HybridSagError:
+                pass
+            t0 = time.perf_counter()
+            spent["milvus_ms"] = round((t0 - t1) * 1000, 3)
+        for name in names:
+            try:
+                parts.retriever(name)
+            except HybridSagError:
+                pass
+        spent["paths_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        return spent
+
     def run_path(self, name: str, query: str, *, limit: int, filters: Filters) -> PathResult:
         """Run one path alone (validated query), as eval does."""
         return self.components.retriever(name).retrieve(query, limit=limit, filters=filters)
@@ -353,7 +394,9 @@ class HybridSearch:
             stale = _is_stale(resources[rec.resource_id])
             if stale and not include_stale:
                 continue
-            results.append(self._result(len(results) + 1, f, rec, stale, explain))
+            results.append(
+                self._result(len(results) + 1, f, rec, stale, explain, s.search.max_text_chars)
+            )
             if len(results) >= top_k:
                 break
         timings["total_ms"] = round((time.perf_counter() - t_start) * 1000, 3)
@@ -438,7 +481,7 @@ class HybridSearch:
 
     @staticmethod
     def _result(
-        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool
+        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool, max_text: int
     ) -> SearchResult:
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
@@ -471,7 +514,7 @@ class HybridSearch:
             resource_id=rec.resource_id,
             title=rec.title,
             heading_path=rec.heading_path,
-            text=rec.text,
+            text=rec.text[:max_text],
             start_line=rec.start_line,
             end_line=rec.end_line,
             byte_start=rec.byte_start,
@@ -483,6 +526,8 @@ class HybridSearch:
             rules=fused.rules,
             why=tuple(why),
             stale=stale,
+            rrf_rank=fused.rrf_rank,
+            text_truncated=len(rec.text) > max_text,
         )
 
 
