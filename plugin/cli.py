@@ -5,11 +5,13 @@ Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settin
 overrides the data dir. Every error is one line on stderr, never a traceback.
 
 Logging is set up here and nowhere in the library: records go to stderr as one line each (no
-traceback) from level ERROR, WARNING with ``-v``, INFO with ``-vv``, DEBUG and tracebacks with
-``-vvv``. pymilvus' own stderr handlers (set up when it is imported) are replaced so its records
+traceback). By default only hybridsag's own errors are shown (what a command could not do is its
+one-line error anyway); ``-v`` shows warnings of every library, ``-vv`` info, ``-vvv`` debug with
+tracebacks. pymilvus' own stderr handlers (set up when it is imported) are removed so its records
 follow the same rule, and gRPC's C core is told to stay quiet (``GRPC_VERBOSITY=NONE`` unless set)
-before it loads: its keepalive ``GOAWAY ... too_many_pings`` lines and pymilvus' ``failed to get
-mvccTs`` warnings are noise to a person at a terminal, and ``--json`` output stays on stdout.
+before it loads: its keepalive ``GOAWAY ... too_many_pings`` lines, pymilvus' ``failed to get
+mvccTs`` warnings and the in-process Milvus Lite server's ``Method not implemented`` errors are
+noise to a person at a terminal; ``--json`` output is on stdout, never mixed with them.
 """
 
 from __future__ import annotations
@@ -533,12 +535,18 @@ def _configure_logging(verbosity: int) -> None:
         root.addHandler(_HANDLER)
     _HANDLER.setLevel(level)
     _HANDLER.setFormatter(_OneLineFormatter(tracebacks=level <= logging.DEBUG))
+    _HANDLER.filters = [] if verbosity > 0 else [_own_records]
     if root.level > level:
         root.setLevel(level)
     if "pymilvus" in sys.modules:
         _own_pymilvus_logs()
     elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport("pymilvus", _own_pymilvus_logs))
+
+
+def _own_records(record: logging.LogRecord) -> bool:
+    """Only hybridsag's own records (the default, without ``-v``)."""
+    return record.name == "hybridsag" or record.name.startswith("hybridsag.")
 
 
 def _own_pymilvus_logs() -> None:

@@ -323,18 +323,19 @@ class HybridSearch:
             spent["tokenizer_ms"] = round(parts.tokenizer.warm() * 1000, 3)
         t0 = time.perf_counter()
         if any(PATHS[name].needs_dense for name in names):
-            try:
-                parts.embedder().dimension  # noqa: B018 - loads the model
-            except HybridSagError:
-                pass
-            t1 = time.perf_counter()
-            spent["model_ms"] = round((t1 - t0) * 1000, 3)
-            try:
+            try:  # opens Milvus (loads the model only when no dimension is recorded)
                 parts.dense_index()
             except HybridSagError:
-                pass
+                pass  # the dense path fails in the search and says why; no model to load
+            else:
+                t1 = time.perf_counter()
+                spent["milvus_ms"] = round((t1 - t0) * 1000, 3)
+                try:
+                    parts.embedder().dimension  # noqa: B018 - loads the model
+                except HybridSagError:
+                    pass
+                spent["model_ms"] = round((time.perf_counter() - t1) * 1000, 3)
             t0 = time.perf_counter()
-            spent["milvus_ms"] = round((t0 - t1) * 1000, 3)
         for name in names:
             try:
                 parts.retriever(name)
