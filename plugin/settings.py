@@ -78,17 +78,28 @@ class _Section(BaseModel):
 
 
 class ChunkingSettings(_Section):
-    """SAG-Wiki chunking: sentences packed to ``target_chars``, whole-sentence overlap."""
+    """SAG-Wiki chunking: sentences packed to ``target_chars``, whole-sentence overlap; hard
+    caps on a chunk's characters (``max_chars``, None: 4 x ``target_chars``; code blocks stay
+    whole up to it) and lines (``max_lines``); a chunk under ``min_chars`` joins a neighbour of
+    its section (the rules: :mod:`hybridsag.chunker`)."""
 
     mode: Literal["sag", "passage"] = "sag"
     target_chars: int = Field(512, ge=400, le=12_000)
     overlap_chars: int = Field(80, ge=0, le=2_000)
+    max_chars: int | None = Field(None, ge=400, le=100_000)
+    max_lines: int = Field(200, ge=10, le=100_000)
+    min_chars: int = Field(40, ge=0, le=400)
 
     @model_validator(mode="after")
     def _check_overlap(self) -> ChunkingSettings:
         if self.overlap_chars >= self.target_chars:
             raise ValueError(
                 f"chunking.overlap_chars={self.overlap_chars} must be below "
+                f"chunking.target_chars={self.target_chars}"
+            )
+        if self.max_chars is not None and self.max_chars < self.target_chars:
+            raise ValueError(
+                f"chunking.max_chars={self.max_chars} must be at least "
                 f"chunking.target_chars={self.target_chars}"
             )
         return self
