@@ -104,10 +104,13 @@ class FusedHit:
 
 @dataclass(frozen=True, slots=True)
 class ChunkView:
-    """What fusion rules may read of a chunk: no I/O, supplied by the caller."""
+    """What fusion rules may read of a chunk: no I/O, supplied by the caller. ``ordinal`` is the
+    chunk's 0-based place in its resource (None when unknown): an exact title pins the
+    resource's lead chunk, the one with the lowest ordinal."""
 
     chunk_id: str
     resource_id: str
     title: str
     heading_path: str
     text: str
+    ordinal: int | None = None

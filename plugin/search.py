@@ -466,7 +466,7 @@ class HybridSearch:
         resources = store.resources(r.resource_id for r in records.values())
         # chunks and resources are two reads: a resource deleted between them is simply gone
         views = {
-            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
+            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text, r.ordinal)
             for cid, r in records.items()
             if (res := resources.get(r.resource_id)) is not None and filters.allows(res)
         }
