@@ -1,6 +1,7 @@
 """The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
 
-Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value).
+Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value),
+130 interrupted (Ctrl-C; ``eval`` writes the results of what ran first).
 Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`); ``--data-dir``
 overrides the data dir. Every error is one line on stderr, never a traceback.
 
@@ -34,7 +35,14 @@ from hybridsag.errors import ConfigError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
 
-__all__ = ["COMMANDS_GROUP", "build_parser", "main", "print_json", "settings_from_args"]
+__all__ = [
+    "COMMANDS_GROUP",
+    "INTERRUPTED",
+    "build_parser",
+    "main",
+    "print_json",
+    "settings_from_args",
+]
 
 #: Entry-point group through which other packages add subcommands: each entry point names a
 #: callable ``register(subparsers)`` that adds parsers whose ``fn(args, out) -> int`` runs the
@@ -42,6 +50,8 @@ __all__ = ["COMMANDS_GROUP", "build_parser", "main", "print_json", "settings_fro
 #: pyproject.toml). The core CLI never imports those packages by name, so the dependency points
 #: from them to it (tests/unit/test_layering.py).
 COMMANDS_GROUP = "hybridsag.commands"
+#: Exit code of a command stopped with Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
 
 
 def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], None]]:
@@ -274,6 +284,11 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(format_table(summary) + "\n")
         out.write(f"reports written to {summary['out']}\n")
+    if "partial" in summary:
+        sys.stderr.write(
+            f"hybridsag: interrupted: partial results of what ran written to {summary['out']}\n"
+        )
+        return INTERRUPTED
     return 0
 
 
@@ -480,7 +495,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 1
     except KeyboardInterrupt:
         sys.stderr.write("hybridsag: interrupted\n")
-        return 1
+        return INTERRUPTED
 
 
 def _one_line(exc: BaseException) -> str:
