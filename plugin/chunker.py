@@ -29,8 +29,8 @@ path and 1-based line range. The rules:
   ``Output::``, a lone fence line)
   joins the next chunk of its section, else the previous one, within the hard caps; a section
   whose whole body is tiny keeps it;
-- **markup is not text**: Markdown HTML comments (``<!-- YAML ... -->``) and lines made only of
-  HTML tags (``<a id="x"></a>``); reST labels (``.. _name:``), comments, substitution
+- **markup is not text**: Markdown HTML comments (``<!-- YAML ... -->``), lines made only of
+  HTML tags (``<a id="x"></a>``) and link reference definitions (``[name]: url``); reST labels (``.. _name:``), comments, substitution
   definitions, directive lines and their options (``.. note::``, ``:maxdepth: 1``), the content
   of directives that is markup too (``toctree``, ``image``, ``raw``, autodoc, ...) and the bare
   ``::`` that announces a literal block. They are never part of a chunk's own text nor a title
@@ -287,6 +287,8 @@ _SETEXT_RE = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _THEMATIC_RE = re.compile(r" {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
 #: a Markdown line made only of HTML tags (``<a id="x"></a>``, ``<br/>``): markup, no text
 _TAGS_ONLY_RE = re.compile(r"(?:<[^<>]+>[ \t]*)+")
+#: a Markdown link reference definition (``[fs.Stats]: #class-fsstats``): markup, no text
+_LINK_DEF_RE = re.compile(r" {0,3}\[[^\]]+\]:[ \t]*\S+")
 #: reST explicit markup: ``.. name:: args`` (directive), ``.. _label:`` (hyperlink target),
 #: ``.. |sub| name::`` (substitution), ``.. [1]`` (footnote or citation), else a comment
 _RST_DIRECTIVE_RE = re.compile(r"\.\.[ \t]+(?:\|[^|]+\|[ \t]+)?([A-Za-z0-9][\w:+.-]*)::(?:[ \t]|$)")
@@ -650,6 +652,9 @@ def _markdown_spans(
                     flush_para()
                     i += 1
                     continue
+            if first == "[" and not para and _LINK_DEF_RE.match(line):
+                i += 1  # a link reference definition: markup, like the ones around it
+                continue
             if first == "#":
                 heading = atx_heading(line)
                 if heading is not None:

@@ -648,11 +648,13 @@ def test_rst_labels_directives_and_comments_are_markup_not_text() -> None:
     assert any(t.startswith("Output::\n\n    sepal length (cm)") for t in small)
 
 
-def test_markdown_html_comments_and_tag_only_lines_are_markup() -> None:
+def test_markdown_html_comments_tag_only_lines_and_link_definitions_are_markup() -> None:
     text = (
         "# Errors\n\nIntro to the errors this module raises and what they mean to callers.\n\n"
         '<a id="ERR_X"></a>\n\n### `ERR_X`\n\n<!-- YAML\nadded: v15.0.0\n-->\n\n'
-        "An argument of the wrong type was passed to the function that raised it.\n"
+        "An argument of the wrong type was passed to the function that raised it.\n\n"
+        "[EOF character]: https://en.wikipedia.org/wiki/End-of-file\n[TTY]: tty.md\n"
+        "  [`fs.ReadStream`]: #class-fsreadstream\n"
     )
     chunks = chunk_text(text)
     assert [(c.heading_path, c.text) for c in chunks] == [
