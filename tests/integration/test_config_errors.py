@@ -5,32 +5,18 @@ degrades."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli_support import run
+from tests.cli_support import SAMPLES, lexical_only, run, sample_index  # noqa: F401
 from hybridsag.config import load_settings, setting_origins
 from hybridsag.errors import ConfigError
 from hybridsag.settings import Settings
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
-
-
-@pytest.fixture(autouse=True)
-def _lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "none")
-
-
-@pytest.fixture
-def indexed(tmp_path: Path) -> Path:
-    corpus = tmp_path / "corpus"
-    shutil.copytree(SAMPLES, corpus)
-    assert run("index", str(corpus), "-q")[0] == 0
-    return tmp_path / ".hybridsag"
+pytestmark = pytest.mark.usefixtures("lexical_only")
 
 
 BAD_TOML = "[fusion\nk = 3\n"
@@ -165,7 +151,7 @@ def test_search_on_a_data_dir_without_an_index_is_an_error(
 
 
 def test_a_jev_judge_without_a_key_degrades_to_bm25_order_and_doctor_fails(
-    indexed: Path, monkeypatch: pytest.MonkeyPatch
+    sample_index: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HYBRIDSAG_JUDGE__NAME", "jev")
     code, text = run("search", "ReActAgent", "--paths", "sag2", "--json")
