@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hybridsag.config import load_settings
-from hybridsag.evaluation import _open_index, load_dataset
+from hybridsag.evaluation import open_eval_index, load_dataset
 from hybridsag.fusion import FusedHit, rrf
 from hybridsag.fusion.rules import RULE_BOUNDS, apply_rules
 from hybridsag.store import Filters
@@ -42,7 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     needs_dense = settings.embedding.model != "none" and "dense" in paths
     if not needs_dense:
         paths = tuple(p for p in paths if p != "dense")
-    hs, _info = _open_index(settings, ds, data_dir / "moves", needs_dense=needs_dense, progress=None)
+    hs, _info = open_eval_index(
+        settings, ds, data_dir / "moves", needs_dense=needs_dense, progress=None
+    )
     ups: dict[str, list[int]] = defaultdict(list)
     downs: dict[str, list[int]] = defaultdict(list)
     cut: dict[str, int] = defaultdict(int)
@@ -54,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ups[name].append(max(up, 0))
         downs[name].append(max(down, 0))
         bound = RULE_BOUNDS[name]
-        if (bound.up is not None and up > bound.up) or (bound.down is not None and down > bound.down):
+        too_far_up = bound.up is not None and up > bound.up
+        if too_far_up or (bound.down is not None and down > bound.down):
             cut[name] += 1
 
     options = settings.fusion.options()

@@ -81,10 +81,10 @@ class RuleBound:
 #: (judge_accepted 2 up and 3 down, next_hop_slot 33 and 44, judge_order 46 and 73 among the
 #: judge's 50 to 100 candidates), so they keep the measured recall and stop only outliers. The
 #: identifier tiers' bound binds: a hit BM25 put first, or a section headed by the identifier,
-#: is never buried below a long list of mentions (a definition still rises 20 places).
+#: is never buried below a long list of mentions (a definition still rises 50 places).
 RULE_BOUNDS: Mapping[str, RuleBound] = {
     "exact_title": RuleBound(up=None, down=None),
-    "identifier_tiers": RuleBound(up=20, down=10),
+    "identifier_tiers": RuleBound(up=50, down=10),
     "judge_accepted": RuleBound(up=30, down=10),
     "next_hop_slot": RuleBound(up=50, down=60),
     "judge_order": RuleBound(up=60, down=100),

@@ -219,14 +219,16 @@ _HEADING_LEAD = re.compile(
 
 def heading_defines_identifier(heading_path: str, ident: str) -> bool:
     """Whether the chunk's own section heading (the last heading of ``heading_path``, headings
-    joined with ``" > "``) starts with ``ident`` whole, after markup and an optional kind word:
-    the section is the identifier's definition (``### `ERR_INVALID_ARG_TYPE```,
-    ``## Class: `fs.Stats```, ``#### `fs.stat(path[, options], callback)```).
+    joined with ``" > "``) is the identifier: ``ident`` whole, after markup and an optional kind
+    word, followed by nothing but markup or a signature (``(``, ``[``, ``<``, ``:``, ``=``).
+    Such a section is the identifier's definition (``### `ERR_INVALID_ARG_TYPE```,
+    ``## Class: `fs.Stats```, ``#### `fs.stat(path[, options], callback)```); a heading that
+    goes on in words (``ReActAgent tips``) is about it, not its definition.
 
     >>> heading_defines_identifier("Errors > Node.js error codes > `ERR_INVALID_ARG_TYPE`",
     ...                            "ERR_INVALID_ARG_TYPE")
     True
-    >>> heading_defines_identifier("ERR_INVALID_ARG_TYPE > Examples", "ERR_INVALID_ARG_TYPE")
+    >>> heading_defines_identifier("ReActAgent tips", "ReActAgent")
     False
     """
     if not ident or not heading_path:
@@ -236,8 +238,8 @@ def heading_defines_identifier(heading_path: str, ident: str) -> bool:
     start = lead.end() if lead else 0
     if not heading.startswith(ident, start):
         return False
-    end = start + len(ident)
-    return end == len(heading) or not re.match(f"[{_IDENT_CHAR}]", heading[end])
+    rest = heading[start + len(ident) :].strip(" \t`'\"*_")
+    return not rest or rest[0] in "([<:="
 
 
 def is_heading_only(text: str) -> bool:

@@ -26,20 +26,23 @@ path and 1-based line range. The rules:
   lines) is cut at line ends into target-sized pieces, a longer line at whitespace, a run with
   no whitespace anywhere;
 - **tiny fragments**: a chunk shorter than ``min_chars`` (40, at most a tenth of the target;
-  ``Output::``, a lone fence line)
-  joins the next chunk of its section, else the previous one, within the hard caps; a section
-  whose whole body is tiny keeps it;
+  ``Output::``, a lone fence line) joins the next chunk of its section, else the previous one,
+  within the hard caps; a section whose whole body is tiny keeps it; a sentence ending in ``:``
+  just before a code block stays with that code;
 - **markup is not text**: Markdown HTML comments (``<!-- YAML ... -->``), lines made only of
-  HTML tags (``<a id="x"></a>``) and link reference definitions (``[name]: url``); reST labels (``.. _name:``), comments, substitution
-  definitions, directive lines and their options (``.. note::``, ``:maxdepth: 1``), the content
-  of directives that is markup too (``toctree``, ``image``, ``raw``, autodoc, ...) and the bare
-  ``::`` that announces a literal block. They are never part of a chunk's own text nor a title
-  (an admonition's content is prose; a code directive's content is code);
+  HTML tags (``<a id="x"></a>``) and link reference definitions (``[name]: url``); reST labels
+  (``.. _name:``), comments, substitution definitions, directive lines and their options
+  (``.. note::``, ``:maxdepth: 1``), the content of directives that is markup too
+  (``toctree``, ``image``, ``raw``, autodoc, ...) and the bare ``::`` that announces a literal
+  block. No chunk starts with them and no title is made of them (an admonition's content is
+  prose; a code directive's content is code); one that lies between two pieces of one chunk
+  stays in that chunk's text, which is always an exact slice of the source;
 - lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (Python's universal newlines); a leading BOM
   is skipped; chunks never start or end with whitespace and whitespace-only chunks never appear.
 
 Mode ``"passage"`` returns the whole trimmed text as one chunk (benchmark corpora whose passages
-are given whole). Everything here is pure Python and linear in the input size.
+are given whole), cut at the hard caps. Everything here is pure Python and linear in the input
+size.
 """
 
 from __future__ import annotations

@@ -87,9 +87,7 @@ def setting_origins(
     return origins
 
 
-def settings_table(
-    settings: Settings, origins: Mapping[str, str]
-) -> list[dict[str, Any]]:
+def settings_table(settings: Settings, origins: Mapping[str, str]) -> list[dict[str, Any]]:
     """Every setting in effect: ``{"key", "value", "origin"}`` rows in declaration order;
     secrets are :data:`MASK` (or None when unset), a password in a URL is masked too."""
     rows: list[dict[str, Any]] = []
@@ -168,7 +166,8 @@ def _unknown_variable(name: str, where: str) -> str:
     if guess:
         hint = f"; did you mean {_PREFIX}{'__'.join([guess, *parts[1:]])}?"
     where = where.split(" (", 1)[0]  # the variable is named already
-    return f"unknown setting {name.upper()} ({where}): there is no setting {parts[0].lower()!r}{hint}"
+    missing = parts[0].lower()
+    return f"unknown setting {name.upper()} ({where}): there is no setting {missing!r}{hint}"
 
 
 def _closest(word: str, options: list[str]) -> str | None:
@@ -198,15 +197,18 @@ def _label(kind: str, path: tuple[str, ...], origin: str, toml: Path | None) -> 
         return origin
     if kind == "toml":
         return f"TOML file {toml.resolve() if toml else '?'}"
-    name = path[0].upper() if path[0].upper().startswith(_PREFIX) else _PREFIX + "__".join(
-        path
-    ).upper()
+    if path[0].upper().startswith(_PREFIX):  # an unknown variable, under its own name
+        name = path[0].upper()
+    else:
+        name = _PREFIX + "__".join(path).upper()
     if kind == "env":
         return f"environment ({name})"
     return f".env file {Path('.env').resolve()} ({name})"
 
 
-def _leaf_paths(model: type[BaseModel] | None, data: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
+def _leaf_paths(
+    model: type[BaseModel] | None, data: Mapping[str, Any]
+) -> Iterator[tuple[str, ...]]:
     for key, value in data.items():
         field = model.model_fields.get(key) if model is not None else None
         section = section_model(field.annotation) if field is not None else None

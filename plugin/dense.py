@@ -350,8 +350,8 @@ def lite_locked_message(path: Path, pid: int) -> str:
     """What to tell a person whose command finds the Milvus Lite folder locked."""
     who = f"another process (pid {pid})" if pid else "another process"
     return (
-        f"{who} holds the Milvus Lite index at {path.resolve()}; Milvus Lite serves one process at a "
-        "time: wait for it to finish, search through the running service (`hybridsag serve`), "
+        f"{who} holds the Milvus Lite index at {path.resolve()}; Milvus Lite serves one process "
+        "at a time: wait for it to finish, search through the running service (`hybridsag serve`), "
         "or run a Milvus server (`milvus-lite server --host 127.0.0.1`, then set milvus.uri) "
         "that several processes can share"
     )

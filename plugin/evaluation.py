@@ -44,6 +44,7 @@ __all__ = [
     "eval_path_names",
     "load_dataset",
     "metrics_for",
+    "open_eval_index",
     "run_eval",
     "tune_weights",
 ]
@@ -230,7 +231,7 @@ def _apply_overrides(settings: Settings, judge: str | None, rounds: int | None) 
         raise InputError(f"bad --judge/--rounds: {exc}") from exc
 
 
-def _open_index(
+def open_eval_index(
     settings: Settings,
     ds: Dataset,
     out: Path,
@@ -353,7 +354,7 @@ def run_eval(
         "questions": len(ds.queries),
         "skipped": {"count": len(ds.skipped), "ids": dict(ds.skipped)},
     }
-    hs, summary["index"] = _open_index(
+    hs, summary["index"] = open_eval_index(
         settings, ds, out, needs_dense=needs_dense, progress=progress
     )
     summary["paths"] = {}
@@ -484,7 +485,7 @@ def tune_weights(
     needs_dense = settings.embedding.model != "none" and _use_vectors(fuse_paths)
     if settings.embedding.model == "none" and "dense" in fuse_paths:
         fuse_paths = tuple(p for p in fuse_paths if p != "dense")
-    hs, index_info = _open_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
+    hs, index_info = open_eval_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
     depth = settings.fusion.depth
     noop = lambda n: None  # noqa: E731
     per_query: list[tuple[str, dict[str, list[Hit]], dict[str, ChunkView], frozenset[str]]] = []

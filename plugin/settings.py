@@ -387,7 +387,9 @@ def _field_at(settings_cls: type[BaseModel], parts: list[str]) -> tuple[Any, boo
 
 def section_model(annotation: Any) -> type[BaseModel] | None:
     """The section class of a field annotation (``FusionSettings``), else None."""
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
 
 
 def _is_mapping(field: Any) -> bool:
