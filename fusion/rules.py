@@ -109,19 +109,24 @@ def apply_rules(
 ) -> list[FusedHit]:
     """Re-rank fused hits with the bounded rules of the module docstring.
 
+    Rules 3, 5, 6 and 7 each ask for an order and get it as far as their :data:`RULE_BOUNDS`
+    allow (:func:`bounded`): no hit moves more places up or down than stated for that rule.
     In order:
 
     1. ``drop_heading_only``: hits whose chunk text ``is_heading_only`` are removed.
     2. ``exact_title``: when ``normalize_title(query)`` is not empty and equals
-       ``normalize_title(chunk.title)``, the best-ranked remaining chunk of that resource is pinned
-       to the front; at most ``pin_exact_titles`` resources are pinned, in their fused order.
-       Other chunks of a pinned resource are not pinned.
+       ``normalize_title(chunk.title)``, the resource's lead chunk among the remaining hits (the
+       lowest ``ChunkView.ordinal``: its introduction; the best-ranked one when ordinals are
+       unknown) is pinned to the front; at most ``pin_exact_titles`` resources are pinned, in
+       their fused order. Other chunks of a pinned resource are not pinned.
     3. Identifier tiers, only when ``looks_like_identifier(query)`` returns an identifier: the
        hits not pinned are stably partitioned into tier 0 ``identifier_definition``
-       (``defines_identifier`` on the text), tier 1 ``identifier_whole``
+       (``defines_identifier`` on the text, or ``heading_defines_identifier`` on the heading
+       path: the section headed by the identifier), tier 1 ``identifier_whole``
        (``contains_whole_identifier`` on the text), tier 2 ``identifier_heading_only`` (whole only
        in ``heading_path`` or ``title``), tier 3 the rest (``identifier_partial`` when the text
-       holds the identifier as a case-sensitive substring). Fused order is kept within a tier.
+       holds the identifier as a case-sensitive substring). Fused order is kept within a tier;
+       the partition is bounded (``RULE_BOUNDS["identifier_tiers"]``).
     4. ``strict_identifiers``: for an identifier query, when no remaining hit is in tier 0 or 1
        and none has an exact title match (pinned or not), the whole result is ``[]``.
     5. ``judge_accepted`` (only when ``judge_accept`` is given and the query is not an identifier):
