@@ -55,8 +55,7 @@ def render_response(
     lines = [
         f"{n} result{'' if n == 1 else 's'} for {resp.query!r} via {', '.join(resp.paths)} {took}"
     ]
-    for name, why in resp.reasons.items():
-        lines.append(f"  degraded: {name}: {why}")
+    lines.extend(f"  degraded: {name}: {why}" for name, why in _reasons(resp.reasons))
     pattern = _terms_pattern(terms)
     for r in resp.results:
         head = f"{r.rank:>2}. {_bold(r.title or r.resource_id, color)}"
@@ -78,6 +77,23 @@ def render_response(
         if r.text_truncated:
             lines.append(f"{_INDENT}(text cut to search.max_text_chars)")
     return "\n".join(lines) + "\n"
+
+
+def _reasons(reasons: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Each path's degraded reason once: a reason that repeats another path's (SAG2 saying the
+    dense hits it joins are unavailable, with the dense path's own error) points to it instead,
+    after it."""
+    own: list[tuple[str, str]] = []
+    echoes: list[tuple[str, str]] = []
+    for name, why in reasons.items():
+        other = next(
+            (o for o, r in reasons.items() if o != name and r and r != why and r in why), None
+        )
+        if other is None:
+            own.append((name, why))
+        else:
+            echoes.append((name, why.replace(reasons[other], f"see {other} above")))
+    return own + echoes
 
 
 def describe_paths(r: SearchResult) -> str:

@@ -311,8 +311,9 @@ class HybridSearch:
         self, paths: Sequence[str] | str | None = None, *, query: str = ""
     ) -> dict[str, float]:
         """Build now what a search over ``paths`` needs, so that its first search pays no
-        start-up: jieba's dictionary when ``query`` holds Han text, the embedding model and the
-        Milvus index when a path needs the dense side, then every path (and its judge). Returns
+        start-up: jieba's dictionary when ``query`` holds Han text, the Milvus index when a path
+        needs the dense side, the embedding model when that path can run or a path reads the
+        passage vectors (a judge embeds the query), then every path (and its judge). Returns
         the milliseconds of each step (``tokenizer_ms``, ``model_ms``, ``milvus_ms``,
         ``paths_ms``). A part that cannot be built is left for the search to report: it
         degrades there as it would have without this call. QueryError for an unknown path."""
@@ -322,20 +323,25 @@ class HybridSearch:
         if has_cjk(query):
             spent["tokenizer_ms"] = round(parts.tokenizer.warm() * 1000, 3)
         t0 = time.perf_counter()
-        if any(PATHS[name].needs_dense for name in names):
+        dense = any(PATHS[name].needs_dense for name in names)
+        vectors = parts.dense_enabled and any(PATHS[name].reads_vectors for name in names)
+        milvus_ok = True
+        if dense:
             try:  # opens Milvus (loads the model only when no dimension is recorded)
                 parts.dense_index()
             except HybridSagError:
-                pass  # the dense path fails in the search and says why; no model to load
-            else:
-                t1 = time.perf_counter()
-                spent["milvus_ms"] = round((t1 - t0) * 1000, 3)
-                try:
-                    parts.embedder().dimension  # noqa: B018 - loads the model
-                except HybridSagError:
-                    pass
-                spent["model_ms"] = round((time.perf_counter() - t1) * 1000, 3)
-            t0 = time.perf_counter()
+                milvus_ok = False  # the dense path fails in the search and says why
+            t1 = time.perf_counter()
+            spent["milvus_ms"] = round((t1 - t0) * 1000, 3)
+            t0 = t1
+        if (dense and milvus_ok) or vectors:  # the query embedding (a judge reads it too)
+            try:
+                parts.embedder().dimension  # noqa: B018 - loads the model
+            except HybridSagError:
+                pass
+            t1 = time.perf_counter()
+            spent["model_ms"] = round((t1 - t0) * 1000, 3)
+            t0 = t1
         for name in names:
             try:
                 parts.retriever(name)

@@ -173,3 +173,13 @@ def test_an_index_another_process_holds_is_one_line_saying_who_and_what_to_do(
         assert code == 1 and f"[FAIL] milvus: DenseError: {said}" in text
     finally:
         holder.communicate("", timeout=30)
+
+
+def test_a_reason_two_paths_share_is_said_once() -> None:
+    from hybridsag.render import _reasons
+
+    error = "DenseError: another process (pid 7) holds the Milvus Lite index at /x/milvus.db"
+    reasons = {"sag2": f"dense candidates unavailable: {error}", "dense": error}
+    assert _reasons(reasons) == [
+        ("dense", error), ("sag2", "dense candidates unavailable: see dense above")
+    ]  # fmt: skip
