@@ -47,9 +47,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.chunker import split_sentences
-from hybridsag.errors import HybridSagError, JudgeError
+from hybridsag.errors import ConfigError, HybridSagError, JudgeError
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
+from hybridsag.judges.simple import UnavailableJudge
 from hybridsag.lexical import LexicalIndex
 from hybridsag.paths.base import PathResult, Peers
 from hybridsag.paths.evidence import (
@@ -636,6 +637,12 @@ def _round_robin(lists: Sequence[Sequence[Hit]], *, exclude: Any, limit: int) ->
 
 
 def build(parts: Parts) -> Sag2Retriever:
-    """Registry factory: the SAG2 loop over the lexical index and the configured judge."""
+    """Registry factory: the SAG2 loop over the lexical index and the configured judge. A judge
+    that cannot be built (ConfigError: a Jev judge without a key) fails every call instead, so
+    the path answers in BM25 order marked degraded, as for a judge that fails at run time."""
     s = parts.settings
-    return Sag2Retriever(parts.store, parts.lexical, parts.judge(), s.sag2, s.judge)
+    try:
+        judge: Judge = parts.judge()
+    except ConfigError as exc:
+        judge = UnavailableJudge(s.judge.name, str(exc))
+    return Sag2Retriever(parts.store, parts.lexical, judge, s.sag2, s.judge)

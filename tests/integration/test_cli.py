@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridsag.cli import main
+from tests.cli_support import lexical_only, run  # noqa: F401
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
@@ -30,15 +29,7 @@ QUERIES = [
 QRELS = "query-id\tcorpus-id\tscore\nq1\tp1\t1\nq2\tp3\t1\nq3\tp4\t1\nq3\tp2\t1\n"
 
 
-@pytest.fixture(autouse=True)
-def _lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "none")
-
-
-def run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out=out)
-    return code, out.getvalue()
+pytestmark = pytest.mark.usefixtures("lexical_only")
 
 
 @pytest.fixture
@@ -101,7 +92,7 @@ def test_search_text_output(tmp_path: Path, beir: Path) -> None:
     assert run("index", "--jsonl", str(beir / "corpus.jsonl"), "-q")[0] == 0
     code, text = run("search", "Turing machine", "--paths", "bm25")
     assert code == 0
-    assert "results for 'Turing machine' via bm25" in text and "Alan Turing" in text
+    assert "1 result for 'Turing machine' via bm25" in text and "Alan Turing" in text
 
 
 def test_search_judge_order_flag(tmp_path: Path, beir: Path) -> None:
