@@ -23,7 +23,6 @@ running the same plan twice, or a fresh plan after it, changes nothing more.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -117,7 +116,7 @@ def check_apply_allowed(plan: ReconcilePlan, settings: Settings, *, force: bool 
     n, total = plan.vectors_to_delete, plan.collection_size
     if n and plan.store_empty:
         raise ConsistencyError(
-            f"reconcile refused: the store at {settings.sqlite_path} holds no resource, tombstone "
+            f"reconcile refused: the store at {settings.store_display} holds no resource, tombstone "
             f"or chunk at all, but collection {plan.collection!r} holds {total} vectors; this "
             "data dir is empty or not the one that wrote the collection, and reconcile never "
             "wipes a collection (not even with --force). Drop the collection by hand if that is "
@@ -132,7 +131,7 @@ def check_apply_allowed(plan: ReconcilePlan, settings: Settings, *, force: bool 
         if count > c.max_delete_share * of or count > c.max_delete_count:
             raise ConsistencyError(
                 f"reconcile refused by the mass-delete guard: the plan would delete {count} of "
-                f"{of} {what} ({count / of:.1%}) in {plan.collection or settings.sqlite_path}; "
+                f"{of} {what} ({count / of:.1%}) in {plan.collection or settings.store_display}; "
                 f"limits: consistency.max_delete_share={c.max_delete_share} "
                 f"({c.max_delete_share * of:.0f} {what}) and consistency.max_delete_count="
                 f"{c.max_delete_count}. Check that data dir {settings.data_dir} belongs to this "
@@ -200,11 +199,6 @@ def _chunked(
         yield batch
 
 
-def _retriable_sqlite(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
 class _Run:
     """The state of one apply: counters, batch results, and the per-class steps."""
 
@@ -260,9 +254,9 @@ class _Run:
                     raise
                 except (DenseError, StoreError) as exc:
                     retriable, error = exc.retriable, f"{type(exc).__name__}: {exc}"
-                except sqlite3.Error as exc:
-                    retriable = _retriable_sqlite(exc)
-                    error = f"sqlite3.{type(exc).__name__}: {exc}"
+                except self.store.errors as exc:
+                    retriable = self.store.backend.is_retriable(exc)
+                    error = f"{type(exc).__module__}.{type(exc).__name__}: {exc}"
                 except HybridSagError as exc:
                     error = f"{type(exc).__name__}: {exc}"
                 else:
@@ -286,7 +280,7 @@ class _Run:
 
     # -- re-checks against the store as it is now (under the write lock) ----------------------
 
-    def _resources(self, conn: sqlite3.Connection, rids: Iterable[str]) -> dict[str, sqlite3.Row]:
+    def _resources(self, conn: Any, rids: Iterable[str]) -> dict[str, Any]:
         return select_in(
             conn,
             "SELECT resource_id, id, status, version, pending_version, title FROM resources",
@@ -294,7 +288,7 @@ class _Run:
             rids,
         )
 
-    def _chunk_rows(self, conn: sqlite3.Connection, cids: Iterable[str]) -> dict[str, sqlite3.Row]:
+    def _chunk_rows(self, conn: Any, cids: Iterable[str]) -> dict[str, Any]:
         return select_in(
             conn, "SELECT chunk_id, id, resource_id, version FROM chunks", "chunk_id", cids
         )
@@ -398,9 +392,10 @@ class _Run:
                 ).fetchone()
                 standing = None if current is None else current[0]
                 for jid in claim.journal_ids:
+                    # keep the journal row of the claim that stands (none when standing is None)
                     cur = c.execute(
-                        "DELETE FROM journal WHERE id = ? AND NOT (op = 'ingest' AND version IS ?)",
-                        (jid, standing),
+                        "DELETE FROM journal WHERE id = ? AND NOT (op = 'ingest' AND version = ?)",
+                        (jid, -1 if standing is None else standing),
                     )
                     self._bump(effects, "deleted_journal_rows", cur.rowcount)
                 row = c.execute(
@@ -421,7 +416,7 @@ class _Run:
         return len(ids), len(batch) - len(ids)
 
     def _delete_chunk_if_orphan(
-        self, c: sqlite3.Connection, rowid: int, chunk_id: str | None
+        self, c: Any, rowid: int, chunk_id: str | None
     ) -> int:
         row = c.execute(
             "SELECT chunk_id, resource_id, version FROM chunks WHERE id = ?", (rowid,)

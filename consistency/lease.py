@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -90,7 +89,7 @@ class Lease:
         """
         now = self._clock()
 
-        def take(conn: sqlite3.Connection) -> None:
+        def take(conn: Any) -> None:
             row = conn.execute(
                 "SELECT owner, expires_at FROM reconcile_lease WHERE name = ?", (self.name,)
             ).fetchone()
@@ -101,8 +100,9 @@ class Lease:
                     "wait for it to finish, or for the lease to expire if it crashed"
                 )
             conn.execute(
-                "INSERT OR REPLACE INTO reconcile_lease(name, owner, acquired_at, expires_at) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT INTO reconcile_lease(name, owner, acquired_at, expires_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, "
+                "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
                 (self.name, self.owner, now, now + self.ttl_s),
             )
 
@@ -116,7 +116,7 @@ class Lease:
         """
         now = self._clock()
 
-        def extend(conn: sqlite3.Connection) -> None:
+        def extend(conn: Any) -> None:
             cur = conn.execute(
                 "UPDATE reconcile_lease SET expires_at = ? WHERE name = ? AND owner = ?",
                 (now + self.ttl_s, self.name, self.owner),
@@ -152,15 +152,15 @@ class Lease:
 
     # -- plumbing --------------------------------------------------------------------------------
 
-    def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
+    def _write(self, fn: Callable[[Any], Any]) -> None:
         try:
             with self.store.atomic() as conn:
                 fn(conn)
-        except sqlite3.Error as exc:
-            raise StoreError(f"reconcile lease on {self.store.path}: {exc}") from exc
+        except self.store.errors as exc:
+            raise StoreError(f"reconcile lease on {self.store.name}: {exc}") from exc
 
-    def _sql(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    def _sql(self, fn: Callable[[Any], Any]) -> Any:
         try:
             return fn(self.store.connection())
-        except sqlite3.Error as exc:
-            raise StoreError(f"reconcile lease on {self.store.path}: {exc}") from exc
+        except self.store.errors as exc:
+            raise StoreError(f"reconcile lease on {self.store.name}: {exc}") from exc

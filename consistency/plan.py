@@ -44,7 +44,6 @@ under the write lock before it deletes anything.
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -307,12 +306,8 @@ def read_state(store: Store, lexical: Fts5LexicalIndex, dense: DenseIndex | None
     Raises:
         StoreError: the SQLite read failed. DenseError: reading the dense index failed.
     """
-    conn = store.connection()
-    own_tx = not conn.in_transaction
     try:
-        if own_tx:
-            conn.execute("BEGIN")  # one read snapshot (WAL) for every table below
-        try:
+        with store.snapshot() as conn:  # one read snapshot for every table below
             resources = {
                 r["resource_id"]: r
                 for r in conn.execute(
@@ -337,11 +332,8 @@ def read_state(store: Store, lexical: Fts5LexicalIndex, dense: DenseIndex | None
                 "FROM journal ORDER BY id"
             ):
                 journal.setdefault(row["resource_id"], []).append(row)
-        finally:
-            if own_tx:
-                conn.execute("ROLLBACK")
-    except sqlite3.Error as exc:
-        raise StoreError(f"reading {store.path} for the reconcile plan failed: {exc}") from exc
+    except store.errors as exc:
+        raise StoreError(f"reading {store.name} for the reconcile plan failed: {exc}") from exc
     entries: list[VectorEntry] = []
     if dense is not None:  # after the snapshot: see the module docstring
         entries = [VectorEntry(c, r, int(v)) for c, r, v in dense.iter_entries(ITER_BATCH)]

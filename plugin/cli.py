@@ -105,7 +105,7 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
 def _require_index(settings: Any) -> None:
     """A command that only reads an index refuses a data dir that holds none, instead of
     creating an empty store there (a mistyped ``--data-dir`` must not look like 0 results)."""
-    if not settings.sqlite_path.is_file():
+    if settings.store.url is None and not settings.sqlite_path.is_file():
         raise InputError(
             f"no index at {settings.data_dir.resolve()} (it holds no {settings.sqlite_path.name}): "
             "check --data-dir / HYBRIDSAG_DATA_DIR, or build one with `hybridsag index PATH`"
@@ -520,7 +520,7 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             state["parts"] = parts
             c = parts.store.counts()
             return (
-                f"{s.sqlite_path}: {c['resources']} resources, {c['chunks']} chunks, "
+                f"{s.store_display}: {c['resources']} resources, {c['chunks']} chunks, "
                 f"tokenizer {parts.tokenizer.fingerprint()}"
             )
 

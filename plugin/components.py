@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
-from hybridsag.lexical import Fts5LexicalIndex, LexicalIndex
+from hybridsag.lexical import Fts5LexicalIndex, LexicalIndex, PostgresLexicalIndex
 from hybridsag.paths import check_path_names, check_weights, path_spec
+from hybridsag.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever
 from hybridsag.settings import Settings
 from hybridsag.store import Store
@@ -112,12 +113,21 @@ class Components:
         self.tokenizer = Tokenizer(
             user_dict=s.tokenizer.user_dict, stopwords_dir=s.tokenizer.stopwords_dir
         )
-        self.store = Store(s.sqlite_path, tokenizer_fingerprint=self.tokenizer.fingerprint())
+        self.store = Store(
+            s.store_location,
+            tokenizer_fingerprint=self.tokenizer.fingerprint(),
+            pool_size=s.store.pool_size,
+        )
         try:
-            self.lexical: LexicalIndex = Fts5LexicalIndex(
+            lexical_class = PostgresLexicalIndex if self.store.is_postgres else Fts5LexicalIndex
+            self.lexical: LexicalIndex = lexical_class(
                 self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms
             )
-            self.lock = WriteLock(s.data_dir)
+            self.lock: WriteLock | AdvisoryWriteLock = (
+                AdvisoryWriteLock(self.store.backend)  # type: ignore[arg-type]
+                if self.store.is_postgres
+                else WriteLock(s.data_dir)
+            )
         except BaseException:
             self.store.close()
             raise
@@ -267,7 +277,11 @@ class Components:
                         (META_MODEL, self._model_name()),
                         (META_FINGERPRINT, fingerprint),
                     ):
-                        conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
+                        conn.execute(
+                            "INSERT INTO meta(key, value) VALUES (?, ?) "
+                            "ON CONFLICT(key) DO NOTHING",
+                            (key, value),
+                        )
         except BaseException:
             if index is not self._given_dense:
                 index.close()

@@ -29,12 +29,11 @@ tests assert on.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from hybridsag.errors import LexicalError
 from hybridsag.fusion.types import Hit
@@ -47,10 +46,15 @@ __all__ = [
     "ChunkTokens",
     "Fts5LexicalIndex",
     "LexicalIndex",
+    "PG_LEXICAL_MIGRATIONS",
+    "PostgresLexicalIndex",
     "build_best_chunks_sql",
     "build_match",
+    "build_pg_bm25_sql",
     "build_search_sql",
     "build_title_search_sql",
+    "build_tsquery",
+    "build_tsvector",
     "fold_term",
     "quote_term",
     "strip_diacritics",
@@ -200,6 +204,10 @@ class Fts5LexicalIndex:
     in the same transaction as the chunk and resource rows they index.
     """
 
+    #: the tables (and their id column) of the chunk rows and of the title rows
+    _CHUNKS, _TITLES, _ID = "chunks_fts", "titles_fts", "rowid"
+    _MIGRATIONS = FTS_MIGRATIONS
+
     def __init__(
         self, store: Store, tokenizer: Tokenizer, settings: LexicalSettings, *, max_terms: int = 80
     ) -> None:
@@ -210,7 +218,7 @@ class Fts5LexicalIndex:
         self._alias_lock = threading.Lock()
         self._alias_key: tuple[object, ...] | None = None
         self._alias: dict[str, set[str]] = {}
-        store.migrate(FTS_MIGRATIONS)
+        store.migrate(self._MIGRATIONS)
 
     # -- terms --------------------------------------------------------------------------------
 
@@ -239,14 +247,19 @@ class Fts5LexicalIndex:
         (:data:`~hybridsag.tokenizer.FTS_TOKENIZE`), so the lookup folds them the same way."""
         if not terms:
             return {}
-        conn = self.store.connection()
         keys = {t: strip_diacritics(t) for t in dict.fromkeys(terms)}
         try:
-            rows = select_in(conn, "SELECT term, doc FROM chunks_vocab", "term", keys.values())
-        except sqlite3.Error as exc:
-            raise LexicalError(f"reading the FTS5 vocabulary failed: {exc}") from exc
-        found = {term: int(row[1]) for term, row in rows.items()}
-        return {t: found[k] for t, k in keys.items() if k in found}
+            found = self._vocabulary(list(dict.fromkeys(keys.values())))
+        except self.store.errors as exc:
+            raise LexicalError(f"reading the lexical vocabulary failed: {exc}") from exc
+        return {t: found[k] for t, k in keys.items() if found.get(k)}
+
+    def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+        """How many chunk rows hold each of ``lexemes`` (absent: none)."""
+        rows = select_in(
+            self.store.connection(), "SELECT term, doc FROM chunks_vocab", "term", lexemes
+        )
+        return {term: int(row[1]) for term, row in rows.items()}
 
     def total_chunks(self) -> int:
         return int(self.store.connection().execute("SELECT count(*) FROM chunks").fetchone()[0])
@@ -257,7 +270,7 @@ class Fts5LexicalIndex:
         with self._alias_lock:
             if key != self._alias_key:
                 aliases: dict[str, set[str]] = {}
-                for (title,) in conn.execute("SELECT title FROM titles_fts"):
+                for (title,) in conn.execute(f"SELECT title FROM {self._TITLES}"):
                     for token in title.split():
                         folded = fold_term(token)
                         if folded != token:
@@ -281,22 +294,16 @@ class Fts5LexicalIndex:
         match = build_match(terms, must=must)
         if not match or limit < 1:
             return []
-        filter_sql, filter_params = filters.sql("r")
-        sql = build_search_sql(filter_sql)
-        s = self.settings
-        conn = self.store.connection()
+        filter_sql, filter_params = filters.sql("r", self.store.backend)
         depth = max(limit * 2, limit + 20)
         total = None
+        ranked = None
         while True:
             try:
-                rows = conn.execute(
-                    sql,
-                    [s.title_weight, s.heading_weight, s.body_weight, match, depth]
-                    + filter_params
-                    + [limit],
-                ).fetchall()
-            except sqlite3.Error as exc:
-                raise LexicalError(f"FTS5 search for {match!r:.200} failed: {exc}") from exc
+                ranked = ranked or self._chunk_ranker(terms, must)
+                rows = ranked(filter_sql, filter_params, depth, limit)
+            except self.store.errors as exc:
+                raise LexicalError(f"lexical search for {match!r:.200} failed: {exc}") from exc
             if len(rows) >= limit:
                 break
             if total is None:
@@ -324,14 +331,10 @@ class Fts5LexicalIndex:
         match = build_match(terms)
         if not match or limit < 1:
             return []
-        filter_sql, params = filters.sql("r")
+        filter_sql, params = filters.sql("r", self.store.backend)
         try:
-            rows = (
-                self.store.connection()
-                .execute(build_title_search_sql(filter_sql), [match, *params, limit])
-                .fetchall()
-            )
-        except sqlite3.Error as exc:
+            rows = self._title_rows(terms, filter_sql, params, limit)
+        except self.store.errors as exc:
             raise LexicalError(f"title search failed: {exc}") from exc
         return [(rid, float(score)) for rid, score in rows]
 
@@ -341,22 +344,54 @@ class Fts5LexicalIndex:
         match = build_match(terms)
         if not match or not resource_ids:
             return {}
-        s = self.settings
         best: dict[str, str] = {}
         try:
-            rows = (
-                self.store.connection()
-                .execute(
-                    build_best_chunks_sql(len(resource_ids)),
-                    [match, *resource_ids, s.title_weight, s.heading_weight, s.body_weight],
-                )
-                .fetchall()
-            )
-        except sqlite3.Error as exc:
+            rows = self._best_chunk_rows(resource_ids, terms)
+        except self.store.errors as exc:
             raise LexicalError(f"title path chunk lookup failed: {exc}") from exc
         for rid, chunk_id in rows:
             best.setdefault(rid, chunk_id)
         return best
+
+    # -- the engine's statements (what another engine overrides) ------------------------------
+
+    def _chunk_ranker(
+        self, terms: Sequence[str], must: str | None
+    ) -> Callable[[str, list[object], int, int], list[Any]]:
+        """A function ``(filter_sql, filter_params, depth, limit) -> rows`` of
+        ``(chunk_id, resource_id, score)``, best (lowest) score first."""
+        s = self.settings
+        match = build_match(terms, must=must)
+        conn = self.store.connection()
+
+        def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
+            return conn.execute(
+                build_search_sql(filter_sql),
+                [s.title_weight, s.heading_weight, s.body_weight, match, depth, *params, limit],
+            ).fetchall()
+
+        return ranked
+
+    def _title_rows(
+        self, terms: Sequence[str], filter_sql: str, params: list[object], limit: int
+    ) -> list[Any]:
+        return (
+            self.store.connection()
+            .execute(build_title_search_sql(filter_sql), [build_match(terms), *params, limit])
+            .fetchall()
+        )
+
+    def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+        s = self.settings
+        return (
+            self.store.connection()
+            .execute(
+                build_best_chunks_sql(len(resource_ids)),
+                [build_match(terms), *resource_ids, s.title_weight, s.heading_weight,
+                 s.body_weight],
+            )
+            .fetchall()
+        )
 
     # -- rows (inside the caller's write transaction) -------------------------------------------
 
@@ -369,70 +404,292 @@ class Fts5LexicalIndex:
         """The tokens of one resource's title row."""
         return self.tokenizer.index_text(title)
 
-    def add_chunks(self, conn: sqlite3.Connection, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
+    def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
         """Index chunks: ``(chunks.id, tokens)`` each."""
         conn.executemany(
             "INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)",
             [(rowid, t.title, t.heading, t.body) for rowid, t in rows],
         )
 
-    def remove_chunks(self, conn: sqlite3.Connection, rowids: Iterable[int]) -> None:
+    def remove_chunks(self, conn: Any, rowids: Iterable[int]) -> None:
         """Remove the rows of these ``chunks.id`` values (absent ones are ignored)."""
-        conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(r,) for r in rowids])
+        conn.executemany(
+            f"DELETE FROM {self._CHUNKS} WHERE {self._ID} = ?", [(r,) for r in rowids]
+        )
 
-    def remove_resource_chunks(self, conn: sqlite3.Connection, resource_id: str) -> None:
+    def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
         """Remove the rows of every chunk row of ``resource_id`` (all versions)."""
         conn.execute(
-            "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE resource_id = ?)",
+            f"DELETE FROM {self._CHUNKS} WHERE {self._ID} IN "
+            "(SELECT id FROM chunks WHERE resource_id = ?)",
             (resource_id,),
         )
 
-    def remove_orphan_chunk(self, conn: sqlite3.Connection, rowid: int) -> int:
+    def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
         """Remove the row ``rowid`` if no chunk row has that id any more; returns 1 or 0."""
         cur = conn.execute(
-            "DELETE FROM chunks_fts WHERE rowid = ? AND NOT EXISTS "
+            f"DELETE FROM {self._CHUNKS} WHERE {self._ID} = ? AND NOT EXISTS "
             "(SELECT 1 FROM chunks WHERE id = ?)",
             (rowid, rowid),
         )
         return max(cur.rowcount, 0)
 
-    def has_chunk(self, conn: sqlite3.Connection, rowid: int) -> bool:
+    def has_chunk(self, conn: Any, rowid: int) -> bool:
         """Whether chunk row ``rowid`` is indexed."""
-        row = conn.execute("SELECT 1 FROM chunks_fts WHERE rowid = ?", (rowid,)).fetchone()
+        row = conn.execute(
+            f"SELECT 1 FROM {self._CHUNKS} WHERE {self._ID} = ?", (rowid,)
+        ).fetchone()
         return row is not None
 
-    def add_titles(self, conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
         """Index titles: ``(resources.id, title tokens)`` each."""
         conn.executemany("INSERT INTO titles_fts(rowid, title) VALUES (?, ?)", list(rows))
 
-    def remove_titles(self, conn: sqlite3.Connection, rowids: Iterable[int]) -> None:
+    def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
         """Remove the title rows of these ``resources.id`` values."""
-        conn.executemany("DELETE FROM titles_fts WHERE rowid = ?", [(r,) for r in rowids])
+        conn.executemany(
+            f"DELETE FROM {self._TITLES} WHERE {self._ID} = ?", [(r,) for r in rowids]
+        )
 
-    def remove_resource_title(self, conn: sqlite3.Connection, resource_id: str) -> None:
+    def remove_resource_title(self, conn: Any, resource_id: str) -> None:
         """Remove the title row of ``resource_id``."""
         conn.execute(
-            "DELETE FROM titles_fts WHERE rowid IN "
+            f"DELETE FROM {self._TITLES} WHERE {self._ID} IN "
             "(SELECT id FROM resources WHERE resource_id = ?)",
             (resource_id,),
         )
 
-    def remove_orphan_title(self, conn: sqlite3.Connection, rowid: int) -> int:
+    def remove_orphan_title(self, conn: Any, rowid: int) -> int:
         """Remove the title row ``rowid`` if no resource has that id any more; returns 1 or 0."""
         cur = conn.execute(
-            "DELETE FROM titles_fts WHERE rowid = ? AND NOT EXISTS "
+            f"DELETE FROM {self._TITLES} WHERE {self._ID} = ? AND NOT EXISTS "
             "(SELECT 1 FROM resources WHERE id = ?)",
             (rowid, rowid),
         )
         return max(cur.rowcount, 0)
 
-    def has_title(self, conn: sqlite3.Connection, rowid: int) -> bool:
+    def has_title(self, conn: Any, rowid: int) -> bool:
         """Whether resource row ``rowid`` has its title row."""
-        row = conn.execute("SELECT 1 FROM titles_fts WHERE rowid = ?", (rowid,)).fetchone()
+        row = conn.execute(
+            f"SELECT 1 FROM {self._TITLES} WHERE {self._ID} = ?", (rowid,)
+        ).fetchone()
         return row is not None
 
-    def indexed_rowids(self, conn: sqlite3.Connection) -> tuple[set[int], set[int]]:
+    def indexed_rowids(self, conn: Any) -> tuple[set[int], set[int]]:
         """Every indexed ``(chunks.id set, resources.id set)`` (the reconciler's snapshot)."""
-        chunks = {r[0] for r in conn.execute("SELECT rowid FROM chunks_fts")}
-        titles = {r[0] for r in conn.execute("SELECT rowid FROM titles_fts")}
+        chunks = {r[0] for r in conn.execute(f"SELECT {self._ID} FROM {self._CHUNKS}")}
+        titles = {r[0] for r in conn.execute(f"SELECT {self._ID} FROM {self._TITLES}")}
         return chunks, titles
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+
+#: Okapi BM25 parameters as FTS5's ``bm25()`` fixes them (k1 = 1.2, b = 0.75; sqlite.org/fts5.html
+#: section 5.1.1), so both engines rank alike.
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: tsvector limits (PostgreSQL docs, "Text Search Types"): a lexeme takes at most 2,046 bytes,
+#: a position is at most 16,383 and a lexeme keeps at most 256 positions.
+_PG_MAX_LEXEME_BYTES = 2046
+_PG_MAX_POSITION = 16383
+_PG_MAX_POSITIONS = 256
+
+PG_LEXICAL_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "pg_lexical_0001_tables",
+        """
+        CREATE TABLE IF NOT EXISTS chunks_lex(
+            id INTEGER PRIMARY KEY, n_tokens INTEGER NOT NULL, tsv tsvector NOT NULL);
+        CREATE INDEX IF NOT EXISTS chunks_lex_tsv ON chunks_lex USING gin(tsv);
+        CREATE TABLE IF NOT EXISTS titles_lex(
+            id INTEGER PRIMARY KEY, title TEXT NOT NULL, n_tokens INTEGER NOT NULL,
+            tsv tsvector NOT NULL);
+        CREATE INDEX IF NOT EXISTS titles_lex_tsv ON titles_lex USING gin(tsv);
+        """,
+    ),
+)
+
+
+def _pg_quote(lexeme: str) -> str:
+    """A quoted tsvector/tsquery lexeme (quotes doubled, backslashes escaped)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def build_tsvector(columns: Sequence[tuple[str, str]]) -> tuple[str, int]:
+    """The tsvector literal of space-joined token columns ``(tokens, weight letter)`` and their
+    token count. Each token is one lexeme, folded as FTS5's ``remove_diacritics 2`` folds it
+    (:func:`strip_diacritics`), with its positions and the column's weight; PostgreSQL's own
+    parser and dictionaries are not used, so both engines index the same terms.
+
+    Example: ``build_tsvector([("a b a", "A")])`` -> ``("'a':1A,3A 'b':2A", 3)``."""
+    positions: dict[str, list[str]] = {}
+    n = 0
+    for tokens, weight in columns:
+        for token in tokens.split():
+            n += 1
+            lexeme = strip_diacritics(token)
+            if len(lexeme.encode("utf-8")) > _PG_MAX_LEXEME_BYTES:
+                continue
+            at = positions.setdefault(lexeme, [])
+            if len(at) < _PG_MAX_POSITIONS:
+                at.append(f"{min(n, _PG_MAX_POSITION)}{weight}")
+    return " ".join(f"{_pg_quote(lex)}:{','.join(at)}" for lex, at in positions.items()), n
+
+
+def build_tsquery(terms: Sequence[str], *, must: str | None = None) -> str:
+    """``'a' | 'b' ...``; with ``must``, ``'must' & ('a' | 'b' ...)`` (terms folded as
+    :func:`build_tsvector` folds them). Empty terms -> ''."""
+    ors = " | ".join(_pg_quote(strip_diacritics(t)) for t in terms if t)
+    if must:
+        head = _pg_quote(strip_diacritics(must))
+        return f"{head} & ({ors})" if ors else head
+    return ors
+
+
+def build_pg_bm25_sql(table: str, where: str = "") -> str:
+    """Rows ``(id, score)`` of ``table`` (``chunks_lex``/``titles_lex``) matching a tsquery,
+    scored as FTS5's ``bm25()`` scores (negative, lower is better): for each query term,
+    ``idf * f * (k1 + 1) / (f + k1 * (1 - b + b * |D| / avgdl))`` with ``f`` the term's
+    occurrences weighted by column and ``|D|`` the row's token count (Robertson and Zaragoza,
+    "The Probabilistic Relevance Framework: BM25 and Beyond", 2009). Parameters: the terms
+    (text[]), their idf (float8[]), the weights of columns A, B and C, the tsquery, then those
+    of ``where`` (an ``AND ...`` fragment over ``l``)."""
+    k1, b = BM25_K1, BM25_B
+    return f"""
+        SELECT l.id, -sum(q.idf * f.f * {k1 + 1} / (f.f + {k1} * ({1 - b} + {b} * l.n_tokens
+                   / greatest(st.avgdl, 1e-9)))) AS s
+        FROM {table} l
+        CROSS JOIN (SELECT coalesce(avg(n_tokens), 0)::float8 AS avgdl FROM {table}) st
+        CROSS JOIN LATERAL unnest(l.tsv) AS u(lexeme, positions, weights)
+        JOIN unnest(?::text[], ?::float8[]) AS q(term, idf) ON q.term = u.lexeme
+        CROSS JOIN LATERAL (
+            SELECT sum(CASE w WHEN 'A' THEN ?::float8 WHEN 'B' THEN ?::float8
+                       ELSE ?::float8 END) AS f
+            FROM unnest(u.weights) AS w) f
+        WHERE l.tsv @@ ?::tsquery {where}
+        GROUP BY l.id"""
+
+
+class PostgresLexicalIndex(Fts5LexicalIndex):
+    """The lexical index in PostgreSQL, for a store on PostgreSQL (the same protocol, the same
+    write-row methods, rows written in the caller's transaction like the FTS5 rows).
+
+    ``chunks_lex(id, n_tokens, tsv)`` and ``titles_lex(id, title, n_tokens, tsv)`` hold one
+    tsvector per row built from the index tokenizer's tokens (:func:`build_tsvector`; title,
+    heading and body as weights A, B and C), searched through GIN indexes and ranked by the
+    BM25 of FTS5 (:func:`build_pg_bm25_sql`), with the document frequencies counted over the
+    same rows. Differences from FTS5: a lexeme over 2,046 bytes is not indexed, and a term
+    counts at most 256 times in a row.
+    """
+
+    _CHUNKS, _TITLES, _ID = "chunks_lex", "titles_lex", "id"
+    _MIGRATIONS = PG_LEXICAL_MIGRATIONS
+
+    def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+        rows = self.store.connection().execute(
+            "SELECT q.t, (SELECT count(*) FROM chunks_lex WHERE tsv @@ q.tq::tsquery) "
+            "FROM unnest(?::text[], ?::text[]) AS q(t, tq)",
+            [lexemes, [_pg_quote(x) for x in lexemes]],
+        )
+        return {t: int(n) for t, n in rows if n}
+
+    def _idf(self, table: str, terms: Sequence[str]) -> tuple[list[str], list[float]]:
+        """The folded terms and their FTS5 idf, ``log((N - n + 0.5) / (n + 0.5))`` floored at
+        1e-6 (N rows, n of them holding the term)."""
+        import math
+
+        lexemes = [strip_diacritics(t) for t in terms if t]
+        conn = self.store.connection()
+        rows = conn.execute(
+            f"SELECT (SELECT count(*) FROM {table}), q.t, "
+            f"(SELECT count(*) FROM {table} WHERE tsv @@ q.tq::tsquery) "
+            "FROM unnest(?::text[], ?::text[]) AS q(t, tq)",
+            [lexemes, [_pg_quote(x) for x in lexemes]],
+        ).fetchall()
+        idf = []
+        for total, _term, n in rows:
+            value = math.log((total - n + 0.5) / (n + 0.5))
+            idf.append(value if value > 0 else 1e-6)
+        return lexemes, idf
+
+    def _chunk_ranker(
+        self, terms: Sequence[str], must: str | None
+    ) -> Callable[[str, list[object], int, int], list[Any]]:
+        s = self.settings
+        phrases = [must, *terms] if must else list(terms)
+        lexemes, idf = self._idf("chunks_lex", phrases)
+        query = build_tsquery(terms, must=must)
+        conn = self.store.connection()
+
+        def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
+            sql = f"""
+                SELECT c.chunk_id, c.resource_id, top.s
+                FROM ({build_pg_bm25_sql("chunks_lex")} ORDER BY s, l.id LIMIT ?) AS top
+                JOIN chunks c ON c.id = top.id
+                JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version
+                WHERE {filter_sql}
+                ORDER BY top.s, c.id
+                LIMIT ?"""
+            weights = [s.title_weight, s.heading_weight, s.body_weight]
+            return conn.execute(
+                sql, [lexemes, idf, *weights, query, depth, *params, limit]
+            ).fetchall()
+
+        return ranked
+
+    def _title_rows(
+        self, terms: Sequence[str], filter_sql: str, params: list[object], limit: int
+    ) -> list[Any]:
+        lexemes, idf = self._idf("titles_lex", terms)
+        sql = f"""
+            SELECT r.resource_id, top.s
+            FROM ({build_pg_bm25_sql("titles_lex")}) AS top
+            JOIN resources r ON r.id = top.id
+            WHERE {filter_sql}
+            ORDER BY top.s, r.id LIMIT ?"""
+        return (
+            self.store.connection()
+            .execute(sql, [lexemes, idf, 1.0, 1.0, 1.0, build_tsquery(terms), *params, limit])
+            .fetchall()
+        )
+
+    def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+        s = self.settings
+        lexemes, idf = self._idf("chunks_lex", terms)
+        marks = ",".join("?" * len(resource_ids))
+        inner = build_pg_bm25_sql(
+            "chunks_lex", f"AND l.id IN (SELECT id FROM chunks WHERE resource_id IN ({marks}))"
+        )
+        sql = f"""
+            SELECT c.resource_id, c.chunk_id
+            FROM ({inner}) AS top
+            JOIN chunks c ON c.id = top.id
+            JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version
+            ORDER BY top.s, c.id"""
+        weights = [s.title_weight, s.heading_weight, s.body_weight]
+        return (
+            self.store.connection()
+            .execute(sql, [lexemes, idf, *weights, build_tsquery(terms), *resource_ids])
+            .fetchall()
+        )
+
+    def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
+        """Index chunks: ``(chunks.id, tokens)`` each."""
+        values = []
+        for rowid, t in rows:
+            tsv, n = build_tsvector([(t.title, "A"), (t.heading, "B"), (t.body, "C")])
+            values.append((rowid, n, tsv))
+        conn.executemany(
+            "INSERT INTO chunks_lex(id, n_tokens, tsv) VALUES (?, ?, ?::tsvector)", values
+        )
+
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
+        """Index titles: ``(resources.id, title tokens)`` each."""
+        values = []
+        for rowid, title in rows:
+            tsv, n = build_tsvector([(title, "A")])
+            values.append((rowid, title, n, tsv))
+        conn.executemany(
+            "INSERT INTO titles_lex(id, title, n_tokens, tsv) VALUES (?, ?, ?, ?::tsvector)",
+            values,
+        )

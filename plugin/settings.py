@@ -57,6 +57,7 @@ __all__ = [
     "QuerySettings",
     "Sag2Settings",
     "SearchSettings",
+    "StoreSettings",
     "CONFIG_VARIABLE",
     "ServerSettings",
     "Settings",
@@ -120,6 +121,28 @@ class TokenizerSettings(_Section):
 class QuerySettings(_Section):
     max_chars: int = Field(4096, ge=16, le=1_000_000)
     max_terms: int = Field(80, ge=1, le=500)
+
+
+class StoreSettings(_Section):
+    """The system of record. ``url`` None: the SQLite file under the data dir (embedded, one
+    host). ``postgresql://user:password@host:port/db``: a PostgreSQL database that several
+    processes and hosts share (the ``postgres`` extra); the lexical index then lives in it too.
+    ``pool_size`` bounds the connections one process opens to it."""
+
+    url: SecretStr | None = None
+    pool_size: int = Field(64, ge=2, le=10_000)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(
+            ("postgresql://", "postgres://")
+        ):
+            raise ValueError(
+                "store.url must start with postgresql:// (or postgres://); leave it unset for "
+                "the SQLite file under the data dir"
+            )
+        return value
 
 
 class LexicalSettings(_Section):
@@ -632,6 +655,7 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Path(".hybridsag")
+    store: StoreSettings = StoreSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     tokenizer: TokenizerSettings = TokenizerSettings()
     query: QuerySettings = QuerySettings()
@@ -658,6 +682,26 @@ class Settings(BaseSettings):
     @property
     def sqlite_path(self) -> Path:
         return self.data_dir / "hybridsag.sqlite3"
+
+    @property
+    def store_location(self) -> Path | str:
+        """Where the store is: the PostgreSQL URL of ``store.url``, else :attr:`sqlite_path`."""
+        if self.store.url is not None:
+            return self.store.url.get_secret_value()
+        return self.sqlite_path
+
+    @property
+    def store_display(self) -> str:
+        """Where the store is, for messages: the URL without its password, or the file."""
+        if self.store.url is None:
+            return str(self.sqlite_path)
+        from urllib.parse import urlsplit
+
+        url = urlsplit(self.store.url.get_secret_value())
+        host = url.hostname or ""
+        port = f":{url.port}" if url.port else ""
+        user = f"{url.username}@" if url.username else ""
+        return f"{url.scheme}://{user}{host}{port}{url.path}"
 
     @property
     def milvus_lite_path(self) -> Path:

@@ -1,4 +1,6 @@
-"""The system of record: one SQLite database (WAL) under the data dir.
+"""The system of record: one SQLite database (WAL) under the data dir, or a PostgreSQL database
+(``store.url = "postgresql://..."``, :mod:`hybridsag.postgres`) that several processes and hosts
+share.
 
 Tables (named migrations in :data:`MIGRATIONS`): ``resources``, ``chunks``, ``chunk_vectors``,
 ``tombstones``, ``journal`` (what the write path was doing, for crash recovery), ``meta`` (schema,
@@ -8,6 +10,13 @@ tokenizer, embedder) and ``reconcile_lease``. The lexical index's own tables (FT
 Every write goes through :meth:`Store.atomic` (``BEGIN IMMEDIATE`` .. ``COMMIT``; a nested
 ``atomic()`` is a SAVEPOINT). Connections are per thread. A resource is visible only when
 ``status = 'ready'``; every read path filters on it.
+
+One set of store operations serves both databases. The SQL is written once, in the common part of
+SQLite's and PostgreSQL's dialects (``?`` placeholders, ``INSERT .. ON CONFLICT``); a
+:class:`Backend` supplies what differs: connections, how a write transaction starts (SQLite's
+``BEGIN IMMEDIATE``; on PostgreSQL ``BEGIN`` and a transaction-level advisory lock, so write
+transactions serialise as they do on SQLite), a read snapshot, the column types of the schema
+migrations, the JSON filter fragments and the database's exception types.
 """
 
 from __future__ import annotations
@@ -21,17 +30,20 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from hybridsag.errors import IndexMismatchError, QueryError, StoreError
 
 __all__ = [
+    "Backend",
     "ChunkRecord",
     "Filters",
     "MIGRATIONS",
     "ResourceRecord",
     "STATUSES",
+    "SqliteBackend",
     "Store",
+    "is_postgres_url",
     "select_in",
 ]
 
@@ -147,6 +159,10 @@ _CHUNK_SELECT = """SELECT c.chunk_id, c.resource_id, c.version, c.ordinal, c.hea
        r.title, r.source_uri, r.tenant, r.status
 FROM chunks c JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version"""
 
+_UPSERT_META = (
+    "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+)
+
 _META_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
@@ -172,7 +188,7 @@ class ResourceRecord:
     source_root: str | None = None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> ResourceRecord:
+    def from_row(cls, row: Any) -> ResourceRecord:
         return cls(
             resource_id=row["resource_id"],
             title=row["title"],
@@ -286,34 +302,24 @@ class Filters:
             raise QueryError(f"filters.metadata must be a mapping, got {kwargs['metadata']!r}")
         return cls(**kwargs)
 
-    def sql(self, alias: str = "r") -> tuple[str, list[Any]]:
-        """A WHERE fragment over the resources table aliased ``alias``, and its parameters."""
+    def sql(self, alias: str = "r", dialect: Backend | None = None) -> tuple[str, list[Any]]:
+        """A WHERE fragment over the resources table aliased ``alias``, and its parameters, in
+        the SQL of ``dialect`` (a store's :attr:`Store.backend`; default SQLite)."""
+        d: Any = dialect if dialect is not None else SqliteBackend
         parts = [f"{alias}.status IN ({','.join('?' * len(self.statuses))})"]
         params: list[Any] = list(self.statuses)
         if self.tenant is not None:
             parts.append(f"{alias}.tenant = ?")
             params.append(self.tenant)
         if self.acl is not None:
-            marks = ",".join("?" * len(self.acl)) or "NULL"
-            parts.append(
-                f"({alias}.acl = '[]' OR EXISTS (SELECT 1 FROM json_each({alias}.acl) "
-                f"WHERE json_each.value IN ({marks})))"
-            )
+            parts.append(f"({alias}.acl = '[]' OR {d.acl_any_sql(alias, len(self.acl))})")
             params.extend(self.acl)
         for key, value in sorted(self.metadata.items()):
-            # json_type as well as the value, so that true never equals 1, nor the string
+            # the JSON type as well as the value, so that true never equals 1, nor the string
             # '["x"]' a stored list: the same test as :meth:`allows`.
-            path = f'$."{key}"'
-            if isinstance(value, bool):
-                parts.append(f"json_type({alias}.metadata, ?) = ?")
-                params.extend((path, "true" if value else "false"))
-            else:
-                kinds = "('text')" if isinstance(value, str) else "('integer', 'real')"
-                parts.append(
-                    f"json_type({alias}.metadata, ?) IN {kinds} "
-                    f"AND json_extract({alias}.metadata, ?) = ?"
-                )
-                params.extend((path, path, value))
+            fragment, values = d.metadata_eq_sql(alias, key, value)
+            parts.append(fragment)
+            params.extend(values)
         if self.resource_ids is not None:
             marks = ",".join("?" * len(self.resource_ids)) or "NULL"
             parts.append(f"{alias}.resource_id IN ({marks})")
@@ -338,15 +344,159 @@ class Filters:
         return True
 
 
-class Store:
-    """SQLite store. Thread-safe: one connection per thread, writes through :meth:`atomic`."""
+def is_postgres_url(location: object) -> bool:
+    """Whether ``location`` names a PostgreSQL store (``postgresql://`` or ``postgres://``)."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
 
-    def __init__(self, path: Path, *, tokenizer_fingerprint: str, busy_timeout_s: float = 30.0):
+
+@runtime_checkable
+class Backend(Protocol):
+    """What one database supplies to :class:`Store`; the store's SQL is shared.
+
+    Contract: ``connect()`` returns a new connection with ``execute(sql, params)`` (``?``
+    placeholders; rows readable by index and by column name), ``executemany``, ``in_transaction``
+    and ``close()``, in autocommit mode (transactions are opened by the ``begin_*`` methods);
+    ``errors`` are the database's exception types; ``schema(sql)`` rewrites a migration script
+    into the database's column types. Failures to connect raise
+    :class:`~hybridsag.errors.StoreError`.
+    """
+
+    name: str
+    errors: tuple[type[BaseException], ...]
+
+    def connect(self) -> Any: ...
+
+    def release(self, conn: Any) -> None: ...
+
+    def begin_write(self, conn: Any) -> None: ...
+
+    def begin_snapshot(self, conn: Any) -> None: ...
+
+    def schema(self, sql: str) -> str: ...
+
+    def acl_any_sql(self, alias: str, n: int) -> str: ...
+
+    def metadata_eq_sql(self, alias: str, key: str, value: object) -> tuple[str, list[Any]]: ...
+
+    def is_retriable(self, exc: BaseException) -> bool: ...
+
+    def bytes_on_disk(self, conn: Any) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteBackend:
+    """SQLite in WAL mode: one file, ``BEGIN IMMEDIATE`` write transactions (the default)."""
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.name = str(self.path)
         self._busy_timeout_s = busy_timeout_s
+
+    def connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def release(self, conn: Any) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def begin_write(self, conn: Any) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+
+    def begin_snapshot(self, conn: Any) -> None:
+        conn.execute("BEGIN")  # WAL: the first read fixes the snapshot
+
+    def schema(self, sql: str) -> str:
+        return sql
+
+    @staticmethod
+    def acl_any_sql(alias: str, n: int) -> str:
+        marks = ",".join("?" * n) or "NULL"
+        return (
+            f"EXISTS (SELECT 1 FROM json_each({alias}.acl) WHERE json_each.value IN ({marks}))"
+        )
+
+    @staticmethod
+    def metadata_eq_sql(alias: str, key: str, value: object) -> tuple[str, list[Any]]:
+        path = f'$."{key}"'
+        if isinstance(value, bool):
+            return f"json_type({alias}.metadata, ?) = ?", [path, "true" if value else "false"]
+        kinds = "('text')" if isinstance(value, str) else "('integer', 'real')"
+        return (
+            f"json_type({alias}.metadata, ?) IN {kinds} AND json_extract({alias}.metadata, ?) = ?",
+            [path, path, value],
+        )
+
+    @staticmethod
+    def is_retriable(exc: BaseException) -> bool:
+        text = str(exc).lower()
+        return "locked" in text or "busy" in text
+
+    def bytes_on_disk(self, conn: Any) -> int:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+    def close(self) -> None:
+        pass
+
+
+class Store:
+    """The store over one database. Thread-safe: one connection per thread, writes through
+    :meth:`atomic`.
+
+    ``location`` is a SQLite file path, or a ``postgresql://`` URL (needs the ``postgres`` extra;
+    ``pool_size`` bounds its connections). Example: ``Store(Path("d/x.sqlite3"),
+    tokenizer_fingerprint=tok.fingerprint())``.
+
+    Raises:
+        StoreError: the database cannot be opened. IndexMismatchError: it was built with
+            another tokenizer.
+    """
+
+    def __init__(
+        self,
+        location: Path | str,
+        *,
+        tokenizer_fingerprint: str,
+        busy_timeout_s: float = 30.0,
+        pool_size: int = 64,
+    ):
+        self.backend: Backend
+        if is_postgres_url(location):
+            from hybridsag.postgres import PostgresBackend
+
+            self.backend = PostgresBackend(
+                str(location), pool_size=pool_size, timeout_s=busy_timeout_s
+            )
+            self.path: Path | None = None
+        else:
+            self.backend = SqliteBackend(Path(location), busy_timeout_s=busy_timeout_s)
+            self.path = self.backend.path
+        #: where the store is, for messages (a URL without its password)
+        self.name = self.backend.name
+        self.errors = self.backend.errors
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[Any] = []
         self._all_lock = threading.Lock()
         self._closed = False
         try:
@@ -356,37 +506,41 @@ class Store:
             self.close()  # a refused store leaves no open connection behind
             raise
 
+    @property
+    def is_postgres(self) -> bool:
+        return self.path is None
+
     # -- connections -------------------------------------------------------------------------
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self) -> Any:
         """This thread's connection (created on first use)."""
         if self._closed:
-            raise StoreError(f"store {self.path} is closed")
+            raise StoreError(f"store {self.name} is closed")
         conn = getattr(self._local, "conn", None)
+        if conn is not None and getattr(conn, "broken", False):
+            self._drop(conn)  # PostgreSQL went away and came back: reconnect
+            conn = None
         if conn is None:
-            try:
-                conn = sqlite3.connect(
-                    self.path,
-                    timeout=self._busy_timeout_s,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot open {self.path}: {exc}") from exc
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
+            conn = self.backend.connect()
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
         return conn
 
+    def _drop(self, conn: Any) -> None:
+        self._local.conn = None
+        with self._all_lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        self.backend.release(conn)
+
     @contextlib.contextmanager
-    def atomic(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``); rolls back on any exception. Nested in
-        another ``atomic()`` of the same thread it is a SAVEPOINT: an exception inside rolls back
-        only the nested part, and the outer transaction goes on."""
+    def atomic(self) -> Iterator[Any]:
+        """One write transaction (``BEGIN IMMEDIATE``; on PostgreSQL ``BEGIN`` plus a
+        transaction-level advisory lock, so write transactions of every process take turns);
+        rolls back on any exception. Nested in another ``atomic()`` of the same thread it is a
+        SAVEPOINT: an exception inside rolls back only the nested part, and the outer
+        transaction goes on."""
         conn = self.connection()
         if conn.in_transaction:
             depth = getattr(self._local, "savepoints", 0) + 1
@@ -396,63 +550,85 @@ class Store:
             try:
                 yield conn
             except BaseException:
-                conn.execute(f"ROLLBACK TO {name}")
-                conn.execute(f"RELEASE {name}")
+                conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                conn.execute(f"RELEASE SAVEPOINT {name}")
                 raise
             else:
-                conn.execute(f"RELEASE {name}")
+                conn.execute(f"RELEASE SAVEPOINT {name}")
             finally:
                 self._local.savepoints = depth - 1
             return
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot start a write on {self.path}: {exc}", retriable=True) from exc
+            self.backend.begin_write(conn)
+        except self.errors as exc:
+            self._rollback(conn)
+            raise StoreError(f"cannot start a write on {self.name}: {exc}", retriable=True) from exc
         try:
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback(conn)
             raise
         else:
             try:
                 conn.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except self.errors as exc:
+                self._rollback(conn)
+                raise StoreError(f"commit failed on {self.name}: {exc}", retriable=True) from exc
+
+    def _rollback(self, conn: Any) -> None:
+        try:
+            if conn.in_transaction:
                 conn.execute("ROLLBACK")
-                raise StoreError(f"commit failed on {self.path}: {exc}", retriable=True) from exc
+        except self.errors:  # a dead connection: the database rolled back already
+            self._drop(conn)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        """A read-only transaction: every read inside sees one snapshot of the database
+        (reused as is when this thread is already inside a transaction)."""
+        conn = self.connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        self.backend.begin_snapshot(conn)
+        try:
+            yield conn
+        finally:
+            self._rollback(conn)
 
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
+                with contextlib.suppress(Exception):
+                    self.backend.release(conn)
             self._all.clear()
         self._closed = True
+        self.backend.close()
 
     # -- schema and meta ---------------------------------------------------------------------
 
     def migrate(self, migrations: Sequence[tuple[str, str]] = MIGRATIONS) -> list[str]:
-        """Apply the pending ones of ``migrations`` (named SQL scripts; the store's own by
-        default, a backend's own such as the lexical index's otherwise); return the names
-        applied. Safe under concurrency: the check and the scripts run in one write transaction,
-        so several processes opening a new data dir at once apply each migration once."""
+        """Apply the pending ones of ``migrations`` (named SQL scripts, written in SQLite's
+        column types and rewritten by the backend; the store's own by default, a backend's own
+        such as the lexical index's otherwise); return the names applied. Safe under
+        concurrency: the check and the scripts run in one write transaction, so several
+        processes opening a new store at once apply each migration once."""
         applied: list[str] = []
         with self.atomic() as c:
             c.execute(
                 "CREATE TABLE IF NOT EXISTS migrations("
-                "name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+                + self.backend.schema("name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
             )
             done = {r[0] for r in c.execute("SELECT name FROM migrations")}
             for name, sql in migrations:
                 if name in done:
                     continue
-                for statement in _split_sql(sql):
+                for statement in _split_sql(self.backend.schema(sql)):
                     c.execute(statement)
                 c.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
                 applied.append(name)
             if applied and migrations is MIGRATIONS:
-                c.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (MIGRATIONS[-1][0],)
-                )
+                c.execute(_UPSERT_META, ("schema_version", MIGRATIONS[-1][0]))
         return applied
 
     def get_meta(self, key: str) -> str | None:
@@ -461,7 +637,7 @@ class Store:
 
     def set_meta(self, key: str, value: str) -> None:
         with self.atomic() as conn:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            conn.execute(_UPSERT_META, (key, value))
 
     def _check_tokenizer(self, fingerprint: str) -> None:
         stored = self.get_meta("tokenizer")
@@ -469,8 +645,10 @@ class Store:
             self.set_meta("tokenizer", fingerprint)
         elif stored != fingerprint:
             raise IndexMismatchError(
-                f"the index at {self.path} was built with tokenizer {stored!r}, this build uses "
-                f"{fingerprint!r}: rebuild it (delete {self.path.parent} and index again)"
+                f"the index at {self.name} was built with tokenizer {stored!r}, this build uses "
+                f"{fingerprint!r}: rebuild it ("
+                + (f"delete {self.path.parent}" if self.path else "drop its tables")
+                + " and index again)"
             )
 
     # -- reads ----------------------------------------------------------------------------------
@@ -550,12 +728,8 @@ class Store:
         return out
 
     def bytes_on_disk(self) -> int:
-        total = 0
-        for suffix in ("", "-wal", "-shm"):
-            p = Path(str(self.path) + suffix)
-            if p.exists():
-                total += p.stat().st_size
-        return total
+        """The size of the database (SQLite: the file and its WAL; PostgreSQL: the tables)."""
+        return self.backend.bytes_on_disk(self.connection())
 
     def folder_roots(self) -> list[str]:
         """The folders whose files' ids are relative to them (``source_root`` of any resource)."""
@@ -618,7 +792,7 @@ class Store:
 
 
 def select_in(
-    conn: sqlite3.Connection,
+    conn: Any,
     select: str,
     column: str,
     values: Iterable[Any],

@@ -863,7 +863,9 @@ class Writer:
                     if vec is not None
                 ]
                 conn.executemany(
-                    "INSERT OR REPLACE INTO chunk_vectors(id, vector) VALUES (?, ?)", vector_rows
+                    "INSERT INTO chunk_vectors(id, vector) VALUES (?, ?) "
+                    "ON CONFLICT(id) DO UPDATE SET vector = excluded.vector",
+                    vector_rows,
                 )
             tombs = _rows_by_id(conn, "SELECT resource_id FROM tombstones", kept)
             conn.executemany("DELETE FROM tombstones WHERE resource_id = ?", [(r,) for r in tombs])
@@ -985,8 +987,9 @@ class Writer:
                     dense.delete_ids(gone)
                 with self.store.atomic() as wconn:
                     wconn.executemany(
-                        "INSERT OR REPLACE INTO chunk_vectors(id, vector) "
-                        "SELECT id, ? FROM chunks WHERE chunk_id = ?",
+                        "INSERT INTO chunk_vectors(id, vector) "
+                        "SELECT id, ? FROM chunks WHERE chunk_id = ? "
+                        "ON CONFLICT(id) DO UPDATE SET vector = excluded.vector",
                         [
                             (_vector_blob(vec), r["chunk_id"])
                             for r, vec in zip(part, vectors)
@@ -1021,8 +1024,9 @@ class Writer:
                     (now, resource_id),
                 )
                 conn.execute(
-                    "INSERT OR REPLACE INTO tombstones(resource_id, version, deleted_at) "
-                    "VALUES (?, ?, ?)",
+                    "INSERT INTO tombstones(resource_id, version, deleted_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT(resource_id) DO UPDATE SET version = excluded.version, "
+                    "deleted_at = excluded.deleted_at",
                     (resource_id, version, now),
                 )
                 conn.execute(
