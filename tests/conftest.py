@@ -19,6 +19,8 @@ import pytest
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 
+from tests.pgserver import postgres_server, postgres_url, store_url  # noqa: F401 - fixtures
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -55,12 +55,14 @@ def clear_env() -> None:
             del os.environ[name]
 
 
-def make_settings(data_dir: Path, **consistency: Any) -> Settings:
-    """Settings over ``data_dir``: Milvus Lite, the packaged model, fast retries."""
+def make_settings(data_dir: Path, store_url: str | None = None, **consistency: Any) -> Settings:
+    """Settings over ``data_dir``: Milvus Lite, the packaged model, fast retries; the store on
+    PostgreSQL when ``store_url`` is given."""
     fields: dict[str, Any] = {"backoff_s": 0.01}
     fields.update(consistency)
     return Settings(
         data_dir=Path(data_dir),
+        store={"url": store_url},
         milvus=MilvusSettings(uri=None),
         embedding=EmbeddingSettings(model=MODEL),
         consistency=ConsistencySettings(**fields),
@@ -187,7 +189,14 @@ def check_consistent(hs: HybridSearch) -> list[str]:
     ready/disabled resource has a vector; ``chunks_fts`` rowids equal chunk ids and
     ``titles_fts`` rowids equal resource ids.
     """
-    conn = hs.components.store.connection()
+    store = hs.components.store
+    conn = store.connection()
+    # the lexical index's tables: FTS5 on SQLite, tsvector rows on PostgreSQL
+    chunk_rows, title_rows, key = (
+        ("chunks_lex", "titles_lex", "id")
+        if store.is_postgres
+        else ("chunks_fts", "titles_fts", "rowid")
+    )
     problems: list[str] = []
     res = {
         r["resource_id"]: r
@@ -210,11 +219,11 @@ def check_consistent(hs: HybridSearch) -> list[str]:
         r = res.get(c["resource_id"])
         if r is None or r["version"] != c["version"]:
             problems.append(f"chunk row {c['chunk_id']} of no current resource version")
-    fts = {row[0] for row in conn.execute("SELECT rowid FROM chunks_fts")}
+    fts = {row[0] for row in conn.execute(f"SELECT {key} FROM {chunk_rows}")}
     ids = {c["id"] for c in chunks.values()}
     if fts != ids:
         problems.append(f"chunks_fts rowids differ from chunk ids: {sorted(fts ^ ids)[:10]}")
-    titles = {row[0] for row in conn.execute("SELECT rowid FROM titles_fts")}
+    titles = {row[0] for row in conn.execute(f"SELECT {key} FROM {title_rows}")}
     rids = {r["id"] for r in res.values()}
     if titles != rids:
         problems.append(f"titles_fts rowids differ from resource ids: {sorted(titles ^ rids)[:10]}")

@@ -10,7 +10,8 @@ As root (PostgreSQL refuses to run as root) the binaries run as the ``postgres``
 through ``runuser``, in a directory that user owns.
 
 ``postgres_server`` (session scope) is that server; ``postgres_url`` (function scope) is a fresh,
-empty database on it for one test. Both skip, saying why, when the binaries are missing or
+empty database on it for one test; ``store_url`` runs a test once per store backend: ``None``
+(SQLite under the data dir) and a fresh PostgreSQL database. Both skip, saying why, when the binaries are missing or
 psycopg (the ``postgres`` extra) is not installed.
 """
 
@@ -38,6 +39,7 @@ __all__ = [
     "postgres_server",
     "postgres_url",
     "start_postgres",
+    "store_url",
 ]
 
 START_TIMEOUT_S = 60.0
@@ -195,3 +197,11 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_url(postgres_server: PostgresServer) -> str:
     """A fresh, empty database for one test."""
     return new_database(postgres_server)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """The ``store.url`` of each store backend in turn: None (SQLite), then PostgreSQL."""
+    if request.param == "sqlite":
+        return None
+    return str(request.getfixturevalue("postgres_url"))

@@ -60,8 +60,9 @@ def _index(hs: HybridSearch, texts: dict[str, str] = CORPUS) -> None:
 
 
 @pytest.fixture
-def hs(tmp_path: Path) -> Iterator[HybridSearch]:
-    with open_search(make_settings(tmp_path / "data")) as search:
+def hs(tmp_path: Path, store_url: str | None) -> Iterator[HybridSearch]:
+    """An indexed search over each store backend in turn (SQLite, then PostgreSQL)."""
+    with open_search(make_settings(tmp_path / "data", store_url)) as search:
         _index(search)
         yield search
 
@@ -149,12 +150,13 @@ def test_every_class_is_found_fixed_and_the_fix_is_idempotent(hs: HybridSearch) 
             "end_line, byte_start, byte_end, content_sha256) "
             "VALUES (500, 'nobody@1#0', 'nobody', 1, 0, 'x', 1, 1, 0, 1, '')"
         )
-        c.execute("INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (500, '', '', 'x')")
-        c.execute("INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (900, '', '', 'y')")
-        c.execute("INSERT INTO titles_fts(rowid, title) VALUES (800, 'stray')")
-        # epsilon's chunk lost its FTS row, zeta its title row
-        c.execute("DELETE FROM chunks_fts WHERE rowid = ?", (eps_rowid,))
-        c.execute("DELETE FROM titles_fts WHERE rowid = ?", (zeta_id,))
+        lexical = hs.components.lexical
+        lexical.add_chunks(c, [(500, lexical.chunk_tokens("", "", "x"))])
+        lexical.add_chunks(c, [(900, lexical.chunk_tokens("", "", "y"))])
+        lexical.add_titles(c, [(800, lexical.title_tokens("stray"))])
+        # epsilon's chunk lost its lexical row, zeta its title row
+        lexical.remove_chunks(c, [eps_rowid])
+        lexical.remove_titles(c, [zeta_id])
     assert not hs.search("epsilonword", paths=["bm25"]).results  # broken before
 
     plan = build_plan(hs.components.store, hs.components.lexical, dense, hs.settings)
