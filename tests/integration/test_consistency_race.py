@@ -33,11 +33,11 @@ from tests.consistency_support import (
 
 @pytest.mark.slow
 def test_race_never_shows_deleted_resources_and_reconcile_leaves_no_orphans(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str | None
 ) -> None:
     # Claims abandoned by a failed compensation belong to this (live) process, so they are only
     # "stuck" after indexing_timeout_s: 1 s here, so that the final reconcile may undo them.
-    settings = make_settings(tmp_path / "data", indexing_timeout_s=1)
+    settings = make_settings(tmp_path / "data", store_url, indexing_timeout_s=1)
     inner = MilvusDenseIndex(settings)
     inner.ensure(shared_embedder().dimension)
     dense = FaultyDense(inner, fail_every=23)

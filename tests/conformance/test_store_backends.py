@@ -1,0 +1,285 @@
+"""The store backends' conformance suite: SQLite (FTS5) and PostgreSQL (tsvector rows ranked by
+FTS5's BM25) pass the same tests, and PostgreSQL's own promises hold across processes.
+
+Real parts throughout: SQLite files, a PostgreSQL server started from the machine's binaries
+(``tests/pgserver.py``; the PostgreSQL cases skip, saying why, where it cannot start). The
+consistency suites (``tests/integration/test_consistency*.py``) run on both backends as well.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hybridsag.consistency import Lease
+from hybridsag.errors import ConsistencyError, IndexMismatchError, StoreError
+from hybridsag.search import HybridSearch
+from hybridsag.settings import Settings
+from hybridsag.store import Filters, Store
+from hybridsag.writer import make_document
+
+WORDS = (
+    "apple orchard river stone lantern copper meadow falcon harbor violet ember quartz willow "
+    "summit canyon breeze glacier thunder pebble marble cedar maple aspen birch coral delta "
+    "zürich café naïve 北京 喜好 读书"
+).split()
+
+
+def _corpus(n: int = 60, seed: int = 7) -> list:
+    """``n`` documents of Zipf-like word draws (seeded), with titles, tenants, ACLs, metadata."""
+    rng = random.Random(seed)
+    weights = [1.0 / (i + 1) for i in range(len(WORDS))]
+    docs = []
+    for i in range(n):
+        paragraphs = [
+            " ".join(rng.choices(WORDS, weights, k=rng.randint(8, 40))) + "."
+            for _ in range(rng.randint(1, 3))
+        ]
+        text = f"# {rng.choice(WORDS)} section\n\n" + "\n\n".join(paragraphs)
+        docs.append(
+            make_document(
+                f"doc-{i:03d}",
+                text,
+                title=" ".join(rng.sample(WORDS, 2)),
+                tenant=("red", "blue")[i % 2],
+                acl=("team-a",) if i % 3 == 0 else (),
+                metadata={"n": i % 4, "even": i % 2 == 0, "kind": ("x", "y")[i % 2]},
+            )
+        )
+    return docs
+
+
+def _settings(data: Path, store_url: str | None) -> Settings:
+    return Settings(data_dir=data, embedding={"model": "none"}, store={"url": store_url})
+
+
+@pytest.fixture
+def hs(tmp_path: Path, store_url: str | None) -> Iterator[HybridSearch]:
+    with HybridSearch(_settings(tmp_path / "data", store_url)) as search:
+        report = search.ingest_documents(_corpus())
+        assert report.indexed == 60, report.errors
+        yield search
+
+
+# -- the same behaviour on both backends --------------------------------------------------------
+
+
+def test_migrations_apply_once_and_a_reopen_applies_none(tmp_path: Path, store_url: str | None) -> None:
+    where = store_url or str(tmp_path / "s.sqlite3")
+    first = Store(where, tokenizer_fingerprint="tok/1")
+    try:
+        names = [r[0] for r in first.connection().execute("SELECT name FROM migrations ORDER BY name")]
+        assert names == ["0001_initial", "0002_chunk_vectors", "0003_reconcile_lease", "0004_source_root"]
+        assert first.get_meta("schema_version") == "0004_source_root"
+    finally:
+        first.close()
+    again = Store(where, tokenizer_fingerprint="tok/1")
+    try:
+        assert again.migrate() == []
+    finally:
+        again.close()
+    with pytest.raises(IndexMismatchError, match="tok/1"):
+        Store(where, tokenizer_fingerprint="tok/2")
+
+
+def test_a_nested_atomic_rolls_back_only_its_own_part(tmp_path: Path, store_url: str | None) -> None:
+    store = Store(store_url or str(tmp_path / "s.sqlite3"), tokenizer_fingerprint="tok/1")
+    try:
+        with store.atomic() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES ('outer', '1')")
+            with pytest.raises(RuntimeError), store.atomic() as inner:
+                inner.execute("INSERT INTO meta(key, value) VALUES ('inner', '1')")
+                raise RuntimeError("undo the inner part")
+        assert store.get_meta("outer") == "1" and store.get_meta("inner") is None
+        with pytest.raises(RuntimeError), store.atomic() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES ('gone', '1')")
+            raise RuntimeError("undo everything")
+        assert store.get_meta("gone") is None
+        store.set_meta("outer", "2")  # an upsert
+        assert store.get_meta("outer") == "2"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({"tenant": "red"}, lambda i: i % 2 == 0),
+        ({"acl": ["team-a"]}, lambda i: True),  # tagged ones share the tag, the rest are public
+        ({"acl": ["nobody"]}, lambda i: i % 3 != 0),
+        ({"metadata": {"n": 2}}, lambda i: i % 4 == 2),
+        ({"metadata": {"n": 2.0}}, lambda i: i % 4 == 2),
+        ({"metadata": {"even": True}}, lambda i: i % 2 == 0),
+        ({"metadata": {"n": True}}, lambda i: False),  # true never equals 1
+        ({"metadata": {"kind": "y"}}, lambda i: i % 2 == 1),
+        ({"resource_ids": ["doc-001", "doc-004"]}, lambda i: i in (1, 4)),
+    ],
+    ids=["tenant", "acl-shared", "acl-other", "meta-int", "meta-float", "meta-bool",
+         "meta-bool-vs-int", "meta-str", "ids"],
+)
+def test_filters_apply_inside_the_lexical_query(hs: HybridSearch, filters: dict, expected) -> None:
+    lexical = hs.components.lexical
+    terms = lexical.query_terms("apple orchard river stone lantern")
+    hits = lexical.search(terms, limit=100, filters=Filters.from_mapping(filters))
+    got = {h.detail["resource_id"] for h in hits}
+    everything = {
+        h.detail["resource_id"] for h in lexical.search(terms, limit=100, filters=Filters())
+    }
+    want = {rid for rid in everything if expected(int(rid.split("-")[1]))}
+    assert got == want
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+
+
+def test_delete_reingest_disable_on_every_lexical_path(hs: HybridSearch) -> None:
+    store = hs.components.store
+    title = store.get_resource("doc-005").title
+    assert any(r.resource_id == "doc-005" for r in hs.search(title, paths=["title"]).results)
+    assert hs.delete("doc-005")
+    assert store.get_resource("doc-005") is None
+    assert store.counts()["tombstones"] == 1
+    assert all(r.resource_id != "doc-005" for r in hs.search(title, paths=["title", "bm25"]).results)
+    assert not store.resource_chunks("doc-005")
+    # a re-ingest replaces the text: the old words are gone, the new ones found
+    hs.ingest("doc-006", "brandnewword appears here once", title="Fresh")
+    assert hs.search("brandnewword", paths=["bm25"]).results[0].resource_id == "doc-006"
+    assert store.get_resource("doc-006").version == 2
+    assert [c.version for c in store.resource_chunks("doc-006")] == [2]
+    # disabled: invisible, kept; enabled: back
+    assert hs.disable("doc-006")
+    assert not hs.search("brandnewword", paths=["bm25"]).results
+    assert hs.enable("doc-006")
+    assert hs.search("brandnewword", paths=["bm25"]).results[0].resource_id == "doc-006"
+
+
+# -- PostgreSQL ranks as FTS5 ranks ---------------------------------------------------------------
+
+
+def test_postgres_ranks_and_scores_like_fts5(tmp_path: Path, postgres_url: str) -> None:
+    docs = _corpus(120, seed=11)
+    with HybridSearch(_settings(tmp_path / "lite", None)) as lite, HybridSearch(
+        _settings(tmp_path / "pg", postgres_url)
+    ) as pg:
+        for search in (lite, pg):
+            assert search.ingest_documents(docs).indexed == 120
+        a, b = lite.components.lexical, pg.components.lexical
+        rng = random.Random(3)
+        queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(40)]
+        queries += ["zurich cafe naive", "Zürich", "北京 读书"]
+        compared = 0
+        for query in queries:
+            terms = a.query_terms(query)
+            assert terms == b.query_terms(query)
+            assert a.doc_freqs(terms) == b.doc_freqs(terms)
+            for must in (None, terms[0]):
+                ha = a.search(terms, limit=15, filters=Filters(), must=must)
+                hb = b.search(terms, limit=15, filters=Filters(), must=must)
+                assert [h.chunk_id for h in ha] == [h.chunk_id for h in hb], query
+                assert [h.raw_score for h in ha] == pytest.approx([h.raw_score for h in hb], rel=1e-9)
+                compared += len(ha)
+            ta = a.search_titles(terms, limit=10, filters=Filters())
+            tb = b.search_titles(terms, limit=10, filters=Filters())
+            assert [r for r, _ in ta] == [r for r, _ in tb], query
+            assert [s for _, s in ta] == pytest.approx([s for _, s in tb], rel=1e-9)
+            rids = [f"doc-{i:03d}" for i in range(0, 120, 7)]
+            assert a.best_chunks(rids, terms) == b.best_chunks(rids, terms)
+        assert compared > 300  # the queries really matched
+
+
+# -- several processes on one PostgreSQL ------------------------------------------------------------
+
+
+def test_two_replicas_see_each_others_writes_and_deletes(tmp_path: Path, postgres_url: str) -> None:
+    with HybridSearch(_settings(tmp_path / "one", postgres_url)) as one, HybridSearch(
+        _settings(tmp_path / "two", postgres_url)
+    ) as two:
+        one.ingest("shared", "the lighthouse keeper logs every ship", title="Lighthouse")
+        assert two.search("lighthouse keeper", paths=["bm25"]).results[0].resource_id == "shared"
+        assert two.search("Lighthouse", paths=["title"]).results[0].resource_id == "shared"
+        assert two.delete("shared")
+        # acknowledged by two: invisible through one from now on
+        assert not one.search("lighthouse keeper", paths=["bm25", "title"]).results
+        assert one.components.store.get_resource("shared") is None
+
+
+def _waiting_advisory_locks(store: Store) -> int:
+    row = store.connection().execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    ).fetchone()
+    return int(row[0])
+
+
+def test_the_write_path_lock_serialises_replicas(tmp_path: Path, postgres_url: str) -> None:
+    with HybridSearch(_settings(tmp_path / "one", postgres_url)) as one, HybridSearch(
+        _settings(tmp_path / "two", postgres_url)
+    ) as two:
+        order: list[str] = []
+        with one.components.lock.hold():
+            order.append("one holds")
+            def second() -> None:
+                with two.components.lock.hold():
+                    order.append("two holds")
+
+            worker = threading.Thread(target=second)
+            worker.start()
+            deadline = time.monotonic() + 60
+            while _waiting_advisory_locks(one.components.store) == 0:  # two is blocked
+                assert time.monotonic() < deadline, "the second replica never waited"
+                time.sleep(0.02)
+            order.append("one releases")
+        worker.join(timeout=60)
+        assert order == ["one holds", "one releases", "two holds"]
+
+
+def test_a_write_transaction_waits_for_another_replicas(tmp_path: Path, postgres_url: str) -> None:
+    first = Store(postgres_url, tokenizer_fingerprint="tok/1")
+    second = Store(postgres_url, tokenizer_fingerprint="tok/1")
+    try:
+        order: list[str] = []
+        with first.atomic() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES ('k', 'first')")
+
+            def write() -> None:
+                with second.atomic() as c:
+                    row = c.execute("SELECT value FROM meta WHERE key = 'k'").fetchone()
+                    order.append(f"second read {row[0] if row else None}")
+
+            worker = threading.Thread(target=write)
+            worker.start()
+            deadline = time.monotonic() + 60
+            while _waiting_advisory_locks(first) == 0:
+                assert time.monotonic() < deadline, "the second transaction never waited"
+                time.sleep(0.02)
+            order.append("first commits")
+        worker.join(timeout=60)
+        # the second began after the first committed, so it read the first's write
+        assert order == ["first commits", "second read first"]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_reconcile_lease_is_single_flight_across_replicas(postgres_url: str) -> None:
+    first = Store(postgres_url, tokenizer_fingerprint="tok/1")
+    second = Store(postgres_url, tokenizer_fingerprint="tok/1")
+    try:
+        a = Lease(first, ttl_s=60, owner="replica-a")
+        b = Lease(second, ttl_s=60, owner="replica-b")
+        with a.held():
+            with pytest.raises(ConsistencyError, match="replica-a"):
+                b.acquire()
+        b.acquire()  # released: the other replica may take it
+        assert a.holder()["owner"] == "replica-b"
+    finally:
+        first.close()
+        second.close()
+
+
+def test_an_unreachable_postgres_is_a_clear_store_error_without_the_password() -> None:
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    with pytest.raises(StoreError, match=r"cannot connect to postgresql://hs@127\.0\.0\.1:1/x") as err:
+        Store("postgresql://hs:secret@127.0.0.1:1/x", tokenizer_fingerprint="t", busy_timeout_s=2)
+    assert "secret" not in str(err.value)
