@@ -27,6 +27,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -460,6 +461,15 @@ class SqliteBackend:
         pass
 
 
+class _Held:
+    """A thread's connection; when the thread ends (its thread-local data goes), the finalizer
+    hands the connection back to the store's backend."""
+
+    def __init__(self, conn: Any, store: Store) -> None:
+        self.conn = conn
+        self.finalizer = weakref.finalize(self, store._forget, conn)
+
+
 class Store:
     """The store over one database. Thread-safe: one connection per thread, writes through
     :meth:`atomic`.
@@ -513,25 +523,29 @@ class Store:
     # -- connections -------------------------------------------------------------------------
 
     def connection(self) -> Any:
-        """This thread's connection (created on first use)."""
+        """This thread's connection (created on first use; handed back to the backend, a pool
+        on PostgreSQL, when the thread ends or the store closes)."""
         if self._closed:
             raise StoreError(f"store {self.name} is closed")
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and getattr(conn, "broken", False):
-            self._drop(conn)  # PostgreSQL went away and came back: reconnect
-            conn = None
-        if conn is None:
+        held = getattr(self._local, "held", None)
+        if held is not None and getattr(held.conn, "broken", False):
+            self._forget(held.conn)  # PostgreSQL went away and came back: reconnect
+            held.finalizer.detach()
+            held = None
+        if held is None:
             conn = self.backend.connect()
-            self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
-        return conn
+            held = _Held(conn, self)
+            self._local.held = held
+        return held.conn
 
-    def _drop(self, conn: Any) -> None:
-        self._local.conn = None
+    def _forget(self, conn: Any) -> None:
+        """Hand ``conn`` back to the backend (its thread ended, or it broke)."""
         with self._all_lock:
-            if conn in self._all:
-                self._all.remove(conn)
+            if conn not in self._all:
+                return  # the store closed it already
+            self._all.remove(conn)
         self.backend.release(conn)
 
     @contextlib.contextmanager
@@ -580,7 +594,7 @@ class Store:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
         except self.errors:  # a dead connection: the database rolled back already
-            self._drop(conn)
+            pass
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Any]:
@@ -597,6 +611,7 @@ class Store:
             self._rollback(conn)
 
     def close(self) -> None:
+        self._closed = True
         with self._all_lock:
             for conn in self._all:
                 with contextlib.suppress(Exception):

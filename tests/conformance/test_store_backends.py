@@ -283,3 +283,21 @@ def test_an_unreachable_postgres_is_a_clear_store_error_without_the_password() -
     with pytest.raises(StoreError, match=r"cannot connect to postgresql://hs@127\.0\.0\.1:1/x") as err:
         Store("postgresql://hs:secret@127.0.0.1:1/x", tokenizer_fingerprint="t", busy_timeout_s=2)
     assert "secret" not in str(err.value)
+
+
+def test_threads_hand_their_connections_back(tmp_path: Path, store_url: str | None) -> None:
+    """More threads than the pool holds, one after another: each thread's connection goes back
+    when it ends, so none waits for a free one (a leak would fail after busy_timeout_s)."""
+    store = Store(
+        store_url or str(tmp_path / "s.sqlite3"), tokenizer_fingerprint="tok/1", pool_size=2,
+        busy_timeout_s=5,
+    )
+    try:
+        counts: list[dict[str, int]] = []
+        for _ in range(12):
+            worker = threading.Thread(target=lambda: counts.append(store.counts()))
+            worker.start()
+            worker.join()
+        assert counts == [{"resources": 0, "chunks": 0, "tombstones": 0}] * 12
+    finally:
+        store.close()
