@@ -133,8 +133,10 @@ class RaceResult:
 
 
 def run_race(
-    hs: HybridSearch,
+    hs: HybridSearch | None,
     *,
+    replicas: Sequence[Any] = (),
+    reconcile: Callable[[], dict[str, Any]] | None = None,
     operations: int = 1000,
     writers: int = 4,
     shared_ids: int = 6,
@@ -145,7 +147,13 @@ def run_race(
     reconcile_force: bool = True,
 ) -> RaceResult:
     """Run ``operations`` writes over ``writers`` threads beside a search loop and (unless
-    ``reconcile_interval_s`` is None) a reconcile loop; returns every record."""
+    ``reconcile_interval_s`` is None) a reconcile loop; returns every record.
+
+    ``replicas``: objects with ``ingest``/``delete``/``search`` as :class:`HybridSearch` has them
+    (service clients of several replicas): writer ``k`` writes through replica ``k mod n`` and
+    one search loop runs per replica; ``reconcile`` then runs the reconcile (default: a
+    :class:`Reconciler` over ``hs``)."""
+    targets = list(replicas) or [hs]
     result = RaceResult()
     lock = threading.Lock()
     counter = itertools.count()
@@ -153,6 +161,7 @@ def run_race(
     shared = [f"s{i}" for i in range(shared_ids)]
 
     def writer(k: int, n_ops: int) -> None:
+        hs = targets[k % len(targets)]
         rng = random.Random(seed * 1000 + k)
         ids = shared + [f"w{k}-{j}" for j in range(own_ids)]
         for _ in range(n_ops):
@@ -179,7 +188,7 @@ def run_race(
             with lock:
                 result.ops.append(op)
 
-    def searcher() -> None:
+    def searcher(hs: Any) -> None:
         while not done.is_set():
             t0 = time.perf_counter()
             try:
@@ -194,10 +203,14 @@ def run_race(
 
     def reconciler() -> None:
         assert reconcile_interval_s is not None
-        rec = Reconciler(hs.components)
+        run = reconcile
+        if run is None:
+            assert hs is not None
+            rec = Reconciler(hs.components)
+            run = lambda: rec.run(force=reconcile_force)  # noqa: E731
         while not done.wait(reconcile_interval_s):
             try:
-                report = rec.run(force=reconcile_force)
+                report = run()
             except HybridSagError as exc:
                 result.reconcile_errors.append(f"{type(exc).__name__}: {exc}")
                 continue
@@ -221,7 +234,7 @@ def run_race(
     threads = [
         threading.Thread(target=guarded(writer), args=(k, per[k])) for k in range(writers)
     ]
-    helpers = [threading.Thread(target=guarded(searcher))]
+    helpers = [threading.Thread(target=guarded(searcher), args=(t,)) for t in targets]
     if reconcile_interval_s is not None:
         helpers.append(threading.Thread(target=guarded(reconciler)))
     started = time.perf_counter()
