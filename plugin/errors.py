@@ -14,8 +14,8 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     │   └── ForbiddenError     a token without the role, tenant or ACL tag asked for (403)
     ├── OverloadError          HTTP service: too many requests in flight (retriable; 429)
     ├── ServiceError           HTTP service: failed or unreachable, as the CLI client sees it
-    ├── StoreError             the SQLite system of record failed
-    ├── LexicalError           the FTS5 lexical path failed
+    ├── StoreError             the system of record (SQLite or PostgreSQL) failed
+    ├── LexicalError           the lexical index (FTS5 or PostgreSQL) failed
     ├── DenseError             the embedder or Milvus failed
     ├── JudgeError             the judge failed
     │   ├── JudgeTimeoutError      (retriable)

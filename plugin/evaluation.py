@@ -35,7 +35,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from hybridsag.errors import InputError, QueryError
+from hybridsag.errors import ConfigError, InputError, QueryError
 from hybridsag.paths import PATHS, path_names
 from hybridsag.query import validate_query
 from hybridsag.settings import Settings
@@ -252,7 +252,8 @@ def open_eval_index(
     needs_dense: bool,
     progress: Callable[[str, int], Callable[[int], None]] | None,
 ) -> tuple[Any, dict[str, Any]]:
-    """Index the corpus into a fresh store under ``out/index`` (passage mode); with
+    """Index the corpus into a fresh store under ``out/index`` (passage mode; with ``store.url``
+    the database named must be empty: ConfigError otherwise); with
     ``needs_dense`` also embed (cached) and write the vectors. Returns the open HybridSearch and
     the index figures."""
     from hybridsag.search import HybridSearch
@@ -276,6 +277,11 @@ def open_eval_index(
     # 1. the lexical index: what every path reads
     with HybridSearch(lexical_settings) as hs:
         parts = hs.components
+        if parts.store.is_postgres and parts.store.counts()["resources"]:
+            raise ConfigError(
+                f"eval indexes into a fresh store, but store.url names {parts.store.name}, "
+                "which holds resources already: point store.url at an empty database"
+            )
         tick = progress("index", ds.passages) if progress else noop
         warm_s = parts.tokenizer.warm()  # jieba's dictionary load is start-up, not build work
         t0 = time.perf_counter()

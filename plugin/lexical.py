@@ -1,5 +1,9 @@
 """The lexical index: the one owner of every FTS5 statement, behind the ``LexicalIndex`` protocol.
 
+With the store on PostgreSQL the index lives in PostgreSQL as well (:class:`PostgresLexicalIndex`:
+tsvector rows ranked by the BM25 of FTS5, so both engines rank alike); what follows describes
+FTS5, and the PostgreSQL class keeps every part of it but the tables and the ranking statement.
+
 Every statement that creates, reads or writes the FTS5 tables lives here: the write path, the
 title path and the reconciler call these methods instead of writing SQL of their own, so how a
 row is built, searched or deleted is written once. The tables:

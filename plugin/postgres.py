@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 from hybridsag.errors import ConfigError, StoreError
+from hybridsag.store import placeholders
 
 __all__ = ["AdvisoryWriteLock", "PgConnection", "PostgresBackend", "display_url", "pg_sql"]
 
@@ -205,10 +206,9 @@ class PostgresBackend:
 
     @staticmethod
     def acl_any_sql(alias: str, n: int) -> str:
-        marks = ",".join("?" * n) or "NULL"
         return (
             f"EXISTS (SELECT 1 FROM jsonb_array_elements_text({alias}.acl::jsonb) AS t(tag) "
-            f"WHERE t.tag IN ({marks}))"
+            f"WHERE t.tag IN ({placeholders(n)}))"
         )
 
     @staticmethod

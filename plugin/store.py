@@ -45,6 +45,7 @@ __all__ = [
     "SqliteBackend",
     "Store",
     "is_postgres_url",
+    "placeholders",
     "select_in",
 ]
 
@@ -345,6 +346,12 @@ class Filters:
         return True
 
 
+def placeholders(n: int) -> str:
+    """``?,?,..`` for ``n`` parameters of an ``IN (..)`` list (``NULL`` for none, which matches
+    nothing)."""
+    return ",".join("?" * n) or "NULL"
+
+
 def is_postgres_url(location: object) -> bool:
     """Whether ``location`` names a PostgreSQL store (``postgresql://`` or ``postgres://``)."""
     return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
@@ -428,9 +435,9 @@ class SqliteBackend:
 
     @staticmethod
     def acl_any_sql(alias: str, n: int) -> str:
-        marks = ",".join("?" * n) or "NULL"
         return (
-            f"EXISTS (SELECT 1 FROM json_each({alias}.acl) WHERE json_each.value IN ({marks}))"
+            f"EXISTS (SELECT 1 FROM json_each({alias}.acl) "
+            f"WHERE json_each.value IN ({placeholders(n)}))"
         )
 
     @staticmethod

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.milvusserver import _can_list as can_list
+
 __all__ = ["milvus_lite_server", "start_milvus_lite_server"]
 
 START_TIMEOUT_S = 60.0
@@ -35,22 +37,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _answers(uri: str) -> bool:
-    from pymilvus import MilvusClient
-
-    try:
-        client = MilvusClient(uri=uri, timeout=3)
-    except Exception:  # noqa: BLE001 - not up yet
-        return False
-    try:
-        client.list_collections(timeout=3)
-        return True
-    except Exception:  # noqa: BLE001 - not ready yet
-        return False
-    finally:
-        client.close()
 
 
 def start_milvus_lite_server(base_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -69,7 +55,7 @@ def start_milvus_lite_server(base_dir: Path) -> tuple[subprocess.Popen[bytes], s
     log.close()
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
-    while not _answers(uri):
+    while not can_list(uri):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             proc.wait()

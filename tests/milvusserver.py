@@ -178,7 +178,9 @@ def _can_list(uri: str) -> bool:
     from pymilvus import MilvusClient
 
     try:
-        client = MilvusClient(uri=uri, timeout=3)
+        # dedicated: close() really closes it (pymilvus keeps a shared connection open, pinging,
+        # after its last client closes; a milvus-lite server answers idle pings with GOAWAY)
+        client = MilvusClient(uri=uri, timeout=3, dedicated=True)
     except Exception:  # noqa: BLE001 - not up yet
         return False
     try:

@@ -301,3 +301,13 @@ def test_threads_hand_their_connections_back(tmp_path: Path, store_url: str | No
         assert counts == [{"resources": 0, "chunks": 0, "tombstones": 0}] * 12
     finally:
         store.close()
+
+
+def test_store_url_is_checked_and_never_shown() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="store.url must start with postgresql://"):
+        Settings(store={"url": "mysql://root:pw@db/x"})
+    s = Settings(store={"url": "postgresql://app:hunter2@db.internal:5432/hs"})
+    assert s.store_display == "postgresql://app@db.internal:5432/hs"
+    assert "hunter2" not in str(s.public_dict()) and "hunter2" not in repr(s)
