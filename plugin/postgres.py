@@ -30,7 +30,6 @@ from functools import lru_cache
 from typing import Any
 
 from hybridsag.errors import ConfigError, StoreError
-from hybridsag.store import placeholders
 
 __all__ = ["AdvisoryWriteLock", "PgConnection", "PostgresBackend", "display_url", "pg_sql"]
 
@@ -208,7 +207,7 @@ class PostgresBackend:
     def acl_any_sql(alias: str, n: int) -> str:
         return (
             f"EXISTS (SELECT 1 FROM jsonb_array_elements_text({alias}.acl::jsonb) AS t(tag) "
-            f"WHERE t.tag IN ({placeholders(n)}))"
+            f"WHERE t.tag IN ({','.join('?' * n) or 'NULL'}))"
         )
 
     @staticmethod

@@ -33,6 +33,7 @@ import pytest
 
 __all__ = [
     "PostgresServer",
+    "clone_database",
     "new_database",
     "postgres_bin_dir",
     "postgres_missing_reason",
@@ -171,6 +172,18 @@ def new_database(server: PostgresServer) -> str:
     name = f"hs_{os.getpid()}_{next(_DB_NAMES)}"
     with psycopg.connect(server.url(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+    return server.url(name)
+
+
+def clone_database(server: PostgresServer, url: str) -> str:
+    """A new database on ``server`` copied from the one at ``url`` (which nobody may be
+    connected to); returns its URL."""
+    import psycopg
+
+    source = url.rsplit("/", 1)[1]
+    name = f"hs_{os.getpid()}_{next(_DB_NAMES)}"
+    with psycopg.connect(server.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
     return server.url(name)
 
 

@@ -40,6 +40,7 @@ from tests.consistency_support import (
     open_search,
     shared_embedder,
 )
+from tests.pgserver import PostgresServer, clone_database, new_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,8 +139,10 @@ def _expected_after(op: str, step: str) -> dict[str, str]:
     return ready
 
 
-def _reconcile_and_check(data: Path, op: str, step: str, expect_before: dict[str, int]) -> dict:
-    settings = make_settings(data)
+def _reconcile_and_check(
+    data: Path, op: str, step: str, expect_before: dict[str, int], store_url: str | None = None
+) -> dict:
+    settings = make_settings(data, store_url)
     with open_search(settings) as hs:
         rec = Reconciler(hs.components)
         plan = rec.plan()
@@ -184,9 +187,35 @@ def _check_resources(hs: HybridSearch, op: str, step: str) -> None:
 def test_exception_at_step_then_reconcile(
     template: Path, tmp_path: Path, op: str, step: str
 ) -> None:
-    data = _copy(template, tmp_path / "data")
+    _exception_then_reconcile(_copy(template, tmp_path / "data"), None, op, step)
+
+
+@pytest.fixture(scope="module")
+def pg_template(
+    tmp_path_factory: pytest.TempPathFactory, postgres_server: PostgresServer
+) -> tuple[Path, str]:
+    """The base corpus in a PostgreSQL store (and its Milvus Lite dir), indexed once and closed."""
+    clear_env()
+    data = tmp_path_factory.mktemp("crash-pg-template") / "data"
+    url = new_database(postgres_server)
+    with open_search(make_settings(data, url)) as hs:
+        assert hs.ingest_documents(_docs(BASE)).indexed == len(BASE)
+    return data, url
+
+
+@pytest.mark.parametrize(("op", "step"), SCENARIOS, ids=IDS)
+def test_exception_at_step_then_reconcile_on_postgres(
+    pg_template: tuple[Path, str], postgres_server: PostgresServer, tmp_path: Path, op: str,
+    step: str,
+) -> None:
+    data, url = pg_template
+    copy = _copy(data, tmp_path / "data")
+    _exception_then_reconcile(copy, clone_database(postgres_server, url), op, step)
+
+
+def _exception_then_reconcile(data: Path, store_url: str | None, op: str, step: str) -> None:
     kind, target, text = OPS[op]
-    settings = make_settings(data)
+    settings = make_settings(data, store_url)
 
     def hook(name: str, resource_id: str) -> None:
         if name == step and resource_id == target:
@@ -207,7 +236,7 @@ def test_exception_at_step_then_reconcile(
             # invisible on every path from the tombstone on, before any reconcile
             assert hs.components.store.get_resource("gamma").status == "deleting"
             assert all(r.resource_id != "gamma" for r in hs.search("gammafruit").results)
-    _reconcile_and_check(data, op, step, EXPECT_EXCEPTION.get((op, step), {}))
+    _reconcile_and_check(data, op, step, EXPECT_EXCEPTION.get((op, step), {}), store_url)
 
 
 # -- (b) a child process SIGKILLed at each step ---------------------------------------------------
