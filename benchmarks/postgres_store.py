@@ -103,7 +103,8 @@ def main() -> int:
     parser.add_argument("--race-ops", type=int, default=0, help="operations of the replica race")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="hybridsag-pgbench-"))
-    server = start_postgres(base / "pg")
+    pg_dir = Path(tempfile.mkdtemp(prefix="hybridsag-pgbench-server-"))  # its own: root runs it as postgres
+    server = start_postgres(pg_dir)
     out: dict[str, Any] = {}
     try:
         if args.data:
@@ -114,6 +115,7 @@ def main() -> int:
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(pg_dir, ignore_errors=True)
     print(json.dumps(out, indent=2))
     return 0
 
