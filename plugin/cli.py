@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hybridsag import __version__
+from hybridsag.agent import DEFAULT_BUDGET, check_budget
 from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
@@ -327,16 +328,23 @@ def format_search(resp: dict[str, Any], out: TextIO) -> None:
         out.write(f"    why: {'; '.join(r['why'])}\n")
 
 
-def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
-    settings = _settings(args)
+def _search_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of a search (Python API and service client alike) from the flags."""
     paths = [p.strip() for p in args.paths.split(",")] if args.paths else None
-    options: dict[str, Any] = dict(
+    return dict(
         top_k=args.k,
         paths=paths,
         filters=_filters(args),
         include_stale=args.include_stale,
         judge_order=args.judge_order,
     )
+
+
+def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    if args.format == "agent":
+        return cmd_search_agent(args, out)
+    settings = _settings(args)
+    options = _search_options(args)
     client = service_client(settings)
     if client is not None:
         with client:
@@ -346,10 +354,33 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
 
         with HybridSearch(settings) as hs:
             resp = hs.search(args.query, **options).as_dict()
-    if args.json:
+    if args.json or args.format == "json":
         _print_json(resp, out)
     else:
         format_search(resp, out)
+    return 0
+
+
+def cmd_search_agent(args: argparse.Namespace, out: TextIO) -> int:
+    """``search --format agent``: the results grouped by file and heading with line numbers
+    and short quotes, in at most ``--budget`` characters (through the service when
+    ``--server`` is set: it sends ``format: "agent"``)."""
+    try:
+        budget = check_budget(args.budget)
+    except ValueError as exc:
+        raise InputError(f"--budget: {exc}") from None
+    settings = _settings(args)
+    options = _search_options(args)
+    client = service_client(settings)
+    if client is not None:
+        with client:
+            text = client.search_agent(args.query, budget=budget, **options)
+    else:
+        from hybridsag.search import HybridSearch
+
+        with HybridSearch(settings) as hs:
+            text = hs.search(args.query, explain=False, **options).as_agent_text(budget)
+    out.write(text + "\n")
     return 0
 
 
@@ -553,6 +584,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-judge-order lets the other paths re-vote",
     )
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--format",
+        choices=("human", "json", "agent"),
+        default="human",
+        help="agent: results grouped by file and heading with line numbers and short quotes, "
+        "in at most --budget characters (docs/AGENTS.md)",
+    )
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_BUDGET,
+        help=f"characters of the agent format (default {DEFAULT_BUDGET})",
+    )
     p.set_defaults(fn=cmd_search)
 
     p = sub.add_parser("delete", help="delete a resource on every path")
