@@ -384,6 +384,16 @@ def cmd_search_agent(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """``hybridsag mcp``: the MCP server over stdio until the client closes it (the ``mcp``
+    extra; see :mod:`hybridsag.integrations.mcp_server`)."""
+    settings = _settings(args)
+    from hybridsag.integrations.mcp_server import run_stdio
+
+    run_stdio(settings, allow_writes=True if args.allow_writes else None)
+    return 0
+
+
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.errors import NotFoundError
 
@@ -624,6 +634,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser(
+        "mcp",
+        help="serve search (and with --allow-writes ingest and delete) as MCP tools over stdio "
+        "(pip install 'hybridsag[mcp]')",
+    )
+    p.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="also serve the ingest and delete tools (default: mcp.allow_writes)",
+    )
+    p.set_defaults(fn=cmd_mcp)
 
     p = sub.add_parser("doctor", help="check settings, store, models and Milvus")
     p.add_argument("--json", action="store_true")
