@@ -514,6 +514,7 @@ class Store:
         self.errors = self.backend.errors
         self._local = threading.local()
         self._all: list[Any] = []
+        self._finalizers: list[weakref.finalize] = []  # type: ignore[type-arg]
         self._all_lock = threading.Lock()
         self._closed = False
         try:
@@ -544,6 +545,7 @@ class Store:
             with self._all_lock:
                 self._all.append(conn)
             held = _Held(conn, self)
+            self._finalizers = [f for f in self._finalizers if f.alive] + [held.finalizer]
             self._local.held = held
         return held.conn
 
@@ -619,6 +621,9 @@ class Store:
 
     def close(self) -> None:
         self._closed = True
+        for finalizer in self._finalizers:  # nothing is handed back after close
+            finalizer.detach()
+        self._finalizers.clear()
         with self._all_lock:
             for conn in self._all:
                 with contextlib.suppress(Exception):
