@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from hybridsag.embedder import vocabulary_share
 from hybridsag.errors import ConfigError, HybridSagError
 from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
 
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_WEIGHTS",
+    "DENSE_FEATURES",
     "FEATURE_NAMES",
     "FeatureJudge",
     "FeatureWeights",
@@ -69,6 +71,18 @@ FEATURE_NAMES: tuple[str, ...] = (
     "entity_in_text",
     "bridge_title_in_evidence",
     "bridge_evidence_title_in_text",
+    "rr_dense",
+    "cos_question_z",
+    "cos_evidence_z",
+    "rr_cos_question",
+)
+
+#: The features that read the embedder (cosines and the dense path's rank): the judge scales them
+#: by the share of the question the embedder can read (``vocabulary_share``), so a question in a
+#: language the model does not know is judged on the lexical and bridge evidence alone.
+DENSE_FEATURES: frozenset[str] = frozenset(
+    {"cos_question", "cos_evidence", "rr_dense", "cos_question_z", "cos_evidence_z",
+     "rr_cos_question"}
 )
 
 #: Hand-set weights, chosen by reasoning before any measurement: the strongest single signals are
@@ -181,9 +195,18 @@ def feature_rows(
     use_titles: bool,
     tokens: Callable[[str], list[str]],
     question_tokens: frozenset[str],
+    dense_scale: float = 1.0,
 ) -> np.ndarray:
     """The feature matrix (candidates x FEATURE_NAMES). Bridge columns are zero when
-    ``evidence`` is empty; title/entity columns are zero unless ``use_titles``."""
+    ``evidence`` is empty; title/entity columns are zero unless ``use_titles``.
+
+    The per-query normalised columns compare a candidate with the rest of this pool, so their
+    scale is the same whatever the corpus and the model: ``cos_question_z`` and
+    ``cos_evidence_z`` are z-scores of the cosines over the candidates (0 when they are all
+    equal), ``rr_cos_question`` the reciprocal of the candidate's cosine rank in the pool, and
+    ``rr_dense`` the reciprocal of its rank on the dense path (``signals["dense_rank"]``; 0 when
+    that path did not bring it). Every column in :data:`DENSE_FEATURES` is multiplied by
+    ``dense_scale`` (0..1: the share of the question the embedder can read)."""
     entities = extract_entities(question) if use_titles else []
     ent_patterns = [p for p in (_name_pattern(e) for e in entities) if p is not None]
     best_bm25 = max((c.signals.get("bm25_score", 0.0) for c in candidates), default=0.0) or 1.0
@@ -222,7 +245,37 @@ def feature_rows(
                         for cid, et_title, _ in ev_texts
                     )
                 )
+        dense_rank = s.get("dense_rank", 0.0)
+        row[_RR_DENSE] = 1.0 / dense_rank if dense_rank else 0.0
+    if cos_question is not None and len(candidates):
+        cq = rows[:, _COS_Q]
+        rows[:, _COS_Q_Z] = _zscore(cq)
+        order = np.argsort(-cq, kind="stable")
+        rr = np.empty(len(cq))
+        rr[order] = 1.0 / np.arange(1, len(cq) + 1)
+        rows[:, _RR_COS_Q] = rr
+    if cos_evidence is not None and len(candidates):
+        rows[:, _COS_E_Z] = _zscore(rows[:, _COS_E])
+    if dense_scale != 1.0:
+        rows[:, _DENSE_COLUMNS] *= dense_scale
     return rows
+
+
+_COS_Q = FEATURE_NAMES.index("cos_question")
+_COS_E = FEATURE_NAMES.index("cos_evidence")
+_RR_DENSE = FEATURE_NAMES.index("rr_dense")
+_COS_Q_Z = FEATURE_NAMES.index("cos_question_z")
+_COS_E_Z = FEATURE_NAMES.index("cos_evidence_z")
+_RR_COS_Q = FEATURE_NAMES.index("rr_cos_question")
+_DENSE_COLUMNS = [i for i, n in enumerate(FEATURE_NAMES) if n in DENSE_FEATURES]
+
+
+def _zscore(values: np.ndarray) -> np.ndarray:
+    """``(x - mean) / std`` over one query's pool; zeros when the values do not vary."""
+    std = float(values.std())
+    if not std > 1e-9:
+        return np.zeros_like(values)
+    return (values - float(values.mean())) / std
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -244,11 +297,13 @@ class FeatureJudge:
         embed_query: Callable[[str], np.ndarray] | None = None,
         use_titles: bool | None = None,
         evidence_k: int = 3,
+        vocabulary_share: Callable[[str], float | None] | None = None,
     ) -> None:
         self.tokens = tokens
         self.weights = weights or load_weights(None)
         self.vectors = vectors
         self.embed_query = embed_query
+        self.vocabulary_share = vocabulary_share
         self.use_titles = use_titles
         self.evidence_k = evidence_k
         self._w = self.weights.vector()
@@ -299,11 +354,16 @@ class FeatureJudge:
                     vecs = {}
                 else:
                     cos_q = {cid: float(v @ qvec) for cid, v in vecs.items()}
+        dense_scale = 1.0
+        if self.vocabulary_share is not None:
+            share = self.vocabulary_share(question)
+            dense_scale = 1.0 if share is None else min(1.0, max(0.0, share))
         common = dict(
             cos_question=cos_q,
             use_titles=use_titles,
             tokens=self.tokens,
             question_tokens=frozenset(self.tokens(question)),
+            dense_scale=dense_scale,
         )
         rows = feature_rows(question, candidates, evidence=(), cos_evidence=cos_q, **common)
         first = rows @ self._w + self.weights.bias
@@ -321,6 +381,7 @@ class FeatureJudge:
             "evidence": [e.chunk_id for e in accepted],
             "use_titles": use_titles,
             "cosines": cos_q is not None,
+            "dense_scale": round(dense_scale, 4),
             "weights": self.weights.source,
         }
         if degraded:
@@ -331,7 +392,7 @@ class FeatureJudge:
 def build(parts: Parts) -> FeatureJudge:
     """Registry factory: the index tokenizer, the configured weights and, when the dense path is
     on, the passage vectors kept in the store and the query embedder (built on first use)."""
-    vectors = embed_query = None
+    vectors = embed_query = share = None
     if parts.dense_enabled:
         store = parts.store
 
@@ -343,9 +404,13 @@ def build(parts: Parts) -> FeatureJudge:
             emb = parts.embedder()
             return np.asarray(emb.encode([question], kind="query")[0], dtype=np.float32)
 
+        def share(question: str) -> float | None:
+            return vocabulary_share(parts.embedder(), question)
+
     return FeatureJudge(
         tokens=parts.tokenizer.tokenize,
         weights=load_weights(parts.settings.judge.weights_file),
         vectors=vectors,
         embed_query=embed_query,
+        vocabulary_share=share,
     )
