@@ -67,6 +67,7 @@ def apply_rules(
     strict_identifiers: bool = False,
     judge_accept: float | None = None,
     judge_order: bool = False,
+    next_hop: bool = True,
 ) -> list[FusedHit]:
     """Re-rank fused hits with the bounded rules of the module docstring.
 
@@ -119,6 +120,8 @@ def apply_rules(
         judge_accept: the judge probability from which a judged hit counts as accepted (``None``
             disables rule 5).
         judge_order: rule 7 on or off.
+        next_hop: rule 6 on or off (off when the trust step found the judge's order does not
+            hold for this query).
 
     Returns:
         A new list: ranks renumbered ``1..n``, scores and contributions unchanged, each hit's
@@ -172,13 +175,16 @@ def apply_rules(
         others = [hit for hit, _view in rest]
         if judge_accept is not None:
             accepted, others = _judge_accepted(others, judge_accept)
-        others = _next_hop_slots(others, offset=len(pinned) + len(accepted))
+        if next_hop:
+            others = _next_hop_slots(others, offset=len(pinned) + len(accepted))
         ordered_rest = accepted + others
         if judge_order:
             ordered_rest = _judge_order(ordered_rest)
     else:
         views = {hit.chunk_id: view for hit, view in rest}
-        slotted = _next_hop_slots([hit for hit, _view in rest], offset=len(pinned))
+        slotted = [hit for hit, _view in rest]
+        if next_hop:
+            slotted = _next_hop_slots(slotted, offset=len(pinned))
         tiered = [_identifier_tier(hit, views[hit.chunk_id], ident) for hit in slotted]
         if (
             strict_identifiers

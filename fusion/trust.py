@@ -1,0 +1,254 @@
+"""Per-query trust between recall paths, from signals that need no labels.
+
+A hybrid search must never make a team's results worse than the single path it already had. No
+one path wins everywhere: the judged lexical path (SAG2) leads on multi-hop and keyword-rich
+questions, the embedding path on descriptive questions whose words differ from the passage's
+(code searched in plain English, an entity looked up by a description), and an embedding model
+reads nothing of a language it was not trained on. So, per query, :func:`assess` weighs the
+evidence each path brings and returns a :class:`Trust`: the fusion weight of every path and
+whether the judge's order should hold over what it scored.
+
+Signals (all label-free, all plain numbers; the names are the keys of :attr:`Trust.signals`):
+
+- from the paths' own hits (:func:`list_stats`): the embedding path's top score standardised
+  against its own list (``dense_z``: the query-performance-prediction idea of a clear winner
+  standing out of the score distribution, as in normalised query commitment) and its margin
+  over the runner-up (``dense_margin``); the judge's top probability (``judge_top``), its
+  margin (``judge_margin``) and the share of its top ten it accepted (``judge_yes``);
+- agreement (``agreement``): the share of the embedding path's top ten that the judged path also
+  ranks in its top ten;
+- from the caller (:class:`QueryFacts`, measured against the index and the embedder): the share
+  of the query's letters the embedding model reads as words (``reads``), the share of the
+  query's terms the lexical index holds (``terms_in_index``) and their mean normalised IDF
+  (``idf``), and the question's shape: its share of capitalised words (``capitalised``, entity
+  names) and its length (``words``, log-scaled).
+
+A logistic model over these (:class:`TrustModel`, fitted offline on several labelled sets, see
+``benchmarks/fusion_loso.py``) gives ``dense_share``, the probability that the embedding path's
+order is the better one for this query; it is multiplied by ``reads`` (a model that cannot read
+the query gets no share). The embedding path then weighs ``dense_share`` and the judged path
+``1 - dense_share`` (the lexical and title paths keep their configured weights, which the
+caller passes in), and the judge's order holds while ``dense_share < judge_hold_below``.
+
+Paths are told apart by the kind the caller gives each name (``kinds``: ``"judged"``,
+``"embedding"``, ``"lexical"``, ``"title"``), never by their names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hybridsag.fusion.types import Hit
+
+__all__ = [
+    "DEFAULT_TRUST_MODEL",
+    "KINDS",
+    "SIGNAL_NAMES",
+    "QueryFacts",
+    "Trust",
+    "TrustModel",
+    "assess",
+    "list_stats",
+    "trust_signals",
+]
+
+#: What a path is, as far as trust is concerned.
+KINDS = ("judged", "embedding", "lexical", "title")
+
+#: The signals :func:`trust_signals` computes, in the order a :class:`TrustModel` reads them.
+SIGNAL_NAMES: tuple[str, ...] = (
+    "dense_z",
+    "dense_margin",
+    "judge_top",
+    "judge_margin",
+    "judge_yes",
+    "agreement",
+    "reads",
+    "terms_in_index",
+    "idf",
+    "capitalised",
+    "words",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryFacts:
+    """What the caller measured of a query outside the paths' hits (plain numbers; see
+    ``hybridsag.trust.query_facts``): the share of its letters the embedding model reads as
+    words (``None``: unknown), its lexical terms, the share of them in the index, their mean
+    normalised IDF, its length in words, and the share of its words that are capitalised."""
+
+    embedder_reads: float | None = None
+    terms: int = 0
+    terms_in_index: float = 1.0
+    idf: float = 0.0
+    words: int = 0
+    capitalised: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TrustModel:
+    """A logistic model of "the embedding path's order is the better one for this query".
+
+    ``coefficients`` maps names of :data:`SIGNAL_NAMES` to weights (a missing name weighs 0);
+    ``dense_share = sigmoid(bias + sum(coef * signal)) * reads``, clamped to
+    ``[floor, ceiling]``. ``judge_hold_below``: the judge's order holds while the share stays
+    below it. ``source`` says where the numbers came from (shown by explain)."""
+
+    coefficients: Mapping[str, float]
+    bias: float
+    floor: float = 0.0
+    ceiling: float = 1.0
+    judge_hold_below: float = 0.5
+    source: str = "hand-set"
+
+    def __post_init__(self) -> None:
+        unknown = set(self.coefficients) - set(SIGNAL_NAMES)
+        if unknown:
+            raise ValueError(
+                f"unknown trust signals {sorted(unknown)}; valid: {', '.join(SIGNAL_NAMES)}"
+            )
+        for name, value in (*self.coefficients.items(), ("bias", self.bias)):
+            if not math.isfinite(value):
+                raise ValueError(f"trust coefficient {name!r} must be finite, got {value!r}")
+        if not 0.0 <= self.floor <= self.ceiling <= 1.0:
+            raise ValueError(
+                f"trust floor/ceiling must satisfy 0 <= floor <= ceiling <= 1, got "
+                f"{self.floor!r}, {self.ceiling!r}"
+            )
+
+
+#: The shipped model. Placeholder until fitted.
+DEFAULT_TRUST_MODEL = TrustModel(coefficients={"dense_z": 1.0, "judge_top": -4.0}, bias=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Trust:
+    """The trust step's decision for one query: every path's fusion weight, whether the
+    judge's order holds, the embedding path's share, the signal values it was read from, and
+    one line per path saying why (for a result's ``why``)."""
+
+    weights: Mapping[str, float]
+    judge_holds: bool
+    dense_share: float
+    signals: Mapping[str, float] = field(default_factory=dict)
+    reasons: Mapping[str, str] = field(default_factory=dict)
+
+
+def list_stats(hits: Sequence[Hit], *, top: int = 100) -> tuple[float, float, float]:
+    """``(top score, margin to the runner-up, top score's z-score)`` over a path's first
+    ``top`` hits by rank (``Hit.score``); zeros for an empty list, margin and z 0 for one hit
+    or a list whose scores do not vary."""
+    scores = [h.score for h in sorted(hits, key=lambda h: h.rank)[:top]]
+    if not scores:
+        return 0.0, 0.0, 0.0
+    first = scores[0]
+    margin = first - scores[1] if len(scores) > 1 else 0.0
+    mean = math.fsum(scores) / len(scores)
+    var = math.fsum((s - mean) ** 2 for s in scores) / len(scores)
+    z = (first - mean) / math.sqrt(var) if var > 1e-18 else 0.0
+    return first, margin, z
+
+
+def _top_ids(hits: Sequence[Hit], k: int) -> list[str]:
+    return [h.chunk_id for h in sorted(hits, key=lambda h: h.rank)[:k]]
+
+
+def trust_signals(
+    runs: Mapping[str, Sequence[Hit]],
+    kinds: Mapping[str, str],
+    facts: QueryFacts,
+) -> dict[str, float]:
+    """The values of :data:`SIGNAL_NAMES` for one query (see the module docstring). A path
+    kind that did not run gives zeros for its signals; ``agreement`` is 0 unless both the
+    embedding and the judged path ran; ``reads`` is 1.0 when the facts do not know it."""
+    dense = [h for p, hits in runs.items() if kinds.get(p) == "embedding" for h in hits]
+    judged = [h for p, hits in runs.items() if kinds.get(p) == "judged" for h in hits]
+    _top, d_margin, d_z = list_stats(dense)
+    probs = sorted(
+        (h.judge_p for h in judged if h.judge_p is not None), reverse=True
+    )
+    j_top = probs[0] if probs else 0.0
+    j_margin = probs[0] - probs[1] if len(probs) > 1 else 0.0
+    j_yes = sum(p >= 0.5 for p in probs[:10]) / 10.0
+    agreement = 0.0
+    if dense and judged:
+        agreement = len(set(_top_ids(dense, 10)) & set(_top_ids(judged, 10))) / 10.0
+    reads = 1.0 if facts.embedder_reads is None else facts.embedder_reads
+    return {
+        "dense_z": d_z,
+        "dense_margin": d_margin,
+        "judge_top": j_top,
+        "judge_margin": j_margin,
+        "judge_yes": j_yes,
+        "agreement": agreement,
+        "reads": reads,
+        "terms_in_index": facts.terms_in_index,
+        "idf": facts.idf,
+        "capitalised": facts.capitalised,
+        "words": math.log1p(facts.words),
+    }
+
+
+def assess(
+    runs: Mapping[str, Sequence[Hit]],
+    kinds: Mapping[str, str],
+    facts: QueryFacts,
+    *,
+    weights: Mapping[str, float],
+    model: TrustModel = DEFAULT_TRUST_MODEL,
+) -> Trust:
+    """Weigh the paths of one query (see the module docstring).
+
+    ``weights`` are the configured per-path weights; the embedding path gets
+    ``weights[it] * 2 * dense_share`` and the judged path ``weights[it] * 2 * (1 -
+    dense_share)`` (so an even share keeps the configured weights), every other path keeps its
+    own. Without both an embedding and a judged path among the runs, the configured weights
+    are returned as they are and the judge's order holds.
+
+    Example:
+        >>> from hybridsag.fusion.types import Hit
+        >>> runs = {"sag2": [Hit("a", "sag2", 1, .9, .9, judge_p=.9)],
+        ...         "dense": [Hit("b", "dense", 1, .5, .5)]}
+        >>> kinds = {"sag2": "judged", "dense": "embedding"}
+        >>> t = assess(runs, kinds, QueryFacts(embedder_reads=0.0), weights={})
+        >>> t.weights["dense"], t.judge_holds
+        (0.0, True)
+    """
+    signals = trust_signals(runs, kinds, facts)
+    dense_paths = [p for p in runs if kinds.get(p) == "embedding"]
+    judged_paths = [p for p in runs if kinds.get(p) == "judged"]
+    out = {p: float(weights.get(p, 1.0)) for p in runs}
+    if not dense_paths or not judged_paths:
+        return Trust(out, True, 0.0, signals, {})
+    z = model.bias + math.fsum(
+        model.coefficients.get(name, 0.0) * value for name, value in signals.items()
+    )
+    share = _sigmoid(z) * min(1.0, max(0.0, signals["reads"]))
+    share = min(model.ceiling, max(model.floor, share))
+    holds = share < model.judge_hold_below
+    reasons: dict[str, str] = {}
+    for p in dense_paths:
+        out[p] = out[p] * 2.0 * share
+        reasons[p] = (
+            f"embedding path trusted {share:.2f}: reads {signals['reads']:.2f} of the query, "
+            f"top z {signals['dense_z']:.2f}, margin {signals['dense_margin']:.3f}, "
+            f"agreement {signals['agreement']:.1f}"
+        )
+    for p in judged_paths:
+        out[p] = out[p] * 2.0 * (1.0 - share)
+        reasons[p] = (
+            f"judged path trusted {1 - share:.2f}: judge top {signals['judge_top']:.2f}, "
+            f"margin {signals['judge_margin']:.2f}, {signals['judge_yes'] * 10:.0f} of its "
+            f"top 10 accepted; its order {'holds' if holds else 'does not hold'}"
+        )
+    return Trust(out, holds, share, signals, reasons)
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
