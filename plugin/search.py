@@ -22,12 +22,13 @@ from hybridsag.chunker import Format
 from hybridsag.components import Components
 from hybridsag.errors import HybridSagError, JudgeError, QueryError
 from hybridsag.formats import DocumentConverter
-from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
+from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, Trust, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_names, path_spec
 from hybridsag.query import validate_query
 from hybridsag.settings import Settings
 from hybridsag.sources import SourceErrors, iter_folder, iter_jsonl
 from hybridsag.store import ChunkRecord, Filters, ResourceRecord
+from hybridsag.trust import assess_query
 from hybridsag.writer import Document, IngestReport, StepHook, make_document
 
 if TYPE_CHECKING:
@@ -99,6 +100,9 @@ class SearchResponse:
     usage: Mapping[str, Any] = field(default_factory=dict)
     #: each path's own stage timings in ms (tokenize, FTS5, embed, Milvus, judge, ...)
     stages: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: the per-query trust step's decision (weights, judge_holds, dense_share, signals), empty
+    #: when fusion.trust is off
+    trust: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +113,7 @@ class SearchResponse:
             "reasons": dict(self.reasons),
             "timings": dict(self.timings),
             "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
+            "trust": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.trust.items()},
             "results": [r.as_dict() for r in self.results],
         }
 
@@ -344,8 +349,19 @@ class HybridSearch:
         timings, reasons = ran.timings, ran.reasons
         t_fuse = time.perf_counter()
         records, resources, views = self.visible_chunks(ran.runs, flt)
+        trust = None
+        if s.fusion.trust:
+            t_trust = time.perf_counter()
+            trust = assess_query(
+                self.components,
+                query,
+                ran.runs,
+                weights=fusion_weights,
+                model=self.components.trust_model(),
+            )
+            timings["trust_ms"] = round((time.perf_counter() - t_trust) * 1000, 3)
         options = s.fusion.options(weights=fusion_weights, judge_order=judge_order)
-        ruled = fuse(ran.runs, query=query, chunks=views, **options)
+        ruled = fuse(ran.runs, query=query, chunks=views, trust=trust, **options)
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []
         for f in ruled:
@@ -353,7 +369,7 @@ class HybridSearch:
             stale = _is_stale(resources[rec.resource_id])
             if stale and not include_stale:
                 continue
-            results.append(self._result(len(results) + 1, f, rec, stale, explain))
+            results.append(self._result(len(results) + 1, f, rec, stale, explain, trust))
             if len(results) >= top_k:
                 break
         timings["total_ms"] = round((time.perf_counter() - t_start) * 1000, 3)
@@ -366,6 +382,7 @@ class HybridSearch:
             reasons=reasons,
             usage=ran.usage,
             stages=ran.stages,
+            trust=_trust_summary(trust),
         )
 
     def run_paths(
@@ -438,7 +455,12 @@ class HybridSearch:
 
     @staticmethod
     def _result(
-        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool
+        rank: int,
+        fused: FusedHit,
+        rec: ChunkRecord,
+        stale: bool,
+        explain: bool,
+        trust: Trust | None = None,
     ) -> SearchResult:
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
@@ -461,6 +483,9 @@ class HybridSearch:
                     f"{c.path}: rank {c.rank}, raw score {c.raw_score:.4g}"
                     + (f", {extra}" if extra else "")
                 )
+        if explain and trust is not None:
+            for path, reason in trust.reasons.items():
+                why.append(f"trust {path}: weight {trust.weights.get(path, 0.0):.3g}, {reason}")
         if explain:
             why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
             if stale:
@@ -484,6 +509,18 @@ class HybridSearch:
             why=tuple(why),
             stale=stale,
         )
+
+
+def _trust_summary(trust: Trust | None) -> dict[str, Any]:
+    """What a response says of the trust step (rounded for reading)."""
+    if trust is None:
+        return {}
+    return {
+        "weights": {p: round(w, 4) for p, w in trust.weights.items()},
+        "judge_holds": trust.judge_holds,
+        "dense_share": round(trust.dense_share, 4),
+        "signals": {k: round(v, 4) for k, v in trust.signals.items()},
+    }
 
 
 def _joined_first(names: Sequence[str]) -> list[str]:

@@ -151,6 +151,18 @@ class FusionSettings(_Section):
     #: the hits the SAG2 judge scored keep the judge's order (the other paths add what it never
     #: saw); false lets the other paths' weighted RRF votes re-rank them below judge_accept.
     judge_order: bool = True
+    #: the fusion function: "rrf" (weighted Reciprocal Rank Fusion) or "convex" (a weighted sum
+    #: of per-query normalised scores, Bruch, Gai and Ingber, TOIS 2023)
+    method: Literal["rrf", "convex"] = "rrf"
+    #: how "convex" normalises each path's scores per query
+    normalisation: Literal["minmax", "zscore"] = "minmax"
+    #: the per-query trust step (hybridsag.fusion.trust): it weighs the embedding path against
+    #: the judged one from label-free signals and decides whether the judge's order holds;
+    #: false keeps the weights and the judge rules as configured for every query
+    trust: bool = True
+    #: the trust model: None for the one that ships (hybridsag.fusion.DEFAULT_TRUST_MODEL), or a
+    #: JSON file {"coefficients": {...}, "bias": b, ...} as benchmarks/fusion_loso.py writes
+    trust_model: Path | None = None
 
     @field_validator("weights")
     @classmethod
@@ -169,8 +181,11 @@ class FusionSettings(_Section):
         judge_order: bool | None = None,
     ) -> dict[str, Any]:
         """Keyword arguments of :func:`hybridsag.fusion.fuse` for these settings; the arguments
-        override the configured values (a search's ``weights=``, a tuning grid point)."""
+        override the configured values (a search's ``weights=``, a tuning grid point). The
+        per-query ``trust`` is not among them: the search computes it."""
         return {
+            "method": self.method,
+            "normalisation": self.normalisation,
             "k": self.k if k is None else k,
             "depth": self.depth,
             "weights": dict(self.weights if weights is None else weights),

