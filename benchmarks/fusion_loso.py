@@ -33,9 +33,11 @@ from hybridsag.judges.features import load_weights
 from hybridsag.tuning import (
     CapturedQuery,
     CapturedSet,
+    JudgeFit,
     capture_set,
     fit_judge,
     fit_logistic,
+    judge_fit_of,
     mean_metrics,
     resource_ranking,
     sag2_hits,
@@ -52,9 +54,9 @@ MODEL_SIGNALS = tuple(n for n in SIGNAL_NAMES if n != "reads")
 Runs = dict[str, list]
 
 
-def sim_runs(q: CapturedQuery, judge: np.ndarray, views: Mapping) -> Runs:
-    runs: Runs = {"sag2": sag2_hits(q, judge[:-1], judge[-1], views=views)}
-    for name in ("dense", "title"):
+def sim_runs(q: CapturedQuery, judge: JudgeFit, views: Mapping) -> Runs:
+    runs: Runs = {"sag2": sag2_hits(q, judge, views=views)}
+    for name in ("dense", "title", "bm25"):
         if name in q.runs:
             runs[name] = q.runs[name]
     return runs
@@ -67,7 +69,7 @@ def per_query_ndcg(ranked: Sequence[str], gold: frozenset[str]) -> float:
 
 
 def fit_trust(
-    sets: Sequence[tuple[CapturedSet, np.ndarray]], *, l2: float = 1.0
+    sets: Sequence[tuple[CapturedSet, JudgeFit]], *, l2: float = 1.0
 ) -> TrustModel:
     """Logistic model of "dense's order beats the judged path's" per query, each query weighed by
     how much the two differ in nDCG@10, each set weighing the same."""
@@ -103,27 +105,36 @@ def fit_trust(
 
 
 Choice = Callable[[CapturedQuery, Runs, Mapping], list]
+#: The paths a default search runs.
+SEARCH_PATHS = ("sag2", "dense", "title")
+
+
+def only(runs: Runs, paths: Sequence[str]) -> Runs:
+    return {p: h for p, h in runs.items() if p in paths}
 
 
 def choices(model: TrustModel) -> dict[str, Choice]:
     """The fusion choices compared: name -> fused hits of a captured question."""
 
     def old(q: CapturedQuery, runs: Runs, views: Mapping) -> list:
-        return fuse(runs, query=q.text, chunks=views, k=10.0, depth=100, weights=OLD_WEIGHTS,
-                    judge_accept=0.5, judge_order=True)
+        return fuse(only(runs, SEARCH_PATHS), query=q.text, chunks=views, k=10.0, depth=100,
+                    weights=OLD_WEIGHTS, judge_accept=0.5, judge_order=True)
 
     def plain(method: str, norm: str = "minmax", k: float = 10.0) -> Choice:
         def run(q: CapturedQuery, runs: Runs, views: Mapping) -> list:
-            return fuse(runs, query=q.text, chunks=views, k=k, depth=100, weights=OLD_WEIGHTS,
-                        judge_accept=0.5, judge_order=False, method=method, normalisation=norm)
+            return fuse(only(runs, SEARCH_PATHS), query=q.text, chunks=views, k=k, depth=100,
+                        weights=OLD_WEIGHTS, judge_accept=0.5, judge_order=False, method=method,
+                        normalisation=norm)
         return run
 
     def trusted(method: str, norm: str = "minmax", hold: float = 0.5, k: float = 10.0,
-                base: Mapping[str, float] | None = None) -> Choice:
+                base: Mapping[str, float] | None = None,
+                paths: Sequence[str] = SEARCH_PATHS) -> Choice:
         m = TrustModel(model.coefficients, model.bias, judge_hold_below=hold, source=model.source)
         weights = dict(base or {"sag2": 1.0, "dense": 1.0, "title": 0.25})
 
         def run(q: CapturedQuery, runs: Runs, views: Mapping) -> list:
+            runs = only(runs, paths)
             t = assess(runs, KINDS, q.facts, weights=weights, model=m)
             return fuse(runs, query=q.text, chunks=views, k=k, depth=100, judge_accept=0.5,
                         judge_order=True, method=method, normalisation=norm, trust=t)
@@ -143,7 +154,7 @@ def choices(model: TrustModel) -> dict[str, Choice]:
 
 
 def score_set(
-    captured: CapturedSet, judge: np.ndarray, model: TrustModel, old_judge: np.ndarray
+    captured: CapturedSet, judge: JudgeFit, model: TrustModel, old_judge: JudgeFit
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], float]:
     """(single paths' metrics, each choice's metrics, trust step ms per query)."""
     views = captured.views
@@ -196,13 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         if s.split(":")[-1].split("/")[-1] not in args.skip
     ]
     checks = [capture_set(p, cache=args.cache) for p in args.check]
-    fw = load_weights("musique")
-    old_judge = np.append(fw.vector(), fw.bias)
+    old_judge = judge_fit_of(load_weights("musique"))
     lines = ["| held-out set | run | R@1 | R@2 | R@5 | R@10 | nDCG@10 | gap R@10 | gap nDCG |",
              "|---|---|---|---|---|---|---|---|---|"]
     worst: dict[str, float] = {}
     all_judge = fit_judge(dev)
-    folds: list[tuple[CapturedSet, np.ndarray, TrustModel]] = []
+    folds: list[tuple[CapturedSet, JudgeFit, TrustModel]] = []
     for i, held in enumerate(dev):
         others = [s for j, s in enumerate(dev) if j != i]
         judge = fit_judge(others)

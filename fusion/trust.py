@@ -244,6 +244,8 @@ def assess(
             f"margin {signals['judge_margin']:.2f}, {signals['judge_yes'] * 10:.0f} of its "
             f"top 10 accepted; its order {'holds' if holds else 'does not hold'}"
         )
+    for p in runs:
+        reasons.setdefault(p, f"{kinds.get(p, 'other')} path: its configured weight")
     return Trust(out, holds, share, signals, reasons)
 
 

@@ -353,6 +353,9 @@ def run_eval(
                 "weights": {p: settings.fusion.weights.get(p, 1.0) for p in fuse_paths},
                 "judge_accept": settings.fusion.judge_accept,
                 "judge_order": settings.fusion.judge_order,
+                "method": settings.fusion.method,
+                "normalisation": settings.fusion.normalisation,
+                "trust": settings.fusion.trust,
             }
     finally:
         hs.close()

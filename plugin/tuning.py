@@ -34,16 +34,18 @@ from typing import Any
 import numpy as np
 
 from hybridsag.fusion import ChunkView, Hit
-from hybridsag.judges.features import FEATURE_NAMES
+from hybridsag.judges.features import DENSE_FEATURES, FEATURE_NAMES, FeatureWeights
 
 __all__ = [
     "CAPTURE_VERSION",
     "RANK_METRICS",
     "CapturedQuery",
     "CapturedSet",
+    "JudgeFit",
     "capture_set",
     "fit_judge",
     "fit_logistic",
+    "judge_fit_of",
     "judge_rows",
     "mean_metrics",
     "resource_ranking",
@@ -172,19 +174,50 @@ def capture_set(
     return captured
 
 
+@dataclass(frozen=True)
+class JudgeFit:
+    """Judge weights as vectors over ``FEATURE_NAMES`` with the bias last: ``full`` for a
+    question the embedder reads, ``lexical`` (dense columns zero) for one it cannot; the judge
+    blends them by the share it reads (:meth:`FeatureWeights.blended`)."""
+
+    full: np.ndarray
+    lexical: np.ndarray | None = None
+
+    def blended(self, reads: float) -> tuple[np.ndarray, float]:
+        if self.lexical is None or reads >= 1.0:
+            return self.full[:-1], float(self.full[-1])
+        w = reads * self.full + (1.0 - reads) * self.lexical
+        return w[:-1], float(w[-1])
+
+    def as_json(self) -> dict[str, dict[str, float]]:
+        """``{"weights": ..., "lexical_weights": ...}`` as ``load_weights`` reads them."""
+        def named(vec: np.ndarray) -> dict[str, float]:
+            out = {n: round(float(v), 4) for n, v in zip(FEATURE_NAMES, vec[:-1])}
+            out["bias"] = round(float(vec[-1]), 4)
+            return out
+
+        data = {"weights": named(self.full)}
+        if self.lexical is not None:
+            data["lexical_weights"] = {
+                n: v for n, v in named(self.lexical).items() if n not in DENSE_FEATURES
+            }
+        return data
+
+
 def sag2_hits(
     query: CapturedQuery,
-    weights: np.ndarray,
-    bias: float,
+    judge: JudgeFit,
     *,
     depth: int = 100,
     views: Mapping[str, ChunkView] | None = None,
 ) -> list[Hit]:
-    """The sag2 path's hits for a captured question under judge ``weights`` and ``bias``: the
-    pool by probability, ties by BM25 rank then expansion rank then chunk id, as the path
-    orders it; ``judge_p`` rounded as the path rounds it, ``next_hop`` for later rounds."""
+    """The sag2 path's hits for a captured question under ``judge``: the pool by probability,
+    ties by BM25 rank then expansion rank then chunk id, as the path orders it; ``judge_p``
+    rounded as the path rounds it, ``next_hop`` for later rounds."""
     if not query.pool_ids:
         return []
+    reads = query.facts.embedder_reads
+    weights, bias = judge.blended(1.0 if reads is None else min(1.0, max(0.0, reads)))
     z = query.pool_x @ weights + bias
     probs = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
     big = 10**9
@@ -263,16 +296,21 @@ def fit_logistic(
     return w
 
 
-def fit_judge(sets: Sequence[CapturedSet], *, l2: float = 1.0) -> np.ndarray:
-    """Judge weights (bias last) fitted on the captured pools of ``sets``, each set weighing
-    the same in the fit (a row weighs inversely to its set's row count)."""
+def fit_judge(sets: Sequence[CapturedSet], *, l2: float = 1.0) -> JudgeFit:
+    """Judge weights fitted on the captured pools of ``sets``, each set weighing the same in
+    the fit (a row weighs inversely to its set's row count): ``full`` on the rows as captured,
+    ``lexical`` on the same rows with every dense column at zero."""
     parts = [judge_rows(s) for s in sets]
     parts = [(x, y) for x, y in parts if len(y)]
     x = np.vstack([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
     mean_rows = len(y) / len(parts)
     sw = np.concatenate([np.full(len(p[1]), mean_rows / len(p[1])) for p in parts])
-    return fit_logistic(x, y, l2=l2, sample_weight=sw)
+    full = fit_logistic(x, y, l2=l2, sample_weight=sw)
+    x_lex = x.copy()
+    x_lex[:, [i for i, n in enumerate(FEATURE_NAMES) if n in DENSE_FEATURES]] = 0.0
+    lexical = fit_logistic(x_lex, y, l2=l2, sample_weight=sw)
+    return JudgeFit(full, lexical)
 
 
 def mean_metrics(rankings: Sequence[tuple[Sequence[str], frozenset[str]]]) -> dict[str, float]:
@@ -286,3 +324,12 @@ def mean_metrics(rankings: Sequence[tuple[Sequence[str], frozenset[str]]]) -> di
             totals[k] += m[k]
     n = max(len(rankings), 1)
     return {k: v / n for k, v in totals.items()}
+
+
+def judge_fit_of(weights: FeatureWeights) -> JudgeFit:
+    """A :class:`JudgeFit` of loaded weights (``load_weights``)."""
+    full = np.append(weights.vector(), weights.bias)
+    if weights.lexical is None:
+        return JudgeFit(full)
+    lex = FeatureWeights(weights.lexical, weights.source)
+    return JudgeFit(full, np.append(lex.vector(), lex.bias))

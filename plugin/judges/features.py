@@ -113,8 +113,15 @@ _SENTENCE_START_STOP = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class FeatureWeights:
+    """The judge's weights by feature name (``"bias"`` too) and where they came from.
+
+    ``lexical``: optional weights for a question the embedding model cannot read, fitted with
+    every :data:`DENSE_FEATURES` column at zero; the judge blends the two by the share of the
+    question the model reads (:meth:`blended`). Without them the one set serves both."""
+
     weights: Mapping[str, float]
     source: str
+    lexical: Mapping[str, float] | None = None
 
     def vector(self) -> np.ndarray:
         return np.array([self.weights.get(n, 0.0) for n in FEATURE_NAMES], dtype=np.float64)
@@ -122,6 +129,18 @@ class FeatureWeights:
     @property
     def bias(self) -> float:
         return float(self.weights.get("bias", 0.0))
+
+    def blended(self, reads: float) -> tuple[np.ndarray, float]:
+        """``(vector, bias)`` for a question the embedder reads ``reads`` (0..1) of:
+        ``reads * weights + (1 - reads) * lexical`` (just ``weights`` without ``lexical``)."""
+        if self.lexical is None or reads >= 1.0:
+            return self.vector(), self.bias
+        lex = np.array([self.lexical.get(n, 0.0) for n in FEATURE_NAMES], dtype=np.float64)
+        lex_bias = float(self.lexical.get("bias", 0.0))
+        return (
+            reads * self.vector() + (1.0 - reads) * lex,
+            reads * self.bias + (1.0 - reads) * lex_bias,
+        )
 
 
 def load_weights(path: Path | str | None) -> FeatureWeights:
@@ -140,10 +159,22 @@ def load_weights(path: Path | str | None) -> FeatureWeights:
         text, source = p.read_text("utf-8"), str(p)
     data = json.loads(text)
     weights = data.get("weights", data)
-    unknown = set(weights) - set(FEATURE_NAMES) - {"bias"}
-    if unknown:
-        raise ConfigError(f"unknown judge features {sorted(unknown)}; valid: {FEATURE_NAMES}")
-    return FeatureWeights({k: float(v) for k, v in weights.items()}, source)
+    lexical = data.get("lexical_weights") if "weights" in data else None
+    for name, table in (("weights", weights), ("lexical_weights", lexical or {})):
+        unknown = set(table) - set(FEATURE_NAMES) - {"bias"}
+        if unknown:
+            raise ConfigError(
+                f"unknown judge features {sorted(unknown)} in {name} of {source}; "
+                f"valid: {FEATURE_NAMES}"
+            )
+    dense = sorted(n for n, v in (lexical or {}).items() if n in DENSE_FEATURES and v)
+    if dense:
+        raise ConfigError(f"lexical_weights of {source} weigh embedding features {dense}")
+    return FeatureWeights(
+        {k: float(v) for k, v in weights.items()},
+        source,
+        None if lexical is None else {k: float(v) for k, v in lexical.items()},
+    )
 
 
 def extract_entities(question: str) -> list[str]:
@@ -306,7 +337,6 @@ class FeatureJudge:
         self.vocabulary_share = vocabulary_share
         self.use_titles = use_titles
         self.evidence_k = evidence_k
-        self._w = self.weights.vector()
 
     def judge(
         self,
@@ -319,7 +349,8 @@ class FeatureJudge:
         if not candidates:
             return JudgeResult({}, JudgeUsage())
         rows, detail = self._pass_two(question, candidates, evidence)
-        probs = _sigmoid(rows @ self._w + self.weights.bias)
+        w, bias = self.weights.blended(float(detail["dense_scale"]))
+        probs = _sigmoid(rows @ w + bias)
         return JudgeResult(
             probabilities={c.chunk_id: float(p) for c, p in zip(candidates, probs)},
             usage=JudgeUsage(),
@@ -366,7 +397,8 @@ class FeatureJudge:
             dense_scale=dense_scale,
         )
         rows = feature_rows(question, candidates, evidence=(), cos_evidence=cos_q, **common)
-        first = rows @ self._w + self.weights.bias
+        w, bias = self.weights.blended(dense_scale)
+        first = rows @ w + bias
         order = np.argsort(-first, kind="stable")
         accepted = list(evidence) + [
             candidates[i] for i in order[: self.evidence_k] if candidates[i] not in evidence
@@ -381,7 +413,7 @@ class FeatureJudge:
             "evidence": [e.chunk_id for e in accepted],
             "use_titles": use_titles,
             "cosines": cos_q is not None,
-            "dense_scale": round(dense_scale, 4),
+            "dense_scale": dense_scale,
             "weights": self.weights.source,
         }
         if degraded:

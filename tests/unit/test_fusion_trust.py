@@ -95,7 +95,8 @@ def test_assess_splits_the_weights_by_the_dense_share() -> None:
     assert t.weights["sag2"] == pytest.approx(2 * (1 - share))
     assert t.weights["title"] == 0.25  # neither embedding nor judged: as configured
     assert t.judge_holds is (share < 0.5)
-    assert set(t.reasons) == {"sag2", "dense"}
+    assert set(t.reasons) == {"sag2", "dense", "title"}
+    assert t.reasons["title"] == "title path: its configured weight"
     assert "reads 1.00 of the query" in t.reasons["dense"]
 
 
