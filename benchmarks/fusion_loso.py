@@ -44,7 +44,7 @@ from hybridsag.tuning import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from fit_judge import DEFAULT_SETS, find_shared, resolve_set  # noqa: E402
+from fit_judge import DEFAULT_SETS, SET_WEIGHTS, find_shared, resolve_set  # noqa: E402
 
 KINDS = {"sag2": "judged", "dense": "embedding", "bm25": "lexical", "title": "title"}
 OLD_WEIGHTS = {"bm25": 1.0, "sag2": 1.0, "dense": 0.5, "title": 0.25}
@@ -52,6 +52,12 @@ OLD_WEIGHTS = {"bm25": 1.0, "sag2": 1.0, "dense": 0.5, "title": 0.25}
 MODEL_SIGNALS = tuple(n for n in SIGNAL_NAMES if n != "reads")
 
 Runs = dict[str, list]
+#: The paths a default search runs.
+SEARCH_PATHS = ("sag2", "dense", "title")
+
+
+def only(runs: Runs, paths: Sequence[str]) -> Runs:
+    return {p: h for p, h in runs.items() if p in paths}
 
 
 def sim_runs(q: CapturedQuery, judge: JudgeFit, views: Mapping) -> Runs:
@@ -68,27 +74,29 @@ def per_query_ndcg(ranked: Sequence[str], gold: frozenset[str]) -> float:
     return metrics_for(list(ranked), gold)["ndcg@10"]
 
 
-def fit_trust(
-    sets: Sequence[tuple[CapturedSet, JudgeFit]], *, l2: float = 1.0
-) -> TrustModel:
-    """Logistic model of "dense's order beats the judged path's" per query, each query weighed by
-    how much the two differ in nDCG@10, each set weighing the same."""
+def _fit_pairwise(
+    sets: Sequence[tuple[CapturedSet, JudgeFit]], other: str, *, l2: float, gate: bool,
+    names: Sequence[str] = MODEL_SIGNALS,
+) -> np.ndarray:
+    """Logistic coefficients (bias last) of "path ``other``'s order beats the judged path's"
+    per query, each query weighed by how much the two differ in nDCG@10 (and, with ``gate``,
+    by the share of it the embedder reads), each set weighing the same."""
     xs, ys, ws = [], [], []
     for captured, judge in sets:
         rows, labels, weights = [], [], []
         for q in captured.queries:
             runs = sim_runs(q, judge, captured.views)
-            if not runs.get("dense"):
+            if not runs.get(other):
                 continue
-            nd = per_query_ndcg(resource_ranking(runs["dense"], captured.views), q.gold)
+            no = per_query_ndcg(resource_ranking(runs[other], captured.views), q.gold)
             ns = per_query_ndcg(resource_ranking(runs["sag2"], captured.views), q.gold)
-            if abs(nd - ns) < 1e-9:
+            if abs(no - ns) < 1e-9:
                 continue
-            sig = trust_signals(runs, KINDS, q.facts)
-            rows.append([sig[n] for n in MODEL_SIGNALS])
-            labels.append(1.0 if nd > ns else 0.0)
-            weights.append(abs(nd - ns))
-        if not rows:
+            sig = trust_signals(only(runs, (*SEARCH_PATHS, "bm25")), KINDS, q.facts)
+            rows.append([sig[n] for n in names])
+            labels.append(1.0 if no > ns else 0.0)
+            weights.append(abs(no - ns) * (sig["reads"] if gate else 1.0))
+        if not rows or not sum(weights):
             continue
         w = np.asarray(weights)
         xs.append(np.asarray(rows))
@@ -96,21 +104,24 @@ def fit_trust(
         ws.append(w / w.sum())
     x, y = np.vstack(xs), np.concatenate(ys)
     sw = np.concatenate(ws) * len(y) / len(ws)
-    coef = fit_logistic(x, y, l2=l2, sample_weight=sw)
+    return fit_logistic(x, y, l2=l2, sample_weight=sw)
+
+
+def fit_trust(sets: Sequence[tuple[CapturedSet, JudgeFit]], *, l2: float = 1.0) -> TrustModel:
+    """The trust model: "dense beats the judge" (queries weighed by the share the embedder
+    reads, as the model's share is gated by it) and "plain BM25 beats the judge"."""
+    dense = _fit_pairwise(sets, "dense", l2=l2, gate=True)
+    lexical = _fit_pairwise(sets, "bm25", l2=l2, gate=False, names=SIGNAL_NAMES)
     return TrustModel(
-        coefficients={n: round(float(c), 4) for n, c in zip(MODEL_SIGNALS, coef[:-1])},
-        bias=round(float(coef[-1]), 4),
+        coefficients={n: round(float(c), 4) for n, c in zip(MODEL_SIGNALS, dense[:-1])},
+        bias=round(float(dense[-1]), 4),
+        lexical_coefficients={n: round(float(c), 4) for n, c in zip(SIGNAL_NAMES, lexical[:-1])},
+        lexical_bias=round(float(lexical[-1]), 4),
         source="fitted",
     )
 
 
 Choice = Callable[[CapturedQuery, Runs, Mapping], list]
-#: The paths a default search runs.
-SEARCH_PATHS = ("sag2", "dense", "title")
-
-
-def only(runs: Runs, paths: Sequence[str]) -> Runs:
-    return {p: h for p, h in runs.items() if p in paths}
 
 
 def choices(model: TrustModel) -> dict[str, Choice]:
@@ -130,8 +141,10 @@ def choices(model: TrustModel) -> dict[str, Choice]:
     def trusted(method: str, norm: str = "minmax", hold: float = 0.5, k: float = 10.0,
                 base: Mapping[str, float] | None = None,
                 paths: Sequence[str] = SEARCH_PATHS) -> Choice:
-        m = TrustModel(model.coefficients, model.bias, judge_hold_below=hold, source=model.source)
-        weights = dict(base or {"sag2": 1.0, "dense": 1.0, "title": 0.25})
+        m = TrustModel(model.coefficients, model.bias, judge_hold_below=hold, source=model.source,
+                       lexical_coefficients=model.lexical_coefficients,
+                       lexical_bias=model.lexical_bias)
+        weights = dict(base or {"sag2": 1.0, "dense": 1.0, "title": 0.25, "bm25": 1.0})
 
         def run(q: CapturedQuery, runs: Runs, views: Mapping) -> list:
             runs = only(runs, paths)
@@ -140,16 +153,21 @@ def choices(model: TrustModel) -> dict[str, Choice]:
                         judge_order=True, method=method, normalisation=norm, trust=t)
         return run
 
+    with_bm25 = (*SEARCH_PATHS, "bm25")
     return {
         "old defaults (rrf, judge order)": old,
         "rrf, no judge order": plain("rrf"),
         "convex minmax, no judge order": plain("convex"),
         "trust + rrf k10": trusted("rrf"),
-        "trust + rrf k60": trusted("rrf", k=60.0),
         "trust + convex minmax": trusted("convex"),
         "trust + convex zscore": trusted("convex", "zscore"),
         "trust + convex minmax, hold<0.3": trusted("convex", hold=0.3),
-        "trust + convex minmax, hold<0.7": trusted("convex", hold=0.7),
+        "trust3 (+bm25) + rrf k10": trusted("rrf", paths=with_bm25),
+        "trust3 (+bm25) + rrf k60": trusted("rrf", k=60.0, paths=with_bm25),
+        "trust3 (+bm25) + convex minmax": trusted("convex", paths=with_bm25),
+        "trust3 (+bm25) + convex zscore": trusted("convex", "zscore", paths=with_bm25),
+        "trust3 (+bm25) + convex minmax, hold<0.3": trusted("convex", hold=0.3, paths=with_bm25),
+        "trust3 (+bm25) + convex minmax, hold<0.7": trusted("convex", hold=0.7, paths=with_bm25),
     }
 
 
@@ -168,7 +186,8 @@ def score_set(
             hits = runs.get(name) if name != "bm25" else q.runs.get("bm25")
             singles[name].append((resource_ranking(hits or [], views)[:10], q.gold))
         t0 = time.perf_counter()
-        assess(runs, KINDS, q.facts, weights={"sag2": 1.0, "dense": 1.0}, model=model)
+        assess(runs, KINDS, q.facts, weights={"sag2": 1.0, "dense": 1.0, "bm25": 1.0},
+               model=model)
         trust_ms += (time.perf_counter() - t0) * 1000
         for name, fn in ch.items():
             r = old_runs = runs
@@ -183,6 +202,16 @@ def score_set(
         {k: mean_metrics(v) for k, v in fused.items()},
         trust_ms / max(len(captured.queries), 1),
     )
+
+
+def model_json(model: TrustModel) -> dict:
+    return {
+        "coefficients": dict(model.coefficients),
+        "bias": model.bias,
+        "lexical_coefficients": dict(model.lexical_coefficients),
+        "lexical_bias": model.lexical_bias,
+        "judge_hold_below": model.judge_hold_below,
+    }
 
 
 def _fmt(m: Mapping[str, float]) -> str:
@@ -211,11 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["| held-out set | run | R@1 | R@2 | R@5 | R@10 | nDCG@10 | gap R@10 | gap nDCG |",
              "|---|---|---|---|---|---|---|---|---|"]
     worst: dict[str, float] = {}
-    all_judge = fit_judge(dev)
+    mean_gap: dict[str, float] = {}
+    all_judge = fit_judge(dev, set_weights=SET_WEIGHTS)
     folds: list[tuple[CapturedSet, JudgeFit, TrustModel]] = []
     for i, held in enumerate(dev):
         others = [s for j, s in enumerate(dev) if j != i]
-        judge = fit_judge(others)
+        judge = fit_judge(others, set_weights=SET_WEIGHTS)
         model = fit_trust([(s, judge) for s in others])
         folds.append((held, judge, model))
     all_model = fit_trust([(s, all_judge) for s in dev])
@@ -233,14 +263,19 @@ def main(argv: list[str] | None = None) -> int:
             gnd = 100 * (m["ndcg@10"] - best_nd)
             lines.append(f"| {held.name} | {name} | {_fmt(m)} | {g10:+.1f} | {gnd:+.1f} |")
             worst[name] = min(worst.get(name, 0.0), g10, gnd)
+            if held.name not in {c.name for c in checks}:
+                mean_gap[name] = mean_gap.get(name, 0.0) + (g10 + gnd) / (2 * len(dev))
         sys.stdout.write("\n".join(lines[-(len(singles) + len(fused)):]) + "\n")
         sys.stdout.flush()
-    summary = ["", "| choice | worst gap to the best single path (R@10 or nDCG@10) |", "|---|---|"]
-    summary += [f"| {k} | {v:+.1f} |" for k, v in sorted(worst.items(), key=lambda kv: -kv[1])]
+    summary = ["", "| choice | worst gap to the best single path (R@10 or nDCG@10, every "
+               "held-out set and check) | mean gap over the held-out sets |", "|---|---|---|"]
+    summary += [
+        f"| {k} | {v:+.1f} | {mean_gap.get(k, 0.0):+.2f} |"
+        for k, v in sorted(worst.items(), key=lambda kv: (-kv[1], -mean_gap.get(kv[0], 0.0)))
+    ]
     summary.append("")
     summary.append(f"trust step: {np.median(timings):.3f} ms a query (median over sets)")
-    summary.append("trust model fitted on all dev sets: " + json.dumps(
-        {"coefficients": dict(all_model.coefficients), "bias": all_model.bias}))
+    summary.append("trust model fitted on all dev sets: " + json.dumps(model_json(all_model)))
     text = "\n".join(lines + summary) + "\n"
     sys.stdout.write("\n".join(summary) + "\n")
     if args.report:
@@ -249,8 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                                + text, "utf-8")
     if args.write_model:
         args.write_model.write_text(json.dumps(
-            {"coefficients": dict(all_model.coefficients), "bias": all_model.bias,
-             "fitted_on": [s.name for s in dev]}, indent=2) + "\n", "utf-8")
+            {**model_json(all_model), "fitted_on": [s.name for s in dev]}, indent=2) + "\n",
+            "utf-8")
     return 0
 
 

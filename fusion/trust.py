@@ -65,6 +65,9 @@ SIGNAL_NAMES: tuple[str, ...] = (
     "judge_margin",
     "judge_yes",
     "agreement",
+    "lexical_z",
+    "lexical_agreement",
+    "judge_next_hop",
     "reads",
     "terms_in_index",
     "idf",
@@ -90,12 +93,14 @@ class QueryFacts:
 
 @dataclass(frozen=True, slots=True)
 class TrustModel:
-    """A logistic model of "the embedding path's order is the better one for this query".
+    """Two logistic models: "the embedding path's order is the better one for this query" and
+    "the plain lexical path's order beats the judged path's".
 
-    ``coefficients`` maps names of :data:`SIGNAL_NAMES` to weights (a missing name weighs 0);
+    ``coefficients`` map names of :data:`SIGNAL_NAMES` to weights (a missing name weighs 0);
     ``dense_share = sigmoid(bias + sum(coef * signal)) * reads``, clamped to
-    ``[floor, ceiling]``. ``judge_hold_below``: the judge's order holds while the share stays
-    below it. ``source`` says where the numbers came from (shown by explain)."""
+    ``[floor, ceiling]``; ``lexical_share = sigmoid(lexical_bias + sum(lexical_coef *
+    signal))`` (the default bias of -50 keeps it at 0). ``judge_hold_below``: the judge's order
+    holds while both shares stay below it. ``source`` says where the numbers came from."""
 
     coefficients: Mapping[str, float]
     bias: float
@@ -103,14 +108,21 @@ class TrustModel:
     ceiling: float = 1.0
     judge_hold_below: float = 0.5
     source: str = "hand-set"
+    lexical_coefficients: Mapping[str, float] = field(default_factory=dict)
+    lexical_bias: float = -50.0
 
     def __post_init__(self) -> None:
-        unknown = set(self.coefficients) - set(SIGNAL_NAMES)
+        unknown = (set(self.coefficients) | set(self.lexical_coefficients)) - set(SIGNAL_NAMES)
         if unknown:
             raise ValueError(
                 f"unknown trust signals {sorted(unknown)}; valid: {', '.join(SIGNAL_NAMES)}"
             )
-        for name, value in (*self.coefficients.items(), ("bias", self.bias)):
+        for name, value in (
+            *self.coefficients.items(),
+            *self.lexical_coefficients.items(),
+            ("bias", self.bias),
+            ("lexical_bias", self.lexical_bias),
+        ):
             if not math.isfinite(value):
                 raise ValueError(f"trust coefficient {name!r} must be finite, got {value!r}")
         if not 0.0 <= self.floor <= self.ceiling <= 1.0:
@@ -120,8 +132,47 @@ class TrustModel:
             )
 
 
-#: The shipped model. Placeholder until fitted.
-DEFAULT_TRUST_MODEL = TrustModel(coefficients={"dense_z": 1.0, "judge_top": -4.0}, bias=0.0)
+#: The shipped model: fitted by ``benchmarks/fusion_loso.py --write-model`` on the captured runs
+#: of musique100, pycode, cmrc2018 (first 500 questions), manpages-en and manpages-ru with the
+#: shipped judge (never on 2wiki); ``judge_hold_below`` 0.7 is the leave-one-set-out choice
+#: (benchmarks/results/fusion_loso.md).
+DEFAULT_TRUST_MODEL = TrustModel(
+    coefficients={
+        "dense_z": 0.2886,
+        "dense_margin": 0.4703,
+        "judge_top": 0.2241,
+        "judge_margin": -1.5768,
+        "judge_yes": 0.4025,
+        "agreement": 2.4443,
+        "lexical_z": -0.3302,
+        "lexical_agreement": 0.2307,
+        "judge_next_hop": 0.086,
+        "terms_in_index": -0.0457,
+        "idf": -1.2289,
+        "capitalised": 0.0325,
+        "words": -0.0269,
+    },
+    bias=-1.6034,
+    lexical_coefficients={
+        "dense_z": 0.0588,
+        "dense_margin": -0.6327,
+        "judge_top": 1.1742,
+        "judge_margin": -0.6825,
+        "judge_yes": 0.2343,
+        "agreement": 0.4822,
+        "lexical_z": -0.0372,
+        "lexical_agreement": 0.3218,
+        "judge_next_hop": 0.5427,
+        "reads": -0.8383,
+        "terms_in_index": -1.7977,
+        "idf": -1.1912,
+        "capitalised": -0.1502,
+        "words": -0.4868,
+    },
+    lexical_bias=1.9101,
+    judge_hold_below=0.7,
+    source="fitted on musique100, pycode, cmrc2018, manpages-en, manpages-ru",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +224,14 @@ def trust_signals(
     j_top = probs[0] if probs else 0.0
     j_margin = probs[0] - probs[1] if len(probs) > 1 else 0.0
     j_yes = sum(p >= 0.5 for p in probs[:10]) / 10.0
-    agreement = 0.0
+    lexical = [h for p, hits in runs.items() if kinds.get(p) == "lexical" for h in hits]
+    judged_top = set(_top_ids(judged, 10))
+    agreement = lexical_agreement = 0.0
     if dense and judged:
-        agreement = len(set(_top_ids(dense, 10)) & set(_top_ids(judged, 10))) / 10.0
+        agreement = len(set(_top_ids(dense, 10)) & judged_top) / 10.0
+    if lexical and judged:
+        lexical_agreement = len(set(_top_ids(lexical, 10)) & judged_top) / 10.0
+    next_hop = sum(h.next_hop for h in sorted(judged, key=lambda h: h.rank)[:10]) / 10.0
     reads = 1.0 if facts.embedder_reads is None else facts.embedder_reads
     return {
         "dense_z": d_z,
@@ -184,6 +240,9 @@ def trust_signals(
         "judge_margin": j_margin,
         "judge_yes": j_yes,
         "agreement": agreement,
+        "lexical_z": list_stats(lexical)[2],
+        "lexical_agreement": lexical_agreement,
+        "judge_next_hop": next_hop,
         "reads": reads,
         "terms_in_index": facts.terms_in_index,
         "idf": facts.idf,
@@ -203,10 +262,11 @@ def assess(
     """Weigh the paths of one query (see the module docstring).
 
     ``weights`` are the configured per-path weights; the embedding path gets
-    ``weights[it] * 2 * dense_share`` and the judged path ``weights[it] * 2 * (1 -
-    dense_share)`` (so an even share keeps the configured weights), every other path keeps its
-    own. Without both an embedding and a judged path among the runs, the configured weights
-    are returned as they are and the judge's order holds.
+    ``weights[it] * 2 * dense_share``, a lexical path ``weights[it] * 2 * (1 - dense_share) *
+    lexical_share`` and the judged path ``weights[it] * 2 * (1 - dense_share) * (1 -
+    lexical_share)`` (so an even split keeps the configured weights); the title path and any
+    other keep their own. Without a judged path and an embedding or lexical one among the runs,
+    the configured weights are returned as they are and the judge's order holds.
 
     Example:
         >>> from hybridsag.fusion.types import Hit
@@ -220,27 +280,45 @@ def assess(
     signals = trust_signals(runs, kinds, facts)
     dense_paths = [p for p in runs if kinds.get(p) == "embedding"]
     judged_paths = [p for p in runs if kinds.get(p) == "judged"]
+    lexical_paths = [p for p in runs if kinds.get(p) == "lexical"]
     out = {p: float(weights.get(p, 1.0)) for p in runs}
-    if not dense_paths or not judged_paths:
+    if not judged_paths or not (dense_paths or lexical_paths):
         return Trust(out, True, 0.0, signals, {})
-    z = model.bias + math.fsum(
-        model.coefficients.get(name, 0.0) * value for name, value in signals.items()
-    )
-    share = _sigmoid(z) * min(1.0, max(0.0, signals["reads"]))
-    share = min(model.ceiling, max(model.floor, share))
-    holds = share < model.judge_hold_below
+    share = 0.0
+    if dense_paths:
+        z = model.bias + math.fsum(
+            model.coefficients.get(name, 0.0) * value for name, value in signals.items()
+        )
+        share = _sigmoid(z) * min(1.0, max(0.0, signals["reads"]))
+        share = min(model.ceiling, max(model.floor, share))
+    lex_share = 0.0
+    if lexical_paths:
+        zl = model.lexical_bias + math.fsum(
+            model.lexical_coefficients.get(name, 0.0) * value for name, value in signals.items()
+        )
+        lex_share = _sigmoid(zl)
+    holds = share < model.judge_hold_below and lex_share < model.judge_hold_below
+    judged_share = (1.0 - share) * (1.0 - lex_share)
     reasons: dict[str, str] = {}
     for p in dense_paths:
         out[p] = out[p] * 2.0 * share
         reasons[p] = (
             f"embedding path trusted {share:.2f}: reads {signals['reads']:.2f} of the query, "
             f"top z {signals['dense_z']:.2f}, margin {signals['dense_margin']:.3f}, "
-            f"agreement {signals['agreement']:.1f}"
+            f"agreement with the judge {signals['agreement']:.1f}"
+        )
+    for p in lexical_paths:
+        out[p] = out[p] * 2.0 * (1.0 - share) * lex_share
+        reasons[p] = (
+            f"lexical path trusted {(1 - share) * lex_share:.2f}: top z "
+            f"{signals['lexical_z']:.2f}, agreement with the judge "
+            f"{signals['lexical_agreement']:.1f}, {signals['judge_next_hop'] * 10:.0f} of the "
+            f"judge's top 10 found by a next-hop query"
         )
     for p in judged_paths:
-        out[p] = out[p] * 2.0 * (1.0 - share)
+        out[p] = out[p] * 2.0 * judged_share
         reasons[p] = (
-            f"judged path trusted {1 - share:.2f}: judge top {signals['judge_top']:.2f}, "
+            f"judged path trusted {judged_share:.2f}: judge top {signals['judge_top']:.2f}, "
             f"margin {signals['judge_margin']:.2f}, {signals['judge_yes'] * 10:.0f} of its "
             f"top 10 accepted; its order {'holds' if holds else 'does not hold'}"
         )

@@ -141,7 +141,7 @@ class FusionSettings(_Section):
     k: float = Field(10.0, ge=1.0, le=1000.0)
     depth: int = Field(100, ge=1, le=10_000)
     weights: dict[str, float] = Field(
-        default_factory=lambda: {"bm25": 1.0, "sag2": 1.0, "dense": 0.5, "title": 0.25}
+        default_factory=lambda: {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 0.25}
     )
     pin_exact_titles: int = Field(3, ge=0, le=100)
     strict_identifiers: bool = False
@@ -153,7 +153,7 @@ class FusionSettings(_Section):
     judge_order: bool = True
     #: the fusion function: "rrf" (weighted Reciprocal Rank Fusion) or "convex" (a weighted sum
     #: of per-query normalised scores, Bruch, Gai and Ingber, TOIS 2023)
-    method: Literal["rrf", "convex"] = "rrf"
+    method: Literal["rrf", "convex"] = "convex"
     #: how "convex" normalises each path's scores per query
     normalisation: Literal["minmax", "zscore"] = "minmax"
     #: the per-query trust step (hybridsag.fusion.trust): it weighs the embedding path against
@@ -222,10 +222,11 @@ class JudgeSettings(_Section):
     name: str = "features"
     on_failure: Literal["degrade", "raise"] = "degrade"
     cross_encoder_path: Path | None = None
-    #: the features judge's weights: "musique" (the default) is the logistic fit on musique100's
-    #: training questions that ships in the package; "hand-set" (or None) the weights written
-    #: down before any measurement; anything else a JSON file from scripts/fit_judge.py
-    weights_file: Path | None = Path("musique")
+    #: the features judge's weights: "default" is the leave-one-set-out-checked fit of
+    #: scripts/fit_judge.py on several dev sets that ships in the package; "musique" the earlier
+    #: fit on musique100 alone; "hand-set" (or None) the weights written down before any
+    #: measurement; anything else a JSON file from scripts/fit_judge.py
+    weights_file: Path | None = Path("default")
     jev: JevSettings = JevSettings()
 
 
@@ -245,7 +246,7 @@ class Sag2Settings(_Section):
 class SearchSettings(_Section):
     top_k: int = Field(10, ge=1, le=1000)
     #: path names from the path registry (checked when the parts are built)
-    paths: tuple[str, ...] = ("sag2", "dense", "title")
+    paths: tuple[str, ...] = ("sag2", "dense", "title", "bm25")
     include_stale: bool = False
 
 

@@ -77,7 +77,9 @@ def query_facts(parts: Parts, query: str, *, dense: bool = True) -> QueryFacts:
 def load_trust_model(path: Path | None) -> TrustModel:
     """The trust model of ``fusion.trust_model``: ``None`` gives the one that ships
     (:data:`~hybridsag.fusion.DEFAULT_TRUST_MODEL`), else a JSON file ``{"coefficients":
-    {signal: weight}, "bias": b, "judge_hold_below": t?, "floor": f?, "ceiling": c?}``.
+    {signal: weight}, "bias": b, "lexical_coefficients": {...}?, "lexical_bias": b?,
+    "judge_hold_below": t?, "floor": f?, "ceiling": c?}`` (as benchmarks/fusion_loso.py
+    ``--write-model`` writes it).
 
     Raises:
         ConfigError: the file is missing, is not JSON of that shape, or names an unknown signal
@@ -97,6 +99,10 @@ def load_trust_model(path: Path | None) -> TrustModel:
             ceiling=float(data.get("ceiling", 1.0)),
             judge_hold_below=float(data.get("judge_hold_below", 0.5)),
             source=str(p),
+            lexical_coefficients={
+                str(k): float(v) for k, v in data.get("lexical_coefficients", {}).items()
+            },
+            lexical_bias=float(data.get("lexical_bias", -50.0)),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"fusion.trust_model {p}: {type(exc).__name__}: {exc}") from None

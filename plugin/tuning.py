@@ -103,6 +103,8 @@ def capture_set(
     from hybridsag.trust import query_facts
 
     ds = load_dataset(folder, limit=limit)
+    if limit is not None and limit >= len(load_dataset(folder).queries):
+        limit = None  # the whole set: the same capture
     key = hashlib.sha256(
         f"{CAPTURE_VERSION}|{ds.digest}|{limit}|{depth}|{','.join(FEATURE_NAMES)}".encode()
     ).hexdigest()[:16]
@@ -252,17 +254,20 @@ def resource_ranking(hits: Sequence[Any], views: Mapping[str, ChunkView]) -> lis
     return list(dict.fromkeys(views[h.chunk_id].resource_id for h in hits if h.chunk_id in views))
 
 
-def judge_rows(captured: CapturedSet) -> tuple[np.ndarray, np.ndarray]:
-    """The captured pools' feature rows and labels (1 when the passage's resource is gold)."""
-    xs, ys = [], []
+def judge_rows(captured: CapturedSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The captured pools' feature rows, labels (1 when the passage's resource is gold) and the
+    share of each row's question that the embedder reads (1.0 when unknown)."""
+    xs, ys, rs = [], [], []
     for q in captured.queries:
         if not q.pool_ids:
             continue
         xs.append(q.pool_x)
         ys.append([1.0 if _resource(c, captured.views) in q.gold else 0.0 for c in q.pool_ids])
+        reads = q.facts.embedder_reads
+        rs.append(np.full(len(q.pool_ids), 1.0 if reads is None else min(1.0, max(0.0, reads))))
     if not xs:
-        return np.zeros((0, len(FEATURE_NAMES))), np.zeros(0)
-    return np.vstack(xs), np.concatenate([np.asarray(y) for y in ys])
+        return np.zeros((0, len(FEATURE_NAMES))), np.zeros(0), np.zeros(0)
+    return np.vstack(xs), np.concatenate([np.asarray(y) for y in ys]), np.concatenate(rs)
 
 
 def _resource(chunk_id: str, views: Mapping[str, ChunkView]) -> str:
@@ -296,17 +301,26 @@ def fit_logistic(
     return w
 
 
-def fit_judge(sets: Sequence[CapturedSet], *, l2: float = 1.0) -> JudgeFit:
-    """Judge weights fitted on the captured pools of ``sets``, each set weighing the same in
-    the fit (a row weighs inversely to its set's row count): ``full`` on the rows as captured,
-    ``lexical`` on the same rows with every dense column at zero."""
-    parts = [judge_rows(s) for s in sets]
-    parts = [(x, y) for x, y in parts if len(y)]
+def fit_judge(
+    sets: Sequence[CapturedSet],
+    *,
+    l2: float = 1.0,
+    set_weights: Mapping[str, float] | None = None,
+) -> JudgeFit:
+    """Judge weights fitted on the captured pools of ``sets``, each set weighing
+    ``set_weights[name]`` (1.0 when not given) in the fit whatever its size (a row weighs
+    inversely to its set's row count): ``full`` on the rows as captured,
+    each also weighed by the share of its question the embedder reads (the judge uses these
+    weights in that proportion), ``lexical`` on all the rows with every dense column at zero."""
+    named = [(s.name, judge_rows(s)) for s in sets]
+    parts = [p for _n, p in named if len(p[1])]
+    share = [(set_weights or {}).get(n, 1.0) for n, p in named if len(p[1])]
     x = np.vstack([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
-    mean_rows = len(y) / len(parts)
-    sw = np.concatenate([np.full(len(p[1]), mean_rows / len(p[1])) for p in parts])
-    full = fit_logistic(x, y, l2=l2, sample_weight=sw)
+    reads = np.concatenate([p[2] for p in parts])
+    sw = np.concatenate([np.full(len(p[1]), w / len(p[1])) for p, w in zip(parts, share)])
+    sw *= len(y) / sw.sum()
+    full = fit_logistic(x, y, l2=l2, sample_weight=sw * reads)
     x_lex = x.copy()
     x_lex[:, [i for i, n in enumerate(FEATURE_NAMES) if n in DENSE_FEATURES]] = 0.0
     lexical = fit_logistic(x_lex, y, l2=l2, sample_weight=sw)

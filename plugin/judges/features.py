@@ -20,12 +20,17 @@ Two passes: pass 1 scores without bridge features and takes the top ``evidence_k
 accepted evidence (beside any evidence the caller passes); pass 2 adds the bridge features. A
 logistic squash ``1 / (1 + exp(-(w . x + b)))`` turns the score into the probability.
 
-The settings' default weights (``judge.weights_file = "musique"``) are the logistic-regression
-fit of ``scripts/fit_judge.py`` on musique100's training questions, shipped as
-``judge_weights_musique.json``; on sets never used for fitting they beat the hand-set weights
-(``DEFAULT_WEIGHTS``, written down before any measurement, ``judge.weights_file = "hand-set"``).
-A team fits its own with ``scripts/fit_judge.py`` on a labelled set and points
-``judge.weights_file`` at the JSON file.
+The settings' default weights (``judge.weights_file = "default"``, shipped as
+``judge_weights.json``) are the logistic-regression fit of ``scripts/fit_judge.py`` on several
+heterogeneous dev sets (multi-hop, code, Chinese, English and Russian definition lookup; never
+2wiki), checked leave-one-set-out; the candidate's dense rank and cosines enter normalised per
+query (ranks and z-scores), so their scale is the same for any corpus and model. A second set,
+``lexical_weights``, fitted with the dense columns at zero, judges a question the embedding model
+cannot read; the two are blended by the share it reads. ``"musique"`` is the earlier fit on
+musique100 alone (raw cosines), ``"hand-set"`` the weights written down before any measurement
+(``DEFAULT_WEIGHTS``). A team fits its own with ``scripts/fit_judge.py`` on labelled sets and
+points ``judge.weights_file`` at the JSON file; a file of an older feature list still loads
+(the features it lacks weigh 0), one naming an unknown feature is refused with the valid names.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ __all__ = [
     "FEATURE_NAMES",
     "FeatureJudge",
     "FeatureWeights",
+    "PACKAGED_WEIGHTS",
     "build",
     "extract_entities",
     "feature_rows",
@@ -111,6 +117,14 @@ _SENTENCE_START_STOP = frozenset(
 )
 
 
+#: The weight files that ship in the package, by the name ``judge.weights_file`` gives them:
+#: (file, source as reported).
+PACKAGED_WEIGHTS: dict[str, tuple[str, str]] = {
+    "default": ("judge_weights.json", "packaged multi-set fit"),
+    "musique": ("judge_weights_musique.json", "packaged musique fit"),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class FeatureWeights:
     """The judge's weights by feature name (``"bias"`` too) and where they came from.
@@ -144,14 +158,20 @@ class FeatureWeights:
 
 
 def load_weights(path: Path | str | None) -> FeatureWeights:
-    """Weights from a JSON file ``{"weights": {name: value, ..., "bias": b}}``; ``None`` or
-    ``"hand-set"`` gives the hand-set defaults; ``"musique"`` the fitted file shipped with the
-    package (the settings' default)."""
+    """Weights from a JSON file ``{"weights": {name: value, ..., "bias": b},
+    "lexical_weights": {...}?}``; ``None`` or ``"hand-set"`` gives the hand-set defaults;
+    ``"default"`` (the settings' default) and ``"musique"`` the fitted files shipped with the
+    package (:data:`PACKAGED_WEIGHTS`).
+
+    Raises:
+        ConfigError: a missing file, an unknown feature name (the valid ones are listed), or
+            lexical weights on an embedding feature.
+    """
     if path is None or str(path) == "hand-set":
         return FeatureWeights(DEFAULT_WEIGHTS, "hand-set")
-    if str(path) == "musique":
-        text = resources.files("hybridsag.judges").joinpath("judge_weights_musique.json").read_text()
-        source = "packaged musique fit"
+    if str(path) in PACKAGED_WEIGHTS:
+        name, source = PACKAGED_WEIGHTS[str(path)]
+        text = resources.files("hybridsag.judges").joinpath(name).read_text()
     else:
         p = Path(path)
         if not p.is_file():
