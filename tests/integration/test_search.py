@@ -153,14 +153,14 @@ def _keys(data: Any) -> set[str]:
 def test_every_result_explains_each_contributing_path(cars: HybridSearch) -> None:
     hs = cars
     resp = hs.search(CAR_QUERY)
-    assert resp.paths == ("sag2", "dense", "title") and not resp.degraded
+    assert resp.paths == ("sag2", "dense", "title", "bm25") and not resp.degraded
     assert [r.rank for r in resp.results] == list(range(1, len(resp.results) + 1))
     assert len(resp.results) == len(CARS)
     for result in resp.results:
         assert result.paths, result
         terms = []
         for name, entry in result.paths.items():
-            assert name in ("sag2", "dense", "title")
+            assert name in ("sag2", "dense", "title", "bm25")
             assert isinstance(entry["rank"], int) and entry["rank"] >= 1
             assert isinstance(entry["raw_score"], float) and math.isfinite(entry["raw_score"])
             assert entry["rrf_term"] == 1.0 / (K + entry["rank"])
@@ -222,7 +222,7 @@ def test_timings_per_path_fusion_and_total(
 ) -> None:
     hs = cars
     resp = hs.search(CAR_QUERY, paths=paths)
-    names = paths or ["sag2", "dense", "title"]
+    names = paths or ["sag2", "dense", "title", "bm25"]
     assert set(resp.timings) == {f"{n}_ms" for n in names} | {"fusion_ms", "total_ms"}
     assert all(isinstance(v, float) and v >= 0.0 for v in resp.timings.values())
     assert resp.timings["total_ms"] >= max(resp.timings[f"{n}_ms"] for n in names)
