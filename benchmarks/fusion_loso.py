@@ -9,7 +9,7 @@ scored on it with :func:`hybridsag.fusion.fuse`, the function a search runs. 2wi
 a check set: scored with the models fitted on all dev sets, never fitted on.
 
     python benchmarks/fusion_loso.py --report benchmarks/results/fusion_loso.md \\
-        [--check ../shared/data/2wiki] [--write-model plugin/trust_model.json]
+        [--check SHARED/2wiki] [--write-model my_trust.json]
 
 The table gives, per held-out set, R@1/2/5/10 and nDCG@10 of each path alone (sag2 with the
 held-out judge) and of each fusion choice, and the gap of each choice to the best single path

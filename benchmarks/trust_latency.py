@@ -4,7 +4,7 @@ index and the embedder, then :func:`hybridsag.fusion.assess`), on an index ``hyb
 built (``<out>/index``), over a set's questions.
 
     python benchmarks/trust_latency.py --index /tmp/x/eval/pycode/index \\
-        --data ../shared/data/pycode --limit 200
+        --data SHARED/pycode --limit 200
 
 Prints the median and p95 in ms, and the same for the fusion step and the whole search.
 """

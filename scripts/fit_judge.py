@@ -85,7 +85,8 @@ def resolve_set(spec: str, shared: Path) -> Path:
 
 
 def find_shared(given: Path | None) -> Path:
-    """The shared data folder: ``given``, else ``../shared/data`` or ``../../shared/data``."""
+    """The shared data folder: ``given``, else the ``shared/data`` folder one or two levels
+    above the working directory (where a checkout sits beside the project's shared data)."""
     if given is not None:
         return given
     for p in (Path("../shared/data"), Path("../../shared/data")):
