@@ -143,6 +143,8 @@ def convex(
     if limit is not None:
         scored = scored[:limit]
     return [
-        FusedHit(chunk_id=cid, rank=i, score=score, contributions=tuple(contributions[cid]))
+        FusedHit(
+            chunk_id=cid, rank=i, score=score, contributions=tuple(contributions[cid]), rrf_rank=i
+        )
         for i, (score, _best, cid) in enumerate(scored, start=1)
     ]

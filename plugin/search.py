@@ -84,7 +84,8 @@ class SearchResult:
     rules: tuple[str, ...]
     why: tuple[str, ...]
     stale: bool = False
-    #: the position RRF gave the chunk before the rules moved it (``score`` follows this one)
+    #: the position fusion (convex or RRF) gave the chunk before the rules moved it (``score``
+    #: follows this one)
     rrf_rank: int = 0
     #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
     text_truncated: bool = False
