@@ -380,6 +380,8 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.evaluation import format_table, run_eval
 
     settings = _settings(args)
+    if args.compare or args.grid:
+        return _cmd_eval_compare(args, settings, out)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
     common = dict(
@@ -419,6 +421,13 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
         out.write(format_table(summary) + "\n")
         out.write(f"reports written to {summary['out']}\n")
     return 0
+
+
+def _cmd_eval_compare(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
+    """``eval --compare`` and ``eval --grid`` (hybridsag.ab)."""
+    from hybridsag.ab.cli import cmd_compare
+
+    return cmd_compare(args, settings, out, _progress_factory(not args.quiet))
 
 
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
@@ -491,6 +500,13 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
         for c in checks:
             out.write(f"[{'ok' if c['ok'] else 'FAIL':>4}] {c['check']}: {c['detail']}\n")
     return 0 if ok else 1
+
+
+def _add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    """eval's --compare and --grid flags (hybridsag.ab)."""
+    from hybridsag.ab.cli import add_compare_arguments
+
+    add_compare_arguments(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -579,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report folder (default <data-dir>/eval/<dataset>)")
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _add_compare_arguments(p)
     p.set_defaults(fn=cmd_eval)
 
     p = sub.add_parser("doctor", help="check settings, store, models and Milvus")

@@ -551,3 +551,35 @@ def format_table(summary: Mapping[str, Any]) -> str:
             cells.append(f"{v * 100:>10.2f}%" if c.startswith(("recall", "mrr", "ndcg")) else f"{v:>11.1f}")
         lines.append(f"{name:<8}" + "".join(cells))
     return "\n".join(lines)
+
+
+# -- shared with the paired comparisons of hybridsag.ab (eval --compare, --grid) ----------------
+
+
+def open_eval_index(
+    settings: Settings,
+    ds: Dataset,
+    out: Path,
+    *,
+    needs_dense: bool,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """Index ``ds`` into a fresh store under ``out/index`` as :func:`run_eval` does (passage
+    mode; with ``needs_dense`` also the cached embeddings and vectors); returns the open
+    HybridSearch, which the caller closes, and the index figures."""
+    return _open_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
+
+
+def uses_vectors(names: Iterable[str]) -> bool:
+    """Whether any of these paths reads the dense index or the passage vectors."""
+    return _use_vectors(names)
+
+
+def ranked_resources(hits: Iterable[Any]) -> list[str]:
+    """The resource ids of a path's hits, in rank order, each once (what eval scores)."""
+    return _dedupe_resources([_resource_of(h) for h in hits])
+
+
+def eval_versions() -> dict[str, str]:
+    """Python's and the main packages' versions, as config.json records them."""
+    return _versions()
