@@ -183,7 +183,8 @@ def _split(
         c["p_bonferroni"] is not None and c["p_bonferroni"] < alpha for c in comparisons.values()
     ) and all(len(rr[n]) >= min_queries for n in names)
     tied = stats[leader]["mrr"]["mean"] == stats[runner]["mrr"]["mean"]
-    winner = None if tied or not impressions else leader
+    unseen = any(stats[n]["queries"] == 0 for n in names)
+    winner = None if tied or unseen else leader
     per_question = []
     for question, arms in by_question.items():
         if arms.get(leader) and arms.get(runner):
@@ -205,7 +206,10 @@ def _split(
             running.append([i, _r(diff) or 0.0])
     best = comparisons[f"{leader} vs {runner}"]
     if winner is None:
-        summary = f"no arm leads yet over {len(impressions)} queries"
+        summary = (
+            f"no arm leads yet over {len(impressions)} queries"
+            + (" (an arm has none yet)" if unseen else "")
+        )
     else:
         p = best["p_bonferroni"]
         summary = (
