@@ -2,7 +2,8 @@
 
 Per arm: the queries it answered, its click-through rate (share of its queries with a click;
 Wilson 95% interval, via ``scipy.stats.binomtest``) and the mean reciprocal rank of clicks
-(1/position of the first click, 0 for a query without one; Student-t 95% interval).
+(1/position of the first click, 0 for a query without one; Student-t 95% interval, clipped to
+[0, 1]).
 
 - ``split``: the arm with the highest MRR of clicks leads; it is compared with every other arm
   by Welch's t-test on the per-query reciprocal ranks (``scipy.stats.ttest_ind``), p-values
@@ -141,6 +142,8 @@ def build_report(
 def _arm_stats(rr: Sequence[float], credited: Sequence[int]) -> dict[str, Any]:
     clicked = sum(1 for c in credited if c > 0)
     mrr = _mean_ci(rr)
+    if mrr["ci95"] is not None:  # a reciprocal rank lies in [0, 1]; so does its mean
+        mrr["ci95"] = [max(0.0, mrr["ci95"][0]), min(1.0, mrr["ci95"][1])]
     return {
         "queries": len(rr),
         "clicks": sum(credited),
