@@ -1,19 +1,36 @@
 """The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
 
 Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value, a
-token the service refused). Settings come from the environment / ``.env`` / TOML (see
-:mod:`hybridsag.settings`); ``--data-dir`` overrides the data dir. With ``--server URL`` (or
-``HYBRIDSAG_SERVER__URL``) search, index --jsonl, delete, reconcile and audit are sent to a
-running ``hybridsag serve`` instead of running in-process.
+token the service refused), 130 interrupted (Ctrl-C; ``eval`` writes the results of what ran
+first). Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`);
+``--data-dir`` overrides the data dir. With ``--server URL`` (or ``HYBRIDSAG_SERVER__URL``) search,
+index --jsonl, delete, reconcile and audit are sent to a running ``hybridsag serve`` instead of
+running in-process. Every error is one line on stderr, never a traceback.
+
+Logging is set up here and nowhere in the library: records go to stderr as one line each (no
+traceback). By default only hybridsag's own errors are shown (what a command could not do is its
+one-line error anyway); ``-v`` shows warnings of every library, ``-vv`` info, ``-vvv`` debug with
+tracebacks. pymilvus' own stderr handlers (set up when it is imported) are removed so its records
+follow the same rule, and gRPC's C core is told to stay quiet (``GRPC_VERBOSITY=NONE`` unless set)
+before it loads: its keepalive ``GOAWAY ... too_many_pings`` lines, pymilvus' ``failed to get
+mvccTs`` warnings and the in-process Milvus Lite server's ``Method not implemented`` errors are
+noise to a person at a terminal; ``--json`` output is on stdout, never mixed with them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
+import logging
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TextIO
 
 from hybridsag import __version__
@@ -25,9 +42,9 @@ from hybridsag.writer import IngestProgress
 
 __all__ = [
     "COMMANDS_GROUP",
+    "INTERRUPTED",
     "IngestBars",
     "build_parser",
-    "format_search",
     "main",
     "print_json",
     "service_client",
@@ -40,6 +57,8 @@ __all__ = [
 #: pyproject.toml). The core CLI never imports those packages by name, so the dependency points
 #: from them to it (tests/unit/test_layering.py).
 COMMANDS_GROUP = "hybridsag.commands"
+#: Exit code of a command stopped with Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
 
 
 def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], None]]:
@@ -60,18 +79,37 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
     return factory
 
 
-def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
-    from hybridsag.settings import Settings
-    from pydantic import ValidationError
+def _overrides(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
+    """Settings given on the command line (``--data-dir``, ``--server``) over ``overrides``."""
+    out = dict(overrides)
+    data_dir = getattr(args, "data_dir", None)
+    if data_dir is not None:
+        out["data_dir"] = Path(data_dir)
+    server = getattr(args, "server", None)
+    if server:
+        out["server"] = {**out.get("server", {}), "url": server}
+    return out
 
-    if getattr(args, "data_dir", None):
-        overrides["data_dir"] = Path(args.data_dir)
-    if getattr(args, "server", None):
-        overrides.setdefault("server", {})["url"] = args.server
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid settings: {exc}") from exc
+
+def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
+    """The settings (ConfigError for a bad one), path and judge names checked against their
+    registries before anything is opened."""
+    from hybridsag.components import check_names
+    from hybridsag.config import load_settings
+
+    settings = load_settings(_overrides(args, **overrides), origin="command line")
+    check_names(settings)
+    return settings
+
+
+def _require_index(settings: Any) -> None:
+    """A command that only reads an index refuses a data dir that holds none, instead of
+    creating an empty store there (a mistyped ``--data-dir`` must not look like 0 results)."""
+    if not settings.sqlite_path.is_file():
+        raise InputError(
+            f"no index at {settings.data_dir.resolve()} (it holds no {settings.sqlite_path.name}): "
+            "check --data-dir / HYBRIDSAG_DATA_DIR, or build one with `hybridsag index PATH`"
+        )
 
 
 def _print_json(obj: Any, out: TextIO) -> None:
@@ -239,7 +277,9 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.search import HybridSearch
 
-    with HybridSearch(_settings(args)) as hs:
+    settings = _settings(args)
+    _require_index(settings)
+    with HybridSearch(settings) as hs:
         rows = hs.list_resources(
             tenant=args.tenant, status=args.status, prefix=args.prefix, limit=args.limit
         )
@@ -261,7 +301,9 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.search import HybridSearch
 
-    with HybridSearch(_settings(args)) as hs:
+    settings = _settings(args)
+    _require_index(settings)
+    with HybridSearch(settings) as hs:
         detail = hs.get_resource(args.resource_id)
     if detail is None:
         raise InputError(f"no such resource: {args.resource_id!r}")
@@ -306,51 +348,63 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
     return flt
 
 
-def format_search(resp: dict[str, Any], out: TextIO) -> None:
-    """Write a search response (``SearchResponse.as_dict()``) as the CLI shows it."""
-    out.write(
-        f"{len(resp['results'])} results for {resp['query']!r} via {', '.join(resp['paths'])} "
-        f"in {resp['timings'].get('total_ms', 0):.1f} ms\n"
-    )
-    if resp["degraded"]:
-        for name, why in resp["reasons"].items():
-            out.write(f"  degraded: {name}: {why}\n")
-    for r in resp["results"]:
-        where = f"{r['resource_id']}:{r['start_line']}-{r['end_line']}"
-        head = f" [{r['heading_path']}]" if r["heading_path"] else ""
-        out.write(
-            f"\n{r['rank']:>2}. {r['title'] or r['resource_id']}{head}  "
-            f"({where}, score {r['score']:.4f})\n"
-        )
-        snippet = " ".join(r["text"].split())
-        out.write(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}\n")
-        out.write(f"    why: {'; '.join(r['why'])}\n")
 
 
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.render import render_response
+    from hybridsag.search import HybridSearch, SearchResponse
+
     settings = _settings(args)
-    paths = [p.strip() for p in args.paths.split(",")] if args.paths else None
     options: dict[str, Any] = dict(
         top_k=args.k,
-        paths=paths,
         filters=_filters(args),
         include_stale=args.include_stale,
         judge_order=args.judge_order,
     )
     client = service_client(settings)
+    terms: list[str] = []
     if client is not None:
+        paths = [p.strip() for p in args.paths.split(",")] if args.paths else None
         with client:
-            resp = client.search(args.query, **options)
+            data = client.search(args.query, paths=paths, **options)
+        if args.json:
+            _print_json(data, out)
+            return 0
+        resp = SearchResponse.from_dict(data)
+        startup_ms = None
     else:
-        from hybridsag.search import HybridSearch
-
+        _require_index(settings)
         with HybridSearch(settings) as hs:
-            resp = hs.search(args.query, **options).as_dict()
-    if args.json:
-        _print_json(resp, out)
-    else:
-        format_search(resp, out)
+            names = hs.resolve_paths(args.paths)
+            warm = hs.warm(names, query=args.query)
+            startup_ms = round((time.perf_counter() - args.started) * 1000, 3)
+            resp = hs.search(args.query, paths=names, **options)
+            terms = [] if args.json else hs.components.lexical.query_terms(resp.query)
+        if args.json:
+            data = resp.as_dict()
+            # start-up (imports, settings, model load, Milvus open, paths built) is its own
+            # stage, so that startup_ms + total_ms is the command's wall time up to the output
+            before = round(startup_ms - sum(warm.values()), 3)
+            data["stages"]["startup"] = {"imports_and_settings_ms": before, **warm}
+            wall_ms = round((time.perf_counter() - args.started) * 1000, 3)
+            data["timings"] = {"startup_ms": startup_ms, **data["timings"], "wall_ms": wall_ms}
+            _print_json(data, out)
+            return 0
+    color = bool(getattr(out, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
+    width = _terminal_width()
+    out.write(
+        render_response(
+            resp, terms=terms, color=color, brief=args.brief, width=width, startup_ms=startup_ms
+        )
+    )
     return 0
+
+
+def _terminal_width() -> int:
+    """The terminal's width (80 when unknown), at most 120."""
+    import shutil
+
+    return min(shutil.get_terminal_size((80, 24)).columns, 120)
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
@@ -367,6 +421,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     else:
         from hybridsag.search import HybridSearch
 
+        _require_index(settings)
         with HybridSearch(settings) as hs:
             done = hs.delete(args.resource_id)
     if args.json:
@@ -420,25 +475,29 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(format_table(summary) + "\n")
         out.write(f"reports written to {summary['out']}\n")
+    if "partial" in summary:
+        sys.stderr.write(
+            f"hybridsag: interrupted: partial results of what ran written to {summary['out']}\n"
+        )
+        return INTERRUPTED
     return 0
 
 
-def _cmd_eval_compare(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
-    """``eval --compare`` and ``eval --grid`` (hybridsag.ab)."""
-    from hybridsag.ab.cli import cmd_compare
-
-    return cmd_compare(args, settings, out, _progress_factory(not args.quiet))
-
-
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
-    """Check settings, store, tokenizer, model files and Milvus; exit 1 if anything failed.
-    Nothing is embedded and no model is loaded: the model check looks for its files and the
-    index meta, the Milvus check opens the dense index from the recorded dimension."""
+    """Check settings, store, judge, model files and Milvus; exit 1 if anything failed.
+    Lists the settings in effect and where each came from (secrets masked). Nothing is
+    embedded and no embedding model is loaded: the model check looks for its files and the
+    index meta, the Milvus check opens the dense index from the recorded dimension; the judge
+    is built as a search builds it (a cross-encoder judge loads its model)."""
+    from hybridsag.config import setting_origins, settings_table
+
     checks: list[dict[str, Any]] = []
 
     def check(name: str, fn: Callable[[], str]) -> None:
         try:
             checks.append({"check": name, "ok": True, "detail": fn()})
+        except HybridSagError as exc:
+            checks.append({"check": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
         except Exception as exc:  # noqa: BLE001 - doctor reports every failure
             checks.append({"check": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
 
@@ -446,7 +505,11 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
     def settings_ok() -> str:
         state["settings"] = _settings(args)
-        return f"data dir {state['settings'].data_dir.resolve()}"
+        state["table"] = settings_table(
+            state["settings"], setting_origins(_overrides(args), origin="command line")
+        )
+        changed = sum(1 for row in state["table"] if row["origin"] != "default")
+        return f"data dir {state['settings'].data_dir.resolve()}; {changed} set, the rest defaults"
 
     check("settings", settings_ok)
     if "settings" in state:
@@ -464,6 +527,10 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             )
 
         check("store", store_ok)
+
+        def judge_ok() -> str:
+            judge = state["parts"].judge()
+            return f"{s.judge.name} ({type(judge).__name__}); on failure: {s.judge.on_failure}"
 
         def model_ok() -> str:
             from hybridsag.embedder import resolve_model
@@ -490,23 +557,114 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             return f"{where}: collection {s.milvus.collection}, {index.count()} vectors"
 
         if "parts" in state:
+            check("judge", judge_ok)
             check("embedding model", model_ok)
             check("milvus", milvus_ok)
             state["parts"].close()
     ok = all(c["ok"] for c in checks)
+    table = state.get("table", [])
     if args.json:
-        _print_json({"ok": ok, "checks": checks}, out)
-    else:
-        for c in checks:
-            out.write(f"[{'ok' if c['ok'] else 'FAIL':>4}] {c['check']}: {c['detail']}\n")
+        _print_json({"ok": ok, "checks": checks, "settings": table}, out)
+        return 0 if ok else 1
+    for c in checks:
+        out.write(f"[{'ok' if c['ok'] else 'FAIL':>4}] {c['check']}: {c['detail']}\n")
+    shown = table if args.all_settings else [r for r in table if r["origin"] != "default"]
+    if table:
+        title = "settings in effect" if args.all_settings else "settings not at their default"
+        out.write(f"\n{title} (--all-settings lists every one):\n" if shown else "")
+        for row in shown:
+            value = json.dumps(row["value"], ensure_ascii=False, default=str)
+            out.write(f"  {row['key']} = {value}  [{row['origin']}]\n")
+        if not shown:
+            out.write("\nevery setting is at its default (--all-settings lists them)\n")
     return 0 if ok else 1
 
 
-def _add_compare_arguments(p: argparse.ArgumentParser) -> None:
-    """eval's --compare and --grid flags (hybridsag.ab)."""
-    from hybridsag.ab.cli import add_compare_arguments
+def _floats(text: str | None, flag: str) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: expected comma-separated numbers") from None
 
-    add_compare_arguments(p)
+
+def _add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    """The eval flags of paired comparisons and the grid."""
+    p.add_argument(
+        "--compare",
+        metavar="A,B[,C...]",
+        help="paired comparison of arms on the same questions: a path (sag2, dense, ...), "
+        "fused, a path set (sag2+dense), options (fused:k=30,dense=1.0,rounds=2,"
+        "judge_order=false), a settings file (*.toml) or a TREC run (*.trec); needs "
+        "hybridsag[ab]",
+    )
+    p.add_argument(
+        "--stat-test",
+        choices=("student", "fisher"),
+        default="student",
+        help="--compare's paired test (ranx): paired t-test or Fisher's randomization test",
+    )
+    p.add_argument("--alpha", type=float, default=0.05, help="--compare's significance level")
+    p.add_argument(
+        "--grid",
+        action="store_true",
+        help="sweep RRF k, path weights and sag2 rounds for the --fuse paths; print the table",
+    )
+    p.add_argument("--grid-k", help="--grid's RRF k values (default 10,30,60,100)")
+    p.add_argument("--grid-weights", help="--grid's weights per path (default 0,0.25,...,4)")
+    p.add_argument("--grid-rounds", help="--grid's sag2 rounds (default 0,1,2)")
+
+
+def _cmd_eval_compare(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
+    """``eval --compare`` and ``eval --grid`` (hybridsag.ab.offline)."""
+    from hybridsag.ab.offline import compare_arms, format_compare, format_grid, grid_search
+
+    progress = _progress_factory(not args.quiet)
+    if args.compare and args.grid:
+        raise InputError("--compare and --grid are separate runs: give one")
+    out_dir = Path(args.out) if args.out else None
+    if args.compare:
+        if not 0 < args.alpha < 0.5:
+            raise InputError(f"--alpha {args.alpha} must be in (0, 0.5)")
+        summary = compare_arms(
+            settings,
+            Path(args.data),
+            args.compare,
+            limit=args.limit,
+            out=out_dir,
+            stat_test=args.stat_test,
+            alpha=args.alpha,
+            progress=progress,
+        )
+        text = format_compare(summary)
+    else:
+        fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
+        options: dict[str, Any] = {}
+        if (ks := _floats(args.grid_k, "--grid-k")) is not None:
+            options["ks"] = ks
+        if (ws := _floats(args.grid_weights, "--grid-weights")) is not None:
+            if 1.0 not in ws:
+                raise InputError("--grid-weights must include 1 (weights are relative)")
+            options["weights"] = ws
+        if (rs := _floats(args.grid_rounds, "--grid-rounds")) is not None:
+            options["rounds"] = tuple(int(r) for r in rs)
+        summary = grid_search(
+            settings,
+            Path(args.data),
+            fuse=fuse,
+            limit=args.limit,
+            out=out_dir,
+            progress=progress,
+            **options,
+        )
+        text = format_grid(summary)
+    if args.json:
+        _print_json(summary, out)
+    else:
+        out.write(text + "\n")
+        out.write(f"reports written to {summary['out']}\n")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -518,6 +676,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="send search, index --jsonl, delete, reconcile and audit to a running service "
         "(default: HYBRIDSAG_SERVER__URL; token from HYBRIDSAG_SERVER__CLIENT_TOKEN)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log to stderr: -v warnings, -vv info, -vvv debug with tracebacks (default: errors)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -568,7 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep what the SAG2 judge scored in its order (default: fusion.judge_order); "
         "--no-judge-order lets the other paths re-vote",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="everything, internals included, as JSON")
+    p.add_argument("--brief", action="store_true", help="one line per result, no snippet")
     p.set_defaults(fn=cmd_search)
 
     p = sub.add_parser("delete", help="delete a resource on every path")
@@ -598,8 +764,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare_arguments(p)
     p.set_defaults(fn=cmd_eval)
 
-    p = sub.add_parser("doctor", help="check settings, store, models and Milvus")
+    p = sub.add_parser(
+        "doctor", help="check settings, store, judge, models and Milvus; show the settings"
+    )
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--all-settings", action="store_true", help="list every setting, defaults included"
+    )
     p.set_defaults(fn=cmd_doctor)
 
     _register_extensions(sub)
@@ -608,29 +779,136 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input)."""
+    started = time.perf_counter()
     out = out or sys.stdout
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a bad flag (2)
         return int(exc.code or 0)
+    args.started = started
+    _configure_logging(args.verbose)
     try:
         return int(args.fn(args, out))
     except InputError as exc:
-        sys.stderr.write(f"hybridsag: error: {exc}\n")
+        sys.stderr.write(f"hybridsag: error: {_one_line(exc)}\n")
         return 2
     except AuthError as exc:
         sys.stderr.write(f"hybridsag: refused: {exc}\n")
         return 2
     except ConfigError as exc:
-        sys.stderr.write(f"hybridsag: configuration error: {exc}\n")
+        sys.stderr.write(f"hybridsag: configuration error: {_one_line(exc)}\n")
         return 2
     except HybridSagError as exc:
-        sys.stderr.write(f"hybridsag: failed: {exc}\n")
+        sys.stderr.write(f"hybridsag: failed: {_one_line(exc)}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write("hybridsag: interrupted\n")
-        return 1
+        return INTERRUPTED
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+# ------------------------------------------------------------------------------------- logging
+
+_LEVELS = (logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG)
+_HANDLER: logging.Handler | None = None
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (tests swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
+class _OneLineFormatter(logging.Formatter):
+    """``hybridsag: warning: <logger>: <message>`` on one line; tracebacks only when asked."""
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = " ".join(record.getMessage().split())
+        text = f"hybridsag: {record.levelname.lower()}: {record.name}: {line}"
+        if self.tracebacks and record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def _configure_logging(verbosity: int) -> None:
+    """The CLI's logging (see the module docstring); safe to call again (tests run ``main``
+    many times in one process)."""
+    global _HANDLER
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # read by gRPC's C core when it loads
+    level = _LEVELS[min(max(verbosity, 0), len(_LEVELS) - 1)]
+    root = logging.getLogger()
+    if _HANDLER is None:
+        _HANDLER = _StderrHandler()
+        root.addHandler(_HANDLER)
+    _HANDLER.setLevel(level)
+    _HANDLER.setFormatter(_OneLineFormatter(tracebacks=level <= logging.DEBUG))
+    _HANDLER.filters = [] if verbosity > 0 else [_own_records]
+    if root.level > level:
+        root.setLevel(level)
+    if "pymilvus" in sys.modules:
+        _own_pymilvus_logs()
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport("pymilvus", _own_pymilvus_logs))
+
+
+def _own_records(record: logging.LogRecord) -> bool:
+    """Only hybridsag's own records (the default, without ``-v``)."""
+    return record.name == "hybridsag" or record.name.startswith("hybridsag.")
+
+
+def _own_pymilvus_logs() -> None:
+    """pymilvus gives its loggers their own stderr handlers when it is imported; take them
+    away so its records go through the CLI's handler like everyone's."""
+    for name in list(logging.root.manager.loggerDict):
+        if name == "pymilvus" or name.startswith("pymilvus."):
+            logger = logging.getLogger(name)
+            for handler in list(logger.handlers):
+                logger.removeHandler(handler)
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``then`` once, right after the top-level module ``name`` has been executed."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name = name
+        self.then = then
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # once; the usual finders locate the module
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            self.then()
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
 
-__all__ = ["Components", "Once"]
+__all__ = ["Components", "Once", "check_names"]
 
 T = TypeVar("T")
 
@@ -104,7 +104,7 @@ class Components:
     ) -> None:
         self.settings = settings
         s = settings
-        _check_names(s)
+        check_names(s)
         try:
             s.data_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -320,7 +320,7 @@ def _memo(embedder: Embedder) -> Embedder:
     return embedder if isinstance(embedder, QueryMemo) else QueryMemo(embedder)
 
 
-def _check_names(s: Settings) -> None:
+def check_names(s: Settings) -> None:
     """Path and judge names in the settings must be registered (ConfigError names the bad one)."""
     try:
         check_path_names(s.search.paths, where="search.paths")

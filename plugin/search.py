@@ -28,6 +28,7 @@ from hybridsag.query import validate_query
 from hybridsag.settings import Settings
 from hybridsag.sources import SourceErrors, count_lines, iter_jsonl
 from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord
+from hybridsag.tokenizer import has_cjk
 from hybridsag.writer import (
     Document,
     IngestProgress,
@@ -81,11 +82,24 @@ class SearchResult:
     rules: tuple[str, ...]
     why: tuple[str, ...]
     stale: bool = False
+    #: the position RRF gave the chunk before the rules moved it (``score`` follows this one)
+    rrf_rank: int = 0
+    #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
+    text_truncated: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["paths"] = {k: dict(v) for k, v in self.paths.items()}
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
+        """The result :meth:`as_dict` wrote (the service's JSON); unknown keys are ignored."""
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        values["rules"] = tuple(values.get("rules", ()))
+        values["why"] = tuple(values.get("why", ()))
+        return cls(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +192,20 @@ class SearchResponse:
             "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
             "results": [r.as_dict() for r in self.results],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResponse:
+        """The response :meth:`as_dict` wrote (the service's JSON), to render it as in-process."""
+        return cls(
+            query=data["query"],
+            results=tuple(SearchResult.from_dict(r) for r in data.get("results", ())),
+            timings=dict(data.get("timings", {})),
+            paths=tuple(data.get("paths", ())),
+            degraded=bool(data.get("degraded", False)),
+            reasons=dict(data.get("reasons", {})),
+            usage=dict(data.get("usage", {})),
+            stages=dict(data.get("stages", {})),
+        )
 
 
 def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
@@ -438,6 +466,49 @@ class HybridSearch:
             raise QueryError("no retrieval path enabled")
         return tuple(dict.fromkeys(chosen))
 
+    def warm(
+        self, paths: Sequence[str] | str | None = None, *, query: str = ""
+    ) -> dict[str, float]:
+        """Build now what a search over ``paths`` needs, so that its first search pays no
+        start-up: jieba's dictionary when ``query`` holds Han text, the Milvus index when a path
+        needs the dense side, the embedding model when that path can run or a path reads the
+        passage vectors (a judge embeds the query), then every path (and its judge). Returns
+        the milliseconds of each step (``tokenizer_ms``, ``model_ms``, ``milvus_ms``,
+        ``paths_ms``). A part that cannot be built is left for the search to report: it
+        degrades there as it would have without this call. QueryError for an unknown path."""
+        names = self.resolve_paths(paths)
+        parts = self.components
+        spent: dict[str, float] = {}
+        if has_cjk(query):
+            spent["tokenizer_ms"] = round(parts.tokenizer.warm() * 1000, 3)
+        t0 = time.perf_counter()
+        dense = any(PATHS[name].needs_dense for name in names)
+        vectors = parts.dense_enabled and any(PATHS[name].reads_vectors for name in names)
+        milvus_ok = True
+        if dense:
+            try:  # opens Milvus (loads the model only when no dimension is recorded)
+                parts.dense_index()
+            except HybridSagError:
+                milvus_ok = False  # the dense path fails in the search and says why
+            t1 = time.perf_counter()
+            spent["milvus_ms"] = round((t1 - t0) * 1000, 3)
+            t0 = t1
+        if (dense and milvus_ok) or vectors:  # the query embedding (a judge reads it too)
+            try:
+                parts.embedder().dimension  # noqa: B018 - loads the model
+            except HybridSagError:
+                pass
+            t1 = time.perf_counter()
+            spent["model_ms"] = round((t1 - t0) * 1000, 3)
+            t0 = t1
+        for name in names:
+            try:
+                parts.retriever(name)
+            except HybridSagError:
+                pass
+        spent["paths_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        return spent
+
     def run_path(self, name: str, query: str, *, limit: int, filters: Filters) -> PathResult:
         """Run one path alone (validated query), as eval does."""
         return self.components.retriever(name).retrieve(query, limit=limit, filters=filters)
@@ -493,7 +564,9 @@ class HybridSearch:
             stale = _is_stale(resources[rec.resource_id])
             if stale and not include_stale:
                 continue
-            results.append(self._result(len(results) + 1, f, rec, stale, explain))
+            results.append(
+                self._result(len(results) + 1, f, rec, stale, explain, s.search.max_text_chars)
+            )
             if len(results) >= top_k:
                 break
         timings["total_ms"] = round((time.perf_counter() - t_start) * 1000, 3)
@@ -562,7 +635,7 @@ class HybridSearch:
         resources = store.resources(r.resource_id for r in records.values())
         # chunks and resources are two reads: a resource deleted between them is simply gone
         views = {
-            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
+            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text, r.ordinal)
             for cid, r in records.items()
             if (res := resources.get(r.resource_id)) is not None and filters.allows(res)
         }
@@ -578,7 +651,7 @@ class HybridSearch:
 
     @staticmethod
     def _result(
-        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool
+        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool, max_text: int
     ) -> SearchResult:
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
@@ -614,7 +687,7 @@ class HybridSearch:
             resource_id=rec.resource_id,
             title=rec.title,
             heading_path=rec.heading_path,
-            text=rec.text,
+            text=rec.text[:max_text],
             start_line=rec.start_line,
             end_line=rec.end_line,
             byte_start=rec.byte_start,
@@ -626,6 +699,8 @@ class HybridSearch:
             rules=fused.rules,
             why=tuple(why),
             stale=stale,
+            rrf_rank=fused.rrf_rank,
+            text_truncated=len(rec.text) > max_text,
         )
 
 

@@ -493,6 +493,9 @@ class Writer:
             mode=mode or self.chunking.mode,
             target_chars=self.chunking.target_chars,
             overlap_chars=self.chunking.overlap_chars,
+            max_chars=self.chunking.max_chars,
+            max_lines=self.chunking.max_lines,
+            min_chars=self.chunking.min_chars,
         )
         lex = self.lexical
         return _Prepared(

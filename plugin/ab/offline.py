@@ -40,6 +40,7 @@ from hybridsag.evaluation import (
     metrics_for,
     open_eval_index,
     ranked_resources,
+    skipped_line,
     uses_vectors,
 )
 from hybridsag.paths import PATHS
@@ -423,6 +424,7 @@ def compare_arms(
     summary = {
         "dataset": ds.name,
         "questions": len(ds.queries),
+        "skipped": {"count": len(ds.skipped), "ids": dict(ds.skipped)},
         "arms_order": list(runs),
         "index": info,
         **stats,
@@ -449,6 +451,8 @@ def format_compare(summary: Mapping[str, Any]) -> str:
         f"tests, alpha {summary['alpha']}; paired bootstrap 95% CI "
         f"({summary['bootstrap']['resamples']} resamples)"
     ]
+    if (line := skipped_line(summary)) is not None:
+        lines.append(line)
     width = max(12, *(len(a) + 2 for a in summary["arms"]))
     head = f"{'arm':<{width}}" + "".join(f"{SHORT[m]:>10}" for m in METRICS) + f"{'p50 ms':>10}"
     lines += [head, "-" * len(head)]

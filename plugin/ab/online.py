@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from hybridsag.ab.events import EventStore, make_event_store
 from hybridsag.ab.interleave import coin_seed, team_draft
-from hybridsag.errors import InputError, NotFoundError
+from hybridsag.errors import ConfigError, InputError, NotFoundError
+from hybridsag.paths import check_path_names, check_weights
 from hybridsag.settings import ArmSettings, ExperimentSettings, Settings
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ __all__ = [
     "Experiments",
     "FEEDBACK_KINDS",
     "assign_arm",
+    "check_arms",
     "unit_point",
 ]
 
@@ -80,6 +82,17 @@ def assign_arm(experiment: ExperimentSettings, unit: str) -> ArmSettings:
     return experiment.arms[-1]
 
 
+def check_arms(experiment: ExperimentSettings) -> None:
+    """Every arm's paths and weights name registered paths (ValueError names the experiment,
+    the arm and the bad name)."""
+    for arm in experiment.arms:
+        where = f"experiment {experiment.name!r}, arm {arm.name!r}"
+        if arm.paths is not None:
+            check_path_names(arm.paths, where=f"{where}: paths")
+        if arm.weights is not None:
+            check_weights(arm.weights, where=f"{where}: weights")
+
+
 def _unit_hash(unit: str) -> str:
     """What the log keeps of a caller's id: a hash, never the id itself."""
     return hashlib.sha256(unit.encode()).hexdigest()[:16]
@@ -105,10 +118,16 @@ class Experiments:
     """The experiments of a deployment over an :class:`EventStore` (see the module docstring).
 
     Safe to share between threads. ``store`` defaults to the one ``ab.event_store`` names; a
-    store given here is not closed by :meth:`close`.
+    store given here is not closed by :meth:`close`. ConfigError when an experiment of the
+    settings names an unknown path (:func:`check_arms`).
     """
 
     def __init__(self, settings: Settings, *, store: EventStore | None = None) -> None:
+        for e in settings.ab.experiments:
+            try:
+                check_arms(e)
+            except ValueError as exc:
+                raise ConfigError(f"ab.experiments: {exc}") from None
         self.settings = settings
         self._owns_store = store is None
         self.store: EventStore = store if store is not None else make_event_store(settings)
@@ -161,7 +180,13 @@ class Experiments:
 
     def define(self, definition: ExperimentSettings) -> ExperimentState:
         """Add an experiment (logged, so it survives a restart); InputError when the name is
-        taken."""
+        taken or an arm names an unknown path."""
+        try:
+            check_arms(definition)
+        except ValueError as exc:
+            err = InputError(str(exc))
+            err.loc = ["body", "arms"]  # type: ignore[attr-defined]
+            raise err from None
         with self._lock:
             if definition.name in self._states:
                 err = InputError(f"an experiment named {definition.name!r} already exists")

@@ -50,6 +50,7 @@ from hybridsag.errors import (
 from hybridsag.paths import path_names
 from hybridsag.query import validate_query
 from hybridsag.search import HybridSearch
+from hybridsag.service import experiments, ui
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.limits import BodyLimit, Gate, GateTimeout
 from hybridsag.service.metrics import CONTENT_TYPE, ServiceMetrics
@@ -759,9 +760,7 @@ def create_app(
     app.include_router(api)
     if reconciler is not None:
         app.include_router(ops)
-    from hybridsag.service import experiments, ui  # they import this module's dependencies
-
-    app.include_router(experiments.router)
+    app.include_router(experiments.build_router(prefix=API_PREFIX, reader=reader, admin=admin))
     app.include_router(ui.router)
     _install_handlers(app)
     _install_metrics(app)

@@ -12,7 +12,7 @@ from hybridsag.cli import IngestBars
 from hybridsag.search import HybridSearch
 
 # the CLI runner and the autouse lexical-only environment of the CLI tests
-from tests.integration.test_cli import _lexical_only, run  # noqa: F401
+from tests.cli_support import lexical_only, run  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -150,7 +150,8 @@ def test_toml_loads_as_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     target.write_text(TOML.read_text(encoding="utf-8"), encoding="utf-8")
     monkeypatch.setenv("HYBRIDSAG_CONFIG", str(target))
     loaded = Settings(_env_file=None).model_dump()
-    monkeypatch.setenv("HYBRIDSAG_CONFIG", str(tmp_path / "absent.toml"))
+    monkeypatch.delenv("HYBRIDSAG_CONFIG")
+    monkeypatch.chdir(tmp_path)  # no config/hybridsag.toml here: every setting at its default
     assert loaded == Settings(_env_file=None).model_dump()
 
 
