@@ -151,6 +151,10 @@ def test_define_interleave_start_stop_and_report(url: str, settings: Settings) -
         assert c.post("/v1/experiments", json=exp).status_code == 422  # the name is taken
         bad = {**exp, "name": "il-2", "arms": exp["arms"] * 2}
         assert c.post("/v1/experiments", json=bad).status_code == 422
+        bad = {**exp, "name": "il-2", "arms": [{"name": "x", "paths": ["nopath"]}, exp["arms"][1]]}
+        r = c.post("/v1/experiments", json=bad)
+        assert r.status_code == 422 and "unknown path 'nopath'" in r.text
+        assert r.json()["detail"][0]["loc"] == ["body", "arms"]
         for i, query in enumerate(["ReActAgent", "E-1234", "install on Linux", "release notes"]):
             r = c.post("/v1/search", json={"query": query, "user": f"u{i}", "experiment": "il-1"})
             body = r.json()

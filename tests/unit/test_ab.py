@@ -14,8 +14,9 @@ from hybridsag.ab.events import SqliteEventStore
 from hybridsag.ab.interleave import coin_seed, credit, team_draft
 from hybridsag.ab.offline import compare_runs, read_trec, write_trec
 from hybridsag.ab.report import build_report
-from hybridsag.errors import InputError, StoreError
-from hybridsag.settings import ExperimentSettings
+from hybridsag.ab.online import Experiments
+from hybridsag.errors import ConfigError, InputError, StoreError
+from hybridsag.settings import ExperimentSettings, Settings
 
 
 def test_arm_texts() -> None:
@@ -82,6 +83,20 @@ def test_credit() -> None:
     assert credit(["a", "b"], [2]) == {"b": 1}
     with pytest.raises(ValueError, match="outside"):
         credit(["a"], [2])
+
+
+def test_arms_name_registered_paths(tmp_path: Path) -> None:
+    bad = {"name": "e1", "arms": [{"name": "a", "paths": ["nopath"]}, {"name": "b"}]}
+    settings = Settings(data_dir=tmp_path / "data", ab={"experiments": [bad]})
+    with pytest.raises(ConfigError, match="experiment 'e1', arm 'a': paths"):
+        Experiments(settings)
+    assert not settings.events_path.exists()  # refused before the event store opened
+    with Experiments(Settings(data_dir=tmp_path / "data")) as exps:
+        weights = {**bad, "arms": [{"name": "a", "weights": {"nopath": 1.0}}, {"name": "b"}]}
+        with pytest.raises(InputError, match="unknown path 'nopath'"):
+            exps.define(ExperimentSettings.model_validate(weights))
+        assert exps.list() == []  # nothing logged
+        assert exps.store.events() == []
 
 
 def test_event_store_contract(tmp_path: Path) -> None:
