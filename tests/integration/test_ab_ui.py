@@ -27,6 +27,8 @@ pytestmark = pytest.mark.skipif(
     reason="no chromium on PATH: the /ui test drives Debian's chromium (apt-get install chromium; "
     ".ci/run installs it)",
 )
+#: Waits in the browser (a loaded 2-core machine answers slowly; nothing here is timed).
+TIMEOUT_MS = 120_000
 EXPERIMENT = {
     "name": "ui-il",
     "mode": "interleave",
@@ -45,7 +47,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Sett
     with HybridSearch(settings) as hs:
         hs.ingest_folder(ROOT / "samples" / "corpus")
     with running_service(settings, reconciler=False) as url:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+        with httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120
+        ) as c:
             for i, query in enumerate(["ReActAgent", "install on Linux", "release notes"]):
                 body = c.post(
                     "/v1/search", json={"query": query, "user": f"u{i}", "experiment": "ui-il"}
@@ -64,6 +68,7 @@ def test_ui_search_columns_explain_and_reports(
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(f"{url}/ui")
@@ -110,6 +115,7 @@ def test_ui_reports_a_bad_token_in_the_page(served: tuple[str, Settings]) -> Non
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
         try:
             page = browser.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
             page.goto(f"{url}/ui")
             page.fill("#token", "not-the-token-0123456789")
             page.fill("#q", "ReActAgent")
