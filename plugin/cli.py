@@ -484,6 +484,8 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.evaluation import format_table, run_eval
 
     settings = _settings(args)
+    if args.compare or args.grid:
+        return _cmd_eval_compare(args, settings, out)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
     common = dict(
@@ -638,6 +640,93 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if ok else 1
 
 
+def _floats(text: str | None, flag: str) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: expected comma-separated numbers") from None
+
+
+def _add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    """The eval flags of paired comparisons and the grid."""
+    p.add_argument(
+        "--compare",
+        metavar="A,B[,C...]",
+        help="paired comparison of arms on the same questions: a path (sag2, dense, ...), "
+        "fused, a path set (sag2+dense), options (fused:k=30,dense=1.0,rounds=2,"
+        "judge_order=false), a settings file (*.toml) or a TREC run (*.trec); needs "
+        "hybridsag[ab]",
+    )
+    p.add_argument(
+        "--stat-test",
+        choices=("student", "fisher"),
+        default="student",
+        help="--compare's paired test (ranx): paired t-test or Fisher's randomization test",
+    )
+    p.add_argument("--alpha", type=float, default=0.05, help="--compare's significance level")
+    p.add_argument(
+        "--grid",
+        action="store_true",
+        help="sweep RRF k, path weights and sag2 rounds for the --fuse paths; print the table",
+    )
+    p.add_argument("--grid-k", help="--grid's RRF k values (default 10,30,60,100)")
+    p.add_argument("--grid-weights", help="--grid's weights per path (default 0,0.25,...,4)")
+    p.add_argument("--grid-rounds", help="--grid's sag2 rounds (default 0,1,2)")
+
+
+def _cmd_eval_compare(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
+    """``eval --compare`` and ``eval --grid`` (hybridsag.ab.offline)."""
+    from hybridsag.ab.offline import compare_arms, format_compare, format_grid, grid_search
+
+    progress = _progress_factory(not args.quiet)
+    if args.compare and args.grid:
+        raise InputError("--compare and --grid are separate runs: give one")
+    out_dir = Path(args.out) if args.out else None
+    if args.compare:
+        if not 0 < args.alpha < 0.5:
+            raise InputError(f"--alpha {args.alpha} must be in (0, 0.5)")
+        summary = compare_arms(
+            settings,
+            Path(args.data),
+            args.compare,
+            limit=args.limit,
+            out=out_dir,
+            stat_test=args.stat_test,
+            alpha=args.alpha,
+            progress=progress,
+        )
+        text = format_compare(summary)
+    else:
+        fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
+        options: dict[str, Any] = {}
+        if (ks := _floats(args.grid_k, "--grid-k")) is not None:
+            options["ks"] = ks
+        if (ws := _floats(args.grid_weights, "--grid-weights")) is not None:
+            if 1.0 not in ws:
+                raise InputError("--grid-weights must include 1 (weights are relative)")
+            options["weights"] = ws
+        if (rs := _floats(args.grid_rounds, "--grid-rounds")) is not None:
+            options["rounds"] = tuple(int(r) for r in rs)
+        summary = grid_search(
+            settings,
+            Path(args.data),
+            fuse=fuse,
+            limit=args.limit,
+            out=out_dir,
+            progress=progress,
+            **options,
+        )
+        text = format_grid(summary)
+    if args.json:
+        _print_json(summary, out)
+    else:
+        out.write(text + "\n")
+        out.write(f"reports written to {summary['out']}\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybridsag", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="data dir (default: HYBRIDSAG_DATA_DIR or ./.hybridsag)")
@@ -745,6 +834,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report folder (default <data-dir>/eval/<dataset>)")
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _add_compare_arguments(p)
     p.set_defaults(fn=cmd_eval)
 
     p = sub.add_parser(

@@ -45,11 +45,15 @@ __all__ = [
     "FUSED",
     "Dataset",
     "eval_path_names",
+    "eval_versions",
     "load_dataset",
     "metrics_for",
     "open_eval_index",
+    "ranked_resources",
     "run_eval",
+    "skipped_line",
     "tune_weights",
+    "uses_vectors",
 ]
 
 KS = (1, 2, 5, 10)
@@ -250,7 +254,7 @@ def open_eval_index(
     out: Path,
     *,
     needs_dense: bool,
-    progress: Callable[[str, int], Callable[[int], None]] | None,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Index the corpus into a fresh store under ``out/index`` (passage mode); with
     ``needs_dense`` also embed (cached) and write the vectors. Returns the open HybridSearch and
@@ -646,12 +650,8 @@ def format_table(summary: Mapping[str, Any]) -> str:
             f"({summary['index'].get('embed_per_s', 'cached')} passages/s embedded), "
             f"{summary['index']['dense_bytes'] / 1e6:.1f} MB"
         )
-    skipped = summary.get("skipped") or {}
-    if skipped.get("count"):
-        ids = skipped["ids"]
-        shown = "; ".join(f"{k}: {v}" for k, v in list(ids.items())[:5])
-        more = f"; and {len(ids) - 5} more" if len(ids) > 5 else ""
-        lines.append(f"skipped {skipped['count']} before the first search ({shown}{more})")
+    if (line := skipped_line(summary)) is not None:
+        lines.append(line)
     partial = summary.get("partial")
     if partial:
         lines.append(
@@ -670,6 +670,17 @@ def format_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def skipped_line(summary: Mapping[str, Any]) -> str | None:
+    """The line naming what a summary's ``skipped`` left out (the first 5), None for nothing."""
+    skipped = summary.get("skipped") or {}
+    if not skipped.get("count"):
+        return None
+    ids = skipped["ids"]
+    shown = "; ".join(f"{k}: {v}" for k, v in list(ids.items())[:5])
+    more = f"; and {len(ids) - 5} more" if len(ids) > 5 else ""
+    return f"skipped {skipped['count']} before the first search ({shown}{more})"
+
+
 def _cells(m: Mapping[str, Any], cols: Sequence[str]) -> str:
     cells = []
     for c in cols:
@@ -681,3 +692,21 @@ def _cells(m: Mapping[str, Any], cols: Sequence[str]) -> str:
         else:
             cells.append(f"{v:>11.1f}")
     return "".join(cells)
+
+
+# -- shared with the paired comparisons of hybridsag.ab (eval --compare, --grid) ----------------
+
+
+def uses_vectors(names: Iterable[str]) -> bool:
+    """Whether any of these paths reads the dense index or the passage vectors."""
+    return _use_vectors(names)
+
+
+def ranked_resources(hits: Iterable[Any]) -> list[str]:
+    """The resource ids of a path's hits, in rank order, each once (what eval scores)."""
+    return _dedupe_resources([_resource_of(h) for h in hits])
+
+
+def eval_versions() -> dict[str, str]:
+    """Python's and the main packages' versions, as config.json records them."""
+    return _versions()

@@ -44,9 +44,12 @@ from hybridsag.agent import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.errors import ConfigError
 
 __all__ = [
+    "ABSettings",
+    "ArmSettings",
     "ChunkingSettings",
     "ConsistencySettings",
     "EmbeddingSettings",
+    "ExperimentSettings",
     "FormatsSettings",
     "FusionSettings",
     "IngestSettings",
@@ -69,6 +72,7 @@ __all__ = [
     "TitleSettings",
     "TokenSettings",
     "TokenizerSettings",
+    "EXPERIMENT_NAME_PATTERN",
     "LOOPBACK",
     "MIN_TOKEN_CHARS",
     "ROLES",
@@ -494,6 +498,82 @@ class ServerSettings(_Section):
         return self
 
 
+#: An experiment's or an arm's name: it appears in URLs, file names and reports.
+EXPERIMENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class ArmSettings(_Section):
+    """One arm of an online experiment: what a search of this arm runs, as the per-call
+    arguments of ``HybridSearch.search`` (``paths``: registered path names, None for
+    ``search.paths``; ``weights``: fusion weights, None for ``fusion.weights``; ``judge_order``:
+    None for ``fusion.judge_order``), and ``share``, its relative share of the traffic in a
+    ``split`` experiment (shares are normalised; an interleaving experiment ignores them).
+    Path and weight names are checked against the registries where the experiment is loaded
+    (``hybridsag.ab.online.check_arms``)."""
+
+    name: str = Field(..., pattern=EXPERIMENT_NAME_PATTERN)
+    paths: tuple[str, ...] | None = None
+    weights: dict[str, float] | None = None
+    judge_order: bool | None = None
+    share: float = Field(1.0, gt=0.0, le=1000.0)
+
+    @field_validator("paths")
+    @classmethod
+    def _check_paths(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not value:
+            raise ValueError("an arm's paths must name at least one path (or be left out)")
+        return value
+
+
+class ExperimentSettings(_Section):
+    """An online experiment (``hybridsag.ab``): its ``name``, its ``arms`` and its ``mode``.
+
+    ``split``: each caller (a user or session id) is assigned one arm by a stable hash, in
+    proportion to the arms' shares, and sees that arm's results. ``interleave``: exactly two
+    arms; every caller sees one list merged from both by team-draft interleaving. ``active``:
+    whether it takes traffic when the service starts (the service's start and stop calls
+    override it and are remembered)."""
+
+    name: str = Field(..., pattern=EXPERIMENT_NAME_PATTERN)
+    mode: Literal["split", "interleave"] = "split"
+    arms: tuple[ArmSettings, ...] = Field(..., min_length=2, max_length=16)
+    active: bool = True
+    description: str = Field("", max_length=2000)
+
+    @model_validator(mode="after")
+    def _check(self) -> ExperimentSettings:
+        names = [a.name for a in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"experiment {self.name!r}: arm names must differ, got {names}")
+        if self.mode == "interleave" and len(self.arms) != 2:
+            raise ValueError(
+                f"experiment {self.name!r}: interleaving merges exactly 2 arms, got {len(names)}"
+            )
+        return self
+
+
+class ABSettings(_Section):
+    """A/B testing (``hybridsag.ab``): experiments defined here (more can be defined through
+    the service), the event store of impressions and feedback (``event_store``: a name from
+    ``hybridsag.ab.events.EVENT_STORES``; ``events_path``: the SQLite file, default
+    ``<data_dir>/events.sqlite3``), and what a report calls enough evidence: a p-value below
+    ``alpha`` over at least ``min_queries`` deciding queries per arm."""
+
+    experiments: tuple[ExperimentSettings, ...] = ()
+    event_store: str = "sqlite"
+    events_path: Path | None = None
+    alpha: float = Field(0.05, gt=0.0, lt=0.5)
+    min_queries: int = Field(30, ge=1, le=1_000_000)
+
+    @field_validator("experiments")
+    @classmethod
+    def _unique(cls, value: tuple[ExperimentSettings, ...]) -> tuple[ExperimentSettings, ...]:
+        names = [e.name for e in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"ab.experiments: names must differ, got {names}")
+        return value
+
+
 def comma_list(value: object) -> object:
     """A list setting as people type it: ``"bm25, title"`` or ``'["bm25", "title"]'`` become
     ``["bm25", "title"]``; anything that is not a string is returned as is (ValueError for a
@@ -680,6 +760,7 @@ class Settings(BaseSettings):
     formats: FormatsSettings = FormatsSettings()
     ingest: IngestSettings = IngestSettings()
     mcp: McpSettings = McpSettings()
+    ab: ABSettings = ABSettings()
 
     @field_validator("data_dir", mode="before")
     @classmethod
@@ -699,6 +780,16 @@ class Settings(BaseSettings):
     @property
     def reports_dir(self) -> Path:
         return self.data_dir / "reports"
+
+    @property
+    def events_path(self) -> Path:
+        """The A/B event store's SQLite file (``ab.events_path``, else under the data dir)."""
+        return self.ab.events_path or self.data_dir / "events.sqlite3"
+
+    @property
+    def ab_dir(self) -> Path:
+        """Where A/B reports and their charts are written (``<data_dir>/ab``)."""
+        return self.data_dir / "ab"
 
     @classmethod
     def settings_customise_sources(

@@ -10,37 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_support import lexical_only, run  # noqa: F401
+from tests.cli_support import QUERIES, beir, lexical_only, run  # noqa: F401
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
-CORPUS = [
-    {"_id": "p1", "title": "Ada Lovelace", "text": "Ada Lovelace wrote the first program."},
-    {"_id": "p2", "title": "Charles Babbage", "text": "Babbage designed the Analytical Engine."},
-    {"_id": "p3", "title": "Alan Turing", "text": "Alan Turing described the Turing machine."},
-    {"_id": "p4", "title": "Grace Hopper", "text": "Grace Hopper built the first compiler."},
-]
-QUERIES = [
-    {"_id": "q1", "text": "Who wrote the first program?"},
-    {"_id": "q2", "text": "Turing machine"},
-    {"_id": "q3", "text": "the first compiler and the Analytical Engine"},
-    {"_id": "q-no-gold", "text": "dropped: it has no qrels"},
-]
-QRELS = "query-id\tcorpus-id\tscore\nq1\tp1\t1\nq2\tp3\t1\nq3\tp4\t1\nq3\tp2\t1\n"
-
-
 pytestmark = pytest.mark.usefixtures("lexical_only")
-
-
-@pytest.fixture
-def beir(tmp_path: Path) -> Path:
-    folder = tmp_path / "tinybeir"
-    folder.mkdir()
-    lines = [json.dumps(c) for c in CORPUS]
-    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
-    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in QUERIES) + "\n", "utf-8")
-    (folder / "qrels.tsv").write_text(QRELS, "utf-8")
-    return folder
 
 
 def test_eval_by_question_type_and_pool_per_round(tmp_path: Path, beir: Path) -> None:
