@@ -84,8 +84,15 @@ class PathRuns:
 
 
 def _hits_of(future: Future[tuple[PathResult, float]]) -> list[Hit]:
-    """The hits of a path run in the pool (its error, if it failed)."""
-    return list(future.result()[0].hits)
+    """The hits of a path run in the pool, or its error: a :class:`HybridSagError` as it was
+    raised, anything else (a path that broke its contract) wrapped in one, so a path that
+    joins it only ever sees the error tree (:data:`~hybridsag.paths.base.Peers`)."""
+    try:
+        return list(future.result()[0].hits)
+    except HybridSagError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - logged with its traceback by run_paths
+        raise HybridSagError(f"unexpected {type(exc).__name__}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +129,15 @@ def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
 
 
 def _path_failure(name: str, exc: BaseException) -> str:
-    """The reason a path is left out of a search, logged once here."""
-    reason = f"{type(exc).__name__}: {exc}"
-    log.warning("path %s left out of the search: %s", name, reason)
+    """The reason a path is left out of a search, logged once here: a
+    :class:`HybridSagError` as a warning, anything else (a bug: a path must raise nothing
+    outside the error tree) as an error with its traceback."""
+    if isinstance(exc, HybridSagError):
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("path %s left out of the search: %s", name, reason)
+    else:
+        reason = f"unexpected {type(exc).__name__}: {exc}"
+        log.error("path %s left out of the search: %s", name, reason, exc_info=exc)
     return reason
 
 
@@ -374,7 +387,9 @@ class HybridSearch:
         """Run the paths ``names`` concurrently for an already validated ``query``, as a search
         does before fusing. A path that joins others (:attr:`PathSpec.joins`: SAG2 takes the
         dense path's top hits into its judged pool) gets their hits as ``peers`` when they run
-        in the same search. A path that fails is left out with the reason in ``reasons``; a
+        in the same search. A path that fails is left out with the reason in ``reasons``,
+        whatever it raised (an exception outside the :class:`HybridSagError` tree is a bug of
+        that path: it is logged with its traceback and reported as ``unexpected ...``); a
         :class:`QueryError`, and a :class:`JudgeError` under ``judge.on_failure = "raise"``,
         propagate.
         """
@@ -392,7 +407,7 @@ class HybridSearch:
         for name in names:
             try:
                 result, ms = futures[name].result()
-            except HybridSagError as exc:
+            except Exception as exc:  # noqa: BLE001 - a failing path never kills the search
                 if isinstance(exc, QueryError):
                     raise
                 if isinstance(exc, JudgeError) and self.settings.judge.on_failure == "raise":
