@@ -18,7 +18,14 @@ from hybridsag.errors import ConfigError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
 
-__all__ = ["COMMANDS_GROUP", "build_parser", "main", "print_json", "settings_from_args"]
+__all__ = [
+    "COMMANDS_GROUP",
+    "build_parser",
+    "main",
+    "print_json",
+    "settings_from_args",
+    "utf8_safe",
+]
 
 #: Entry-point group through which other packages add subcommands: each entry point names a
 #: callable ``register(subparsers)`` that adds parsers whose ``fn(args, out) -> int`` runs the
@@ -61,6 +68,34 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def _print_json(obj: Any, out: TextIO) -> None:
     out.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with every lone surrogate (what a byte that is not UTF-8 becomes in ``argv``
+    or a file name) written as its ``\\udcXX`` escape: always encodable as UTF-8, and inside
+    a JSON string the escape reads back as the same character."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _Utf8Out:
+    """A text stream that writes :func:`utf8_safe` text to ``inner`` (the CLI's output is
+    valid UTF-8 whatever the data holds)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        return self._inner.write(utf8_safe(text))
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(utf8_safe(message) + "\n")
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
@@ -376,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input)."""
-    out = out or sys.stdout
+    out = _Utf8Out(out or sys.stdout)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -385,16 +420,16 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     try:
         return int(args.fn(args, out))
     except InputError as exc:
-        sys.stderr.write(f"hybridsag: error: {exc}\n")
+        _error(f"hybridsag: error: {exc}")
         return 2
     except ConfigError as exc:
-        sys.stderr.write(f"hybridsag: configuration error: {exc}\n")
+        _error(f"hybridsag: configuration error: {exc}")
         return 2
     except HybridSagError as exc:
-        sys.stderr.write(f"hybridsag: failed: {exc}\n")
+        _error(f"hybridsag: failed: {exc}")
         return 1
     except KeyboardInterrupt:
-        sys.stderr.write("hybridsag: interrupted\n")
+        _error("hybridsag: interrupted")
         return 1
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,61 @@ _CHUNK_SELECT = """SELECT c.chunk_id, c.resource_id, c.version, c.ordinal, c.hea
 FROM chunks c JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version"""
 
 _META_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+#: Bounds on one filter: characters of a tenant, tag or id; tags or metadata keys; resource ids.
+MAX_FILTER_CHARS = 1024
+MAX_FILTER_TAGS = 256
+MAX_FILTER_IDS = 10_000
+#: SQLite's INTEGER range (a larger int cannot be bound as a parameter).
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _check_filter_text(name: str, value: object, *, allow_empty: bool) -> None:
+    """A filter string that can be bound and compared: a str of at most
+    :data:`MAX_FILTER_CHARS` characters without control characters or lone surrogates (no
+    stored tenant, tag or id holds them, and SQLite cannot bind a lone surrogate)."""
+    if not isinstance(value, str):
+        raise QueryError(f"{name} must be a string, got {type(value).__name__}: {value!r:.80}")
+    if not allow_empty and not value:
+        raise QueryError(f"{name} must not be empty")
+    if len(value) > MAX_FILTER_CHARS:
+        raise QueryError(f"{name} is {len(value)} characters; at most {MAX_FILTER_CHARS}")
+    _check_text_chars(name, value)
+
+
+def _check_text_chars(name: str, value: str) -> None:
+    for pos, ch in enumerate(value):
+        kind = unicodedata.category(ch)
+        if kind == "Cc":
+            raise QueryError(f"{name} {value!r:.80} holds control character {ch!r} at {pos}")
+        if kind == "Cs":
+            raise QueryError(
+                f"{name} {value!r:.80} holds a lone surrogate {ch!r} at {pos} (not valid UTF-8)"
+            )
+
+
+def _check_count(name: str, values: Sized, limit: int) -> None:
+    if len(values) > limit:
+        raise QueryError(f"{name} holds {len(values)} entries; at most {limit}")
+
+
+def _check_meta_value(key: str, value: object) -> None:
+    """A metadata filter value: a str (as filter text), a bool, an int in SQLite's range or a
+    finite float."""
+    where = f"filters.metadata[{key!r}]"
+    if isinstance(value, str):
+        if len(value) > MAX_FILTER_CHARS:
+            raise QueryError(f"{where} is {len(value)} characters; at most {MAX_FILTER_CHARS}")
+        _check_text_chars(where, value)
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise QueryError(f"{where}={value!r:.40} is outside the 64-bit integer range")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise QueryError(f"{where}={value!r} must be a finite number")
+    else:
+        raise QueryError(f"{where}={value!r:.80}: only str, int, float, bool compare")
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,44 +272,66 @@ class Filters:
     def __post_init__(self) -> None:
         for name in ("acl", "resource_ids", "statuses"):
             value = getattr(self, name)
-            if isinstance(value, str):  # would be read as a sequence of characters
-                raise QueryError(f"filters.{name} must be a tuple of strings, got {value!r}")
-        if self.tenant is not None and not isinstance(self.tenant, str):
-            raise QueryError(f"filters.tenant must be a string, got {self.tenant!r}")
-        if self.acl is not None and not all(isinstance(t, str) and t for t in self.acl):
-            raise QueryError(f"filters.acl must be non-empty strings, got {self.acl!r}")
+            if isinstance(value, list | set | frozenset):
+                object.__setattr__(self, name, tuple(value))
+            elif value is not None and not isinstance(value, tuple):
+                # a str would be read as a sequence of characters, a dict as its keys
+                raise QueryError(
+                    f"filters.{name} must be a tuple of strings, got {type(value).__name__}: "
+                    f"{value!r:.80}"
+                )
+        if self.tenant is not None:
+            _check_filter_text("filters.tenant", self.tenant, allow_empty=True)
+        if self.acl is not None:
+            _check_count("filters.acl", self.acl, MAX_FILTER_TAGS)
+            for tag in self.acl:
+                _check_filter_text("filters.acl tag", tag, allow_empty=False)
+        if not isinstance(self.metadata, Mapping):
+            raise QueryError(
+                f"filters.metadata must be a mapping, got {type(self.metadata).__name__}: "
+                f"{self.metadata!r:.80}"
+            )
+        _check_count("filters.metadata", self.metadata, MAX_FILTER_TAGS)
         for key, value in self.metadata.items():
-            if not _META_KEY.match(str(key)):
+            if not isinstance(key, str) or not _META_KEY.match(key):
                 raise QueryError(
-                    f"filters.metadata key {key!r} is not allowed (letters, digits, _ . -)"
+                    f"filters.metadata key {key!r:.80} is not allowed (1 to 128 of letters, "
+                    "digits, _ . -)"
                 )
-            if not isinstance(value, str | int | float | bool):
-                raise QueryError(
-                    f"filters.metadata[{key!r}]={value!r}: only str, int, float, bool compare"
-                )
-        if self.resource_ids is not None and not all(
-            isinstance(r, str) for r in self.resource_ids
-        ):
-            raise QueryError(f"filters.resource_ids must be strings, got {self.resource_ids!r}")
+            _check_meta_value(key, value)
+        if self.resource_ids is not None:
+            _check_count("filters.resource_ids", self.resource_ids, MAX_FILTER_IDS)
+            for rid in self.resource_ids:
+                _check_filter_text("filters.resource_ids entry", rid, allow_empty=False)
         if not self.statuses:
             raise QueryError("filters.statuses must not be empty")
         for status in self.statuses:
-            if status not in SEARCHABLE_STATUSES:
+            if not isinstance(status, str) or status not in SEARCHABLE_STATUSES:
                 raise QueryError(
-                    f"filters.statuses: {status!r} is not searchable; valid: {SEARCHABLE_STATUSES}"
+                    f"filters.statuses: {status!r:.80} is not searchable; valid: "
+                    f"{SEARCHABLE_STATUSES}"
                 )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | Filters | None) -> Filters:
-        """Build from a plain mapping (API/CLI/HTTP); unknown keys are an error."""
+        """Build from a plain mapping (API/CLI/HTTP). Unknown keys, a value of the wrong type
+        (``filters=['tenant']``, ``{"acl": 5}``) and text that cannot be stored (lone
+        surrogates, control characters) are a :class:`~hybridsag.errors.QueryError` naming it.
+        """
         if data is None:
             return cls()
         if isinstance(data, Filters):
             return data
+        if not isinstance(data, Mapping):
+            raise QueryError(
+                f"filters must be a mapping such as {{'tenant': 't1'}}, got "
+                f"{type(data).__name__}: {data!r:.80}"
+            )
         allowed = {"tenant", "acl", "metadata", "resource_ids", "statuses"}
-        unknown = set(data) - allowed
+        unknown = [k for k in data if k not in allowed]
         if unknown:
-            raise QueryError(f"unknown filter {sorted(unknown)}; valid: {sorted(allowed)}")
+            names = sorted(repr(k)[:80] for k in unknown)
+            raise QueryError(f"unknown filter {', '.join(names)}; valid: {sorted(allowed)}")
         kwargs: dict[str, Any] = dict(data)
         for key in ("acl", "resource_ids", "statuses"):
             if key in kwargs and kwargs[key] is not None:
@@ -260,11 +339,14 @@ class Filters:
                     kwargs[key] = (kwargs[key],)
                 if not isinstance(kwargs[key], list | tuple | set | frozenset):
                     raise QueryError(
-                        f"filters.{key} must be a list of strings, got {kwargs[key]!r}"
+                        f"filters.{key} must be a list of strings, got "
+                        f"{type(kwargs[key]).__name__}: {kwargs[key]!r:.80}"
                     )
                 kwargs[key] = tuple(kwargs[key])
-        if "metadata" in kwargs and not isinstance(kwargs["metadata"], Mapping):
-            raise QueryError(f"filters.metadata must be a mapping, got {kwargs['metadata']!r}")
+        if "statuses" in kwargs and kwargs["statuses"] is None:
+            del kwargs["statuses"]
+        if kwargs.get("metadata") is None:
+            kwargs.pop("metadata", None)
         return cls(**kwargs)
 
     def sql(self, alias: str = "r") -> tuple[str, list[Any]]:
