@@ -94,15 +94,21 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.cli import print_json, settings_from_args
+    from hybridsag.cli import print_json, settings_from_args, utf8_safe
 
-    from hybridsag.consistency.reports import latest_report
+    from hybridsag.consistency.reports import scan_reports
 
     settings = settings_from_args(args)
-    report = latest_report(settings.reports_dir)
-    if report is None:
-        sys.stderr.write(f"hybridsag: no reconcile report under {settings.reports_dir} yet\n")
+    scan = scan_reports(settings.reports_dir)
+    for path, why in scan.skipped:
+        sys.stderr.write(utf8_safe(f"hybridsag: skipped {path}: {why}") + "\n")
+    if not scan.reports:
+        sys.stderr.write(
+            utf8_safe(f"hybridsag: no reconcile report under {settings.reports_dir} yet") + "\n"
+        )
         return 1
+    path, report = scan.reports[-1]
+    report = {**report, "path": str(path)}
     if args.json:
         print_json(report, out)
     else:
