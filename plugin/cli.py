@@ -1,6 +1,7 @@
 """The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
 
-Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value).
+Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value, a
+damaged store).
 Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`); ``--data-dir``
 overrides the data dir.
 """
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from hybridsag.errors import ConfigError, HybridSagError, InputError
+from hybridsag.errors import ConfigError, CorruptStoreError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
 
@@ -424,6 +425,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 2
     except ConfigError as exc:
         _error(f"hybridsag: configuration error: {exc}")
+        return 2
+    except CorruptStoreError as exc:
+        _error(f"hybridsag: damaged store: {exc}")
         return 2
     except HybridSagError as exc:
         _error(f"hybridsag: failed: {exc}")

@@ -10,6 +10,7 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     │   ├── QueryError
     │   └── IngestError
     ├── StoreError             the SQLite system of record failed
+    │   └── CorruptStoreError  the data dir's store is damaged (not SQLite, truncated, empty)
     ├── LexicalError           the FTS5 lexical path failed
     ├── DenseError             the embedder or Milvus failed
     ├── JudgeError             the judge failed
@@ -18,7 +19,8 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     └── ConsistencyError       reconcile refused (mass-delete guard, lease held) or failed
 
 Messages name the bad value and, where there is a closed set, list the valid ones. The CLI alone
-turns these into exit codes: :class:`InputError` is 2, everything else 1.
+turns these into exit codes: :class:`InputError`, :class:`ConfigError` and
+:class:`CorruptStoreError` are 2 (nothing will work until someone fixes them), everything else 1.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "ConsistencyError",
+    "CorruptStoreError",
     "DenseError",
     "HybridSagError",
     "IndexMismatchError",
@@ -72,6 +75,11 @@ class IngestError(InputError):
 
 class StoreError(HybridSagError):
     """The SQLite system of record failed."""
+
+
+class CorruptStoreError(StoreError):
+    """The data dir's SQLite store is damaged: not an SQLite file, truncated, or empty where a
+    store was. Never repaired or reset silently: restore it or rebuild the index."""
 
 
 class LexicalError(HybridSagError):

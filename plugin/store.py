@@ -15,17 +15,19 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import sqlite3
 import threading
 import time
 import unicodedata
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybridsag.errors import IndexMismatchError, QueryError, StoreError
+from hybridsag.errors import CorruptStoreError, IndexMismatchError, QueryError, StoreError
 
 __all__ = [
     "ChunkRecord",
@@ -34,6 +36,7 @@ __all__ = [
     "ResourceRecord",
     "STATUSES",
     "Store",
+    "check_store_file",
     "select_in",
 ]
 
@@ -127,6 +130,10 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ),
 )
 
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+)
+
 #: A chunk joined with its resource at the resource's current version (ChunkRecord's columns).
 _CHUNK_SELECT = """SELECT c.chunk_id, c.resource_id, c.version, c.ordinal, c.heading_path, c.text,
        c.start_line, c.end_line, c.byte_start, c.byte_end, c.content_sha256,
@@ -149,7 +156,7 @@ def _check_filter_text(name: str, value: object, *, allow_empty: bool) -> None:
     if not isinstance(value, str):
         raise QueryError(f"{name} must be a string, got {type(value).__name__}: {value!r:.80}")
     if not allow_empty and not value:
-        raise QueryError(f"{name} must not be empty")
+        raise QueryError(f"{name} must not be empty, got {value!r}")
     if len(value) > MAX_FILTER_CHARS:
         raise QueryError(f"{name} is {len(value)} characters; at most {MAX_FILTER_CHARS}")
     _check_text_chars(name, value)
@@ -405,6 +412,17 @@ class Store:
     """SQLite store. Thread-safe: one connection per thread, writes through :meth:`atomic`."""
 
     def __init__(self, path: Path, *, tokenizer_fingerprint: str, busy_timeout_s: float = 30.0):
+        """Open the store at ``path``, creating it when the file does not exist.
+
+        A new store is made whole under a temporary name (WAL mode, the migrations table) and
+        linked into place, so processes opening a new data dir at once never see a half-made
+        file, and a file at ``path`` that is empty, truncated or not SQLite is refused.
+
+        Raises:
+            CorruptStoreError: the file is empty, truncated or not an SQLite database.
+            StoreError: it cannot be opened or migrated (a lock held past the busy timeout).
+            IndexMismatchError: it was built with another tokenizer.
+        """
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout_s = busy_timeout_s
@@ -412,9 +430,14 @@ class Store:
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._closed = False
+        if not check_store_file(self.path):
+            _create_store_file(self.path, busy_timeout_s)
         try:
             self.migrate()
             self._check_tokenizer(tokenizer_fingerprint)
+        except sqlite3.Error as exc:
+            self.close()
+            raise _store_error(self.path, "opening", exc) from exc
         except BaseException:
             self.close()  # a refused store leaves no open connection behind
             raise
@@ -437,9 +460,16 @@ class Store:
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open {self.path}: {exc}") from exc
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
+            try:
+                # WAL is set once, when the file is made (_create_store_file); switching a
+                # store of an older build here takes a lock that may be busy: then retried
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    _set_wal(conn, self._busy_timeout_s)
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.Error as exc:
+                conn.close()
+                raise _store_error(self.path, "opening", exc) from exc
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
@@ -470,7 +500,7 @@ class Store:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot start a write on {self.path}: {exc}", retriable=True) from exc
+            raise _store_error(self.path, "starting a write on", exc) from exc
         try:
             yield conn
         except BaseException:
@@ -481,7 +511,7 @@ class Store:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")
-                raise StoreError(f"commit failed on {self.path}: {exc}", retriable=True) from exc
+                raise _store_error(self.path, "committing to", exc) from exc
 
     def close(self) -> None:
         with self._all_lock:
@@ -500,10 +530,7 @@ class Store:
         so several processes opening a new data dir at once apply each migration once."""
         applied: list[str] = []
         with self.atomic() as c:
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS migrations("
-                "name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-            )
+            c.execute(_MIGRATIONS_TABLE)
             done = {r[0] for r in c.execute("SELECT name FROM migrations")}
             for name, sql in migrations:
                 if name in done:
@@ -628,6 +655,113 @@ class Store:
             params = list(statuses)
         for row in self.connection().execute(sql + " ORDER BY id", params):
             yield row[0]
+
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_BYTES = 100
+
+
+def check_store_file(path: Path) -> bool:
+    """Whether a store file exists at ``path``; if one does, that it looks whole.
+
+    Cheap checks of the 100-byte SQLite header, no page is read: a zero-length file (a store
+    is never empty once made), a file shorter than the header or without the SQLite magic, and
+    a file shorter than the page count its header records (unless a write-ahead log that may
+    hold the missing pages is beside it).
+
+    Raises:
+        CorruptStoreError: naming the file and what is wrong with it.
+    """
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(_HEADER_BYTES)
+            size = os.fstat(fh.fileno()).st_size
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StoreError(f"cannot read the store {path}: {exc}") from exc
+    advice = (
+        "restore it from a backup, or move it away and index again to start a new store"
+    )
+    if size == 0:
+        raise CorruptStoreError(
+            f"the store {path} is an empty file (0 bytes), not a hybridsag store: {advice}"
+        )
+    if len(header) < _HEADER_BYTES or not header.startswith(SQLITE_MAGIC):
+        raise CorruptStoreError(
+            f"the store {path} is not an SQLite database ({size} bytes, no SQLite header): "
+            f"{advice}"
+        )
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96]  # the in-header size is current
+    wal = Path(f"{path}-wal")
+    wal_size = wal.stat().st_size if wal.exists() else 0
+    if valid and pages * page_size > size and wal_size == 0:
+        raise CorruptStoreError(
+            f"the store {path} is truncated: its header records {pages} pages of {page_size} "
+            f"bytes ({pages * page_size} bytes) but the file holds {size}: {advice}"
+        )
+    return True
+
+
+def _create_store_file(path: Path, busy_timeout_s: float) -> None:
+    """Make a new store file at ``path``: built under a temporary name (WAL mode set, the
+    migrations table made, so its header is whole) and hard-linked into place. When another
+    process linked first, its file is used and this one dropped."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    try:
+        conn = sqlite3.connect(tmp, timeout=busy_timeout_s, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(_MIGRATIONS_TABLE)
+        finally:
+            conn.close()  # the last connection checkpoints and removes tmp's -wal and -shm
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made the store first
+        except OSError:  # a filesystem without hard links: no other opener to race with
+            os.replace(tmp, path)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot create the store {path}: {exc}") from exc
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+    """Switch a store of an older build to WAL; SQLite does not wait on a busy lock for
+    this, so it is retried until ``busy_timeout_s``."""
+    deadline = time.monotonic() + busy_timeout_s
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
+def _store_error(path: Path, doing: str, exc: sqlite3.Error) -> StoreError:
+    """A :class:`StoreError` for ``exc``: :class:`CorruptStoreError` when SQLite found the file
+    damaged or not a database, a retriable one when it was busy or locked."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or (
+        type(exc) is sqlite3.DatabaseError and "malformed" in str(exc)
+    ):
+        return CorruptStoreError(
+            f"the store {path} is damaged ({exc}): restore it from a backup, or move it away "
+            "and index again to start a new store"
+        )
+    busy = name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
+    return StoreError(f"{doing} the store {path} failed: {exc}", retriable=busy)
 
 
 def select_in(
