@@ -224,6 +224,24 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if done else 2
 
 
+def cmd_rebuild_vectors(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.components import Components
+
+    with Components(_settings(args)) as parts:
+        total = parts.store.counts()["chunks"]
+        written = parts.rebuild_vectors(progress=_progress_factory(not args.quiet)("embed", total))
+        collection, index_id = parts.collection, parts.index_id
+    report = {"index_id": index_id, "collection": collection, "vectors": written}
+    if args.json:
+        _print_json(report, out)
+    else:
+        out.write(
+            f"wrote {written} vectors into collection {collection} of index {index_id}; "
+            "an older collection this data dir used is left as it was\n"
+        )
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.evaluation import format_table, run_eval
 
@@ -323,10 +341,14 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             if s.embedding.model == "none":
                 return "dense path off"
             where = s.milvus.uri or f"Milvus Lite at {s.milvus_lite_path}"
-            index = state["parts"].stored_dense_index()
+            parts = state["parts"]
+            index = parts.stored_dense_index()
             if index is None:
                 return f"{where}: no vectors recorded for this data dir yet"
-            return f"{where}: collection {s.milvus.collection}, {index.count()} vectors"
+            return (
+                f"{where}: collection {parts.collection}, index {parts.index_id}, "
+                f"{index.count()} vectors"
+            )
 
         if "parts" in state:
             check("embedding model", model_ok)
@@ -380,6 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("resource_id")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_delete)
+
+    p = sub.add_parser(
+        "rebuild-vectors",
+        help="give this data dir its own collection (index id) and re-embed every chunk into it",
+    )
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_rebuild_vectors)
 
     p = sub.add_parser("eval", help="evaluate paths on a BEIR-style folder")
     p.add_argument("--data", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.tsv")
