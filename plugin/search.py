@@ -360,13 +360,16 @@ class HybridSearch:
         options = s.fusion.options(weights=fusion_weights, judge_order=judge_order)
         ruled = fuse(ran.runs, query=query, chunks=views, **options)
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
+        # a tenant's search shows no score that depends on the whole index (other tenants'
+        # documents included): ranks and RRF terms only for those paths
+        hidden = frozenset(n for n in names if flt.tenant is not None and PATHS[n].corpus_scores)
         results: list[SearchResult] = []
         for f in ruled:
             rec = records[f.chunk_id]
             stale = _is_stale(resources[rec.resource_id])
             if stale and not include_stale:
                 continue
-            results.append(self._result(len(results) + 1, f, rec, stale, explain))
+            results.append(self._result(len(results) + 1, f, rec, stale, explain, hidden))
             if len(results) >= top_k:
                 break
         timings["total_ms"] = round((time.perf_counter() - t_start) * 1000, 3)
@@ -453,8 +456,15 @@ class HybridSearch:
 
     @staticmethod
     def _result(
-        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool
+        rank: int,
+        fused: FusedHit,
+        rec: ChunkRecord,
+        stale: bool,
+        explain: bool,
+        hidden: frozenset[str] = frozenset(),
     ) -> SearchResult:
+        """One result; the paths in ``hidden`` show rank and RRF term but no raw or path score
+        (``None``), nor a score in the explanation."""
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
         for c in fused.contributions:
@@ -463,17 +473,19 @@ class HybridSearch:
                 facts["judge_p"] = c.judge_p
             if c.next_hop:
                 facts["next_hop"] = True
+            shown = c.path not in hidden
             paths[c.path] = {
                 "rank": c.rank,
-                "raw_score": c.raw_score,
-                "score": c.score,
+                "raw_score": c.raw_score if shown else None,
+                "score": c.score if shown else None,
                 "rrf_term": c.rrf_term,
                 **facts,
             }
             if explain:
                 extra = ", ".join(f"{k}={v}" for k, v in facts.items() if k != "version")
                 why.append(
-                    f"{c.path}: rank {c.rank}, raw score {c.raw_score:.4g}"
+                    f"{c.path}: rank {c.rank}"
+                    + (f", raw score {c.raw_score:.4g}" if shown else "")
                     + (f", {extra}" if extra else "")
                 )
         if explain:

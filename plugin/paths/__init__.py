@@ -56,8 +56,11 @@ class PathSpec:
     search when the dense path is off (``embedding.model = "none"``). ``reads_vectors``: the
     path uses the passage vectors the index keeps when there are any (the SAG2 judge's
     cosines), so eval builds them. ``joins``: the paths whose hits this one takes (as
-    ``peers``) when they run in the same search; they are started first. ``description``: one
-    line for help texts.
+    ``peers``) when they run in the same search; they are started first. ``corpus_scores``: its
+    raw and path scores depend on statistics of the whole index (FTS5 document frequencies and
+    average lengths), so they tell something about other tenants' documents: a search with
+    ``filters.tenant`` set shows its rank and RRF term only. ``description``: one line for
+    help texts.
     """
 
     name: str
@@ -66,20 +69,22 @@ class PathSpec:
     needs_dense: bool = False
     reads_vectors: bool = False
     joins: tuple[str, ...] = ()
+    corpus_scores: bool = False
 
 
 #: The paths that ship, in the order results list them.
 BUILTIN_PATHS: tuple[PathSpec, ...] = (
-    PathSpec("bm25", bm25.build, "BM25 over the lexical index, no judge"),
+    PathSpec("bm25", bm25.build, "BM25 over the lexical index, no judge", corpus_scores=True),
     PathSpec(
         "sag2",
         sag2.build,
         "SAG2 lexical-judge: BM25, a judge, term-expansion rounds",
         reads_vectors=True,
         joins=("dense",),
+        corpus_scores=True,
     ),
     PathSpec("dense", dense.build, "the query's embedding searched in Milvus", needs_dense=True),
-    PathSpec("title", title.build, "exact and near-exact title matches"),
+    PathSpec("title", title.build, "exact and near-exact title matches", corpus_scores=True),
 )
 
 #: name -> spec; the built-ins first, then what :func:`register_path` added.
