@@ -14,9 +14,9 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from hybridsag.errors import ConsistencyError, InputError
+from hybridsag.errors import ConsistencyError, InputError, NotFoundError
 
-__all__ = ["cmd_audit", "cmd_reconcile", "register"]
+__all__ = ["cmd_audit", "cmd_reconcile", "cmd_serve", "register"]
 
 
 def register(sub: Any) -> None:
@@ -36,6 +36,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser("audit", help="print the latest reconcile audit report")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_audit)
+    p = sub.add_parser(
+        "serve", help="run the HTTP service (FastAPI on uvicorn; needs hybridsag[service])"
+    )
+    p.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default: server.port, 8765)")
+    p.set_defaults(fn=cmd_serve)
 
 
 def _format(report: dict[str, Any]) -> str:
@@ -64,13 +70,16 @@ def _format(report: dict[str, Any]) -> str:
 
 
 def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.cli import print_json, settings_from_args
+    from hybridsag.cli import print_json, service_client, settings_from_args
 
     from hybridsag.consistency.reconciler import Reconciler
     from hybridsag.consistency.scheduler import run_scheduler
 
     settings = settings_from_args(args)
+    client = service_client(settings)
     if args.schedule:
+        if client is not None:
+            raise InputError("--schedule runs in-process; a service runs the schedule itself")
         if args.dry_run or args.force:
             raise InputError("--schedule runs the scheduled reconcile; drop --dry-run/--force")
         c = settings.consistency
@@ -81,8 +90,12 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
         run_scheduler(settings, blocking=True)
         return 0
     try:
-        with Reconciler.from_settings(settings) as rec:
-            report = rec.run(dry_run=args.dry_run, force=args.force)
+        if client is not None:
+            with client:
+                report = client.reconcile(dry_run=args.dry_run, force=args.force)
+        else:
+            with Reconciler.from_settings(settings) as rec:
+                report = rec.run(dry_run=args.dry_run, force=args.force)
     except ConsistencyError as exc:
         sys.stderr.write(f"hybridsag: refused: {exc}\n")
         return 2
@@ -94,23 +107,65 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.cli import print_json, settings_from_args, utf8_safe
+    from hybridsag.cli import print_json, service_client, settings_from_args, utf8_safe
 
     from hybridsag.consistency.reports import scan_reports
 
     settings = settings_from_args(args)
-    scan = scan_reports(settings.reports_dir)
-    for path, why in scan.skipped:
-        sys.stderr.write(utf8_safe(f"hybridsag: skipped {path}: {why}") + "\n")
-    if not scan.reports:
+    client = service_client(settings)
+    report: dict[str, Any] | None = None
+    if client is not None:
+        with client:
+            try:
+                report = client.audit_latest()
+            except NotFoundError:
+                report = None
+    else:
+        scan = scan_reports(settings.reports_dir)
+        for path, why in scan.skipped:
+            sys.stderr.write(utf8_safe(f"hybridsag: skipped {path}: {why}") + "\n")
+        if scan.reports:
+            path, data = scan.reports[-1]
+            report = {**data, "path": str(path)}
+    if report is None:
         sys.stderr.write(
             utf8_safe(f"hybridsag: no reconcile report under {settings.reports_dir} yet") + "\n"
         )
         return 1
-    path, report = scan.reports[-1]
-    report = {**report, "path": str(path)}
     if args.json:
         print_json(report, out)
     else:
         out.write(_format(report))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the HTTP service until SIGTERM/Ctrl-C, with this package's reconciler wired in."""
+    import logging
+
+    from hybridsag.cli import settings_from_args
+
+    from hybridsag.consistency.service import ServiceReconciler
+
+    server: dict[str, Any] = {}
+    if args.host is not None:
+        server["host"] = args.host
+    if args.port is not None:
+        server["port"] = args.port
+    settings = settings_from_args(args, **({"server": server} if server else {}))
+    from hybridsag.service import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    s = settings.server
+    if not s.auth:
+        sys.stderr.write(
+            "\n" + "!" * 78 + f"\nhybridsag: AUTH IS OFF (server.auth = false): every caller on "
+            f"{s.host}:{s.port} is an ADMIN.\nOnly for a single-user machine; set "
+            "HYBRIDSAG_SERVER__TOKEN to turn auth on.\n" + "!" * 78 + "\n\n"
+        )
+    sys.stderr.write(
+        f"hybridsag: serving {settings.data_dir} on http://{s.host}:{s.port} "
+        f"(reconcile job {'on ' + repr(settings.consistency.cron) if s.reconciler else 'off'})\n"
+    )
+    serve(settings, reconciler=ServiceReconciler())
     return 0

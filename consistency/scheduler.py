@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from apscheduler.triggers.base import BaseTrigger
 
     from hybridsag.embedder import Embedder
+    from hybridsag.components import Components
 
 __all__ = ["JOB_ID", "build_scheduler", "cron_trigger", "reconcile_once", "run_scheduler"]
 
@@ -128,14 +129,22 @@ def cron_trigger(expr: str, timezone: str, *, jitter_s: int = 0) -> BaseTrigger:
 
 
 def reconcile_once(
-    settings: Settings, *, embedder: Embedder | None = None, force: bool = False
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    force: bool = False,
+    components: Components | None = None,
 ) -> dict[str, Any] | None:
     """One scheduled run: open a reconciler, run it, close it. Errors are logged, not raised
     (the scheduler must live on); returns the report, or None when the run failed or was
-    refused."""
+    refused. ``components``: run over these open components (a service's own, which hold the
+    Milvus Lite handle) instead of building new ones."""
     try:
-        with Reconciler.from_settings(settings, embedder=embedder) as rec:
-            report = rec.run(force=force)
+        if components is not None:
+            report = Reconciler(components).run(force=force)
+        else:
+            with Reconciler.from_settings(settings, embedder=embedder) as rec:
+                report = rec.run(force=force)
     except HybridSagError as exc:
         logger.error("scheduled reconcile did not complete: %s", exc)
         return None
@@ -154,11 +163,13 @@ def build_scheduler(
     blocking: bool = False,
     trigger: BaseTrigger | None = None,
     embedder: Embedder | None = None,
+    components: Components | None = None,
 ) -> BaseScheduler:
     """A not-yet-started scheduler with the reconcile job (id :data:`JOB_ID`).
 
     ``trigger`` defaults to :func:`cron_trigger` of ``consistency.cron``/``timezone``/
-    ``jitter_s``; ``embedder`` is handed to every run (a long-lived process loads it once).
+    ``jitter_s``; ``embedder`` is handed to every run (a long-lived process loads it once);
+    ``components`` makes every run use those open components (see :func:`reconcile_once`).
     """
     from apscheduler.schedulers.background import BackgroundScheduler
     from apscheduler.schedulers.blocking import BlockingScheduler
@@ -172,7 +183,7 @@ def build_scheduler(
     scheduler.add_job(
         reconcile_once,
         trigger=trigger,
-        kwargs={"settings": settings, "embedder": embedder},
+        kwargs={"settings": settings, "embedder": embedder, "components": components},
         id=JOB_ID,
         name="hybridsag reconcile",
         max_instances=1,

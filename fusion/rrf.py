@@ -46,7 +46,7 @@ def rrf(
         weights: per-path weights, finite and ``>= 0``; ``None`` means all ``1.0``.
 
     Returns:
-        The fused hits, ranks ``1..n``, ``rules`` empty.
+        The fused hits, ranks ``1..n`` (``rrf_rank`` the same), ``rules`` empty.
 
     Raises:
         ValueError: a bad ``k``, ``depth``, ``limit`` or weight, or a hit whose ``path`` differs
@@ -99,6 +99,7 @@ def rrf(
             rank=position,
             score=score,
             contributions=tuple(contributions[chunk_id]),
+            rrf_rank=position,
         )
         for position, (score, _best_rank, chunk_id) in enumerate(scored, start=1)
     ]

@@ -1,11 +1,17 @@
 """Bounded, named re-ranking rules applied after RRF.
 
 Every rule only reorders or removes hits (scores are never changed) and is recorded by name in
-``FusedHit.rules`` of each hit it moved or classified:
+``FusedHit.rules`` of each hit it moved or classified. Every rule is **bounded**: it moves no
+hit more than the places :data:`RULE_BOUNDS` states for it, up or down, from where the hit
+stood before that rule ran (where a rule would move a hit further, the hit stops at its bound
+and the others keep the rule's order as far as the bounds allow). The one promotion without an
+upward bound is ``exact_title``: a title typed in full is pinned wherever fusion put it; what
+it moves down, it moves by at most the number of pins.
 
 - ``drop_heading_only``: the chunk's text is empty or only Markdown headings; removed.
 - ``exact_title``: the normalised query equals the normalised title; pinned first.
-- ``identifier_definition``: identifier query, the text defines it; tier 0.
+- ``identifier_definition``: identifier query, the text defines it, or the chunk's own section
+  heading (the last heading of its heading path) names it whole; tier 0.
 - ``identifier_whole``: identifier query, the text mentions it whole; tier 1.
 - ``identifier_heading_only``: identifier query, only the heading path or title has it whole;
   tier 2.
@@ -24,19 +30,22 @@ returned, so its rule name is not seen by the caller (compare lengths to count d
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from hybridsag.fusion.text import (
     contains_whole_identifier,
     defines_identifier,
+    heading_defines_identifier,
     is_heading_only,
     looks_like_identifier,
     normalize_title,
 )
 from hybridsag.fusion.types import ChunkView, FusedHit
 
-__all__ = ["RULE_REASONS", "apply_rules"]
+__all__ = ["RULE_BOUNDS", "RULE_REASONS", "RuleBound", "apply_rules", "bounded"]
 
 #: One line per rule name, for the explain block of a result.
 RULE_REASONS: Mapping[str, str] = {
@@ -50,6 +59,35 @@ RULE_REASONS: Mapping[str, str] = {
     "next_hop_slot": "a next-hop query the other paths never ran found it, so it keeps the rank "
     "that query gave it",
     "judge_order": "the judge scored it, so it takes the judge's order among the judged",
+}
+
+
+
+@dataclass(frozen=True, slots=True)
+class RuleBound:
+    """How far one rule may move a hit from where it stood before the rule ran: at most ``up``
+    places up and ``down`` places down. ``None`` is stated only for ``exact_title``: its pins
+    go to the front however far down fusion put them (``up``), and the hits they pass move down
+    by at most the number of pins (``pin_exact_titles``, ``down``)."""
+
+    up: int | None
+    down: int | None
+
+
+#: The bound of every rule that moves hits (``drop_heading_only`` only removes; the hits after
+#: a dropped one close the gap and keep their order; ``identifier_tiers`` is the four
+#: ``identifier_*`` rules, one step). The judge rules and the next-hop slots are bounded above
+#: the largest move ``benchmarks/rule_moves.py`` measured on musique100's default search
+#: (judge_accepted 2 up and 3 down, next_hop_slot 33 and 44, judge_order 46 and 73 among the
+#: judge's 50 to 100 candidates), so they keep the measured recall and stop only outliers. The
+#: identifier tiers' bound binds: a hit BM25 put first, or a section headed by the identifier,
+#: is never buried below a long list of mentions (a definition still rises 50 places).
+RULE_BOUNDS: Mapping[str, RuleBound] = {
+    "exact_title": RuleBound(up=None, down=None),
+    "identifier_tiers": RuleBound(up=50, down=10),
+    "judge_accepted": RuleBound(up=30, down=10),
+    "next_hop_slot": RuleBound(up=50, down=60),
+    "judge_order": RuleBound(up=60, down=100),
 }
 
 _TIER_DEFINITION = 0
@@ -67,22 +105,28 @@ def apply_rules(
     strict_identifiers: bool = False,
     judge_accept: float | None = None,
     judge_order: bool = False,
+    trace: Callable[[str, Sequence[FusedHit], Sequence[FusedHit]], None] | None = None,
 ) -> list[FusedHit]:
     """Re-rank fused hits with the bounded rules of the module docstring.
 
+    Rules 3, 5, 6 and 7 each ask for an order and get it as far as their :data:`RULE_BOUNDS`
+    allow (:func:`bounded`): no hit moves more places up or down than stated for that rule.
     In order:
 
     1. ``drop_heading_only``: hits whose chunk text ``is_heading_only`` are removed.
     2. ``exact_title``: when ``normalize_title(query)`` is not empty and equals
-       ``normalize_title(chunk.title)``, the best-ranked remaining chunk of that resource is pinned
-       to the front; at most ``pin_exact_titles`` resources are pinned, in their fused order.
-       Other chunks of a pinned resource are not pinned.
+       ``normalize_title(chunk.title)``, the resource's lead chunk among the remaining hits (the
+       lowest ``ChunkView.ordinal``: its introduction; the best-ranked one when ordinals are
+       unknown) is pinned to the front; at most ``pin_exact_titles`` resources are pinned, in
+       their fused order. Other chunks of a pinned resource are not pinned.
     3. Identifier tiers, only when ``looks_like_identifier(query)`` returns an identifier: the
        hits not pinned are stably partitioned into tier 0 ``identifier_definition``
-       (``defines_identifier`` on the text), tier 1 ``identifier_whole``
+       (``defines_identifier`` on the text, or ``heading_defines_identifier`` on the heading
+       path: the section headed by the identifier), tier 1 ``identifier_whole``
        (``contains_whole_identifier`` on the text), tier 2 ``identifier_heading_only`` (whole only
        in ``heading_path`` or ``title``), tier 3 the rest (``identifier_partial`` when the text
-       holds the identifier as a case-sensitive substring). Fused order is kept within a tier.
+       holds the identifier as a case-sensitive substring). Fused order is kept within a tier;
+       the partition is bounded (``RULE_BOUNDS["identifier_tiers"]``).
     4. ``strict_identifiers``: for an identifier query, when no remaining hit is in tier 0 or 1
        and none has an exact title match (pinned or not), the whole result is ``[]``.
     5. ``judge_accepted`` (only when ``judge_accept`` is given and the query is not an identifier):
@@ -119,6 +163,8 @@ def apply_rules(
         judge_accept: the judge probability from which a judged hit counts as accepted (``None``
             disables rule 5).
         judge_order: rule 7 on or off.
+        trace: called with (bound name, hits before, the order the rule asked for) before each
+            bounded step (``benchmarks/rule_moves.py`` measures the moves with it).
 
     Returns:
         A new list: ranks renumbered ``1..n``, scores and contributions unchanged, each hit's
@@ -138,61 +184,149 @@ def apply_rules(
     if pin_exact_titles < 0:
         raise ValueError(f"pin_exact_titles must be >= 0, got {pin_exact_titles!r}")
 
-    kept: list[tuple[FusedHit, ChunkView | None]] = []
+    kept: list[FusedHit] = []
     for hit in fused:
         view = chunks.get(hit.chunk_id)
         if view is not None and is_heading_only(view.text):
             continue
-        kept.append((hit, view))
+        kept.append(hit)
 
     query_norm = normalize_title(query)
-    title_matches = [
-        view is not None and bool(query_norm) and normalize_title(view.title) == query_norm
-        for _hit, view in kept
-    ]
+    title_match = {
+        hit.chunk_id
+        for hit in kept
+        if (view := chunks.get(hit.chunk_id)) is not None
+        and query_norm
+        and normalize_title(view.title) == query_norm
+    }
+    pinned, rest = _exact_title(kept, chunks, title_match, pin_exact_titles)
 
-    pinned: list[FusedHit] = []
-    pinned_resources: set[str] = set()
-    rest: list[tuple[FusedHit, ChunkView | None]] = []
-    for (hit, view), is_title_match in zip(kept, title_matches):
-        if (
-            is_title_match
-            and view is not None
-            and view.resource_id not in pinned_resources
-            and len(pinned_resources) < pin_exact_titles
-        ):
-            pinned_resources.add(view.resource_id)
-            pinned.append(_with_rules(hit, ("exact_title",)))
-        else:
-            rest.append((hit, view))
+    def _step(name: str, before: list[FusedHit], desired: list[FusedHit]) -> list[FusedHit]:
+        if trace is not None:
+            trace(name, before, desired)
+        return bounded(before, desired, RULE_BOUNDS[name])
 
     ident = looks_like_identifier(query)
     if ident is None:
-        accepted: list[FusedHit] = []
-        others = [hit for hit, _view in rest]
+        offset = len(pinned)
         if judge_accept is not None:
-            accepted, others = _judge_accepted(others, judge_accept)
-        others = _next_hop_slots(others, offset=len(pinned) + len(accepted))
-        ordered_rest = accepted + others
+            rest = _step("judge_accepted", rest, _judge_accepted(rest, judge_accept))
+        rest = _step("next_hop_slot", rest, _next_hop_others(rest, offset=offset))
         if judge_order:
-            ordered_rest = _judge_order(ordered_rest)
+            rest = _step("judge_order", rest, _judge_order(rest))
     else:
-        views = {hit.chunk_id: view for hit, view in rest}
-        slotted = _next_hop_slots([hit for hit, _view in rest], offset=len(pinned))
-        tiered = [_identifier_tier(hit, views[hit.chunk_id], ident) for hit in slotted]
+        rest = _step("next_hop_slot", rest, _next_hop_slots(rest, offset=len(pinned)))
+        tiered = [_identifier_tier(hit, chunks.get(hit.chunk_id), ident) for hit in rest]
         if (
             strict_identifiers
-            and not any(title_matches)
+            and not title_match
             and all(tier > _TIER_WHOLE for tier, _hit in tiered)
         ):
             return []
-        tiered.sort(key=lambda item: item[0])
-        ordered_rest = [hit for _tier, hit in tiered]
+        desired = [hit for _tier, hit in sorted(tiered, key=lambda item: item[0])]
+        rest = _step("identifier_tiers", rest, desired)
 
     return [
         dataclasses.replace(hit, rank=position)
-        for position, hit in enumerate(pinned + ordered_rest, start=1)
+        for position, hit in enumerate(pinned + rest, start=1)
     ]
+
+
+def bounded(
+    before: Sequence[FusedHit], desired: Sequence[FusedHit], bound: RuleBound
+) -> list[FusedHit]:
+    """``desired`` (a reordering of ``before``, rule names added) as far as ``bound`` allows.
+
+    Every hit ends at most ``bound.up`` places above and ``bound.down`` places below its place
+    in ``before``; within that, the order closest to ``desired``: slot by slot, the hit whose
+    last allowed slot this is, else the first hit of ``desired`` allowed this far up. Hits are
+    matched by ``chunk_id`` (in order, for a repeated id). ``None`` bounds do not bind.
+
+    >>> a, b, c = (FusedHit(x, i, 0.0, ()) for i, x in enumerate("abc", start=1))
+    >>> [h.chunk_id for h in bounded([a, b, c], [c, a, b], RuleBound(up=1, down=1))]
+    ['a', 'c', 'b']
+    """
+    n = len(before)
+    if len(desired) != n:
+        raise ValueError(f"bounded: {len(desired)} desired hits for {n} hits before")
+    up = n if bound.up is None else bound.up
+    down = n if bound.down is None else bound.down
+    places: dict[str, deque[int]] = {}
+    for i, hit in enumerate(before):
+        places.setdefault(hit.chunk_id, deque()).append(i)
+    wish = [0] * n  # before-index -> desired index
+    moved: list[FusedHit | None] = [None] * n
+    for j, hit in enumerate(desired):
+        queue = places.get(hit.chunk_id)
+        if not queue:
+            raise ValueError(f"bounded: {hit.chunk_id!r} is not among the hits before")
+        i = queue.popleft()
+        wish[i], moved[i] = j, hit
+    out: list[FusedHit] = []
+    heap: list[tuple[int, int]] = []
+    placed = [False] * n
+    released = 0
+    for slot in range(n):
+        while released < n and released <= slot + up:
+            heapq.heappush(heap, (wish[released], released))
+            released += 1
+        due = slot - down
+        if due >= 0 and not placed[due]:
+            pick = due  # its last allowed slot
+        else:
+            while placed[heap[0][1]]:
+                heapq.heappop(heap)
+            pick = heapq.heappop(heap)[1]
+        placed[pick] = True
+        hit = moved[pick]
+        assert hit is not None
+        out.append(hit)
+    return out
+
+
+def _exact_title(
+    hits: list[FusedHit],
+    chunks: Mapping[str, ChunkView],
+    title_match: set[str],
+    limit: int,
+) -> tuple[list[FusedHit], list[FusedHit]]:
+    """Rule 2: (the pins, the rest in order). Each of the first ``limit`` resources whose title
+    is the query gets its lead chunk pinned: the lowest ``ChunkView.ordinal`` among its hits
+    (its introduction), or its best-ranked hit when ordinals are unknown."""
+    lead: dict[str, FusedHit] = {}
+    order: list[str] = []
+    for hit in hits:
+        if hit.chunk_id not in title_match:
+            continue
+        view = chunks[hit.chunk_id]
+        rid = view.resource_id
+        if rid not in lead:
+            if len(order) >= limit:
+                continue
+            order.append(rid)
+            lead[rid] = hit
+        elif view.ordinal is not None:
+            best = chunks[lead[rid].chunk_id].ordinal
+            if best is None or view.ordinal < best:
+                lead[rid] = hit
+    pinned_ids = {lead[rid].chunk_id for rid in order}
+    pinned = [_with_rules(lead[rid], ("exact_title",)) for rid in order]
+    return pinned, [hit for hit in hits if hit.chunk_id not in pinned_ids]
+
+
+def _next_hop_others(hits: list[FusedHit], *, offset: int) -> list[FusedHit]:
+    """Rule 6 over the hits ``judge_accepted`` did not take (they keep their slots), with the
+    accepted ones counted among the hits put ahead (``offset``)."""
+    others = [i for i, hit in enumerate(hits) if "judge_accepted" not in hit.rules]
+    if len(others) == len(hits):
+        return _next_hop_slots(hits, offset=offset)
+    slotted = _next_hop_slots(
+        [hits[i] for i in others], offset=offset + len(hits) - len(others)
+    )
+    out = list(hits)
+    for i, hit in zip(others, slotted):
+        out[i] = hit
+    return out
 
 
 def _identifier_tier(
@@ -201,7 +335,9 @@ def _identifier_tier(
     """The hit's identifier tier and the hit with that tier's rule name appended."""
     if view is None:
         return _TIER_REST, hit
-    if defines_identifier(view.text, ident):
+    if defines_identifier(view.text, ident) or heading_defines_identifier(
+        view.heading_path, ident
+    ):
         return _TIER_DEFINITION, _with_rules(hit, ("identifier_definition",))
     if contains_whole_identifier(view.text, ident):
         return _TIER_WHOLE, _with_rules(hit, ("identifier_whole",))
@@ -247,10 +383,8 @@ def _judge_p(hit: FusedHit) -> tuple[float, int] | None:
     return judged.judge_p, judged.rank
 
 
-def _judge_accepted(
-    hits: list[FusedHit], threshold: float
-) -> tuple[list[FusedHit], list[FusedHit]]:
-    """Rule 5: (the accepted hits in the judging path's rank order, the others in order)."""
+def _judge_accepted(hits: list[FusedHit], threshold: float) -> list[FusedHit]:
+    """Rule 5: the accepted hits in the judging path's rank order, then the others in order."""
     accepted: list[tuple[int, FusedHit]] = []
     others: list[FusedHit] = []
     for hit in hits:
@@ -260,7 +394,7 @@ def _judge_accepted(
         else:
             others.append(hit)
     accepted.sort(key=lambda item: item[0])
-    return [hit for _rank, hit in accepted], others
+    return [hit for _rank, hit in accepted] + others
 
 
 def _judge_order(hits: list[FusedHit]) -> list[FusedHit]:

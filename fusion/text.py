@@ -18,6 +18,7 @@ from hybridsag.fusion.markdown import atx_heading, atx_headings
 __all__ = [
     "contains_whole_identifier",
     "defines_identifier",
+    "heading_defines_identifier",
     "is_heading_only",
     "looks_like_identifier",
     "normalize_title",
@@ -205,6 +206,40 @@ def defines_identifier(text: str, ident: str) -> bool:
     ):
         return True
     return any(contains_whole_identifier(heading, ident) for _level, heading in atx_headings(text))
+
+
+#: What may come before the name in a heading that defines it: markup, and a kind word
+#: ("Class: `fs.Stats`", "function parse_e1234", "`ERR_X`").
+_HEADING_LEAD = re.compile(
+    r"[\s`'\"*_]*(?:(?:class|function|method|event|module|property|attribute|enum|interface|"
+    r"type|struct|constant|error|def|fn|func)\b[:\s`'\"*]*)?",
+    re.IGNORECASE,
+)
+
+
+def heading_defines_identifier(heading_path: str, ident: str) -> bool:
+    """Whether the chunk's own section heading (the last heading of ``heading_path``, headings
+    joined with ``" > "``) is the identifier: ``ident`` whole, after markup and an optional kind
+    word, followed by nothing but markup or a signature (``(``, ``[``, ``<``, ``:``, ``=``).
+    Such a section is the identifier's definition (``### `ERR_INVALID_ARG_TYPE```,
+    ``## Class: `fs.Stats```, ``#### `fs.stat(path[, options], callback)```); a heading that
+    goes on in words (``ReActAgent tips``) is about it, not its definition.
+
+    >>> heading_defines_identifier("Errors > Node.js error codes > `ERR_INVALID_ARG_TYPE`",
+    ...                            "ERR_INVALID_ARG_TYPE")
+    True
+    >>> heading_defines_identifier("ReActAgent tips", "ReActAgent")
+    False
+    """
+    if not ident or not heading_path:
+        return False
+    heading = heading_path.rsplit(" > ", 1)[-1]
+    lead = _HEADING_LEAD.match(heading)
+    start = lead.end() if lead else 0
+    if not heading.startswith(ident, start):
+        return False
+    rest = heading[start + len(ident) :].strip(" \t`'\"*_")
+    return not rest or rest[0] in "([<:="
 
 
 def is_heading_only(text: str) -> bool:

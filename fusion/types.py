@@ -64,13 +64,19 @@ class Contribution:
 
 @dataclass(frozen=True, slots=True)
 class FusedHit:
-    """One fused result: the RRF score, every path's contribution, and the rules that fired."""
+    """One fused result: the RRF score, every path's contribution, and the rules that fired.
+
+    ``rank`` is the final position; ``rrf_rank`` the position RRF gave it before any rule moved
+    it (0 when not made by :func:`~hybridsag.fusion.rrf`). ``score`` is the RRF score: it
+    follows ``rrf_rank``, not ``rank``.
+    """
 
     chunk_id: str
     rank: int
     score: float
     contributions: tuple[Contribution, ...]
     rules: tuple[str, ...] = ()
+    rrf_rank: int = 0
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -98,10 +104,13 @@ class FusedHit:
 
 @dataclass(frozen=True, slots=True)
 class ChunkView:
-    """What fusion rules may read of a chunk: no I/O, supplied by the caller."""
+    """What fusion rules may read of a chunk: no I/O, supplied by the caller. ``ordinal`` is the
+    chunk's 0-based place in its resource (None when unknown): an exact title pins the
+    resource's lead chunk, the one with the lowest ordinal."""
 
     chunk_id: str
     resource_id: str
     title: str
     heading_path: str
     text: str
+    ordinal: int | None = None

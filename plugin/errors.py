@@ -8,7 +8,12 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     │   └── IndexMismatchError an index built with another tokenizer / embedder / chunker
     ├── InputError             bad caller input: empty or over-long query, bad filter, bad file
     │   ├── QueryError
-    │   └── IngestError
+    │   ├── IngestError
+    │   └── NotFoundError      no such resource (or none this caller may see)
+    ├── AuthError              HTTP service: a missing or unknown bearer token (401)
+    │   └── ForbiddenError     a token without the role, tenant or ACL tag asked for (403)
+    ├── OverloadError          HTTP service: too many requests in flight (retriable; 429)
+    ├── ServiceError           HTTP service: failed or unreachable, as the CLI client sees it
     ├── StoreError             the SQLite system of record failed
     │   └── CorruptStoreError  the data dir's store is damaged (not SQLite, truncated, empty)
     ├── LexicalError           the FTS5 lexical path failed
@@ -19,17 +24,21 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     └── ConsistencyError       reconcile refused (mass-delete guard, lease held) or failed
 
 Messages name the bad value and, where there is a closed set, list the valid ones. The CLI alone
-turns these into exit codes: :class:`InputError`, :class:`ConfigError` and
+turns these into exit codes: :class:`InputError`, :class:`ConfigError`, :class:`AuthError` and
 :class:`CorruptStoreError` are 2 (nothing will work until someone fixes them), everything else 1.
+The HTTP service alone turns them into status codes (input 422, not found 404, auth 401/403,
+overload 429, consistency refused 409, backend 503). No message ever holds a token or key.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "AuthError",
     "ConsistencyError",
     "CorruptStoreError",
     "DenseError",
+    "ForbiddenError",
     "HybridSagError",
     "IndexMismatchError",
     "IngestError",
@@ -38,7 +47,10 @@ __all__ = [
     "JudgeResponseError",
     "JudgeTimeoutError",
     "LexicalError",
+    "NotFoundError",
+    "OverloadError",
     "QueryError",
+    "ServiceError",
     "StoreError",
 ]
 
@@ -71,6 +83,34 @@ class QueryError(InputError):
 
 class IngestError(InputError):
     """A resource that cannot be ingested: bad id, not UTF-8, unreadable file."""
+
+
+class NotFoundError(InputError):
+    """No such resource, or none the caller may see (the two are not told apart)."""
+
+
+class AuthError(HybridSagError):
+    """A missing or unknown bearer token (HTTP 401)."""
+
+
+class ForbiddenError(AuthError):
+    """A known token without the role, tenant or ACL tag the request needs (HTTP 403)."""
+
+
+class OverloadError(HybridSagError):
+    """Too many requests in flight; ``retry_after_s`` says when to try again (HTTP 429)."""
+
+    default_retriable = True
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class ServiceError(HybridSagError):
+    """The HTTP service failed (5xx) or could not be reached, as its client sees it."""
+
+    default_retriable = True
 
 
 class StoreError(HybridSagError):

@@ -4,11 +4,20 @@ Recall@K is the HippoRAG 2 / SAG definition: per question, the
 share of its gold passages found in the top K passages returned, then the mean over questions.
 MRR@10 is the reciprocal rank of the first gold passage in the top 10; nDCG@10 uses binary gains
 (Järvelin and Kekäläinen, 2002). Latency is wall time per query of the path alone (or of the whole
-fused search), reported as p50/p95.
+fused search), reported as p50/p95. When the queries carry a ``type`` (2wiki's comparison,
+compositional, inference, bridge_comparison), every path's metrics are also given per type
+(``by_type``). For SAG2, ``gold_in_pool_round<r>`` is the share of a question's gold in the
+judged pool after round ``r`` (a question whose loop stopped earlier counts its last pool).
 
 The corpus is indexed into a fresh store under ``<out>/index`` in passage mode (one chunk per
 passage). Dense vectors are cached by (model, text hash) under ``<cache>`` so that repeated runs
 do not pay the embedding again; the dense build time reported is the time of that run.
+
+Every question and qrel is checked before the first search: a question a search would refuse
+(empty, too long, control characters), a repeated question id, and a qrel naming a passage the
+corpus lacks are reported (``skipped``: the count and each id with its reason) and left out; a
+question left without gold is left out too. A run interrupted (Ctrl-C) during the questions
+still writes its reports, with the metrics of the questions that ran, marked ``partial``.
 """
 
 from __future__ import annotations
@@ -26,8 +35,9 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from hybridsag.errors import InputError
+from hybridsag.errors import InputError, QueryError
 from hybridsag.paths import PATHS, path_names
+from hybridsag.query import validate_query
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
 
@@ -37,11 +47,14 @@ __all__ = [
     "eval_path_names",
     "load_dataset",
     "metrics_for",
+    "open_eval_index",
     "run_eval",
     "tune_weights",
 ]
 
 KS = (1, 2, 5, 10)
+#: The chunk cap of an eval index: the largest ``chunking.max_chars`` allowed.
+PASSAGE_MAX_CHARS = 100_000
 #: The eval "path" that runs a whole fused search.
 FUSED = "fused"
 
@@ -60,6 +73,11 @@ class Dataset:
     corpus_path: Path
     passages: int
     digest: str
+    #: query id -> the query's ``type`` field, for the queries that have one
+    types: Mapping[str, str] = field(default_factory=dict)
+    #: what was left out before the first search: question id (or ``qrels.tsv:<line>``) ->
+    #: the reason
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
 
 def _sha256_files(paths: Sequence[Path]) -> str:
@@ -71,15 +89,29 @@ def _sha256_files(paths: Sequence[Path]) -> str:
     return h.hexdigest()
 
 
-def load_dataset(folder: Path, *, limit: int | None = None) -> Dataset:
+def load_dataset(
+    folder: Path, *, limit: int | None = None, max_query_chars: int = 4096
+) -> Dataset:
     """Load ``corpus.jsonl``, ``queries.jsonl`` and ``qrels.tsv``; questions without gold are
-    dropped. :class:`InputError` names a missing file or a malformed line."""
+    dropped. Every question and qrel is checked first (see the module docstring): the bad ones
+    are left out and named in :attr:`Dataset.skipped`. :class:`InputError` names a missing
+    file or a malformed line (a file that is not of the format at all)."""
     folder = Path(folder)
     files = [folder / n for n in ("corpus.jsonl", "queries.jsonl", "qrels.tsv")]
     for f in files:
         if not f.is_file():
             raise InputError(f"{f} is missing: a BEIR-style folder holds corpus.jsonl, "
                              "queries.jsonl and qrels.tsv")
+    corpus_ids: set[str] = set()
+    with files[0].open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    obj = json.loads(line)
+                    corpus_ids.add(str(obj.get("_id", obj.get("id", ""))))
+                except (json.JSONDecodeError, AttributeError):
+                    continue  # the ingest reports a bad corpus line
+    skipped: dict[str, str] = {}
     qrels: dict[str, set[str]] = {}
     with files[2].open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
@@ -97,8 +129,15 @@ def load_dataset(folder: Path, *, limit: int | None = None) -> Dataset:
                     ) from None
                 if score <= 0:
                     continue
+            if parts[1] not in corpus_ids:
+                skipped[f"qrels.tsv:{lineno}"] = (
+                    f"gold passage {parts[1]!r} of {parts[0]!r} is not in the corpus"
+                )
+                continue
             qrels.setdefault(parts[0], set()).add(parts[1])
     queries: list[tuple[str, str]] = []
+    types: dict[str, str] = {}
+    seen: set[str] = set()
     with files[1].open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -108,20 +147,32 @@ def load_dataset(folder: Path, *, limit: int | None = None) -> Dataset:
                 qid, text = str(obj["_id"]), obj["text"]
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise InputError(f"{files[1]}:{lineno}: not a query object ({exc})") from exc
-            if qid in qrels:
-                queries.append((qid, text))
+            if qid not in qrels:
+                continue
+            if qid in seen:
+                skipped[qid] = f"repeated question id (queries.jsonl:{lineno})"
+                continue
+            seen.add(qid)
+            try:
+                text = validate_query(text, max_chars=max_query_chars)
+            except QueryError as exc:
+                skipped[qid] = str(exc)
+                continue
+            queries.append((qid, text))
+            if isinstance(obj.get("type"), str) and obj["type"]:
+                types[qid] = obj["type"]
     if limit is not None:
         queries = queries[:limit]
-    with files[0].open("rb") as fh:
-        passages = sum(1 for line in fh if line.strip())
     return Dataset(
         name=folder.resolve().name,
         folder=folder,
         queries=queries,
         qrels={q: frozenset(qrels[q]) for q, _ in queries},
         corpus_path=files[0],
-        passages=passages,
+        passages=len(corpus_ids),
         digest=_sha256_files(files),
+        types={q: types[q] for q, _ in queries if q in types},
+        skipped=skipped,
     )
 
 
@@ -173,6 +224,10 @@ class _PathRun:
     per_query: list[dict[str, Any]] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     extra: dict[str, list[float]] = field(default_factory=dict)
+    #: per question, the share of its gold in the pool after each round it ran
+    pool_gold: list[list[float]] = field(default_factory=list)
+    #: per question, its type (``""`` when the set has none)
+    types: list[str] = field(default_factory=list)
 
 
 def _apply_overrides(settings: Settings, judge: str | None, rounds: int | None) -> Settings:
@@ -189,7 +244,7 @@ def _apply_overrides(settings: Settings, judge: str | None, rounds: int | None) 
         raise InputError(f"bad --judge/--rounds: {exc}") from exc
 
 
-def _open_index(
+def open_eval_index(
     settings: Settings,
     ds: Dataset,
     out: Path,
@@ -208,7 +263,10 @@ def _open_index(
     run_settings = settings.model_copy(
         update={
             "data_dir": index_dir,
-            "chunking": settings.chunking.model_copy(update={"mode": "passage"}),
+            # a benchmark's passages are given whole: no hard cap cuts one (2wiki has 6 KB ones)
+            "chunking": settings.chunking.model_copy(
+                update={"mode": "passage", "max_chars": PASSAGE_MAX_CHARS}
+            ),
         }
     )
     lexical_settings = run_settings.model_copy(
@@ -288,11 +346,15 @@ def run_eval(
     """Index ``data`` into a fresh store, run each path, write reports, return the summary.
 
     ``progress(label, total)`` returns a callback taking an increment (for progress bars).
+    The summary's ``skipped`` names the questions and qrels left out before the first search.
+    A KeyboardInterrupt while the questions run ends the run early: the reports are written
+    with the metrics of what ran and the summary is returned with ``partial`` (which path, how
+    many questions) instead of the interrupt propagating; one during indexing propagates.
     """
     for p in paths:
         if p not in eval_path_names():
             raise InputError(f"unknown eval path {p!r}; valid: {', '.join(eval_path_names())}")
-    ds = load_dataset(data, limit=limit)
+    ds = load_dataset(data, limit=limit, max_query_chars=settings.query.max_chars)
     out = Path(out) if out is not None else settings.data_dir / "eval" / ds.name
     out.mkdir(parents=True, exist_ok=True)
     fuse_paths = _fuse_paths(fuse, settings)
@@ -300,51 +362,69 @@ def run_eval(
     wanted = set(paths) | (set(fuse_paths) if FUSED in paths else set())
     needs_dense = settings.embedding.model != "none" and _use_vectors(wanted)
     noop = lambda n: None  # noqa: E731
-    summary: dict[str, Any] = {"dataset": ds.name, "questions": len(ds.queries)}
-    hs, summary["index"] = _open_index(
+    summary: dict[str, Any] = {
+        "dataset": ds.name,
+        "questions": len(ds.queries),
+        "skipped": {"count": len(ds.skipped), "ids": dict(ds.skipped)},
+    }
+    hs, summary["index"] = open_eval_index(
         settings, ds, out, needs_dense=needs_dense, progress=progress
     )
+    summary["paths"] = {}
+    details: list[dict[str, Any]] = []
     try:
-        summary["paths"] = {}
-        details: list[dict[str, Any]] = []
         if "sag2" in wanted:
             hs.components.retriever("sag2").trace.resources = True  # type: ignore[attr-defined]
         filters = Filters()
         for name in paths:
             run = _PathRun()
             tick = progress(name, len(ds.queries)) if progress else noop
-            for qid, text in ds.queries:
-                t0 = time.perf_counter()
-                if name == FUSED:
-                    resp = hs.search(text, top_k=10, paths=fuse_paths, explain=False)
-                    ranked = _dedupe_resources([r.resource_id for r in resp.results])
-                    extra = dict(resp.usage.get("sag2", {}))
-                else:
-                    res = hs.run_path(name, text, limit=10, filters=filters)
-                    ranked = _dedupe_resources([_resource_of(h) for h in res.hits])
-                    extra = dict(res.usage)
-                ms = (time.perf_counter() - t0) * 1000.0
-                run.latencies.append(ms)
-                gold = ds.qrels[qid]
-                m = metrics_for(ranked, gold)
-                for r, pool in enumerate(extra.pop("pool_resources_per_round", None) or []):
-                    key = f"gold_in_pool_round{r}"
-                    run.extra.setdefault(key, []).append(len(gold.intersection(pool)) / len(gold))
-                for key, value in extra.items():
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        run.extra.setdefault(key, []).append(float(value))
-                run.per_query.append(m)
-                details.append(
-                    {
-                        "path": name,
-                        "query_id": qid,
-                        "returned": ranked[:10],
-                        "gold": sorted(gold),
-                        **{k: round(v, 4) for k, v in m.items()},
-                        "ms": round(ms, 3),
-                    }
-                )
-                tick(1)
+            try:
+                for qid, text in ds.queries:
+                    t0 = time.perf_counter()
+                    if name == FUSED:
+                        resp = hs.search(text, top_k=10, paths=fuse_paths, explain=False)
+                        ranked = _dedupe_resources([r.resource_id for r in resp.results])
+                        extra = dict(resp.usage.get("sag2", {}))
+                    else:
+                        res = hs.run_path(name, text, limit=10, filters=filters)
+                        ranked = _dedupe_resources([_resource_of(h) for h in res.hits])
+                        extra = dict(res.usage)
+                    ms = (time.perf_counter() - t0) * 1000.0
+                    gold = ds.qrels[qid]
+                    m = metrics_for(ranked, gold)
+                    run.latencies.append(ms)
+                    pools = extra.pop("pool_resources_per_round", None)
+                    if pools:
+                        run.pool_gold.append(
+                            [len(gold.intersection(p)) / len(gold) for p in pools]
+                        )
+                    for key, value in extra.items():
+                        if isinstance(value, int | float) and not isinstance(value, bool):
+                            run.extra.setdefault(key, []).append(float(value))
+                    run.per_query.append(m)
+                    run.types.append(ds.types.get(qid, ""))
+                    details.append(
+                        {
+                            "path": name,
+                            "query_id": qid,
+                            "returned": ranked[:10],
+                            "gold": sorted(gold),
+                            **{k: round(v, 4) for k, v in m.items()},
+                            "ms": round(ms, 3),
+                        }
+                    )
+                    tick(1)
+            except KeyboardInterrupt:
+                summary["partial"] = {
+                    "interrupted_path": name,
+                    "questions_done": len(run.per_query),
+                    "questions": len(ds.queries),
+                    "paths_not_run": list(paths[list(paths).index(name) + 1 :]),
+                }
+                if run.per_query:
+                    summary["paths"][name] = _aggregate(run)
+                break
             summary["paths"][name] = _aggregate(run)
         if FUSED in paths:
             summary["fused_paths"] = list(fuse_paths)
@@ -419,7 +499,7 @@ def tune_weights(
     needs_dense = settings.embedding.model != "none" and _use_vectors(fuse_paths)
     if settings.embedding.model == "none" and "dense" in fuse_paths:
         fuse_paths = tuple(p for p in fuse_paths if p != "dense")
-    hs, index_info = _open_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
+    hs, index_info = open_eval_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
     depth = settings.fusion.depth
     noop = lambda n: None  # noqa: E731
     per_query: list[tuple[str, dict[str, list[Hit]], dict[str, ChunkView], frozenset[str]]] = []
@@ -508,16 +588,32 @@ def tune_weights(
     return summary
 
 
-def _aggregate(run: _PathRun) -> dict[str, float]:
+_METRICS = ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10")
+
+
+def _mean_metrics(per_query: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    n = max(len(per_query), 1)
+    return {key: round(sum(m[key] for m in per_query) / n, 4) for key in _METRICS}
+
+
+def _aggregate(run: _PathRun) -> dict[str, Any]:
     n = max(len(run.per_query), 1)
-    agg = {
-        key: round(sum(m[key] for m in run.per_query) / n, 4)
-        for key in ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10")
-    }
+    agg: dict[str, Any] = _mean_metrics(run.per_query)
     agg["p50_ms"] = round(statistics.median(run.latencies), 3) if run.latencies else 0.0
     agg["p95_ms"] = round(_percentile(run.latencies, 0.95), 3)
     for key, values in run.extra.items():
         agg[f"{key}_per_query"] = round(sum(values) / n, 3)
+    rounds = max((len(g) for g in run.pool_gold), default=0)
+    for r in range(rounds):  # a loop that stopped early keeps its last pool
+        shares = [g[min(r, len(g) - 1)] for g in run.pool_gold]
+        agg[f"gold_in_pool_round{r}_per_query"] = round(sum(shares) / len(shares), 3)
+    if any(run.types):
+        groups: dict[str, list[Mapping[str, float]]] = {}
+        for t, m in zip(run.types, run.per_query):
+            groups.setdefault(t or "untyped", []).append(m)
+        agg["by_type"] = {
+            t: {"questions": len(ms), **_mean_metrics(ms)} for t, ms in sorted(groups.items())
+        }
     return agg
 
 
@@ -541,13 +637,38 @@ def format_table(summary: Mapping[str, Any]) -> str:
             f"({summary['index'].get('embed_per_s', 'cached')} passages/s embedded), "
             f"{summary['index']['dense_bytes'] / 1e6:.1f} MB"
         )
+    skipped = summary.get("skipped") or {}
+    if skipped.get("count"):
+        ids = skipped["ids"]
+        shown = "; ".join(f"{k}: {v}" for k, v in list(ids.items())[:5])
+        more = f"; and {len(ids) - 5} more" if len(ids) > 5 else ""
+        lines.append(f"skipped {skipped['count']} before the first search ({shown}{more})")
+    partial = summary.get("partial")
+    if partial:
+        lines.append(
+            f"PARTIAL: interrupted in {partial['interrupted_path']} after "
+            f"{partial['questions_done']} of {partial['questions']} questions"
+            + (f"; not run: {', '.join(partial['paths_not_run'])}" if partial["paths_not_run"] else "")
+        )
     header = f"{'path':<8}" + "".join(f"{c:>11}" for c in cols)
     lines.append(header)
     lines.append("-" * len(header))
     for name, m in summary["paths"].items():
-        cells = []
-        for c in cols:
-            v = m.get(c, 0.0)
-            cells.append(f"{v * 100:>10.2f}%" if c.startswith(("recall", "mrr", "ndcg")) else f"{v:>11.1f}")
-        lines.append(f"{name:<8}" + "".join(cells))
+        lines.append(f"{name:<8}" + _cells(m, cols))
+        for t, tm in m.get("by_type", {}).items():
+            lines.append(f"  {t} ({tm['questions']})")
+            lines.append(f"{'':<8}" + _cells(tm, cols))
     return "\n".join(lines)
+
+
+def _cells(m: Mapping[str, Any], cols: Sequence[str]) -> str:
+    cells = []
+    for c in cols:
+        v = m.get(c)
+        if v is None:
+            cells.append(f"{'':>11}")
+        elif c.startswith(("recall", "mrr", "ndcg")):
+            cells.append(f"{v * 100:>10.2f}%")
+        else:
+            cells.append(f"{v:>11.1f}")
+    return "".join(cells)

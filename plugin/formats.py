@@ -78,6 +78,7 @@ __all__ = [
     "DocumentConverter",
     "converted_cache_dir",
     "escape_structure",
+    "format_size",
 ]
 
 #: Folder suffix -> format converted by :class:`DocumentConverter`.
@@ -231,7 +232,9 @@ class DocumentConverter:
         """Convert the file at ``path`` (its format from the suffix), through the cache.
 
         ``size`` is the file size the caller already has from ``stat`` (read here otherwise);
-        a file over ``max_source_bytes`` is refused before it is read.
+        a file over ``max_source_bytes`` is refused before it is read. Folder ingest reads files
+        itself (guarded: regular files only, size cap, no symlink out of the folder) and calls
+        :meth:`convert` with ``cached``.
 
         Raises:
             ConfigError: the parser for this format is not installed (names the pip install).
@@ -251,19 +254,11 @@ class DocumentConverter:
             data = path.read_bytes()
         except OSError as exc:
             raise IngestError(f"unreadable: {exc.strerror}") from exc
-        self._check_size(len(data))
-        sha = hashlib.sha256(data).hexdigest()
-        cached = self._read_cache(sha, kind)
-        if cached is not None:
-            logger.debug("read the converted text of %s from the cache (%s)", path, sha)
-            return cached
-        converted = self._convert(data, kind, sha)
-        logger.debug("converted %s (%s, %d characters)", path, kind, len(converted.text))
-        self._write_cache(converted)
-        return converted
+        return self.convert(data, kind, cached=True)
 
-    def convert(self, data: bytes, kind: str) -> Converted:
-        """Convert ``data`` of format ``kind`` (``pdf``, ``docx``, ``html``, ``epub``); no cache.
+    def convert(self, data: bytes, kind: str, *, cached: bool = False) -> Converted:
+        """Convert ``data`` of format ``kind`` (``pdf``, ``docx``, ``html``, ``epub``); with
+        ``cached``, through the cache (keyed by the bytes' SHA-256).
 
         Raises:
             ConfigError: the parser for ``kind`` is not installed.
@@ -273,7 +268,17 @@ class DocumentConverter:
             raise IngestError(f"format {kind!r} is not converted; known: {', '.join(self._kinds)}")
         self.require(kind)
         self._check_size(len(data))
-        return self._convert(data, kind, hashlib.sha256(data).hexdigest())
+        sha = hashlib.sha256(data).hexdigest()
+        if not cached:
+            return self._convert(data, kind, sha)
+        hit = self._read_cache(sha, kind)
+        if hit is not None:
+            logger.debug("read the converted text of %s from the cache", sha)
+            return hit
+        converted = self._convert(data, kind, sha)
+        logger.debug("converted %s (%s, %d characters)", sha, kind, len(converted.text))
+        self._write_cache(converted)
+        return converted
 
     @staticmethod
     def require(kind: str) -> None:
@@ -293,7 +298,8 @@ class DocumentConverter:
     def _check_size(self, size: int) -> None:
         if size > self.max_source_bytes:
             raise IngestError(
-                f"the file is {_size(size)}, over the {_size(self.max_source_bytes)} limit for "
+                f"the file is {format_size(size)}, over the "
+                f"{format_size(self.max_source_bytes)} limit for "
                 "converted formats (formats.max_source_mb); skipped"
             )
 
@@ -449,8 +455,8 @@ class DocumentConverter:
         unpacked = sum(i.file_size for i in infos)
         if unpacked > self.max_unpacked_bytes:
             raise IngestError(
-                f"the {what} unpacks to {_size(unpacked)}, over the "
-                f"{_size(self.max_unpacked_bytes)} limit (formats.max_unpacked_mb); skipped"
+                f"the {what} unpacks to {format_size(unpacked)}, over the "
+                f"{format_size(self.max_unpacked_bytes)} limit (formats.max_unpacked_mb); skipped"
             )
         return {i.filename for i in infos}
 
@@ -526,7 +532,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _size(n: int) -> str:
+def format_size(n: int) -> str:
     """``52428800`` -> ``"50 MiB"``; under 100 KiB in bytes (``"104 bytes"``)."""
     return f"{n / _MIB:.4g} MiB" if n >= 100 * 1024 else f"{n:,} bytes"
 

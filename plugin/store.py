@@ -128,6 +128,22 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (
+        # The folder a folder resource's id is relative to (NULL: API or JSONL ingest), so a
+        # re-index prunes only its own folder's resources. Resources indexed from a folder
+        # before (a source file recorded with its stat) get it from their source path, which
+        # is that folder joined with their id.
+        "0004_source_root",
+        """
+        ALTER TABLE resources ADD COLUMN source_root TEXT;
+        UPDATE resources SET source_root = substr(source_uri, 1,
+                length(source_uri) - length(resource_id) - 1)
+            WHERE source_mtime_ns IS NOT NULL AND source_uri IS NOT NULL
+              AND length(source_uri) > length(resource_id) + 1
+              AND substr(source_uri, length(source_uri) - length(resource_id)) = '/' || resource_id;
+        CREATE INDEX resources_source_root ON resources(source_root);
+        """,
+    ),
 )
 
 _MIGRATIONS_TABLE = (
@@ -216,6 +232,8 @@ class ResourceRecord:
     created_at: float
     updated_at: float
     error: str | None
+    #: the folder the id of a folder resource is relative to (``None``: API or JSONL ingest)
+    source_root: str | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> ResourceRecord:
@@ -236,6 +254,7 @@ class ResourceRecord:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             error=row["error"],
+            source_root=row["source_root"],
         )
 
 
@@ -646,6 +665,56 @@ class Store:
             if p.exists():
                 total += p.stat().st_size
         return total
+
+    def folder_roots(self) -> list[str]:
+        """The folders whose files' ids are relative to them (``source_root`` of any resource)."""
+        rows = self.connection().execute(
+            "SELECT DISTINCT source_root FROM resources WHERE source_root IS NOT NULL"
+        )
+        return sorted(row[0] for row in rows)
+
+    def folder_resources(self, folder: str) -> list[ResourceRecord]:
+        """Resources indexed from a folder (``source_root`` set) whose source file lies under
+        ``folder`` (an absolute path), in any status."""
+        prefix = folder.rstrip("/") + "/"
+        rows = self.connection().execute(
+            "SELECT * FROM resources WHERE source_root IS NOT NULL "
+            "AND substr(source_uri, 1, ?) = ? ORDER BY id",
+            (len(prefix), prefix),
+        )
+        return [ResourceRecord.from_row(row) for row in rows]
+
+    def list_resources(
+        self,
+        *,
+        tenant: str | None = None,
+        statuses: Sequence[str] | None = None,
+        prefix: str | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[ResourceRecord, int]]:
+        """Resources (oldest first) with their current version's chunk count, filtered by
+        exact ``tenant``, ``statuses`` and an id ``prefix``; at most ``limit``."""
+        where, params = ["1 = 1"], []
+        if tenant is not None:
+            where.append("r.tenant = ?")
+            params.append(tenant)
+        if statuses:
+            where.append(f"r.status IN ({','.join('?' * len(statuses))})")
+            params.extend(statuses)
+        if prefix:
+            where.append("substr(r.resource_id, 1, ?) = ?")
+            params.extend((len(prefix), prefix))
+        sql = (
+            "SELECT r.*, (SELECT count(*) FROM chunks c WHERE c.resource_id = r.resource_id "
+            "AND c.version = r.version) AS n_chunks FROM resources r WHERE "
+            + " AND ".join(where)
+            + " ORDER BY r.id"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = self.connection().execute(sql, params)
+        return [(ResourceRecord.from_row(row), int(row["n_chunks"])) for row in rows]
 
     def iter_resource_ids(self, statuses: Sequence[str] | None = None) -> Iterator[str]:
         sql = "SELECT resource_id FROM resources"

@@ -40,3 +40,20 @@ def hs(settings: Settings) -> Iterator[HybridSearch]:
         yield search
     finally:
         search.close()
+
+
+@pytest.fixture(scope="session")
+def onnx_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An ``embedding.onnx_cache_dir`` holding the int8 ONNX export of the packaged model, made
+    once per session (the export takes tens of seconds) by the real export path."""
+    from hybridsag.onnx_embedder import build_onnx_model
+    from hybridsag.settings import EmbeddingSettings
+
+    root = tmp_path_factory.mktemp("onnx-cache")
+    build_onnx_model(
+        Settings(
+            data_dir=root / "unused",
+            embedding=EmbeddingSettings(backend="onnx", onnx_cache_dir=root),
+        )
+    )
+    return root

@@ -11,6 +11,10 @@ delete began (no ingest that indexed it, or failed part-way, ended after the del
 started before the search's end; an ingest skipped as unchanged never counts).
 :meth:`RaceResult.final_state_problems` checks that a resource whose last operation overlapped no
 other is in the state that operation left: ready with its text, or absent.
+
+Every problem line carries the resource's operation history (:meth:`RaceResult.history`), and an
+exception that is not a :class:`HybridSagError` in any thread is kept, with its traceback, in
+``thread_errors`` (the thread then stops), so a failing run prints what diverged.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +65,23 @@ class RaceResult:
     reconciles: list[dict[str, Any]] = field(default_factory=list)
     reconcile_errors: list[str] = field(default_factory=list)
     search_errors: list[str] = field(default_factory=list)
+    # unexpected exceptions (not HybridSagError) of any thread, with their tracebacks
+    thread_errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def resource_ids(self) -> set[str]:
         return {o.resource_id for o in self.ops}
+
+    def history(self, resource_id: str, *, limit: int = 12) -> str:
+        """The last ``limit`` operations on ``resource_id``, one per line, in start order."""
+        ops = sorted((o for o in self.ops if o.resource_id == resource_id), key=lambda o: o.t0)
+        lines = [
+            f"    {o.kind:<6} [{o.t0:.4f}, {o.t1:.4f}] ok={o.ok} revives={o.revives}"
+            + (f" error={o.error!r}" if o.error else "")
+            for o in ops[-limit:]
+        ]
+        return "\n".join(lines)
 
     def visibility_violations(self) -> list[str]:
         by_rid: dict[str, list[Op]] = {}
@@ -84,7 +101,8 @@ class RaceResult:
                 if not revived:
                     out.append(
                         f"search [{s.t0:.4f}, {s.t1:.4f}] returned {rid!r}, deleted at "
-                        f"[{d.t0:.4f}, {d.t1:.4f}] with no ingest after"
+                        f"[{d.t0:.4f}, {d.t1:.4f}] with no ingest after; its operations:\n"
+                        + self.history(rid)
                     )
         return out
 
@@ -101,13 +119,16 @@ class RaceResult:
                 continue  # failed, or overlapped by another op: either order is possible
             checked += 1
             rec = hs.components.store.get_resource(rid)
+            problem = None
             if last.kind == "delete":
                 if rec is not None:
-                    problems.append(f"{rid}: deleted last but is {rec.status}")
+                    problem = f"{rid}: deleted last but is {rec.status}"
             elif rec is None or rec.status != "ready":
-                problems.append(f"{rid}: ingested last but is {rec and rec.status}")
+                problem = f"{rid}: ingested last but is {rec and rec.status}"
             elif rec.content_sha256 != hashlib.sha256(str(last.text).encode()).hexdigest():
-                problems.append(f"{rid}: ready with another text than its last ingest")
+                problem = f"{rid}: ready with another text than its last ingest"
+            if problem is not None:
+                problems.append(f"{problem}; its operations:\n{self.history(rid)}")
         return problems, checked
 
 
@@ -185,11 +206,24 @@ def run_race(
                  "errors": report["errors"]}
             )
 
+    def guarded(body: Callable[..., None]) -> Callable[..., None]:
+        # an unexpected exception stops its thread; keep it for the test to show
+        def run(*args: Any) -> None:
+            try:
+                body(*args)
+            except Exception:  # noqa: BLE001 - recorded and asserted on by the caller
+                with lock:
+                    result.thread_errors.append(f"{body.__name__}{args}: {traceback.format_exc()}")
+
+        return run
+
     per = [operations // writers + (1 if k < operations % writers else 0) for k in range(writers)]
-    threads = [threading.Thread(target=writer, args=(k, per[k])) for k in range(writers)]
-    helpers = [threading.Thread(target=searcher)]
+    threads = [
+        threading.Thread(target=guarded(writer), args=(k, per[k])) for k in range(writers)
+    ]
+    helpers = [threading.Thread(target=guarded(searcher))]
     if reconcile_interval_s is not None:
-        helpers.append(threading.Thread(target=reconciler))
+        helpers.append(threading.Thread(target=guarded(reconciler)))
     started = time.perf_counter()
     for t in helpers + threads:
         t.start()
@@ -210,6 +244,7 @@ def summarize(result: RaceResult, extra: Sequence[tuple[str, Any]] = ()) -> dict
         kinds[key] = kinds.get(key, 0) + 1
     out: dict[str, Any] = {
         "operations": len(result.ops),
+        "thread_errors": len(result.thread_errors),
         "by_kind": kinds,
         "searches": len(result.searches),
         "reconciles_during": len(result.reconciles),

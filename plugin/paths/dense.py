@@ -83,5 +83,7 @@ class DenseRetriever:
 
 
 def build(parts: Parts) -> DenseRetriever:
-    """Registry factory (the embedder and the dense index are built here, once)."""
-    return DenseRetriever(parts.store, parts.embedder(), parts.dense_index())
+    """Registry factory (the embedder and the dense index are built here, once). The index
+    opens first: when Milvus cannot be opened the path fails without loading the model."""
+    index = parts.dense_index()
+    return DenseRetriever(parts.store, parts.embedder(), index)

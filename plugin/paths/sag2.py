@@ -16,7 +16,19 @@ The loop (defaults from the SAG-Wiki and SAG2 descriptions):
    round-robin by rank, deduplicated, up to the round's candidate count; the grown pool is judged
    again with last round's scores as provisional. A round that brings no new term or candidate
    ends the loop;
-4. a diversity re-rank of the top ``diversity_top`` so they do not all come from one section.
+4. a diversity re-rank of the top ``diversity_top`` so they do not all come from one section;
+5. evidence-set selection (:mod:`hybridsag.paths.evidence`): the first ``set_k`` are taken
+   greedily so that every entity the question names and every bridge the selected evidence
+   opens is covered before a second passage on the same need (``set_k = 0``: the judge's order);
+6. a targeted second hop, only when step 5 left a named gap: the names the selected evidence
+   uses on the question's relation words that no candidate is about (at most ``gap_lookups``)
+   are looked up by title (else as a phrase in the text), joined to the pool, the pool is
+   judged again and step 5 runs again.
+
+A hit's ``raw_score`` and ``judge_p`` are the judge's probability; its ``score`` is the highest
+probability at or below its rank (so scores never rise down the list the selection ordered) and
+``detail["evidence"]`` names the need a selected passage was taken for (``entity``, ``bridge``
+or ``judge``).
 
 If the judge fails for good, the path returns BM25 order with ``degraded`` and the reason, or
 raises when ``judge.on_failure = "raise"``. A judge that answered but went on without part of
@@ -35,11 +47,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.chunker import split_sentences
-from hybridsag.errors import HybridSagError, JudgeError
+from hybridsag.errors import ConfigError, HybridSagError, JudgeError
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
+from hybridsag.judges.simple import UnavailableJudge
 from hybridsag.lexical import LexicalIndex
 from hybridsag.paths.base import PathResult, Peers
+from hybridsag.paths.evidence import (
+    EvidencePassage,
+    Selection,
+    bridge_gaps,
+    name_forms,
+    select_evidence,
+)
 from hybridsag.settings import JudgeSettings, Sag2Settings
 from hybridsag.store import Filters, Store
 
@@ -161,6 +181,9 @@ class _Run:
         self.trace: list[list[str]] | None = None
         self.degraded: list[str] = []
         self.rounds_done = 0
+        self.second_hop = 0
+        #: a round's judgement failed: the loop keeps the last judged pool and looks up nothing
+        self.judge_failed = False
         self._t = time.perf_counter()
 
     def lap(self, name: str) -> None:
@@ -247,9 +270,14 @@ class Sag2Retriever:
         for round_ in range(1, rounds + 1):
             if not self._expand(query, terms, round_, expanded, recall, filters, run):
                 break
+        ordered, selection = self._final_order(query, run)
+        if selection is not None and not run.judge_failed and self._second_hop(
+            query, selection, filters, run
+        ):
+            ordered, selection = self._final_order(query, run)
         if self.trace.on_final_pool is not None:
             self.trace.on_final_pool(query, [c.candidate() for c in run.pool.values()])
-        return self._result(self._final_order(run), limit, run)
+        return self._result(ordered, selection, limit, run)
 
     # -- the steps --------------------------------------------------------------------------------
 
@@ -305,20 +333,30 @@ class Sag2Retriever:
         merged = self._next_hop_candidates(terms, new_terms, recall, filters, run)
         if not merged:
             return False
-        self._add(run.pool, merged, rank_field="expansion", round_=round_)
+        if not self._judge_grown(query, merged, round_, run, kept=f"round {round_ - 1}"):
+            return False
+        run.rounds_done = round_
+        return True
+
+    def _judge_grown(
+        self, query: str, found: Sequence[Hit], round_: int, run: _Run, *, kept: str
+    ) -> bool:
+        """Join ``found`` to the pool as finds of round ``round_`` and judge the grown pool
+        (the last scores as provisional). When the judge fails (and ``on_failure`` is not
+        ``"raise"``) the unjudged candidates are dropped, the last order stands, the reason is
+        recorded as keeping ``kept``, and False is returned."""
+        self._add(run.pool, found, rank_field="expansion", round_=round_)
         run.snapshot()
         try:
             self._judge_pool(query, run, provisional=dict(run.probs))
         except JudgeError as exc:
             if self.judge_settings.on_failure == "raise":
                 raise
-            run.degraded.append(
-                f"{type(exc).__name__}: {exc} (round {round_}; kept round {round_ - 1})"
-            )
-            for h in merged:  # unjudged: drop this round's candidates, keep the last order
+            run.degraded.append(f"{type(exc).__name__}: {exc} (round {round_}; kept {kept})")
+            run.judge_failed = True
+            for h in found:
                 run.pool.pop(h.chunk_id, None)
             return False
-        run.rounds_done = round_
         return True
 
     def _next_hop_candidates(
@@ -352,28 +390,105 @@ class Sag2Retriever:
         run.lap("fts_ms")
         return _round_robin(lists, exclude=run.pool.keys(), limit=recall)
 
-    def _final_order(self, run: _Run) -> list[str]:
-        """The judge's order, then the diversity re-rank of the top ``diversity_top``."""
-        ordered = self._order(run.pool, run.probs)
-        top = self.settings.diversity_top
-        if top > 1:
-            pool = run.pool
+    def _final_order(self, query: str, run: _Run) -> tuple[list[str], Selection | None]:
+        """The judge's order, the diversity re-rank of the top ``diversity_top``, then the
+        evidence-set selection of the first ``set_k`` (None when it is off or the judge only
+        restates an order)."""
+        s = self.settings
+        pool = run.pool
+        ordered = self._order(pool, run.probs)
+        if s.diversity_top > 1:
             ordered = _diversify_ids(
-                ordered, top, lambda c: (pool[c].resource_id, pool[c].heading_path)
+                ordered, s.diversity_top, lambda c: (pool[c].resource_id, pool[c].heading_path)
             )
+        selection = None
+        if s.set_k and getattr(self.judge, "verdicts", True):
+            selection = select_evidence(
+                query,
+                [EvidencePassage(c, pool[c].title, pool[c].text, run.probs[c]) for c in ordered],
+                k=s.set_k,
+                entity_weight=s.entity_weight,
+                bridge_weight=s.bridge_weight,
+                relation_floor=s.relation_floor,
+            )
+            ordered = selection.order
         run.lap("rerank_ms")
-        return ordered
+        return ordered, selection
 
-    def _result(self, ordered: Sequence[str], limit: int, run: _Run) -> PathResult:
+    def _second_hop(
+        self, query: str, selection: Selection, filters: Filters, run: _Run
+    ) -> bool:
+        """The targeted second hop: look up the names the selected evidence leaves without a
+        passage (title first, else a phrase search of the text), join what is new to the pool
+        (as next-hop finds of the round after the last) and judge it again. False when there was
+        no gap, nothing new, or the judge failed (then the new candidates are dropped and the
+        last judgement stands, marked degraded)."""
+        n = self.settings.gap_lookups
+        if not n:
+            return False
+        pool = run.pool
+        passages = {
+            c: EvidencePassage(c, pool[c].title, pool[c].text, run.probs[c]) for c in pool
+        }
+        gaps = bridge_gaps(selection, passages)[:n]
+        if not gaps:
+            return False
+        found = _round_robin(
+            [self._look_up(name, filters) for name in gaps], exclude=pool.keys(), limit=4 * n
+        )
+        run.lap("second_hop_ms")
+        if not found:
+            return False
+        round_ = run.rounds_done + 1
+        if not self._judge_grown(query, found, round_, run, kept=f"round {round_ - 1}"):
+            return False
+        run.second_hop = len(found)
+        return True
+
+    def _look_up(self, name: str, filters: Filters) -> list[Hit]:
+        """Passages about ``name``: the first chunk of each resource whose title is the name
+        (:func:`~hybridsag.paths.evidence.name_forms`), else (for a name of two words or more)
+        the best two chunks holding the name as a phrase."""
+        terms = self.lexical.query_terms(name)
+        if not terms:
+            return []
+        rids = [rid for rid, _ in self.lexical.search_titles(terms, limit=5, filters=filters)]
+        records = self.store.resources(rids)
+        titled = [r for r in rids if r in records and name in name_forms(records[r].title)]
+        if titled:
+            first = self.store.first_chunks(titled)
+            return [
+                Hit(first[rid][0], self.name, i, 0.0, 0.0)
+                for i, rid in enumerate((r for r in titled if r in first), start=1)
+            ]
+        if len(name.split()) < 2:  # one word as a phrase is any passage using the word
+            return []
+        phrase = " ".join(self.lexical.tokenizer.tokenize(name))
+        return self.lexical.search(terms, limit=2, filters=filters, must=phrase, path=self.name)
+
+    def _result(
+        self, ordered: Sequence[str], selection: Selection | None, limit: int, run: _Run
+    ) -> PathResult:
         verdicts = getattr(self.judge, "verdicts", True)
+        roles = selection.roles if selection is not None else {}
+        shown = list(ordered[:limit])
+        # the score never rises down the list: the best probability at or below each rank
+        floor = 0.0
+        scores = []
+        for cid in reversed(shown):
+            floor = max(floor, run.probs[cid])
+            scores.append(floor)
+        scores.reverse()
         hits = []
-        for i, cid in enumerate(ordered[:limit], start=1):
+        for i, (cid, score) in enumerate(zip(shown, scores), start=1):
             cand, p = run.pool[cid], run.probs[cid]
             detail: dict[str, Any] = {
                 "resource_id": cand.resource_id,
                 "round": cand.round,
                 "bm25_rank": cand.bm25_rank,
             }
+            if cid in roles:
+                detail["evidence"] = roles[cid]
             if not verdicts:  # an order, not a judgement: fusion must not trust it as one
                 detail["order_score"] = round(p, JUDGE_P_DIGITS)
             hits.append(
@@ -382,7 +497,7 @@ class Sag2Retriever:
                     path=self.name,
                     rank=i,
                     raw_score=p,
-                    score=p,
+                    score=score,
                     detail=detail,
                     judge_p=round(p, JUDGE_P_DIGITS) if verdicts else None,
                     # first found by an expansion round: the next hop, outside the question's scope
@@ -400,6 +515,8 @@ class Sag2Retriever:
                 "pool": len(run.pool),
                 "rounds": run.rounds_done,
                 "pool_per_round": run.coverage,
+                "second_hop": run.second_hop,
+                **({"shape": selection.kind} if selection is not None else {}),
                 **({"pool_resources_per_round": run.trace} if run.trace is not None else {}),
             },
             degraded="; ".join(run.degraded) or None,
@@ -520,6 +637,12 @@ def _round_robin(lists: Sequence[Sequence[Hit]], *, exclude: Any, limit: int) ->
 
 
 def build(parts: Parts) -> Sag2Retriever:
-    """Registry factory: the SAG2 loop over the lexical index and the configured judge."""
+    """Registry factory: the SAG2 loop over the lexical index and the configured judge. A judge
+    that cannot be built (ConfigError: a Jev judge without a key) fails every call instead, so
+    the path answers in BM25 order marked degraded, as for a judge that fails at run time."""
     s = parts.settings
-    return Sag2Retriever(parts.store, parts.lexical, parts.judge(), s.sag2, s.judge)
+    try:
+        judge: Judge = parts.judge()
+    except ConfigError as exc:
+        judge = UnavailableJudge(s.judge.name, str(exc))
+    return Sag2Retriever(parts.store, parts.lexical, judge, s.sag2, s.judge)

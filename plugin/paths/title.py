@@ -20,8 +20,9 @@ __all__ = ["TitleRetriever", "build"]
 
 
 class TitleRetriever:
-    """Exact normalised-title matches first, then title full-text matches; each matched
-    resource is represented by its best body chunk for the query, else its first chunk."""
+    """Exact normalised-title matches first, then title full-text matches. A resource whose
+    title is the query is represented by its lead chunk (its first: the introduction), one
+    matched by title words by its best body chunk for the query, else its first chunk."""
 
     name = "title"
 
@@ -48,7 +49,8 @@ class TitleRetriever:
                 matched.setdefault(rid, ("title_fts", score))
         t1 = time.perf_counter()
         rids = list(matched)[:limit]
-        best = self._best_chunks(rids, terms)
+        exact = {rid for rid in rids if matched[rid][0] == "exact_title"}
+        best = self._best_chunks(rids, terms, lead=exact)
         hits = []
         for rid in rids:
             chunk_id = best.get(rid)
@@ -70,10 +72,13 @@ class TitleRetriever:
             timings={"titles_ms": round((t1 - t0) * 1000, 3), "chunks_ms": elapsed_ms(t1)},
         )
 
-    def _best_chunks(self, rids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
-        """Each resource's best body chunk for the query terms, else its first chunk."""
+    def _best_chunks(
+        self, rids: Sequence[str], terms: Sequence[str], *, lead: set[str]
+    ) -> dict[str, str]:
+        """Each resource's first chunk for those in ``lead``; for the others their best body
+        chunk for the query terms, else their first chunk."""
         first = self.store.first_chunks(rids)
-        several = [rid for rid, (_chunk_id, n) in first.items() if n > 1]
+        several = [rid for rid, (_chunk_id, n) in first.items() if n > 1 and rid not in lead]
         best = self.lexical.best_chunks(several, terms) if terms and several else {}
         return {rid: best.get(rid, chunk_id) for rid, (chunk_id, _n) in first.items()}
 

@@ -3,7 +3,8 @@
 Backends: ``lite`` (Milvus Lite 3.2.2 embedded under a temp data dir) and ``server`` (a real Milvus
 standalone 2.3.5 from the PyPI package ``milvus``, started once per session; marker
 ``milvus_server``). Every test gets its own collection. Vectors are hand-made unit vectors where
-the exact order matters, and real vectors from the packaged all-MiniLM-L6-v2 model elsewhere.
+the exact order matters, and real vectors from the packaged all-MiniLM-L6-v2 model elsewhere, from
+each embedder backend (sentence-transformers, and the int8 ONNX export).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from hybridsag.dense import (
     make_dense_index,
     quote_literal,
 )
-from hybridsag.embedder import SentenceTransformerEmbedder
+from hybridsag.embedder import Embedder, make_embedder
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
 from tests.consistency_support import create_legacy_collection
@@ -118,9 +119,14 @@ def open_index(make_settings: MakeSettings) -> Iterator[Callable[..., MilvusDens
         index.close()
 
 
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(Settings(embedding=EmbeddingSettings()))
+@pytest.fixture(scope="module", params=["sentence-transformers", "onnx"])
+def embedder(request: pytest.FixtureRequest) -> Embedder:
+    fields: dict[str, object] = {"backend": request.param}
+    if request.param == "onnx":
+        fields["onnx_cache_dir"] = request.getfixturevalue("onnx_cache_dir")
+    made = make_embedder(Settings(embedding=EmbeddingSettings(**fields)))  # type: ignore[arg-type]
+    assert made is not None
+    return made
 
 
 def ids(hits: list) -> list[str]:

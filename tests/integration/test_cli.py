@@ -14,6 +14,8 @@ import pytest
 
 from hybridsag.cli import main
 
+from tests.cli_support import lexical_only, run  # noqa: F401
+
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
 CORPUS = [
@@ -31,15 +33,7 @@ QUERIES = [
 QRELS = "query-id\tcorpus-id\tscore\nq1\tp1\t1\nq2\tp3\t1\nq3\tp4\t1\nq3\tp2\t1\n"
 
 
-@pytest.fixture(autouse=True)
-def _lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "none")
-
-
-def run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out=out)
-    return code, out.getvalue()
+pytestmark = pytest.mark.usefixtures("lexical_only")
 
 
 @pytest.fixture
@@ -51,6 +45,32 @@ def beir(tmp_path: Path) -> Path:
     (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in QUERIES) + "\n", "utf-8")
     (folder / "qrels.tsv").write_text(QRELS, "utf-8")
     return folder
+
+
+def test_eval_by_question_type_and_pool_per_round(tmp_path: Path, beir: Path) -> None:
+    """Queries with a ``type`` field get metrics per type; SAG2 reports the share of gold in
+    its pool after each round, a question whose loop stopped early counting its last pool."""
+    typed = [{**q, "type": "multi" if q["_id"] == "q3" else "single"} for q in QUERIES]
+    (beir / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in typed) + "\n", "utf-8")
+    code, text = run("eval", "--data", str(beir), "--paths", "bm25,sag2", "--json",
+                     "--out", str(tmp_path / "r"), "-q")  # fmt: skip
+    assert code == 0, text
+    paths = json.loads(text)["paths"]
+    for name in ("bm25", "sag2"):
+        by_type = paths[name]["by_type"]
+        assert {t: m["questions"] for t, m in by_type.items()} == {"multi": 1, "single": 2}
+        # the overall mean is the question-weighted mean of the types
+        overall = (by_type["multi"]["recall@1"] + 2 * by_type["single"]["recall@1"]) / 3
+        assert paths[name]["recall@1"] == pytest.approx(overall, abs=1e-4)
+    assert paths["bm25"]["by_type"]["multi"]["recall@1"] == 0.5  # two gold, one at rank 1
+    sag2 = paths["sag2"]
+    rounds = sorted(k for k in sag2 if k.startswith("gold_in_pool_round"))
+    assert rounds[0] == "gold_in_pool_round0_per_query"
+    pool = [sag2[k] for k in rounds]
+    assert pool == sorted(pool) and 0.0 <= pool[0] and pool[-1] <= 1.0  # pools only grow
+    code, table = run("eval", "--data", str(beir), "--paths", "bm25", "--out",
+                      str(tmp_path / "t"), "-q")  # fmt: skip
+    assert code == 0 and "  multi (1)" in table and "  single (2)" in table
 
 
 def test_index_folder_then_search_json(tmp_path: Path) -> None:
@@ -76,7 +96,7 @@ def test_search_text_output(tmp_path: Path, beir: Path) -> None:
     assert run("index", "--jsonl", str(beir / "corpus.jsonl"), "-q")[0] == 0
     code, text = run("search", "Turing machine", "--paths", "bm25")
     assert code == 0
-    assert "results for 'Turing machine' via bm25" in text and "Alan Turing" in text
+    assert "1 result for 'Turing machine' via bm25" in text and "Alan Turing" in text
 
 
 def test_search_judge_order_flag(tmp_path: Path, beir: Path) -> None:
@@ -267,8 +287,11 @@ def test_installed_console_script_runs() -> None:
     ],
 )
 def test_text_that_is_not_utf8_exits_2_with_one_valid_utf8_line(
-    tmp_path: Path, argv: list[bytes], named: bytes
+    tmp_path: Path, argv: list[bytes], named: bytes, lexical_only: None
 ) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "fox.md").write_text("# Fox\n\nThe quick brown fox.\n")
+    assert run("--data-dir", str(tmp_path / "d"), "index", str(tmp_path / "docs"), "-q")[0] == 0
     script = Path(sys.executable).parent / "hybridsag"
     env = {**os.environ, "HYBRIDSAG_DATA_DIR": str(tmp_path / "d"), "LC_ALL": "C.UTF-8"}
     proc = subprocess.run(

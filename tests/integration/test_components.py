@@ -430,3 +430,26 @@ def test_a_failed_compensation_is_noted_on_the_error(tmp_path: Path) -> None:
         )
         assert row[0] == 1
         assert hs.search("orrery", paths=["bm25"]).results == ()
+
+
+class _OtherVectors(SentenceTransformerEmbedder):
+    """The same model, presented as a backend whose vectors differ (another fingerprint)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.fingerprint = f"{settings.embedding.model}|other-int4"
+
+
+def test_an_index_refuses_an_embedder_that_makes_other_vectors(vector_index: Path) -> None:
+    from hybridsag.errors import IndexMismatchError
+
+    EMBEDDERS["other"] = _OtherVectors
+    try:
+        with Components(_settings(vector_index)) as parts:
+            assert parts.store.get_meta("embedding_fingerprint") == f"{MODEL}|sentence-transformers-fp32"
+        with Components(_settings(vector_index, embedding={"backend": "other"})) as parts:
+            assert parts.stored_dense_index() is not None  # opening needs no embedder
+            with pytest.raises(IndexMismatchError, match=r"other-int4.*rebuild the index"):
+                parts.embedder()
+    finally:
+        del EMBEDDERS["other"]

@@ -211,6 +211,11 @@ def test_exception_at_step_then_reconcile(
 # -- (b) a child process SIGKILLed at each step ---------------------------------------------------
 
 
+# A guard against a hung child, not a speed check: the 11 children load torch and the model, and
+# on a loaded 2-core machine they need minutes; pytest-timeout (600 s) stays the outer bound.
+HUNG_CHILDREN_S = 540.0
+
+
 @pytest.fixture(scope="module")
 def killed(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Run every kill scenario in its own child process on its own copy (3 at a time)."""
@@ -227,15 +232,22 @@ def killed(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     results: dict[tuple[str, str], tuple[Path, int, str]] = {}
     running: list[tuple[tuple[str, str], Path, subprocess.Popen[bytes]]] = []
     started = time.monotonic()
-    while pending or running:
-        while pending and len(running) < 3:
-            key, data, cmd = pending.pop(0)
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE)
-            running.append((key, data, proc))
-        key, data, proc = running.pop(0)
-        _, err = proc.communicate(timeout=max(10.0, 240 - (time.monotonic() - started)))
-        results[key] = (data, proc.returncode, err.decode("utf-8", "replace")[-2000:])
+    try:
+        while pending or running:
+            while pending and len(running) < 3:
+                key, data, cmd = pending.pop(0)
+                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE)
+                running.append((key, data, proc))
+            key, data, proc = running[0]
+            left = HUNG_CHILDREN_S - (time.monotonic() - started)
+            _, err = proc.communicate(timeout=max(10.0, left))
+            running.pop(0)
+            results[key] = (data, proc.returncode, err.decode("utf-8", "replace")[-2000:])
+    finally:  # a hung child fails the fixture; none is left running behind it
+        for _, _, proc in running:
+            proc.kill()
+            proc.communicate()
     yield results
 
 

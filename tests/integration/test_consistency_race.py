@@ -44,31 +44,38 @@ def test_race_never_shows_deleted_resources_and_reconcile_leaves_no_orphans(
         # 20% share of the mass-delete guard (tested on its own in test_consistency.py)
         result = run_race(hs, operations=1000, writers=4, reconcile_interval_s=0.4)
         summary = summarize(result, [("injected_failures", dense.failures)])
+        assert result.thread_errors == [], "\n".join([str(summary), *result.thread_errors])
         assert len(result.ops) == 1000, summary
-        assert result.search_errors == [], result.search_errors[:3]
-        assert result.reconcile_errors == [], result.reconcile_errors[:3]
+        assert result.search_errors == [], (summary, result.search_errors[:3])
+        assert result.reconcile_errors == [], (summary, result.reconcile_errors[:3])
         assert len(result.searches) >= 20, summary
         assert dense.failures >= 10, summary  # the faults really happened
         assert sum(1 for o in result.ops if not o.ok) >= 5, summary
 
-        assert result.visibility_violations() == []
+        violations = result.visibility_violations()
+        assert violations == [], "\n".join([str(summary), *violations[:10]])
 
         time.sleep(1.2)  # let this process's abandoned claims pass indexing_timeout_s
         rec = Reconciler(hs.components)
         plan = rec.plan()
         # the reconciles during the race never removed anything live
-        assert plan.missing_vectors == ()
-        assert plan.orphan_chunks == ()
-        assert plan.missing_fts_rows == ()
+        live_lost = {
+            "missing_vectors": plan.missing_vectors,
+            "orphan_chunks": plan.orphan_chunks,
+            "missing_fts_rows": plan.missing_fts_rows,
+        }
+        assert not any(live_lost.values()), (live_lost, plan.as_dict(), result.reconciles)
         found_work = any(any(r["before"].values()) for r in result.reconciles)
         assert found_work or not plan.is_empty, "the faults left nothing to reconcile"
 
         report = rec.run(force=True)
-        assert report["ok"], report["errors"]
-        assert not any(report["counts_after"].values()), report["counts_after"]
-        assert rec.plan().is_empty
-        assert check_consistent(hs) == []
+        assert report["ok"], report
+        assert not any(report["counts_after"].values()), report
+        after = rec.plan()
+        assert after.is_empty, after.as_dict()
+        inconsistencies = check_consistent(hs)
+        assert inconsistencies == [], "\n".join(inconsistencies)
 
         problems, checked = result.final_state_problems(hs)
-        assert problems == []
+        assert problems == [], "\n".join([str(summary), *problems[:10]])
         assert checked >= 5, summary

@@ -237,14 +237,29 @@ def test_folder_ingest_skips_hidden_and_ignored(hs: HybridSearch, corpus: Path) 
     assert _found(hs, "zanzibar-quokka") == ["control"]
 
 
-def test_folder_non_utf8_file_is_reported_and_skipped(hs: HybridSearch, corpus: Path) -> None:
-    (corpus / "notes" / "latin1.txt").write_bytes(b"Caf\xe9 menu with ocelot prices\n")
+LATIN1 = (
+    "Café crème brûlée, naïve façade, déjà vu. Ocelot prices: five euros for a piña colada "
+    "in São Paulo. Über die Straße.\n"
+)
+
+
+def test_folder_latin1_file_is_decoded_and_binary_text_is_skipped(
+    hs: HybridSearch, corpus: Path
+) -> None:
+    (corpus / "notes" / "latin1.txt").write_bytes(LATIN1.encode("latin-1"))
+    (corpus / "notes" / "short.txt").write_bytes(b"Caf\xe9 menu with ocelot prices\n")
+    (corpus / "notes" / "binary.txt").write_bytes(bytes(range(1, 256)) * 40)
     report = hs.ingest_folder(corpus)
-    assert list(report.errors) == ["notes/latin1.txt"]
-    assert "UTF-8" in report.errors["notes/latin1.txt"]
-    assert hs.components.store.get_resource("notes/latin1.txt") is None
-    assert report.indexed >= 10
-    assert _found(hs, "ocelot") == []
+    assert list(report.errors) == ["notes/binary.txt"]
+    assert "not UTF-8" in report.errors["notes/binary.txt"]
+    assert "no text encoding reads it" in report.errors["notes/binary.txt"]
+    short = "Café menu with ocelot prices\n"
+    for rid, text in (("notes/latin1.txt", LATIN1), ("notes/short.txt", short)):
+        rec = hs.components.store.get_resource(rid)
+        assert rec is not None and dict(rec.metadata) == {"encoding": "cp1252"}
+        assert "".join(c.text for c in hs.components.store.resource_chunks(rid)) == text.strip()
+    assert sorted(_found(hs, "ocelot")) == ["notes/latin1.txt", "notes/short.txt"]
+    assert _found(hs, "brûlée") == ["notes/latin1.txt"]
     assert "guide/agents.md" in _found(hs, "ReActAgent")
 
 

@@ -139,6 +139,11 @@ def corpus_hs(tmp_path: Path) -> Iterator[HybridSearch]:
         hs.close()
 
 
+#: SAG2 settings that leave the judge's order alone (no evidence-set selection, no second hop):
+#: for the tests of the steps before them
+JUDGE_ORDER: dict[str, Any] = {"set_k": 0, "gap_lookups": 0}
+
+
 def _retriever(hs: HybridSearch, judge: Judge | None = None, **sag2: Any) -> Sag2Retriever:
     judge = judge if judge is not None else FeatureJudge(tokens=hs.components.tokenizer.tokenize)
     return Sag2Retriever(hs.components.store, hs.components.lexical, judge, Sag2Settings(**sag2), hs.settings.judge)
@@ -262,7 +267,7 @@ def test_bm25_alone_misses_the_second_and_third_hop(corpus_hs: HybridSearch) -> 
 
 
 def test_one_round_finds_the_bridge_and_ranks_it_top_five(corpus_hs: HybridSearch) -> None:
-    r0 = corpus_hs.components.retriever("sag2").retrieve(QUESTION, limit=10, filters=Filters(), rounds=0)
+    r0 = _retriever(corpus_hs, rounds=0, gap_lookups=0).retrieve(QUESTION, limit=10, filters=Filters())
     assert BRIDGE not in _rids(r0.hits)
     assert r0.usage["rounds"] == 0
 
@@ -303,7 +308,9 @@ def test_expansion_hits_are_marked_next_hop(corpus_hs: HybridSearch) -> None:
     assert hits, "sag2 returned nothing"
     for h in hits:
         assert h.next_hop == (h.detail["round"] >= 1), h
-        assert h.judge_p is not None and h.judge_p == round(h.score, 4)
+        assert h.judge_p is not None and h.judge_p == round(h.raw_score, 4)
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)  # the set's order, scores never rising
     assert any(h.next_hop for h in hits) and not all(h.next_hop for h in hits)
 
 
@@ -445,18 +452,20 @@ def test_diversity_rerank_in_the_path(tmp_path: Path) -> None:
         chunks = [c.chunk_id for c in hs.components.store.resource_chunks("manual")]
         assert len(chunks) == 3  # one section (no headings), three chunks
         judge = ConstantJudge(0.1, {"manual": 0.9})
-        flat = _retriever(hs, judge, rounds=0, diversity_top=0).retrieve(
+        flat = _retriever(hs, judge, rounds=0, diversity_top=0, set_k=0).retrieve(
             "Quasar pump valve", limit=10, filters=Filters()
         ).hits
         m1, m2, m3, x, y = (h.chunk_id for h in flat)
         assert _rids(flat) == ["manual", "manual", "manual", x.split("@")[0], y.split("@")[0]]
-        spread = _retriever(hs, judge, rounds=0, diversity_top=10).retrieve(
+        spread = _retriever(hs, judge, rounds=0, diversity_top=10, set_k=0).retrieve(
             "Quasar pump valve", limit=10, filters=Filters()
         ).hits
         # keys: m1 0, m2 1+3, m3 2+6, x 3, y 4 (ties by position)
         assert [h.chunk_id for h in spread] == [m1, x, m2, y, m3]
         assert [h.rank for h in spread] == [1, 2, 3, 4, 5]
-        assert spread[1].score == 0.1  # the score stays the judge's; only the order moves
+        # the judge's probability stays (raw_score, judge_p); the score never rises down the list
+        assert spread[1].raw_score == spread[1].judge_p == 0.1
+        assert spread[1].score == 0.9
     finally:
         hs.close()
 
@@ -467,7 +476,7 @@ def test_diversity_rerank_in_the_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rounds", [0, 1, 2])
 def test_rounds_are_respected(corpus_hs: HybridSearch, rounds: int) -> None:
     judge = CountingJudge(FeatureJudge(tokens=corpus_hs.components.tokenizer.tokenize))
-    result = _retriever(corpus_hs, judge, rounds=rounds).retrieve(
+    result = _retriever(corpus_hs, judge, rounds=rounds, gap_lookups=0).retrieve(
         QUESTION, limit=20, filters=Filters()
     )
     assert result.usage["rounds"] == rounds
@@ -552,7 +561,7 @@ def test_sag2_defaults_and_bounds_accepted() -> None:
 
 def test_equal_probabilities_keep_bm25_order(corpus_hs: HybridSearch) -> None:
     bm25 = _bm25(corpus_hs)
-    r0 = _retriever(corpus_hs, ConstantJudge(0.5), rounds=0).retrieve(
+    r0 = _retriever(corpus_hs, ConstantJudge(0.5), rounds=0, **JUDGE_ORDER).retrieve(
         QUESTION, limit=50, filters=Filters()
     )
     assert _rids(r0.hits) == bm25
@@ -560,7 +569,9 @@ def test_equal_probabilities_keep_bm25_order(corpus_hs: HybridSearch) -> None:
 
     # one round: the film's passage is the strongest seed, everything else ties at 0.5
     judge = ConstantJudge(0.5, {"moonlit-harbor": 0.9})
-    r1 = _retriever(corpus_hs, judge, rounds=1).retrieve(QUESTION, limit=50, filters=Filters())
+    r1 = _retriever(corpus_hs, judge, rounds=1, **JUDGE_ORDER).retrieve(
+        QUESTION, limit=50, filters=Filters()
+    )
     ids = _rids(r1.hits)
     assert ids[: len(bm25)] == bm25  # BM25-ranked first, in BM25 order
     assert BRIDGE in ids[len(bm25) :]
@@ -572,7 +583,9 @@ def test_rounded_ties_broken_by_bm25_rank(corpus_hs: HybridSearch) -> None:
     low, high = bm25[-1], bm25[4]  # two candidates lifted to the same rounded probability
     judge = ConstantJudge(0.1, {low: 0.9, high: 0.9})
     ids = _rids(
-        _retriever(corpus_hs, judge, rounds=0).retrieve(QUESTION, limit=50, filters=Filters()).hits
+        _retriever(corpus_hs, judge, rounds=0, **JUDGE_ORDER)
+        .retrieve(QUESTION, limit=50, filters=Filters())
+        .hits
     )
     assert ids == [high, low] + [r for r in bm25 if r not in (high, low)]
 
@@ -681,8 +694,11 @@ def test_jev_end_to_end_gold_first(jev_hs: Any, jev_server: JevServer) -> None:
     assert isinstance(hs.components.retriever("sag2").judge, JevJudge)
     assert not result.degraded
     ids = _rids(result.hits)
-    assert ids[0] == BRIDGE  # GOLD scores 0.99 on the server; found by expansion in round 1
-    assert result.hits[0].score == 0.99
+    # GOLD scores 0.99 on the server (found by expansion in round 1); the set puts the passage
+    # about the film the question names first and the bridge it opens second
+    assert ids[:2] == ["moonlit-harbor", BRIDGE]
+    assert result.hits[1].judge_p == result.hits[1].raw_score == 0.99
+    assert result.hits[0].score == 0.99  # scores never rise down the list
     assert result.usage["rounds"] == 1
     assert result.usage["judge_calls"] == jev_server.request_count == 2  # one request a round
     assert result.usage["judge_input_tokens"] > 0
@@ -695,7 +711,7 @@ def test_jev_end_to_end_gold_first(jev_hs: Any, jev_server: JevServer) -> None:
 
     resp = hs.search(QUESTION, paths=["sag2"], top_k=3)
     assert not resp.degraded
-    assert resp.results[0].resource_id == BRIDGE
+    assert [r.resource_id for r in resp.results[:2]] == ["moonlit-harbor", BRIDGE]
     assert resp.usage["sag2"]["judge_calls"] == 0  # same states and questions: all cached
 
 
@@ -723,7 +739,7 @@ def test_jev_529_then_ok_succeeds_after_retry(jev_hs: Any, jev_server: JevServer
     hs = jev_hs()
     result = hs.run_path("sag2", QUESTION, limit=10, filters=Filters())
     assert not result.degraded
-    assert _rids(result.hits)[0] == BRIDGE
+    assert _rids(result.hits)[:2] == ["moonlit-harbor", BRIDGE]
     assert [r.status for r in jev_server.requests] == [529, 529, 200, 200]
     assert result.usage["judge_calls"] == 2  # requests answered, not attempts
 

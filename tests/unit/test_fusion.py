@@ -554,7 +554,7 @@ def test_rules_identifier_tiers() -> None:
     chunks = {
         "partial": view("partial", "ReActAgentFactory builds agents"),
         "none": view("none", "nothing relevant"),
-        "heading": view("heading", "the run loop", heading_path="Agents > ReActAgent"),
+        "heading": view("heading", "the run loop", heading_path="ReActAgent > Run loop"),
         "mention": view("mention", "agent = ReActAgent(llm)"),
         "definition": view("definition", "class ReActAgent(BaseAgent):\n    ..."),
         "title_only": view("title_only", "see the docs", title="ReActAgent reference"),
@@ -621,7 +621,7 @@ def test_rules_strict_identifiers_returns_empty_without_exact_match() -> None:
     fused = fused_list("partial", "heading")
     chunks = {
         "partial": view("partial", "ReActAgentFactory"),
-        "heading": view("heading", "body", heading_path="ReActAgent"),
+        "heading": view("heading", "body", heading_path="ReActAgent > Usage"),
     }
     assert apply_rules(fused, query="ReActAgent", chunks=chunks, strict_identifiers=True) == []
     lenient = apply_rules(fused, query="ReActAgent", chunks=chunks)

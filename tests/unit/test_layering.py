@@ -4,6 +4,8 @@
   I/O (no file, network, process or database module, no ``open``/``print``/``input``).
 - ``plugin/`` (``hybridsag``) never imports ``hybridsag.consistency``.
 - ``consistency/`` may import ``plugin`` and ``fusion``: nothing to check.
+- The web stack (FastAPI, Starlette, uvicorn, prometheus-client) is the ``service`` extra's: only
+  ``plugin/service/`` (``hybridsag.service``) imports it, so the core works without the extra.
 - No import cycle among the modules of ``plugin/``, counting every import: at the top, inside a
   function, and under ``if TYPE_CHECKING:`` (a cycle of types is a cycle of design).
 """
@@ -269,3 +271,16 @@ def test_imported_modules_resolves_names(
 )
 def test_fusion_violation_classifies(name: str, why: str | None) -> None:
     assert fusion_violation(name) == why
+
+
+WEB_STACK = frozenset({"fastapi", "starlette", "uvicorn", "prometheus_client"})
+
+
+def test_only_the_service_imports_the_web_stack() -> None:
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for folder in ("plugin", "fusion", "consistency")
+        for path, name, line in imports_of(folder)
+        if name.split(".")[0] in WEB_STACK and "service" not in path.relative_to(ROOT / folder).parts
+    ]
+    assert bad == []

@@ -13,6 +13,7 @@ class CountingEmbedder:
     """A stand-in embedder (QueryMemo is under test, not the model): counts what it encodes."""
 
     name = "counting"
+    fingerprint = "counting|test"
     dimension = 3
 
     def __init__(self) -> None:
@@ -31,7 +32,7 @@ def test_a_query_is_embedded_once_and_copies_are_returned() -> None:
     again = memo.encode(["who?"], kind="query")
     assert inner.calls == [("query", ("who?",))]
     assert again.tolist() == [[4.0, 1.0, 0.0]]
-    assert (memo.name, memo.dimension) == ("counting", 3)
+    assert (memo.name, memo.fingerprint, memo.dimension) == ("counting", "counting|test", 3)
 
 
 def test_passages_and_batches_pass_through_and_the_lru_is_bounded() -> None:

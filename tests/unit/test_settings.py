@@ -34,6 +34,7 @@ def test_example_toml_is_valid_and_states_the_defaults(monkeypatch: pytest.Monke
     assert s.judge == plain.judge
     assert s.search == plain.search
     assert s.formats == plain.formats
+    assert s.ingest == plain.ingest
 
 
 def test_env_prefix_and_nested_delimiter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,12 +150,12 @@ def test_env_range_error(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_secrets_are_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYBRIDSAG_JUDGE__JEV__API_KEY", "sk-env-secret")
-    s = Settings(server={"token": "tok-secret"}, milvus={"token": "mv-secret"})
+    s = Settings(server={"token": "tok-secret-0123456789"}, milvus={"token": "mv-secret"})
     key = s.judge.jev.api_key
     assert isinstance(key, SecretStr) and key.get_secret_value() == "sk-env-secret"
-    assert s.server.token is not None and s.server.token.get_secret_value() == "tok-secret"
+    assert s.server.token is not None and s.server.token.get_secret_value() == "tok-secret-0123456789"
     for shown in (repr(s), str(s), repr(s.judge), str(s.public_dict()), s.model_dump_json()):
-        for secret in ("sk-env-secret", "tok-secret", "mv-secret"):
+        for secret in ("sk-env-secret", "tok-secret-0123456789", "mv-secret"):
             assert secret not in shown
 
 

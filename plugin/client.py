@@ -1,0 +1,244 @@
+"""``ServiceClient``: the HTTP service's operations over httpx, for the CLI and for scripts.
+
+Answers come back as the same dicts the Python API's ``as_dict()`` gives; error answers become
+the library's exceptions again (422 -> InputError, 404 -> NotFoundError, 401 -> AuthError,
+403 -> ForbiddenError, 409 -> ConsistencyError, 429 -> OverloadError, 5xx or no answer ->
+ServiceError), each with the service's message. Needs only httpx (no torch, no model), so a
+CLI search through a running service costs milliseconds.
+
+>>> with ServiceClient("http://127.0.0.1:8765", token="...") as c:   # doctest: +SKIP
+...     c.search("E-1234", top_k=3)["results"][0]["resource_id"]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hybridsag.errors import (
+    AuthError,
+    ConsistencyError,
+    ForbiddenError,
+    IngestError,
+    InputError,
+    NotFoundError,
+    OverloadError,
+    ServiceError,
+)
+
+__all__ = ["JSONL_KEYS", "ServiceClient"]
+
+#: Keys of an ``index --jsonl`` line that the service takes (others, such as a ``source_uri``
+#: naming a file on the client's machine, stay behind).
+JSONL_KEYS = ("_id", "id", "resource_id", "title", "text", "metadata", "tenant", "acl", "format")
+
+
+def _message(response: httpx.Response) -> tuple[str, list[Any]]:
+    """The service's error text and the ``loc`` of its first entry."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return response.text[:500] or response.reason_phrase, []
+    if isinstance(detail, list) and detail:
+        parts = []
+        for d in detail:
+            loc = ".".join(str(x) for x in d.get("loc", []))
+            parts.append(f"{loc}: {d.get('msg')}" if loc else str(d.get("msg")))
+        return "; ".join(parts), list(detail[0].get("loc", []))
+    return str(detail), []
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    text, loc = _message(response)
+    status = response.status_code
+    where = f"{response.request.method} {response.request.url.path}"
+    if status == 404:
+        raise NotFoundError(text)
+    if status in (400, 413, 422):
+        error = InputError(f"{where}: {text}")
+        error.loc = loc  # type: ignore[attr-defined]
+        raise error
+    if status == 401:
+        raise AuthError(f"{where}: {text} (set HYBRIDSAG_SERVER__CLIENT_TOKEN)")
+    if status == 403:
+        raise ForbiddenError(f"{where}: {text}")
+    if status == 409:
+        raise ConsistencyError(text)
+    if status == 429:
+        retry = float(response.headers.get("retry-after", "1") or 1)
+        raise OverloadError(f"{where}: {text}", retry_after_s=retry)
+    raise ServiceError(f"{where}: HTTP {status}: {text}")
+
+
+class ServiceClient:
+    """A client of one running service at ``url`` with a bearer ``token``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"no answer from the service at {self.url}: {exc}") from exc
+        _raise_for(response)
+        return response.json()
+
+    # -- operations ---------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        paths: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | None = None,
+        include_stale: bool | None = None,
+        judge_order: bool | None = None,
+        explain: bool = True,
+    ) -> dict[str, Any]:
+        """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it."""
+        body: dict[str, Any] = {"query": query, "explain": explain}
+        for key, value in (
+            ("top_k", top_k),
+            ("paths", list(paths) if paths else None),
+            ("filters", {k: list(v) if isinstance(v, tuple) else v for k, v in (filters or {}).items()} or None),
+            ("include_stale", include_stale),
+            ("judge_order", judge_order),
+        ):
+            if value is not None:
+                body[key] = value
+        return self._call("POST", "/v1/search", json=body)
+
+    def ingest(self, resources: Sequence[Mapping[str, Any]], *, mode: str | None = None) -> dict[str, Any]:
+        """``POST /v1/resources``: one batch; the ingest report."""
+        params = {"mode": mode} if mode else None
+        return self._call("POST", "/v1/resources", json=list(resources), params=params)
+
+    def ingest_jsonl(
+        self,
+        path: Path,
+        *,
+        mode: str | None = None,
+        batch_size: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Send a JSONL file in batches; bad lines (not JSON, or refused by the service) are
+        reported by ``file:line`` as ``index --jsonl`` does in-process, the rest is ingested."""
+        total: dict[str, Any] = {
+            "indexed": 0, "unchanged": 0, "chunks": 0, "vectors": 0, "errors": {}, "warnings": [],
+            "seconds": 0.0,
+        }
+        for batch in self._jsonl_batches(Path(path), batch_size, total["errors"]):
+            while batch:
+                try:
+                    report = self.ingest([obj for _, obj in batch], mode=mode)
+                except InputError as exc:
+                    loc = getattr(exc, "loc", [])
+                    if len(loc) >= 2 and loc[0] == "body" and isinstance(loc[1], int):
+                        where, _ = batch.pop(loc[1])
+                        total["errors"][where] = str(exc)
+                        continue
+                    raise
+                for key in ("indexed", "unchanged", "chunks", "vectors", "seconds"):
+                    total[key] += report[key]
+                total["errors"].update(report["errors"])
+                total["warnings"].extend(report.get("warnings", []))
+                if progress is not None:
+                    progress(len(batch))
+                break
+        total["seconds"] = round(total["seconds"], 4)
+        return total
+
+    @staticmethod
+    def _jsonl_batches(
+        path: Path, batch_size: int, errors: dict[str, str]
+    ) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        if not path.is_file():
+            raise IngestError(f"JSONL file {path} does not exist")
+        batch: list[tuple[str, dict[str, Any]]] = []
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                where = f"{path}:{lineno}"
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError) as exc:
+                    errors[where] = f"not JSON: {exc}"
+                    continue
+                if not isinstance(obj, dict):
+                    errors[where] = f"a line must be a JSON object, got {type(obj).__name__}"
+                    continue
+                kept = {k: obj[k] for k in JSONL_KEYS if k in obj}
+                for key in ("_id", "id", "resource_id"):
+                    if isinstance(kept.get(key), int) and not isinstance(kept[key], bool):
+                        kept[key] = str(kept[key])
+                if isinstance(kept.get("acl"), str):
+                    kept["acl"] = [kept["acl"]]
+                batch.append((where, kept))
+                if len(batch) >= batch_size:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
+    def resource(self, resource_id: str) -> dict[str, Any]:
+        """``GET /v1/resources/{id}``; NotFoundError when missing or out of scope."""
+        return self._call("GET", f"/v1/resources/{_quote(resource_id)}")
+
+    def delete(self, resource_id: str) -> dict[str, Any]:
+        """``DELETE /v1/resources/{id}``; NotFoundError when missing or out of scope."""
+        return self._call("DELETE", f"/v1/resources/{_quote(resource_id)}")
+
+    def set_enabled(self, resource_id: str, enabled: bool) -> dict[str, Any]:
+        """``POST /v1/resources/{id}/enable`` or ``/disable``."""
+        action = "enable" if enabled else "disable"
+        return self._call("POST", f"/v1/resources/{_quote(resource_id)}/{action}")
+
+    def reconcile(self, *, dry_run: bool = True, force: bool = False) -> dict[str, Any]:
+        """``POST /v1/reconcile``: the audit report; ConsistencyError when refused."""
+        return self._call("POST", "/v1/reconcile", json={"apply": not dry_run, "force": force})
+
+    def audit_latest(self) -> dict[str, Any]:
+        """``GET /v1/audit/latest``; NotFoundError when no report exists yet."""
+        return self._call("GET", "/v1/audit/latest")
+
+    def ready(self) -> dict[str, Any]:
+        """``GET /readyz``; ServiceError while the service is not ready."""
+        return self._call("GET", "/readyz")
+
+
+def _quote(resource_id: str) -> str:
+    from urllib.parse import quote
+
+    return quote(resource_id, safe="")

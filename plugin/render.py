@@ -1,0 +1,207 @@
+"""Search results as a person reads them at a terminal (``hybridsag search`` without ``--json``).
+
+Each result shows its position, where it is (title, heading path, resource and lines), why it
+is there in words, and a snippet:
+
+- **Position and score apart.** Results are listed by their final position; the fused RRF
+  score is shown beside its own RRF position ("RRF 0.0845, #3 by RRF"), because the bounded
+  rules reorder after RRF and a score column would go up and down the list.
+- **Why, in words.** Each path's rank with what it means (``sag2 #1, judge 0.93, BM25 #4``;
+  ``title #1, exact title``); the rules that fired with their reason. Path internals such as
+  ``bm25_rank=0`` are said in words ("found by the dense path") or left to ``--json``.
+- **Snippets centred on the query's terms.** The window starts around the first line (code) or
+  character (prose) where a query term occurs; code keeps its lines and indentation, prose is
+  one re-wrapped paragraph; ``…`` marks text left out. Terms are highlighted (bold) only when
+  ``color`` is on (the CLI turns it on when stdout is a terminal).
+- ``brief``: one line per result, no snippet and no why.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hybridsag.fusion.markdown import fence_open
+from hybridsag.fusion.rules import RULE_REASONS
+from hybridsag.search import SearchResponse, SearchResult
+
+__all__ = ["SNIPPET_CHARS", "SNIPPET_LINES", "describe_paths", "render_response", "snippet"]
+
+#: Most characters of a prose snippet.
+SNIPPET_CHARS = 320
+#: Most lines of a code snippet.
+SNIPPET_LINES = 8
+
+_BOLD, _RESET = "\x1b[1m", "\x1b[0m"
+_INDENT = "    "
+
+
+def render_response(
+    resp: SearchResponse,
+    *,
+    terms: Sequence[str] = (),
+    color: bool = False,
+    brief: bool = False,
+    width: int = 100,
+    startup_ms: float | None = None,
+) -> str:
+    """The whole human output of one search (see the module docstring)."""
+    took = f"in {resp.timings.get('total_ms', 0.0):.0f} ms"
+    if startup_ms is not None:
+        took += f" (+ {startup_ms / 1000:.1f} s start-up)"
+    n = len(resp.results)
+    lines = [
+        f"{n} result{'' if n == 1 else 's'} for {resp.query!r} via {', '.join(resp.paths)} {took}"
+    ]
+    lines.extend(f"  degraded: {name}: {why}" for name, why in _reasons(resp.reasons))
+    pattern = _terms_pattern(terms)
+    for r in resp.results:
+        head = f"{r.rank:>2}. {_bold(r.title or r.resource_id, color)}"
+        if r.heading_path:
+            head += f" › {r.heading_path}"
+        where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
+        if brief:
+            lines.append(f"{head}  ({where})")
+            continue
+        lines.append("")
+        lines.append(head)
+        lines.append(f"{_INDENT}{where} · {describe_paths(r)}")
+        for rule in r.rules:
+            lines.append(f"{_INDENT}rule {rule}: {RULE_REASONS.get(rule, rule)}")
+        if r.stale:
+            lines.append(f"{_INDENT}stale: the source file changed since it was indexed")
+        for line in snippet(r.text, pattern, width=width - len(_INDENT)):
+            lines.append(_INDENT + _highlight(line, pattern, color))
+        if r.text_truncated:
+            lines.append(f"{_INDENT}(text cut to search.max_text_chars)")
+    return "\n".join(lines) + "\n"
+
+
+def _reasons(reasons: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Each path's degraded reason once: a reason that repeats another path's (SAG2 saying the
+    dense hits it joins are unavailable, with the dense path's own error) points to it instead,
+    after it."""
+    own: list[tuple[str, str]] = []
+    echoes: list[tuple[str, str]] = []
+    for name, why in reasons.items():
+        other = next(
+            (o for o, r in reasons.items() if o != name and r and r != why and r in why), None
+        )
+        if other is None:
+            own.append((name, why))
+        else:
+            echoes.append((name, why.replace(reasons[other], f"see {other} above")))
+    return own + echoes
+
+
+def describe_paths(r: SearchResult) -> str:
+    """Each path's contribution in words, then the RRF score and position."""
+    parts = [_describe_path(name, facts) for name, facts in r.paths.items()]
+    rrf = f"RRF {r.score:.4f}"
+    if r.rrf_rank:
+        rrf += f", #{r.rrf_rank} by RRF"
+    return " · ".join([*parts, rrf])
+
+
+def _describe_path(name: str, facts: Mapping[str, Any]) -> str:
+    text = f"{name} #{facts.get('rank', '?')}"
+    extra: list[str] = []
+    judge_p = facts.get("judge_p")
+    if judge_p is not None:
+        extra.append(f"judge {float(judge_p):.2f}")
+    if "bm25_rank" in facts:
+        bm25_rank = int(facts.get("bm25_rank") or 0)
+        if int(facts.get("round") or 0) >= 1:
+            extra.append(f"found by expansion round {int(facts['round'])}")
+        elif bm25_rank:
+            extra.append(f"BM25 #{bm25_rank}")
+        else:
+            extra.append("found by the dense path")
+    rule = facts.get("rule")
+    if rule == "exact_title":
+        extra.append("exact title")
+    elif rule == "title_fts":
+        extra.append("title words")
+    if facts.get("degraded"):
+        extra.append("judge unavailable: BM25 order")
+    return f"{text} ({', '.join(extra)})" if extra else text
+
+
+def _terms_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern for the query terms, longest first; ASCII words match
+    whole (``file`` not inside ``profile``)."""
+    alternatives = []
+    for term in sorted({t for t in terms if t.strip()}, key=len, reverse=True):
+        escaped = re.escape(term)
+        if term.isascii() and term[0].isalnum() and term[-1].isalnum():
+            escaped = rf"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])"
+        alternatives.append(escaped)
+    if not alternatives:
+        return None
+    return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+def _is_code(lines: Sequence[str]) -> bool:
+    body = [line for line in lines if line.strip()]
+    if any(fence_open(line) for line in body):
+        return True
+    indented = sum(1 for line in body if line.startswith(("    ", "\t")))
+    return len(body) > 1 and indented * 2 >= len(body)
+
+
+def snippet(
+    text: str,
+    pattern: re.Pattern[str] | None,
+    *,
+    width: int = 96,
+    max_chars: int = SNIPPET_CHARS,
+    max_lines: int = SNIPPET_LINES,
+) -> list[str]:
+    """The lines to show of ``text``: centred on the first match of ``pattern`` (the start
+    when nothing matches); code keeps its lines (each cut to ``width``), prose is re-wrapped
+    to ``width``. ``…`` marks what is left out."""
+    lines = text.splitlines()
+    if _is_code(lines):
+        return _code_snippet(lines, pattern, width, max_lines)
+    flat = " ".join(text.split())
+    start = 0
+    if pattern is not None and (m := pattern.search(flat)) is not None:
+        start = max(0, m.start() - max_chars // 3)
+        if start:
+            space = flat.find(" ", start)
+            start = space + 1 if 0 <= space < m.start() else start
+    end = min(len(flat), start + max_chars)
+    if end < len(flat):
+        space = flat.rfind(" ", start, end)
+        end = space if space > start else end
+    shown = ("… " if start else "") + flat[start:end] + (" …" if end < len(flat) else "")
+    return textwrap.wrap(shown, width=max(width, 20), break_long_words=True) or [""]
+
+
+def _code_snippet(
+    lines: list[str], pattern: re.Pattern[str] | None, width: int, max_lines: int
+) -> list[str]:
+    best = 0
+    if pattern is not None:
+        best = next((i for i, line in enumerate(lines) if pattern.search(line)), 0)
+    start = max(0, min(best - max_lines // 3, len(lines) - max_lines))
+    shown = lines[start : start + max_lines]
+    out = ["…"] if start else []
+    for line in shown:
+        line = line.rstrip().expandtabs(4)
+        out.append(line if len(line) <= width else line[: width - 1] + "…")
+    if start + max_lines < len(lines):
+        out.append("…")
+    return out
+
+
+def _highlight(line: str, pattern: re.Pattern[str] | None, color: bool) -> str:
+    if not color or pattern is None:
+        return line
+    return pattern.sub(lambda m: _BOLD + m.group(0) + _RESET, line)
+
+
+def _bold(text: str, color: bool) -> str:
+    return _BOLD + text + _RESET if color else text

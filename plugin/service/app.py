@@ -1,0 +1,709 @@
+"""The FastAPI app factory: ``create_app(settings, reconciler=...)``.
+
+The app holds one warm :class:`~hybridsag.search.HybridSearch`. Its lifespan builds it on a
+thread and runs one search (store, model, Milvus and judge loaded) while ``/healthz`` already
+answers and ``/readyz`` says 503 "warming up"; after that ``/readyz`` checks the store, Milvus
+and the model on every call. On shutdown it stops the reconcile job, lets every admitted search
+and write finish, and closes the search.
+
+Handlers hold no logic the Python API lacks: they check the caller's scope
+(:mod:`hybridsag.service.auth`), hand the call to a :class:`~hybridsag.service.limits.Gate`, and
+turn the result into the response model. One exception handler maps the ``HybridSagError`` tree
+to status codes (input 422, not found 404, auth 401/403, overload 429 with Retry-After,
+consistency refused 409, a backend or timeout 503, configuration 500); every error body has
+FastAPI's validation shape ``{"detail": [{"loc", "msg", "type"}]}``.
+
+Reconcile and audit come from ``reconciler`` (a :class:`ReconcileHooks`), which the caller
+passes in: this package (``hybridsag``) never imports ``hybridsag.consistency``; the ``serve``
+command, registered by that package, wires its implementation in. Without hooks there is no
+``/v1/reconcile`` nor ``/v1/audit/latest``.
+"""
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal, Protocol
+
+import anyio
+from fastapi import APIRouter, Depends, FastAPI, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import TypeAdapter, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from hybridsag import __version__
+from hybridsag.errors import (
+    AuthError,
+    ConfigError,
+    ConsistencyError,
+    ForbiddenError,
+    HybridSagError,
+    InputError,
+    NotFoundError,
+    OverloadError,
+)
+from hybridsag.paths import path_names
+from hybridsag.query import validate_query
+from hybridsag.search import HybridSearch
+from hybridsag.service.auth import Principal, TokenBook
+from hybridsag.service.limits import BodyLimit, Gate, GateTimeout
+from hybridsag.service.metrics import CONTENT_TYPE, ServiceMetrics
+from hybridsag.service.models import (
+    ErrorOut,
+    HealthOut,
+    IngestOut,
+    ReadyOut,
+    ReconcileRequest,
+    ResourceIn,
+    ResourceOut,
+    SearchOut,
+    SearchRequest,
+    WriteOut,
+)
+from hybridsag.settings import Settings
+from hybridsag.writer import Document, make_document
+
+__all__ = ["API_PREFIX", "ReconcileHooks", "ServiceState", "create_app"]
+
+API_PREFIX = "/v1"
+
+logger = logging.getLogger(__name__)
+
+_RESOURCES = TypeAdapter(list[ResourceIn])
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 413, 422, 429, 503)
+}
+
+
+class ReconcileHooks(Protocol):
+    """What the service needs of the reconciler (``hybridsag.consistency`` provides one).
+
+    ``run`` plans (and with ``dry_run=False`` applies) over the service's own search and returns
+    the audit report, raising ``ConsistencyError`` when refused (lease held, mass-delete guard);
+    ``latest`` is the newest audit report or None; ``start_schedule`` starts the
+    ``consistency.cron`` job (the same lease as every other reconcile), ``next_run`` says when it
+    runs next (ISO time) and ``stop_schedule`` stops it.
+    """
+
+    def run(self, search: HybridSearch, *, dry_run: bool, force: bool) -> dict[str, Any]: ...
+
+    def latest(self, search: HybridSearch) -> dict[str, Any] | None: ...
+
+    def start_schedule(self, search: HybridSearch) -> None: ...
+
+    def next_run(self) -> str | None: ...
+
+    def stop_schedule(self) -> None: ...
+
+
+def _detail(loc: list[str | int], msg: str, kind: str) -> dict[str, Any]:
+    return {"detail": [{"loc": loc, "msg": msg, "type": kind}]}
+
+
+class FieldError(InputError):
+    """Bad input in a known field of the request (``loc`` as FastAPI writes it)."""
+
+    def __init__(self, loc: list[str | int], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+class ServiceState:
+    """Everything the handlers share: settings, tokens, gates, metrics, the warm search."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        search: HybridSearch | None,
+        reconciler: ReconcileHooks | None,
+    ) -> None:
+        s = settings.server
+        self.settings = settings
+        self.tokens = TokenBook(s)
+        self.reconciler = reconciler
+        self.metrics = ServiceMetrics(self.counts)
+        self._owns_search = search is None
+        self.search: HybridSearch | None = search
+        self.ready = False
+        self.warm_error: str | None = None
+        self.searches = Gate(
+            "search",
+            workers=s.search_concurrency,
+            queue=s.search_queue,
+            retry_after_s=s.retry_after_s,
+            on_change=lambda n: self.metrics.in_flight.labels(kind="search").set(n),
+        )
+        # one writer thread: service writes are serialised, so a scope check and the write it
+        # guards cannot interleave with another service write
+        self.writes = Gate(
+            "write",
+            workers=1,
+            queue=s.max_pending_writes - 1,
+            retry_after_s=s.retry_after_s,
+            on_change=lambda n: self.metrics.in_flight.labels(kind="write").set(n),
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Build the search (unless given) and load everything a search and a write use: one
+        search runs every configured path (store, model, Milvus, judge)."""
+        t0 = time.perf_counter()
+        try:
+            if self.search is None:
+                self.search = HybridSearch(self.settings)
+            self.search.search("hybridsag warm-up", top_k=1)
+            self.search.counts()
+        except HybridSagError as exc:
+            self.warm_error = f"{type(exc).__name__}: {exc}"
+            logger.error("warm-up failed: %s", self.warm_error)
+            return
+        self.ready = True
+        logger.info("warm in %.2f s; ready", time.perf_counter() - t0)
+
+    def close(self) -> None:
+        """Stop the schedule, finish admitted work, close the search (if the app built it)."""
+        self.ready = False
+        if self.reconciler is not None:
+            self.reconciler.stop_schedule()
+        self.writes.close()
+        self.searches.close()
+        if self.search is not None and self._owns_search:
+            self.search.close()
+
+    # -- shared reads ---------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int] | None:
+        if not self.ready or self.search is None:
+            return None
+        return self.search.counts()
+
+    def hs(self) -> HybridSearch:
+        """The warm search; 503 (retriable) while warming up."""
+        if not self.ready or self.search is None:
+            raise GateTimeout(
+                "the service is warming up" if self.warm_error is None
+                else f"the service failed to warm up: {self.warm_error}"
+            )
+        return self.search
+
+    def checks(self) -> dict[str, str]:
+        """``/readyz``: the store, Milvus and the model, each "ok ..." or the error."""
+        hs = self.hs()
+        out: dict[str, str] = {}
+        try:
+            c = hs.counts()
+            out["store"] = f"ok: {c['resources']} resources, {c['chunks']} chunks"
+        except HybridSagError as exc:
+            out["store"] = f"failed: {exc}"
+        parts = hs.components
+        if not parts.dense_enabled:
+            out["milvus"] = out["model"] = "off (embedding.model = 'none')"
+            return out
+        try:
+            out["milvus"] = f"ok: {parts.dense_index().count()} vectors"
+        except HybridSagError as exc:
+            out["milvus"] = f"failed: {exc}"
+        try:
+            emb = parts.embedder()
+            emb.encode(["readyz"], kind="query")
+            out["model"] = f"ok: {emb.name}"
+        except HybridSagError as exc:
+            out["model"] = f"failed: {exc}"
+        return out
+
+
+def _state(request: Request) -> ServiceState:
+    return request.app.state.service
+
+
+_bearer = HTTPBearer(auto_error=False, description="a token from server.token or server.tokens")
+
+
+def _caller(role: str) -> Callable[..., Principal]:
+    def caller(
+        request: Request,
+        credentials: HTTPAuthorizationCredentials | None = Security(_bearer),
+    ) -> Principal:
+        token = credentials.credentials if credentials is not None else None
+        principal = _state(request).tokens.principal(token).require(role)
+        request.state.principal = principal.name
+        return principal
+
+    return caller
+
+
+def _known_query(request: Request) -> None:
+    """422 for a query parameter the endpoint does not take (unknown keys are errors here as
+    in the settings and the bodies)."""
+    allowed: set[str] = set()
+    todo = [getattr(request.scope.get("route"), "dependant", None)]
+    while todo:  # the route's dependency tree: its own query parameters and its dependencies'
+        dependant = todo.pop()
+        if dependant is not None:
+            allowed.update(p.alias for p in dependant.query_params)
+            todo.extend(dependant.dependencies)
+    for name in request.query_params:
+        if name not in allowed:
+            raise FieldError(
+                ["query", name],
+                f"unknown query parameter {name!r}; valid: {sorted(allowed) or 'none'}",
+            )
+
+
+reader = Depends(_caller("read"))
+writer = Depends(_caller("write"))
+admin = Depends(_caller("admin"))
+
+probes = APIRouter(tags=["probes"])
+api = APIRouter(prefix=API_PREFIX, responses=_ERRORS, dependencies=[Depends(_known_query)])
+ops = APIRouter(
+    prefix=API_PREFIX,
+    tags=["consistency"],
+    responses=_ERRORS,
+    dependencies=[Depends(_known_query)],
+)
+
+
+@probes.get("/healthz", response_model=HealthOut)
+def healthz() -> HealthOut:
+    """The process answers (nothing else checked)."""
+    return HealthOut()
+
+
+@probes.get("/readyz", response_model=ReadyOut, responses={503: {"model": ReadyOut}})
+async def readyz(request: Request) -> Response:
+    """Warm, and the store, Milvus and the model answer: 200; else 503 with the reason."""
+    state = _state(request)
+    if not state.ready:
+        why = state.warm_error or "warming up"
+        return JSONResponse(
+            ReadyOut(ready=False, checks={"warm": why}).model_dump(),
+            status_code=503,
+            headers={"Retry-After": str(state.settings.server.retry_after_s)},
+        )
+    checks = await anyio.to_thread.run_sync(state.checks)
+    ok = all(not v.startswith("failed") for v in checks.values())
+    schedule = None
+    if state.reconciler is not None:
+        schedule = {
+            "scheduled": state.settings.server.reconciler,
+            "next_run": state.reconciler.next_run(),
+        }
+    body = ReadyOut(ready=ok, checks=checks, reconciler=schedule)
+    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+
+
+@probes.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE: {}}}, 401: {"model": ErrorOut}, 403: {"model": ErrorOut}},
+)
+def metrics(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Security(_bearer),
+) -> Response:
+    """Prometheus text format; needs an admin token unless server.public_metrics."""
+    state = _state(request)
+    if not state.settings.server.public_metrics:
+        token = credentials.credentials if credentials is not None else None
+        state.tokens.principal(token).require("admin")
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE)
+
+
+@api.post("/search", response_model=SearchOut, tags=["search"])
+async def search(body: SearchRequest, request: Request, caller: Principal = reader) -> Any:
+    """Search: the same result objects as ``hybridsag search --json``. A tenant-scoped token's
+    tenant and ACL tags are forced into ``filters``."""
+    state = _state(request)
+    s = state.settings
+    try:
+        validate_query(body.query, max_chars=s.query.max_chars)
+    except InputError as exc:
+        raise FieldError(["body", "query"], str(exc)) from None
+    if body.top_k is not None and body.top_k > s.server.max_top_k:
+        raise FieldError(
+            ["body", "top_k"], f"top_k={body.top_k} is over server.max_top_k={s.server.max_top_k}"
+        )
+    filters = caller.scope_filters(body.filters.as_mapping())
+    hs = state.hs()
+
+    def run() -> dict[str, Any]:
+        return hs.search(
+            body.query,
+            top_k=body.top_k,
+            paths=body.paths,
+            filters=filters,
+            explain=body.explain,
+            include_stale=body.include_stale,
+            weights=body.weights,
+            judge_order=body.judge_order,
+        ).as_dict()
+
+    out = await state.searches.run(run, timeout=s.server.search_timeout_s)
+    state.metrics.observe_search(out)
+    return out
+
+
+async def _documents(request: Request, caller: Principal, max_batch: int) -> list[Document]:
+    """The request's resources (a JSON list, or JSONL for ``application/x-ndjson``), checked
+    against the caller's scope; FieldError naming the entry and field otherwise."""
+    raw = await request.body()
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    try:
+        if kind in ("application/x-ndjson", "application/jsonl"):
+            items: Any = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+        elif kind == "application/json":
+            items = json.loads(raw.decode("utf-8"))
+        else:
+            raise FieldError(
+                ["header", "content-type"],
+                f"content type {kind!r} is not accepted; send application/json (a list of "
+                "resources) or application/x-ndjson (one resource a line)",
+            )
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FieldError(["body"], f"body is not valid JSON/JSONL: {exc}") from None
+    try:
+        resources = _RESOURCES.validate_python(items)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        ) from None
+    if not resources:
+        raise FieldError(["body"], "no resources given: send a non-empty list")
+    if len(resources) > max_batch:
+        raise FieldError(
+            ["body"], f"{len(resources)} resources in one request; server.max_batch is {max_batch}"
+        )
+    docs: list[Document] = []
+    for i, r in enumerate(resources):
+        tenant = caller.check_tenant(r.tenant, where=f"body[{i}].tenant")
+        caller.check_tags(r.acl, where=f"body[{i}].acl")
+        try:
+            docs.append(
+                make_document(
+                    r.id, r.text, title=r.title, metadata=r.metadata, tenant=tenant,
+                    acl=r.acl, fmt=r.format,
+                )
+            )
+        except InputError as exc:
+            raise FieldError(["body", i], str(exc)) from None
+    return docs
+
+
+_INGEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "a JSON list of resources, or JSONL (application/x-ndjson), one a line",
+        "content": {
+            "application/json": {
+                "schema": {"type": "array", "minItems": 1, "items": ResourceIn.model_json_schema()}
+            }
+        },
+    }
+}
+
+
+@api.post(
+    "/resources",
+    response_model=IngestOut,
+    tags=["resources"],
+    openapi_extra=_INGEST_BODY,
+)
+async def ingest(
+    request: Request, caller: Principal = writer, mode: Literal["sag", "passage"] | None = None
+) -> IngestOut:
+    """Ingest (or re-ingest) a batch; returns the ingest report. A batch is all or nothing at
+    the door: one bad entry refuses the request (422 naming it) before anything is written."""
+    state = _state(request)
+    docs = await _documents(request, caller, state.settings.server.max_batch)
+    hs = state.hs()
+
+    def run() -> IngestOut:
+        for i, doc in enumerate(docs):
+            existing = hs.resource(doc.resource_id)
+            if existing is not None and not caller.can_see(existing):
+                error = ForbiddenError(
+                    f"body[{i}]: resource id {doc.resource_id!r} is held by another tenant or "
+                    "ACL group"
+                )
+                error.loc = ["body", i, "_id"]  # type: ignore[attr-defined]
+                raise error
+        return IngestOut.of(hs.ingest_documents(docs, mode=mode))  # type: ignore[arg-type]
+
+    return await state.writes.run(run)
+
+
+def _visible(hs: HybridSearch, caller: Principal, resource_id: str) -> None:
+    record = hs.resource(resource_id)
+    if record is None or not caller.can_see(record):
+        raise NotFoundError(f"no resource {resource_id!r}")
+
+
+@api.get("/resources/{resource_id:path}", response_model=ResourceOut, tags=["resources"])
+async def get_resource(resource_id: str, request: Request, caller: Principal = reader) -> Any:
+    """A resource's status, version and current chunks (404 when missing or out of scope)."""
+    state = _state(request)
+    hs = state.hs()
+
+    def run() -> ResourceOut:
+        record = hs.resource(resource_id)
+        if record is None or not caller.can_see(record):
+            raise NotFoundError(f"no resource {resource_id!r}")
+        return ResourceOut(
+            resource_id=record.resource_id,
+            title=record.title,
+            status=record.status,
+            version=record.version,
+            tenant=record.tenant,
+            acl=list(record.acl),
+            metadata=dict(record.metadata),
+            content_sha256=record.content_sha256,
+            updated_at=record.updated_at,
+            error=record.error,
+            chunks=hs.resource_chunks(resource_id),
+        )
+
+    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+
+
+def _write_route(action: str, call: Callable[[HybridSearch, str], bool]) -> Callable[..., Any]:
+    async def handler(resource_id: str, request: Request, caller: Principal = writer) -> WriteOut:
+        state = _state(request)
+        hs = state.hs()
+
+        def run() -> WriteOut:
+            _visible(hs, caller, resource_id)
+            if not call(hs, resource_id):
+                raise NotFoundError(f"no resource {resource_id!r}")
+            return WriteOut(resource_id=resource_id, done=True, action=action)  # type: ignore[arg-type]
+
+        return await state.writes.run(run)
+
+    return handler
+
+
+for _suffix, _method, _action, _call, _summary in (
+    ("/disable", "POST", "disabled", HybridSearch.disable, "Disable a resource (hidden, kept)"),
+    ("/enable", "POST", "enabled", HybridSearch.enable, "Enable a disabled resource"),
+    ("", "DELETE", "deleted", HybridSearch.delete, "Delete a resource on every path"),
+):
+    api.add_api_route(
+        "/resources/{resource_id:path}" + _suffix,
+        _write_route(_action, _call),
+        methods=[_method],
+        response_model=WriteOut,
+        tags=["resources"],
+        summary=_summary,
+    )
+
+
+@ops.post("/reconcile", responses={409: {"model": ErrorOut}})
+async def reconcile(body: ReconcileRequest, request: Request, caller: Principal = admin) -> Any:
+    """Plan (and with ``apply: true`` apply) a reconcile; returns the audit report. 409 when
+    refused (another reconcile holds the lease, or the mass-delete guard without ``force``)."""
+    state = _state(request)
+    hooks = state.reconciler
+    assert hooks is not None  # the route exists only with hooks
+    hs = state.hs()
+    try:
+        report = await anyio.to_thread.run_sync(
+            lambda: hooks.run(hs, dry_run=not body.apply, force=body.force)
+        )
+    except ConsistencyError:
+        state.metrics.reconcile.labels(outcome="refused").inc()
+        raise
+    except HybridSagError:
+        state.metrics.reconcile.labels(outcome="failed").inc()
+        raise
+    outcome = "dry_run" if not body.apply else ("ok" if report.get("ok") else "errors")
+    state.metrics.reconcile.labels(outcome=outcome).inc()
+    return report
+
+
+@ops.get("/audit/latest")
+async def audit_latest(request: Request, caller: Principal = admin) -> Any:
+    """The newest reconcile audit report (404 when none was written yet)."""
+    state = _state(request)
+    hooks = state.reconciler
+    assert hooks is not None
+    report = await anyio.to_thread.run_sync(lambda: hooks.latest(state.hs()))
+    if report is None:
+        raise NotFoundError("no reconcile report yet: POST /v1/reconcile first")
+    return report
+
+
+#: The HybridSagError tree as status codes, most specific first; anything else is a backend
+#: failure (503).
+STATUS_OF: tuple[tuple[type[HybridSagError], int], ...] = (
+    (NotFoundError, 404),
+    (InputError, 422),
+    (ForbiddenError, 403),
+    (AuthError, 401),
+    (OverloadError, 429),
+    (ConsistencyError, 409),
+    (ConfigError, 500),
+)
+
+
+def _status_of(exc: HybridSagError) -> int:
+    return next((code for kind, code in STATUS_OF if isinstance(exc, kind)), 503)
+
+
+def _install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(HybridSagError)
+    async def on_error(request: Request, exc: HybridSagError) -> JSONResponse:
+        status = _status_of(exc)
+        headers: dict[str, str] = {}
+        loc: list[str | int] = getattr(exc, "loc", None) or ["body"]
+        if status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+            loc = ["header", "authorization"]
+        elif status == 403:
+            loc = getattr(exc, "loc", None) or ["header", "authorization"]
+        elif status == 404:
+            loc = ["path", "resource_id"]
+        elif status in (429, 503):
+            retry = getattr(exc, "retry_after_s", _state(request).settings.server.retry_after_s)
+            headers["Retry-After"] = str(max(1, round(retry)))
+            _state(request).metrics.rejected.labels(status=str(status)).inc()
+            loc = []
+        if status >= 500:
+            logger.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        kind = type(exc).__name__
+        return JSONResponse(_detail(loc, str(exc), kind), status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+            for e in exc.errors()
+        ]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        loc: list[str | int] = ["path"] if exc.status_code in (404, 405) else ["body"]
+        msg = str(exc.detail)
+        if exc.status_code == 405:
+            msg = f"method {request.method} is not allowed on {request.url.path}"
+        elif exc.status_code == 404:
+            msg = f"no endpoint {request.url.path}"
+        return JSONResponse(
+            _detail(loc, msg, "http_error"), status_code=exc.status_code, headers=exc.headers
+        )
+
+
+def _install_metrics(app: FastAPI) -> None:
+    @app.middleware("http")
+    async def count(request: Request, call_next: Callable[[Request], Any]) -> Response:
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        endpoint = getattr(route, "path", "unmatched")
+        state = _state(request)
+        state.metrics.requests.labels(request.method, endpoint, str(response.status_code)).inc()
+        state.metrics.latency.labels(request.method, endpoint).observe(time.perf_counter() - t0)
+        return response
+
+
+def _document_limits(app: FastAPI, settings: Settings) -> None:
+    """Write this deployment's limits into the OpenAPI schema (``query.max_chars``,
+    ``server.max_top_k``, ``server.max_batch``, the registered path names, no ``dense`` path
+    when the embedder is off), so the schema admits exactly what the service accepts."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            props = schema["components"]["schemas"]["SearchRequest"]["properties"]
+            props["query"]["maxLength"] = settings.query.max_chars
+            for option in props["top_k"].get("anyOf", [props["top_k"]]):
+                if option.get("type") == "integer":
+                    option["maximum"] = settings.server.max_top_k
+            names = list(path_names())
+            for option in props["weights"].get("anyOf", [props["weights"]]):
+                if option.get("type") == "object":
+                    option["propertyNames"] = {"enum": list(names)}
+            if settings.embedding.model == "none":  # the dense path is off here
+                names.remove("dense")
+            for option in props["paths"].get("anyOf", [props["paths"]]):
+                if option.get("type") == "array":
+                    option["items"] = {"enum": names, "type": "string"}
+                    option["maxItems"] = len(names)
+            body = schema["paths"][f"{API_PREFIX}/resources"]["post"]["requestBody"]
+            body["content"]["application/json"]["schema"]["maxItems"] = settings.server.max_batch
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def create_app(
+    settings: Settings,
+    *,
+    reconciler: ReconcileHooks | None = None,
+    search: HybridSearch | None = None,
+) -> FastAPI:
+    """The HTTP service over ``settings``.
+
+    ``reconciler`` adds ``/v1/reconcile`` and ``/v1/audit/latest`` and, with
+    ``server.reconciler``, the scheduled job. ``search`` lets a caller hand in a
+    ``HybridSearch`` it owns (and closes); by default the app builds and closes its own.
+
+    Raises:
+        ConfigError: ``server.auth`` is on and no token is configured.
+
+    >>> app = create_app(Settings(server={"token": "x" * 32}))   # doctest: +SKIP
+    """
+    server = settings.server
+    tokens = TokenBook(server)
+    if server.auth and not len(tokens):
+        raise ConfigError(
+            "the service has no token: set server.token (HYBRIDSAG_SERVER__TOKEN) or "
+            "server.tokens, or server.auth = false on 127.0.0.1"
+        )
+    state = ServiceState(settings, search=search, reconciler=reconciler)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not server.auth:
+            logger.warning(
+                "AUTH IS OFF: every caller on %s is an admin (server.auth = false)", server.host
+            )
+        warming = asyncio.ensure_future(anyio.to_thread.run_sync(state.warm))
+
+        def schedule(_: Any) -> None:
+            if state.ready and reconciler is not None and server.reconciler:
+                reconciler.start_schedule(state.hs())
+
+        warming.add_done_callback(schedule)
+        try:
+            yield
+        finally:
+            await warming
+            await anyio.to_thread.run_sync(state.close)
+
+    app = FastAPI(
+        title="hybridsag",
+        version=__version__,
+        description="Hybrid search (SAG2 lexical-judge, dense, title; fused by weighted RRF) "
+        "over HTTP. Bearer tokens with roles read/write/admin; tenant-scoped tokens see only "
+        "their tenant and ACL tags.",
+        lifespan=lifespan,
+    )
+    app.state.service = state
+    _document_limits(app, settings)
+    app.include_router(probes)
+    app.include_router(api)
+    if reconciler is not None:
+        app.include_router(ops)
+    _install_handlers(app)
+    _install_metrics(app)
+    app.add_middleware(BodyLimit, max_bytes=server.max_body_bytes)
+    return app

