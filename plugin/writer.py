@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.chunker import FORMATS, Chunk, Format, chunk_text
+from hybridsag.dense import MAX_ACL_TAG_BYTES, MAX_ACL_TAGS, MAX_CHUNK_ID_BYTES, MAX_TENANT_BYTES
+from hybridsag.dense import MAX_RESOURCE_ID_BYTES as DENSE_RESOURCE_ID_BYTES
 from hybridsag.errors import DenseError, IngestError, StoreError
 from hybridsag.fusion.text import normalize_title
 from hybridsag.store import Store, select_in
@@ -54,27 +56,59 @@ if TYPE_CHECKING:
     from hybridsag.settings import ChunkingSettings
 
 __all__ = [
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
+    "MAX_METADATA_KEYS",
+    "MAX_RESOURCE_ID_BYTES",
+    "EMBED_SLICE",
     "Document",
+    "IngestProgress",
     "IngestReport",
     "StepHook",
     "WriteLock",
     "Writer",
+    "as_progress",
     "chunk_id_for",
     "make_document",
+    "printable",
+    "revalidate",
 ]
 
 log = logging.getLogger(__name__)
 
-MAX_ID_CHARS = 512
+#: A chunk id is ``<resource_id>@<version>#<ordinal>`` (:func:`chunk_id_for`): the suffix takes
+#: at most 31 bytes (an int64 version has 19 digits, an ordinal 10), so a resource id may take
+#: what is left of Milvus' primary key (:data:`~hybridsag.dense.MAX_CHUNK_ID_BYTES`).
+CHUNK_ID_SUFFIX_BYTES = 32
+MAX_RESOURCE_ID_BYTES = min(MAX_CHUNK_ID_BYTES - CHUNK_ID_SUFFIX_BYTES, DENSE_RESOURCE_ID_BYTES)
 #: A bulk ingest that wrote this many vectors seals them (DenseIndex.flush) before returning.
 FLUSH_AFTER_VECTORS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_TITLE_CHARS = 2_000
+MAX_SOURCE_URI_CHARS = 4_096  # PATH_MAX on Linux
+#: Metadata bounds: its JSON in UTF-8 bytes, its top-level keys (the ones filters compare) and
+#: how deeply its values nest (SQLite's JSON functions refuse more than 1,000 levels).
+MAX_METADATA_BYTES = 64 * 1024
+MAX_METADATA_KEYS = 256
+MAX_METADATA_DEPTH = 32
 
 
 def chunk_id_for(resource_id: str, version: int, ordinal: int) -> str:
     """Chunk ids carry the version, so a stale vector can never pass for a current one."""
     return f"{resource_id}@{version}#{ordinal}"
+
+
+def printable(value: str) -> str:
+    """``value`` as valid UTF-8 text for a report or a message: an undecodable byte of a file
+    name (``os.fsdecode``'s surrogate escape) is written ``\\xff``, any other lone surrogate
+    ``\\ud800``. Example: ``printable("bad\\udcff.md")`` -> ``"bad\\\\xff.md"``."""
+    if not _SURROGATE.search(value):
+        return value
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,23 +125,77 @@ class Document:
     fmt: Format
     source_mtime_ns: int | None = None
     source_size: int | None = None
+    #: the folder a folder resource's id is relative to (``None``: API or JSONL ingest)
+    source_root: str | None = None
     #: computed once by :func:`make_document` (the write path stores them as they are)
     content_sha256: str = ""
     metadata_json: str = "{}"
     acl_json: str = "[]"
 
 
-def _check_text_field(name: str, value: object, *, limit: int, allow_empty: bool) -> str:
+def _utf8(name: str, value: str) -> bytes:
+    """``value`` in UTF-8; a lone surrogate is an :class:`IngestError` naming where it is."""
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise IngestError(
+            f"{name} {value!r:.80} holds a lone surrogate {value[exc.start]!r} at character "
+            f"{exc.start}: not valid UTF-8"
+        ) from None
+
+
+def _check_text_field(
+    name: str,
+    value: object,
+    *,
+    allow_empty: bool,
+    max_bytes: int | None = None,
+    max_chars: int | None = None,
+) -> str:
     if not isinstance(value, str):
         raise IngestError(f"{name} must be a string, got {type(value).__name__}: {value!r:.80}")
     if not allow_empty and not value.strip():
         raise IngestError(f"{name} must not be empty or whitespace")
-    if len(value) > limit:
-        raise IngestError(f"{name} is {len(value)} characters, the limit is {limit}")
+    size = len(_utf8(name, value))
+    if max_bytes is not None and size > max_bytes:
+        raise IngestError(
+            f"{name} {value!r:.60} is {size} bytes in UTF-8, the limit is {max_bytes}"
+        )
+    if max_chars is not None and len(value) > max_chars:
+        raise IngestError(f"{name} is {len(value)} characters, the limit is {max_chars}")
     bad = _CONTROL.search(value)
     if bad:
         raise IngestError(f"{name} {value!r:.80} holds control character {bad.group()!r}")
     return value
+
+
+def _metadata_json(resource_id: str, meta: dict[str, Any]) -> str:
+    """The JSON of a resource's metadata, within :data:`MAX_METADATA_KEYS`,
+    :data:`MAX_METADATA_DEPTH` and :data:`MAX_METADATA_BYTES` (depth checked without recursion,
+    so a hostile nesting cannot exhaust the stack)."""
+    where = f"metadata of {resource_id!r}"
+    bad_keys = [k for k in meta if not isinstance(k, str)]
+    if bad_keys:
+        raise IngestError(f"{where} keys must be strings, got {bad_keys!r:.80}")
+    if len(meta) > MAX_METADATA_KEYS:
+        raise IngestError(f"{where} has {len(meta)} keys, the limit is {MAX_METADATA_KEYS}")
+    stack: list[tuple[Any, int]] = [(meta, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise IngestError(f"{where} nests deeper than {MAX_METADATA_DEPTH} levels")
+        if isinstance(value, Mapping):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, depth + 1) for v in value)
+    try:
+        text = json.dumps(meta, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise IngestError(f"{where} is not JSON: {exc}") from exc
+    size = len(_utf8(where, text))
+    if size > MAX_METADATA_BYTES:
+        raise IngestError(f"{where} is {size} bytes as JSON, the limit is {MAX_METADATA_BYTES}")
+    return text
 
 
 def make_document(
@@ -122,37 +210,62 @@ def make_document(
     fmt: Format = "markdown",
     source_mtime_ns: int | None = None,
     source_size: int | None = None,
+    source_root: str | None = None,
 ) -> Document:
-    """Validate one resource at the edge; :class:`IngestError` names the bad value."""
-    _check_text_field("resource_id", resource_id, limit=MAX_ID_CHARS, allow_empty=False)
+    """Validate one resource at the edge; :class:`IngestError` names the bad value.
+
+    Limits are counted where the stores count them: the resource id in UTF-8 bytes so that its
+    chunk ids fit Milvus' primary key (:data:`MAX_RESOURCE_ID_BYTES`), the tenant and each ACL
+    tag in bytes (:data:`~hybridsag.dense.MAX_TENANT_BYTES`,
+    :data:`~hybridsag.dense.MAX_ACL_TAG_BYTES`), at most :data:`~hybridsag.dense.MAX_ACL_TAGS`
+    tags, metadata within :data:`MAX_METADATA_BYTES` / :data:`MAX_METADATA_KEYS` /
+    :data:`MAX_METADATA_DEPTH`. Every string must be valid UTF-8 (no lone surrogate).
+    """
+    _check_text_field(
+        "resource_id", resource_id, max_bytes=MAX_RESOURCE_ID_BYTES, allow_empty=False
+    )
     if resource_id != resource_id.strip():
         raise IngestError(f"resource_id {resource_id!r} has leading or trailing whitespace")
-    _check_text_field("title", title, limit=MAX_TITLE_CHARS, allow_empty=True)
+    _check_text_field("title", title, max_chars=MAX_TITLE_CHARS, allow_empty=True)
     title = " ".join(title.split())
     if not isinstance(text, str):
         raise IngestError(f"text of {resource_id!r} must be a string, got {type(text).__name__}")
     if "\x00" in text:
         raise IngestError(f"text of {resource_id!r} holds a NUL character")
-    _check_text_field("tenant", tenant, limit=256, allow_empty=True)
-    tags = tuple(acl) if not isinstance(acl, str) else (acl,)
+    text_bytes = _utf8(f"text of {resource_id!r}:", text)
+    _check_text_field("tenant", tenant, max_bytes=MAX_TENANT_BYTES, allow_empty=True)
+    if isinstance(acl, str):
+        tags: tuple[Any, ...] = (acl,)
+    elif isinstance(acl, Iterable) and not isinstance(acl, Mapping):
+        tags = tuple(acl)
+    else:
+        raise IngestError(
+            f"acl of {resource_id!r} must be a list of tags, got {type(acl).__name__}: {acl!r:.80}"
+        )
     for tag in tags:
-        _check_text_field("acl tag", tag, limit=256, allow_empty=False)
+        _check_text_field("acl tag", tag, max_bytes=MAX_ACL_TAG_BYTES, allow_empty=False)
+    acl_sorted = tuple(sorted(set(tags)))
+    if len(acl_sorted) > MAX_ACL_TAGS:
+        raise IngestError(
+            f"acl of {resource_id!r} has {len(acl_sorted)} tags, the limit is {MAX_ACL_TAGS}"
+        )
+    if source_uri is not None:
+        _check_text_field(
+            "source_uri", source_uri, max_chars=MAX_SOURCE_URI_CHARS, allow_empty=False
+        )
+    if source_root is not None:
+        _check_text_field(
+            "source_root", source_root, max_chars=MAX_SOURCE_URI_CHARS, allow_empty=False
+        )
     if metadata is not None and not isinstance(metadata, Mapping):
         raise IngestError(
             f"metadata of {resource_id!r} must be a mapping, got {type(metadata).__name__}: "
             f"{metadata!r:.80}"
         )
     meta = dict(metadata or {})
-    bad_keys = [k for k in meta if not isinstance(k, str)]
-    if bad_keys:
-        raise IngestError(f"metadata keys of {resource_id!r} must be strings, got {bad_keys!r:.80}")
-    try:
-        metadata_json = json.dumps(meta, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise IngestError(f"metadata of {resource_id!r} is not JSON: {exc}") from exc
+    metadata_json = _metadata_json(resource_id, meta)
     if fmt not in FORMATS:
         raise IngestError(f"fmt {fmt!r} is not valid; valid: {', '.join(map(repr, FORMATS))}")
-    acl_sorted = tuple(sorted(set(tags)))
     return Document(
         resource_id=resource_id,
         title=title,
@@ -164,9 +277,33 @@ def make_document(
         fmt=fmt,
         source_mtime_ns=source_mtime_ns,
         source_size=source_size,
-        content_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        source_root=source_root,
+        content_sha256=hashlib.sha256(text_bytes).hexdigest(),
         metadata_json=metadata_json,
         acl_json=json.dumps(list(acl_sorted), ensure_ascii=False),
+    )
+
+
+def revalidate(item: object, position: int) -> Document:
+    """``item`` checked again as :func:`make_document` checks its arguments (a
+    :class:`Document` may have been built directly); :class:`IngestError` says why not."""
+    if not isinstance(item, Document):
+        raise IngestError(
+            f"item {position} is a {type(item).__name__}, not a Document (build one with "
+            "make_document)"
+        )
+    return make_document(
+        item.resource_id,
+        item.text,
+        title=item.title,
+        metadata=item.metadata,
+        tenant=item.tenant,
+        acl=item.acl,
+        source_uri=item.source_uri,
+        fmt=item.fmt,
+        source_mtime_ns=item.source_mtime_ns,
+        source_size=item.source_size,
+        source_root=item.source_root,
     )
 
 
@@ -174,7 +311,9 @@ def make_document(
 class IngestReport:
     """What an ingest did. ``errors`` maps a resource id or file to the reason it was not
     indexed; ``warnings`` lists what went wrong without losing anything indexed (a cleanup step
-    that failed and was left to the reconciler)."""
+    that failed and was left to the reconciler). A folder ingest also gives the ``root`` its ids
+    are relative to, the ids it ``pruned`` (their files are gone) and ``notes`` on how ids were
+    chosen."""
 
     indexed: int = 0
     unchanged: int = 0
@@ -183,6 +322,9 @@ class IngestReport:
     errors: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    root: str | None = None
+    pruned: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def merge(self, other: IngestReport) -> None:
         self.indexed += other.indexed
@@ -191,6 +333,8 @@ class IngestReport:
         self.vectors += other.vectors
         self.errors.update(other.errors)
         self.warnings.extend(other.warnings)
+        self.pruned.extend(other.pruned)
+        self.notes.extend(other.notes)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -201,7 +345,62 @@ class IngestReport:
             "errors": dict(self.errors),
             "warnings": list(self.warnings),
             "seconds": round(self.seconds, 4),
+            "root": self.root,
+            "pruned": list(self.pruned),
+            "notes": list(self.notes),
         }
+
+
+#: Chunks embedded per call while ingesting: the progress moves on after each slice.
+EMBED_SLICE = 256
+
+
+class IngestProgress:
+    """What an ingest tells as it goes; every hook is a no-op here, a progress bar overrides
+    the ones it shows. Called from the ingesting thread."""
+
+    def start(self, documents: int | None) -> None:
+        """The ingest expects ``documents`` items (``None``: not known in advance)."""
+
+    def prepared(self, documents: int, chunks: int) -> None:
+        """``documents`` more items are done with reading and chunking (skipped, unchanged or
+        failed ones count with ``chunks`` 0)."""
+
+    def embedding(self, chunks: int) -> None:
+        """``chunks`` more chunks are about to be embedded."""
+
+    def embedded(self, chunks: int) -> None:
+        """``chunks`` more chunks were embedded."""
+
+
+class _CountProgress(IngestProgress):
+    """A plain callable given the number of documents done, as an :class:`IngestProgress`."""
+
+    def __init__(self, tick: Callable[[int], None]) -> None:
+        self.tick = tick
+
+    def prepared(self, documents: int, chunks: int) -> None:
+        if documents:
+            self.tick(documents)
+
+
+def as_progress(progress: IngestProgress | Callable[[int], None] | None) -> IngestProgress:
+    """``progress`` as an :class:`IngestProgress` (a callable counts documents; ``None`` is
+    silent)."""
+    if progress is None:
+        return IngestProgress()
+    if isinstance(progress, IngestProgress):
+        return progress
+    return _CountProgress(progress)
+
+
+def _where(item: object, position: int) -> str:
+    """How a report names an item: its resource id when it has a usable one, else its
+    position."""
+    rid = getattr(item, "resource_id", None)
+    if isinstance(rid, str) and rid.strip():
+        return printable(rid)[:200]
+    return f"#{position}"
 
 
 class WriteLock:
@@ -301,6 +500,9 @@ class Writer:
             mode=mode or self.chunking.mode,
             target_chars=self.chunking.target_chars,
             overlap_chars=self.chunking.overlap_chars,
+            max_chars=self.chunking.max_chars,
+            max_lines=self.chunking.max_lines,
+            min_chars=self.chunking.min_chars,
         )
         lex = self.lexical
         return _Prepared(
@@ -318,37 +520,47 @@ class Writer:
         mode: Literal["sag", "passage"] | None = None,
         batch_size: int = 1000,
         skip_unchanged: bool = True,
-        progress: Callable[[int], None] | None = None,
+        progress: IngestProgress | Callable[[int], None] | None = None,
     ) -> IngestReport:
-        """Ingest documents in batches; returns counts. Raises on store/dense failure after
-        compensating the batch in flight (earlier batches stay committed)."""
+        """Ingest documents in batches; returns counts. Each item is checked again as
+        :func:`make_document` checks it, and chunked, on its own: one that fails is reported in
+        ``errors`` (by resource id, or ``#<position>`` when the id itself is bad) and the others
+        go on. Raises on a store or dense failure after compensating the batch in flight
+        (earlier batches stay committed). ``progress``: an :class:`IngestProgress`, or a
+        callable given the number of documents done."""
         started = time.perf_counter()
         report = IngestReport()
+        ticks = as_progress(progress)
         batch: dict[str, Document] = {}
-        for doc in docs:
+        for position, item in enumerate(docs):
+            try:
+                doc = revalidate(item, position)
+            except IngestError as exc:
+                report.errors[_where(item, position)] = str(exc)
+                ticks.prepared(1, 0)
+                continue
             if doc.resource_id in batch:  # the same id twice in a batch: flush, keep order
-                report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged))
-                if progress:
-                    progress(len(batch))
+                report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged, ticks))
                 batch = {}
             batch[doc.resource_id] = doc
             if len(batch) >= batch_size:
-                report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged))
-                if progress:
-                    progress(len(batch))
+                report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged, ticks))
                 batch = {}
         if batch:
-            report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged))
-            if progress:
-                progress(len(batch))
+            report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged, ticks))
         if self._dense is not None and report.vectors >= FLUSH_AFTER_VECTORS:
             self._dense().flush()
         report.seconds = time.perf_counter() - started
         return report
 
     def _unchanged(self, docs: Sequence[Document]) -> set[str]:
+        """Ids of ``docs`` whose stored resource already holds the same content, title,
+        metadata, tenant, ACL and source. A source file whose stat changed with its content
+        unchanged (a ``touch``, a copy) only has its size and mtime refreshed, so that the stale
+        check, which reads nothing but ``stat``, sees it as current again."""
         current = self.store.resources(d.resource_id for d in docs)
         same = set()
+        refresh = []
         for d in docs:
             rec = current.get(d.resource_id)
             if (
@@ -361,35 +573,91 @@ class Writer:
                 and rec.tenant == d.tenant
                 and rec.acl == d.acl
                 and rec.source_uri == d.source_uri
+                and rec.source_root == d.source_root
             ):
                 same.add(d.resource_id)
+                if (rec.source_mtime_ns, rec.source_size) != (d.source_mtime_ns, d.source_size):
+                    refresh.append((d.source_mtime_ns, d.source_size, d.resource_id, rec.version))
+        if refresh:
+            with self.lock.hold(), self.store.atomic() as conn:
+                conn.executemany(
+                    "UPDATE resources SET source_mtime_ns = ?, source_size = ? "
+                    "WHERE resource_id = ? AND version = ? AND pending_version IS NULL",
+                    refresh,
+                )
         return same
 
+    def _prepare_each(
+        self,
+        docs: Sequence[Document],
+        mode: Literal["sag", "passage"] | None,
+        report: IngestReport,
+        ticks: IngestProgress,
+    ) -> list[_Prepared]:
+        """Chunk and tokenize each document; one that fails is reported and left out."""
+        prepared = []
+        for d in docs:
+            try:
+                p = self.prepare(d, mode=mode)
+            except Exception as exc:  # noqa: BLE001 - pure CPU work on one document's text
+                log.warning("%s could not be chunked", printable(d.resource_id), exc_info=True)
+                report.errors[printable(d.resource_id)] = (
+                    f"could not be chunked: {type(exc).__name__}: {exc}"
+                )
+                ticks.prepared(1, 0)
+                continue
+            prepared.append(p)
+            ticks.prepared(1, len(p.chunks))
+        return prepared
+
+    def _embed(self, prepared: list[_Prepared], ticks: IngestProgress) -> list[_Prepared]:
+        """``prepared`` with the vectors of their chunks, embedded in slices of
+        :data:`EMBED_SLICE` so that the progress shows the embedding as it goes."""
+        import numpy as np
+
+        texts = [_embed_text(p.doc.title, c) for p in prepared for c in p.chunks]
+        if not texts:
+            return prepared
+        embedder = self._embedder() if self._embedder is not None else None
+        assert embedder is not None
+        ticks.embedding(len(texts))
+        parts = []
+        for start in range(0, len(texts), EMBED_SLICE):
+            part = texts[start : start + EMBED_SLICE]
+            parts.append(embedder.encode(part, kind="passage"))
+            ticks.embedded(len(part))
+        vectors = np.concatenate(parts)
+        at = 0
+        out = []
+        for p in prepared:
+            n = len(p.chunks)
+            out.append(dataclasses.replace(p, vectors=vectors[at : at + n]) if n else p)
+            at += n
+        return out
+
     def _ingest_batch(
-        self, docs: list[Document], mode: Literal["sag", "passage"] | None, skip_unchanged: bool
+        self,
+        docs: list[Document],
+        mode: Literal["sag", "passage"] | None,
+        skip_unchanged: bool,
+        ticks: IngestProgress,
     ) -> IngestReport:
         report = IngestReport()
         if skip_unchanged:
             same = self._unchanged(docs)
             report.unchanged = len(same)
             docs = [d for d in docs if d.resource_id not in same]
+            if same:
+                ticks.prepared(len(same), 0)
         if not docs:
             return report
-        prepared = [self.prepare(d, mode=mode) for d in docs]
+        prepared = self._prepare_each(docs, mode, report, ticks)
+        if not prepared:
+            return report
         dense = None
         if self._dense is not None and self._embedder is not None:
-            texts = [_embed_text(p.doc.title, c) for p in prepared for c in p.chunks]
-            vectors = self._embedder().encode(texts, kind="passage") if texts else None
+            prepared = self._embed(prepared, ticks)
             dense = self._dense()
-            at = 0
-            with_vectors = []
-            for p in prepared:
-                n = len(p.chunks)
-                with_vectors.append(
-                    dataclasses.replace(p, vectors=vectors[at : at + n]) if n else p
-                )
-                at += n
-            prepared = with_vectors
         with self.lock.hold():
             claims = self._claim(prepared)
             written: list[str] = []  # what may be in the dense index: compensated on failure
@@ -452,6 +720,7 @@ class Writer:
                             p.doc.title,
                             p.title_norm,
                             p.doc.source_uri,
+                            p.doc.source_root,
                             p.doc.tenant,
                             p.doc.acl_json,
                             p.doc.metadata_json,
@@ -466,9 +735,9 @@ class Writer:
                 claims[rid] = version
             conn.executemany(
                 """INSERT INTO resources(resource_id, title, title_norm, source_uri,
-                       content_sha256, tenant, acl, metadata, status, version,
+                       source_root, content_sha256, tenant, acl, metadata, status, version,
                        pending_version, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, '', ?, ?, ?, 'indexing', 0, ?, ?, ?)""",
+                   VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, 'indexing', 0, ?, ?, ?)""",
                 new_rows,
             )
             conn.executemany(
@@ -533,7 +802,8 @@ class Writer:
             conn.executemany("DELETE FROM chunks WHERE resource_id = ?", [(r,) for r in old])
             conn.executemany(
                 """UPDATE resources SET title = ?, title_norm = ?, source_uri = ?,
-                       source_mtime_ns = ?, source_size = ?, content_sha256 = ?, tenant = ?,
+                       source_root = ?, source_mtime_ns = ?, source_size = ?,
+                       content_sha256 = ?, tenant = ?,
                        acl = ?, metadata = ?,
                        status = CASE status WHEN 'disabled' THEN 'disabled' ELSE 'ready' END,
                        version = ?, pending_version = NULL, updated_at = ?, error = NULL
@@ -543,6 +813,7 @@ class Writer:
                         p.doc.title,
                         p.title_norm,
                         p.doc.source_uri,
+                        p.doc.source_root,
                         p.doc.source_mtime_ns,
                         p.doc.source_size,
                         p.doc.content_sha256,

@@ -16,7 +16,6 @@ import math
 import sqlite3
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,7 +130,7 @@ def test_filters_build_or_raise_a_query_error_and_always_run(data: Any) -> None:
 # -- documents -----------------------------------------------------------------------------------
 
 
-#: Text without lone surrogates (those are item 5's, see the test below).
+#: Text without lone surrogates (refused: see the test below).
 STORABLE_TEXT = st.text(
     alphabet=st.characters(categories=None, exclude_categories=("Cs",)), max_size=300
 ) | st.sampled_from(["", " ", "\x00", "\x1b[31m", "x" * 5000, "\u202e", "我的喜好", "💩"])
@@ -166,10 +165,6 @@ def _deep(levels: int) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 10 item 5 (make_document belongs to another branch): not refused yet",
-)
 @pytest.mark.parametrize(
     "field",
     [
@@ -189,8 +184,10 @@ def test_make_document_refuses_what_it_cannot_store(field: dict[str, Any]) -> No
     args: dict[str, Any] = {"resource_id": "r", "text": "t", "title": "", "metadata": None,
                             "tenant": "", "acl": []}
     args.update(field)
-    with pytest.raises(HybridSagError):
-        _check_make_document(**args)
+    resource_id, text = args.pop("resource_id"), args.pop("text")
+    with pytest.raises(HybridSagError) as info:
+        make_document(resource_id, text, **args)
+    _utf8(str(info.value))
 
 
 def _check_make_document(
@@ -276,9 +273,10 @@ def test_a_lexical_search_answers_or_raises_a_query_error(
 @bounded(25)
 @given(query=ANY_TEXT, tenant=st.none() | ANY_TEXT)
 def test_cli_output_is_valid_utf8_and_bad_text_exits_2(
-    tmp_path: Path, query: str, tenant: str | None
+    index: HybridSearch, query: str, tenant: str | None
 ) -> None:
-    argv = ["--data-dir", str(tmp_path / "d"), "search", query, "--json", "--paths", "bm25"]
+    argv = ["--data-dir", str(index.settings.data_dir), "search", query, "--json"]
+    argv += ["--paths", "bm25"]
     if tenant is not None:
         argv += ["--tenant", tenant]
     buffer = io.BytesIO()
