@@ -357,7 +357,7 @@ class Filters:
         unknown = [k for k in data if k not in allowed]
         if unknown:
             names = sorted(repr(k)[:80] for k in unknown)
-            raise QueryError(f"unknown filter {', '.join(names)}; valid: {sorted(allowed)}")
+            raise QueryError(f"unknown filter [{', '.join(names)}]; valid: {sorted(allowed)}")
         kwargs: dict[str, Any] = dict(data)
         for key in ("acl", "resource_ids", "statuses"):
             if key in kwargs and kwargs[key] is not None:

@@ -217,7 +217,7 @@ def test_index_stays_consistent_after_failures(index: HybridSearch) -> None:
         ({"resource_ids": ["x" * 2000]}, "at most 1024"),
         ({"statuses": ["deleting"]}, "'deleting' is not searchable"),
         ({"statuses": [["ready"]]}, "is not searchable"),
-        ({"tenant": "t", 3: "x"}, "unknown filter 3"),
+        ({"tenant": "t", 3: "x"}, "unknown filter [3]"),
     ],
 )
 def test_every_malformed_filter_is_a_query_error_naming_it(

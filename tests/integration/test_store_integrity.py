@@ -106,7 +106,12 @@ def test_a_rollback_journal_store_switches_to_wal_while_another_connection_reads
         store.close()
 
 
-def test_concurrent_first_cli_searches_on_a_new_data_dir(tmp_path: Path) -> None:
+def test_concurrent_first_cli_index_runs_on_a_new_data_dir(tmp_path: Path) -> None:
+    """Each process creates the store if it is first (a search refuses a data dir without
+    one, so the first commands on a new data dir are index runs)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "hello.md").write_text("# Hello\n\nHello world, the first note.\n")
     script = Path(sys.executable).parent / "hybridsag"
     env = {
         **os.environ,
@@ -115,7 +120,7 @@ def test_concurrent_first_cli_searches_on_a_new_data_dir(tmp_path: Path) -> None
     }
     procs = [
         subprocess.Popen(
-            [str(script), "search", "hello world", "--json"],
+            [str(script), "index", str(docs), "-q"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
