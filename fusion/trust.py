@@ -330,7 +330,10 @@ def assess(
         )
     for p in runs:
         reasons.setdefault(p, f"{kinds.get(p, 'other')} path: its configured weight")
-    return Trust(out, holds, share, signals, reasons)
+    # rounded: a decision, not a measurement; the last float bits of a z-score must not move
+    # the weights (a tenant's results may not depend on how another tenant's documents scale
+    # the raw scores those signals are computed from)
+    return Trust({p: round(w, 6) for p, w in out.items()}, holds, share, signals, reasons)
 
 
 def _sigmoid(x: float) -> float:

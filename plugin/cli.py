@@ -1,8 +1,8 @@
 """The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
 
 Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value, a
-token the service refused), 130 interrupted (Ctrl-C; ``eval`` writes the results of what ran
-first). Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`);
+damaged store, a token the service refused), 130 interrupted (Ctrl-C; ``eval`` writes the
+results of what ran first). Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`);
 ``--data-dir`` overrides the data dir. With ``--server URL`` (or ``HYBRIDSAG_SERVER__URL``) search,
 index --jsonl, delete, reconcile and audit are sent to a running ``hybridsag serve`` instead of
 running in-process. Every error is one line on stderr, never a traceback.
@@ -35,7 +35,13 @@ from typing import Any, TextIO
 
 from hybridsag import __version__
 from hybridsag.agent import DEFAULT_BUDGET, check_budget
-from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
+from hybridsag.errors import (
+    AuthError,
+    ConfigError,
+    CorruptStoreError,
+    HybridSagError,
+    InputError,
+)
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
 from hybridsag.store import STATUSES
@@ -50,6 +56,7 @@ __all__ = [
     "print_json",
     "service_client",
     "settings_from_args",
+    "utf8_safe",
 ]
 
 #: Entry-point group through which other packages add subcommands: each entry point names a
@@ -115,6 +122,34 @@ def _require_index(settings: Any) -> None:
 
 def _print_json(obj: Any, out: TextIO) -> None:
     out.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with every lone surrogate (what a byte that is not UTF-8 becomes in ``argv``
+    or a file name) written as its ``\\udcXX`` escape: always encodable as UTF-8, and inside
+    a JSON string the escape reads back as the same character."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _Utf8Out:
+    """A text stream that writes :func:`utf8_safe` text to ``inner`` (the CLI's output is
+    valid UTF-8 whatever the data holds)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        return self._inner.write(utf8_safe(text))
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(utf8_safe(message) + "\n")
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
@@ -480,6 +515,26 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if done else 2
 
 
+def cmd_rebuild_vectors(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.components import Components
+
+    settings = _settings(args)
+    _require_index(settings)
+    with Components(settings) as parts:
+        total = parts.store.counts()["chunks"]
+        written = parts.rebuild_vectors(progress=_progress_factory(not args.quiet)("embed", total))
+        collection, index_id = parts.collection, parts.index_id
+    report = {"index_id": index_id, "collection": collection, "vectors": written}
+    if args.json:
+        _print_json(report, out)
+    else:
+        out.write(
+            f"wrote {written} vectors into collection {collection} of index {index_id}; "
+            "an older collection this data dir used is left as it was\n"
+        )
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.evaluation import format_table, run_eval
 
@@ -525,9 +580,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
         out.write(format_table(summary) + "\n")
         out.write(f"reports written to {summary['out']}\n")
     if "partial" in summary:
-        sys.stderr.write(
-            f"hybridsag: interrupted: partial results of what ran written to {summary['out']}\n"
-        )
+        _error(f"hybridsag: interrupted: partial results of what ran written to {summary['out']}")
         return INTERRUPTED
     return 0
 
@@ -600,10 +653,14 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             if s.embedding.model == "none":
                 return "dense path off"
             where = s.milvus.uri or f"Milvus Lite at {s.milvus_lite_path}"
-            index = state["parts"].stored_dense_index()
+            parts = state["parts"]
+            index = parts.stored_dense_index()
             if index is None:
                 return f"{where}: no vectors recorded for this data dir yet"
-            return f"{where}: collection {s.milvus.collection}, {index.count()} vectors"
+            return (
+                f"{where}: collection {parts.collection}, index {parts.index_id}, "
+                f"{index.count()} vectors"
+            )
 
         def fusion_ok() -> str:
             f = s.fusion
@@ -815,6 +872,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_delete)
 
+    p = sub.add_parser(
+        "rebuild-vectors",
+        help="give this data dir its own collection (index id) and re-embed every chunk into it",
+    )
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_rebuild_vectors)
+
     p = sub.add_parser("eval", help="evaluate paths on a BEIR-style folder")
     p.add_argument("--data", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.tsv")
     p.add_argument(
@@ -865,7 +930,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input)."""
     started = time.perf_counter()
-    out = out or sys.stdout
+    out = _Utf8Out(out or sys.stdout)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -876,19 +941,22 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     try:
         return int(args.fn(args, out))
     except InputError as exc:
-        sys.stderr.write(f"hybridsag: error: {_one_line(exc)}\n")
+        _error(f"hybridsag: error: {_one_line(exc)}")
         return 2
     except AuthError as exc:
-        sys.stderr.write(f"hybridsag: refused: {exc}\n")
+        _error(f"hybridsag: refused: {exc}")
         return 2
     except ConfigError as exc:
-        sys.stderr.write(f"hybridsag: configuration error: {_one_line(exc)}\n")
+        _error(f"hybridsag: configuration error: {_one_line(exc)}")
+        return 2
+    except CorruptStoreError as exc:
+        _error(f"hybridsag: damaged store: {_one_line(exc)}")
         return 2
     except HybridSagError as exc:
-        sys.stderr.write(f"hybridsag: failed: {_one_line(exc)}\n")
+        _error(f"hybridsag: failed: {_one_line(exc)}")
         return 1
     except KeyboardInterrupt:
-        sys.stderr.write("hybridsag: interrupted\n")
+        _error("hybridsag: interrupted")
         return INTERRUPTED
 
 

@@ -177,13 +177,21 @@ class MilvusSettings(_Section):
 
     uri: str | None = None
     token: SecretStr | None = None
-    collection: str = "hybridsag_chunks"
+    #: None: ``hybridsag_<index id>``, a collection of this data dir's own (hybridsag.dense);
+    #: a name of your choice is refused when another data dir's index already owns it
+    collection: str | None = None
     consistency_level: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
     metric: Literal["COSINE", "IP", "L2"] = "COSINE"
     attach: bool = False
     fields: MilvusFieldMap = MilvusFieldMap()
     allow_writes: bool = False  # attach mode only: may hybridsag write/delete there?
     timeout_s: float = Field(30.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _check_attach(self) -> MilvusSettings:
+        if self.attach and not self.collection:
+            raise ValueError("milvus.attach=true needs milvus.collection (the team's collection)")
+        return self
 
 
 class TitleSettings(_Section):

@@ -22,6 +22,7 @@ from hybridsag.paths import path_kinds
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
+    from hybridsag.store import Filters
 
 __all__ = ["assess_query", "load_trust_model", "query_facts"]
 
@@ -29,7 +30,9 @@ _CAP_WORD = re.compile(r"(?<![\w.])[A-Z][\w'’\-]*")
 _WORD = re.compile(r"\w+")
 
 
-def query_facts(parts: Parts, query: str, *, dense: bool = True) -> QueryFacts:
+def query_facts(
+    parts: Parts, query: str, *, dense: bool = True, filters: Filters | None = None
+) -> QueryFacts:
     """The facts of ``query`` (already validated) that the trust step weighs.
 
     - ``embedder_reads``: the share of the query's letters the embedding model reads as words
@@ -37,7 +40,8 @@ def query_facts(parts: Parts, query: str, *, dense: bool = True) -> QueryFacts:
       the embedder cannot say;
     - ``terms``, ``terms_in_index`` and ``idf``: the query's lexical terms, the share of them
       the index holds, and the mean of their normalised IDF ``log(N/df) / log(N)`` (0..1: 1 for
-      a term in one chunk) over the terms it holds;
+      a term in one chunk) over the terms it holds; with ``filters`` that name a tenant,
+      counted over that tenant's chunks only (so they say nothing of another tenant's);
     - ``words`` and ``capitalised``: the question's length in words and the share of its words
       (after the first) that start with a capital letter (entity names; 0 for scripts without
       case).
@@ -53,8 +57,12 @@ def query_facts(parts: Parts, query: str, *, dense: bool = True) -> QueryFacts:
             reads = None
     lexical = parts.lexical
     terms = lexical.query_terms(query)
-    dfs = lexical.doc_freqs(terms) if terms else {}
-    total = max(lexical.total_chunks(), 1)
+    if filters is not None and filters.tenant is not None:
+        dfs, total = lexical.scoped_doc_freqs(terms, filters) if terms else ({}, 0)
+        total = max(total, 1)
+    else:
+        dfs = lexical.doc_freqs(terms) if terms else {}
+        total = max(lexical.total_chunks(), 1)
     held = [dfs[t] for t in terms if dfs.get(t)]
     denom = math.log(total) if total > 1 else 1.0
     idf = (
@@ -115,10 +123,11 @@ def assess_query(
     *,
     weights: Mapping[str, float],
     model: TrustModel,
+    filters: Filters | None = None,
 ) -> Trust:
     """The trust step of one search: the query's facts (:func:`query_facts`; the embedder is
     asked only when an embedding path ran) and :func:`hybridsag.fusion.assess` over ``runs``,
     with each path's kind from the path registry."""
     kinds = path_kinds(list(runs))
-    facts = query_facts(parts, query, dense="embedding" in kinds.values())
+    facts = query_facts(parts, query, dense="embedding" in kinds.values(), filters=filters)
     return assess(runs, kinds, facts, weights=weights, model=model)

@@ -57,8 +57,11 @@ class PathSpec:
     search when the dense path is off (``embedding.model = "none"``). ``reads_vectors``: the
     path uses the passage vectors the index keeps when there are any (the SAG2 judge's
     cosines), so eval builds them. ``joins``: the paths whose hits this one takes (as
-    ``peers``) when they run in the same search; they are started first. ``description``: one
-    line for help texts. ``kind``: what the fusion trust step takes the path for
+    ``peers``) when they run in the same search; they are started first. ``corpus_scores``: its
+    raw and path scores depend on statistics of the whole index (FTS5 document frequencies and
+    average lengths), so they tell something about other tenants' documents: a search with
+    ``filters.tenant`` set shows its rank and RRF term only. ``description``: one line for
+    help texts. ``kind``: what the fusion trust step takes the path for
     (:data:`hybridsag.fusion.KINDS`: ``judged``, ``embedding``, ``lexical``, ``title``; any
     other value, such as ``other``, keeps its configured weight whatever the trust step finds).
     """
@@ -70,11 +73,18 @@ class PathSpec:
     reads_vectors: bool = False
     joins: tuple[str, ...] = ()
     kind: str = "other"
+    corpus_scores: bool = False
 
 
 #: The paths that ship, in the order results list them.
 BUILTIN_PATHS: tuple[PathSpec, ...] = (
-    PathSpec("bm25", bm25.build, "BM25 over the lexical index, no judge", kind="lexical"),
+    PathSpec(
+        "bm25",
+        bm25.build,
+        "BM25 over the lexical index, no judge",
+        kind="lexical",
+        corpus_scores=True,
+    ),
     PathSpec(
         "sag2",
         sag2.build,
@@ -82,6 +92,7 @@ BUILTIN_PATHS: tuple[PathSpec, ...] = (
         reads_vectors=True,
         joins=("dense",),
         kind="judged",
+        corpus_scores=True,
     ),
     PathSpec(
         "dense",
@@ -90,7 +101,13 @@ BUILTIN_PATHS: tuple[PathSpec, ...] = (
         needs_dense=True,
         kind="embedding",
     ),
-    PathSpec("title", title.build, "exact and near-exact title matches", kind="title"),
+    PathSpec(
+        "title",
+        title.build,
+        "exact and near-exact title matches",
+        kind="title",
+        corpus_scores=True,
+    ),
 )
 
 #: name -> spec; the built-ins first, then what :func:`register_path` added.

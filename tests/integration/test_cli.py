@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from hybridsag.cli import main
 
 from tests.cli_support import QUERIES, beir, lexical_only, run  # noqa: F401
 
@@ -245,3 +249,43 @@ def test_installed_console_script_runs() -> None:
     assert proc.returncode == 0, proc.stderr
     for command in ("index", "search", "eval", "doctor"):
         assert command in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        ([b"search", b"fox\xff"], b"query holds a lone surrogate '\\udcff'"),
+        ([b"search", b"fox", b"--tenant", b"t\xfe"], b"filters.tenant 't\\udcfe'"),
+        ([b"search", b"fox", b"--acl", b"\xed\xa0\x80"], b"filters.acl tag"),
+        ([b"search", b"\xff", b"--json"], b"lone surrogate"),
+    ],
+)
+def test_text_that_is_not_utf8_exits_2_with_one_valid_utf8_line(
+    tmp_path: Path, argv: list[bytes], named: bytes, lexical_only: None
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "fox.md").write_text("# Fox\n\nThe quick brown fox.\n")
+    assert run("--data-dir", str(tmp_path / "d"), "index", str(tmp_path / "docs"), "-q")[0] == 0
+    script = Path(sys.executable).parent / "hybridsag"
+    env = {**os.environ, "HYBRIDSAG_DATA_DIR": str(tmp_path / "d"), "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run(
+        [bytes(script), *argv], capture_output=True, timeout=120, check=False, env=env
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == b""
+    proc.stderr.decode("utf-8")  # strict: raises on invalid UTF-8
+    assert proc.stderr.count(b"\n") == 1 and named in proc.stderr, proc.stderr
+
+
+def test_json_output_is_valid_utf8_whatever_the_index_holds(tmp_path: Path) -> None:
+    from hybridsag.cli import utf8_safe
+
+    assert utf8_safe("a\udcffb") == "a\\udcffb"
+    assert json.loads('"' + utf8_safe("a\udcffb") + '"') == "a\udcffb"
+    buffer = io.BytesIO()
+    stream = io.TextIOWrapper(buffer, encoding="utf-8", errors="surrogateescape")
+    code = main(["--data-dir", str(tmp_path / "d\udcff"), "doctor", "--json"], out=stream)
+    stream.flush()
+    assert code == 0
+    data = json.loads(buffer.getvalue().decode("utf-8"))  # strict UTF-8, then JSON
+    assert "d\udcff" in data["checks"][0]["detail"]
