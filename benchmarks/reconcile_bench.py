@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hybridsag.dense import MilvusDenseIndex, VectorRow  # noqa: E402
+from hybridsag.dense import VectorRow  # noqa: E402
 from hybridsag.writer import chunk_id_for  # noqa: E402
 
 from hybridsag.consistency import Reconciler, apply_plan, build_plan  # noqa: E402
@@ -45,6 +45,7 @@ from tests.consistency_support import (  # noqa: E402
     clear_env,
     make_settings,
     open_search,
+    own_dense_index,
     shared_embedder,
 )
 
@@ -161,8 +162,7 @@ def plan_apply(n: int, data_dir: Path, *, orphan_share: float, stale_share: floa
 
 def race(ops: int, data_dir: Path, *, seed: int) -> dict[str, Any]:
     settings = make_settings(data_dir, indexing_timeout_s=1)
-    inner = MilvusDenseIndex(settings)
-    inner.ensure(shared_embedder().dimension)
+    inner = own_dense_index(settings)
     dense = FaultyDense(inner, fail_every=23)
     with open_search(settings, dense_index=dense) as hs:
         result = run_race(hs, operations=ops, writers=4, seed=seed, reconcile_interval_s=2.0)

@@ -107,12 +107,13 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.cli import print_json, service_client, settings_from_args
+    from hybridsag.cli import print_json, service_client, settings_from_args, utf8_safe
 
-    from hybridsag.consistency.reports import latest_report
+    from hybridsag.consistency.reports import scan_reports
 
     settings = settings_from_args(args)
     client = service_client(settings)
+    report: dict[str, Any] | None = None
     if client is not None:
         with client:
             try:
@@ -120,9 +121,16 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
             except NotFoundError:
                 report = None
     else:
-        report = latest_report(settings.reports_dir)
+        scan = scan_reports(settings.reports_dir)
+        for path, why in scan.skipped:
+            sys.stderr.write(utf8_safe(f"hybridsag: skipped {path}: {why}") + "\n")
+        if scan.reports:
+            path, data = scan.reports[-1]
+            report = {**data, "path": str(path)}
     if report is None:
-        sys.stderr.write(f"hybridsag: no reconcile report under {settings.reports_dir} yet\n")
+        sys.stderr.write(
+            utf8_safe(f"hybridsag: no reconcile report under {settings.reports_dir} yet") + "\n"
+        )
         return 1
     if args.json:
         print_json(report, out)

@@ -1,14 +1,16 @@
 """The reconciler's single-flight lease: one row in the store's ``reconcile_lease`` table.
 
-A lease has an owner id and an expiry (``consistency.lease_s`` from now). :meth:`Lease.acquire`
-takes it when no row exists, when the row is expired (its owner crashed) or when this owner
-already holds it; otherwise it raises :class:`~hybridsag.errors.ConsistencyError` naming the
+A lease has an owner id (``host:pid:random``) and an expiry (``consistency.lease_s`` from now).
+:meth:`Lease.acquire` takes it when no row exists, when the row is expired (its owner crashed),
+when its owner is a process of this host that is gone (killed with SIGKILL: no need to wait out
+the expiry), or when this owner already holds it; otherwise it raises :class:`~hybridsag.errors.ConsistencyError` naming the
 holder and the expiry. A long apply calls :meth:`Lease.renew` between batches; a renew that finds
 the lease taken by someone else raises, so two reconcilers never mutate at once.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -18,10 +20,13 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+from hybridsag.consistency.plan import owner_alive
 from hybridsag.errors import ConsistencyError, StoreError
 from hybridsag.store import Store
 
-__all__ = ["LEASE_NAME", "Lease", "new_owner_id"]
+__all__ = ["LEASE_NAME", "Lease", "new_owner_id", "owner_gone"]
+
+log = logging.getLogger(__name__)
 
 #: The row name of the reconcile lease.
 LEASE_NAME = "reconcile"
@@ -30,6 +35,17 @@ LEASE_NAME = "reconcile"
 def new_owner_id() -> str:
     """``host:pid:random`` — unique per reconciler instance, readable in errors and reports."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_gone(owner: str) -> bool:
+    """Whether ``owner`` (a :func:`new_owner_id`) names a process of this host that no longer
+    exists (:func:`~hybridsag.consistency.plan.owner_alive`). An owner of another host, or one
+    in another form, is never taken for gone: only its lease's expiry frees it."""
+    host, _, rest = owner.partition(":")
+    pid, _, _random = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not owner_alive(int(pid))
 
 
 def _iso(ts: float) -> str:
@@ -85,7 +101,8 @@ class Lease:
         """Take the lease (or extend it when this owner holds it).
 
         Raises:
-            ConsistencyError: another owner holds an unexpired lease.
+            ConsistencyError: another owner holds an unexpired lease (and is not a process of
+                this host that is gone).
         """
         now = self._clock()
 
@@ -93,7 +110,14 @@ class Lease:
             row = conn.execute(
                 "SELECT owner, expires_at FROM reconcile_lease WHERE name = ?", (self.name,)
             ).fetchone()
-            if row is not None and row[0] != self.owner and row[1] > now:
+            if row is not None and row[0] != self.owner and row[1] > now and owner_gone(row[0]):
+                log.warning(
+                    "taking over the reconcile lease of %r (until %s): its process is gone "
+                    "from this host",
+                    row[0],
+                    _iso(row[1]),
+                )
+            elif row is not None and row[0] != self.owner and row[1] > now:
                 raise ConsistencyError(
                     f"another reconcile holds the lease: owner {row[0]!r} until {_iso(row[1])} "
                     f"({row[1] - now:.0f} s from now; consistency.lease_s={self.ttl_s:g}); "

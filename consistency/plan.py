@@ -285,7 +285,8 @@ def owner_alive(pid: int) -> bool:
 @dataclass(slots=True)
 class StoreState:
     """What a plan is computed from: one SQLite snapshot (resources, chunks, the lexical
-    index's rowids, tombstones, journal) and then every entry of the dense index."""
+    index's rowids, tombstones, journal) and then every entry of the dense index (only this
+    index's own rows: :mod:`hybridsag.dense` filters on the index id) and its collection."""
 
     resources: dict[str, Mapping[str, Any]]
     resource_rowids: set[int]
@@ -298,6 +299,7 @@ class StoreState:
     journal: dict[str, list[Mapping[str, Any]]]
     entries: list[VectorEntry] = field(default_factory=list)
     dense_checked: bool = False
+    collection: str | None = None
 
 
 def read_state(store: Store, lexical: Fts5LexicalIndex, dense: DenseIndex | None) -> StoreState:
@@ -349,6 +351,7 @@ def read_state(store: Store, lexical: Fts5LexicalIndex, dense: DenseIndex | None
         journal=journal,
         entries=entries,
         dense_checked=dense is not None,
+        collection=getattr(dense, "collection", None),
     )
 
 
@@ -409,7 +412,9 @@ def diff(state: StoreState, settings: Settings, *, now: float) -> ReconcilePlan:
     return ReconcilePlan(
         built_at=now,
         seconds=0.0,
-        collection=settings.milvus.collection if state.dense_checked else None,
+        collection=(state.collection or settings.milvus.collection)
+        if state.dense_checked
+        else None,
         dense_checked=state.dense_checked,
         attach=attach,
         collection_size=len(state.entries),

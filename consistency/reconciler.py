@@ -20,7 +20,7 @@ from hybridsag.components import Components
 from hybridsag.consistency.apply import ReconcileReport, apply_plan
 from hybridsag.consistency.lease import Lease, new_owner_id
 from hybridsag.consistency.plan import ReconcilePlan, build_plan
-from hybridsag.consistency.reports import latest_report, write_report
+from hybridsag.consistency.reports import REPORT_FORMAT, latest_report, write_report
 from hybridsag.errors import ConsistencyError, HybridSagError
 from hybridsag.settings import Settings
 
@@ -29,8 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from hybridsag.embedder import Embedder
 
 __all__ = ["Reconciler"]
-
-REPORT_FORMAT = 1
 
 
 def _iso(ts: float) -> str:

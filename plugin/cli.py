@@ -1,8 +1,8 @@
 """The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
 
 Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value, a
-token the service refused), 130 interrupted (Ctrl-C; ``eval`` writes the results of what ran
-first). Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`);
+damaged store, a token the service refused), 130 interrupted (Ctrl-C; ``eval`` writes the
+results of what ran first). Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`);
 ``--data-dir`` overrides the data dir. With ``--server URL`` (or ``HYBRIDSAG_SERVER__URL``) search,
 index --jsonl, delete, reconcile and audit are sent to a running ``hybridsag serve`` instead of
 running in-process. Every error is one line on stderr, never a traceback.
@@ -35,7 +35,13 @@ from typing import Any, TextIO
 
 from hybridsag import __version__
 from hybridsag.agent import DEFAULT_BUDGET, check_budget
-from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
+from hybridsag.errors import (
+    AuthError,
+    ConfigError,
+    CorruptStoreError,
+    HybridSagError,
+    InputError,
+)
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
 from hybridsag.store import STATUSES
@@ -50,6 +56,7 @@ __all__ = [
     "print_json",
     "service_client",
     "settings_from_args",
+    "utf8_safe",
 ]
 
 #: Entry-point group through which other packages add subcommands: each entry point names a
@@ -115,6 +122,34 @@ def _require_index(settings: Any) -> None:
 
 def _print_json(obj: Any, out: TextIO) -> None:
     out.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with every lone surrogate (what a byte that is not UTF-8 becomes in ``argv``
+    or a file name) written as its ``\\udcXX`` escape: always encodable as UTF-8, and inside
+    a JSON string the escape reads back as the same character."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _Utf8Out:
+    """A text stream that writes :func:`utf8_safe` text to ``inner`` (the CLI's output is
+    valid UTF-8 whatever the data holds)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        return self._inner.write(utf8_safe(text))
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(utf8_safe(message) + "\n")
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
@@ -480,10 +515,32 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if done else 2
 
 
+def cmd_rebuild_vectors(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.components import Components
+
+    settings = _settings(args)
+    _require_index(settings)
+    with Components(settings) as parts:
+        total = parts.store.counts()["chunks"]
+        written = parts.rebuild_vectors(progress=_progress_factory(not args.quiet)("embed", total))
+        collection, index_id = parts.collection, parts.index_id
+    report = {"index_id": index_id, "collection": collection, "vectors": written}
+    if args.json:
+        _print_json(report, out)
+    else:
+        out.write(
+            f"wrote {written} vectors into collection {collection} of index {index_id}; "
+            "an older collection this data dir used is left as it was\n"
+        )
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.evaluation import format_table, run_eval
 
     settings = _settings(args)
+    if args.compare or args.grid:
+        return _cmd_eval_compare(args, settings, out)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
     common = dict(
@@ -523,9 +580,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
         out.write(format_table(summary) + "\n")
         out.write(f"reports written to {summary['out']}\n")
     if "partial" in summary:
-        sys.stderr.write(
-            f"hybridsag: interrupted: partial results of what ran written to {summary['out']}\n"
-        )
+        _error(f"hybridsag: interrupted: partial results of what ran written to {summary['out']}")
         return INTERRUPTED
     return 0
 
@@ -598,15 +653,30 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             if s.embedding.model == "none":
                 return "dense path off"
             where = s.milvus.uri or f"Milvus Lite at {s.milvus_lite_path}"
-            index = state["parts"].stored_dense_index()
+            parts = state["parts"]
+            index = parts.stored_dense_index()
             if index is None:
                 return f"{where}: no vectors recorded for this data dir yet"
-            return f"{where}: collection {s.milvus.collection}, {index.count()} vectors"
+            return (
+                f"{where}: collection {parts.collection}, index {parts.index_id}, "
+                f"{index.count()} vectors"
+            )
+
+        def fusion_ok() -> str:
+            f = s.fusion
+            judge = state["parts"].judge()
+            weights = getattr(getattr(judge, "weights", None), "source", None)
+            text = f"{f.method} fusion, trust step {'on' if f.trust else 'off'}"
+            if f.trust:
+                text += f" (model: {state['parts'].trust_model().source})"
+            text += f"; judge {s.judge.name}" + (f" with weights: {weights}" if weights else "")
+            return text
 
         if "parts" in state:
             check("judge", judge_ok)
             check("embedding model", model_ok)
             check("milvus", milvus_ok)
+            check("fusion", fusion_ok)
             state["parts"].close()
     ok = all(c["ok"] for c in checks)
     table = state.get("table", [])
@@ -625,6 +695,93 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
         if not shown:
             out.write("\nevery setting is at its default (--all-settings lists them)\n")
     return 0 if ok else 1
+
+
+def _floats(text: str | None, flag: str) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: expected comma-separated numbers") from None
+
+
+def _add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    """The eval flags of paired comparisons and the grid."""
+    p.add_argument(
+        "--compare",
+        metavar="A,B[,C...]",
+        help="paired comparison of arms on the same questions: a path (sag2, dense, ...), "
+        "fused, a path set (sag2+dense), options (fused:k=30,dense=1.0,rounds=2,"
+        "judge_order=false), a settings file (*.toml) or a TREC run (*.trec); needs "
+        "hybridsag[ab]",
+    )
+    p.add_argument(
+        "--stat-test",
+        choices=("student", "fisher"),
+        default="student",
+        help="--compare's paired test (ranx): paired t-test or Fisher's randomization test",
+    )
+    p.add_argument("--alpha", type=float, default=0.05, help="--compare's significance level")
+    p.add_argument(
+        "--grid",
+        action="store_true",
+        help="sweep RRF k, path weights and sag2 rounds for the --fuse paths; print the table",
+    )
+    p.add_argument("--grid-k", help="--grid's RRF k values (default 10,30,60,100)")
+    p.add_argument("--grid-weights", help="--grid's weights per path (default 0,0.25,...,4)")
+    p.add_argument("--grid-rounds", help="--grid's sag2 rounds (default 0,1,2)")
+
+
+def _cmd_eval_compare(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
+    """``eval --compare`` and ``eval --grid`` (hybridsag.ab.offline)."""
+    from hybridsag.ab.offline import compare_arms, format_compare, format_grid, grid_search
+
+    progress = _progress_factory(not args.quiet)
+    if args.compare and args.grid:
+        raise InputError("--compare and --grid are separate runs: give one")
+    out_dir = Path(args.out) if args.out else None
+    if args.compare:
+        if not 0 < args.alpha < 0.5:
+            raise InputError(f"--alpha {args.alpha} must be in (0, 0.5)")
+        summary = compare_arms(
+            settings,
+            Path(args.data),
+            args.compare,
+            limit=args.limit,
+            out=out_dir,
+            stat_test=args.stat_test,
+            alpha=args.alpha,
+            progress=progress,
+        )
+        text = format_compare(summary)
+    else:
+        fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
+        options: dict[str, Any] = {}
+        if (ks := _floats(args.grid_k, "--grid-k")) is not None:
+            options["ks"] = ks
+        if (ws := _floats(args.grid_weights, "--grid-weights")) is not None:
+            if 1.0 not in ws:
+                raise InputError("--grid-weights must include 1 (weights are relative)")
+            options["weights"] = ws
+        if (rs := _floats(args.grid_rounds, "--grid-rounds")) is not None:
+            options["rounds"] = tuple(int(r) for r in rs)
+        summary = grid_search(
+            settings,
+            Path(args.data),
+            fuse=fuse,
+            limit=args.limit,
+            out=out_dir,
+            progress=progress,
+            **options,
+        )
+        text = format_grid(summary)
+    if args.json:
+        _print_json(summary, out)
+    else:
+        out.write(text + "\n")
+        out.write(f"reports written to {summary['out']}\n")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -715,6 +872,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_delete)
 
+    p = sub.add_parser(
+        "rebuild-vectors",
+        help="give this data dir its own collection (index id) and re-embed every chunk into it",
+    )
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_rebuild_vectors)
+
     p = sub.add_parser("eval", help="evaluate paths on a BEIR-style folder")
     p.add_argument("--data", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.tsv")
     p.add_argument(
@@ -734,6 +899,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report folder (default <data-dir>/eval/<dataset>)")
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _add_compare_arguments(p)
     p.set_defaults(fn=cmd_eval)
 
     p = sub.add_parser(
@@ -764,7 +930,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input)."""
     started = time.perf_counter()
-    out = out or sys.stdout
+    out = _Utf8Out(out or sys.stdout)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -775,19 +941,22 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     try:
         return int(args.fn(args, out))
     except InputError as exc:
-        sys.stderr.write(f"hybridsag: error: {_one_line(exc)}\n")
+        _error(f"hybridsag: error: {_one_line(exc)}")
         return 2
     except AuthError as exc:
-        sys.stderr.write(f"hybridsag: refused: {exc}\n")
+        _error(f"hybridsag: refused: {exc}")
         return 2
     except ConfigError as exc:
-        sys.stderr.write(f"hybridsag: configuration error: {_one_line(exc)}\n")
+        _error(f"hybridsag: configuration error: {_one_line(exc)}")
+        return 2
+    except CorruptStoreError as exc:
+        _error(f"hybridsag: damaged store: {_one_line(exc)}")
         return 2
     except HybridSagError as exc:
-        sys.stderr.write(f"hybridsag: failed: {_one_line(exc)}\n")
+        _error(f"hybridsag: failed: {_one_line(exc)}")
         return 1
     except KeyboardInterrupt:
-        sys.stderr.write("hybridsag: interrupted\n")
+        _error("hybridsag: interrupted")
         return INTERRUPTED
 
 

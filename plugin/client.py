@@ -284,6 +284,28 @@ class ServiceClient:
         """``GET /readyz``; ServiceError while the service is not ready."""
         return self._call("GET", "/readyz")
 
+    # -- A/B experiments (hybridsag.ab) ---------------------------------------------------------
+
+    def experiments(self) -> list[dict[str, Any]]:
+        """``GET /v1/experiments``: every experiment with its arms and state."""
+        return self._call("GET", "/v1/experiments")
+
+    def experiment_report(self, name: str) -> dict[str, Any]:
+        """``GET /v1/experiments/{name}/report``; NotFoundError for an unknown experiment."""
+        return self._call("GET", f"/v1/experiments/{_quote(name)}/report")
+
+    def feedback(
+        self, query_id: str, *, position: int | None = None, chunk_id: str | None = None,
+        kind: str = "click",
+    ) -> dict[str, Any]:
+        """``POST /v1/feedback`` on a result of a search answered under an experiment."""
+        body: dict[str, Any] = {"query_id": query_id, "kind": kind}
+        if position is not None:
+            body["position"] = position
+        if chunk_id is not None:
+            body["chunk_id"] = chunk_id
+        return self._call("POST", "/v1/feedback", json=body)
+
 
 class AsyncServiceClient:
     """The search of :class:`ServiceClient` over ``httpx.AsyncClient``: one request on the event

@@ -14,6 +14,14 @@ loads the model; only embedding (an ingest, a query, a backfill) does. The index
 check lives here: an index built with another tokenizer (the store), another embedding model or
 another vector dimension refuses to open with :class:`~hybridsag.errors.IndexMismatchError`.
 
+Index identity: every data dir gets an index id once (random, in the meta, :attr:`index_id`);
+its vectors live in a collection it owns and carry the id (:mod:`hybridsag.dense`), so data
+dirs sharing a Milvus server never see, plan over nor delete each other's vectors. A data dir
+whose vectors were written by an older build (a dimension recorded, no index id) opens no dense
+index until ``hybridsag rebuild-vectors`` (:meth:`Components.rebuild_vectors`) gave it one. A
+data dir that recorded vectors never gets a missing collection (a deleted Milvus Lite folder, a
+dropped collection) recreated empty: that is an error until it is restored or rebuilt.
+
 Example::
 
     with Components(Settings()) as parts:
@@ -23,9 +31,11 @@ Example::
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from hybridsag.dense import LEGACY_COLLECTION, default_collection
 from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
 from hybridsag.lexical import Fts5LexicalIndex, LexicalIndex, PostgresLexicalIndex
@@ -35,11 +45,13 @@ from hybridsag.paths.base import Retriever
 from hybridsag.settings import Settings
 from hybridsag.store import Store
 from hybridsag.tokenizer import Tokenizer
+from hybridsag.trust import load_trust_model
 from hybridsag.writer import StepHook, WriteLock, Writer
 
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex
     from hybridsag.embedder import Embedder
+    from hybridsag.fusion import TrustModel
     from hybridsag.judges.base import Judge
 
 __all__ = ["Components", "Once", "check_names"]
@@ -50,6 +62,8 @@ T = TypeVar("T")
 #: vector length and the embedder's fingerprint (model, backend, precision).
 META_MODEL = "embedding_model"
 META_DIMENSION = "embedding_dimension"
+#: Index meta key of the index id (made once per data dir; see the module docstring).
+META_INDEX_ID = "index_id"
 META_FINGERPRINT = "embedding_fingerprint"
 #: What indexes made before fingerprints were recorded were embedded with.
 LEGACY_BACKEND = "sentence-transformers-fp32"
@@ -119,6 +133,8 @@ class Components:
             pool_size=s.store.pool_size,
         )
         try:
+            #: this data dir's index id; None while its vectors are an older build's
+            self.index_id: str | None = self._index_identity()
             lexical_class = PostgresLexicalIndex if self.store.is_postgres else Fts5LexicalIndex
             self.lexical: LexicalIndex = lexical_class(
                 self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms
@@ -139,8 +155,12 @@ class Components:
         self._given_dense = dense_index
         self._judge: Once[Judge] = Once(lambda: make_judge(s.judge.name, self), judge)
         self._writer: Once[Writer] = Once(self._build_writer)
+        self._trust_model: Once[TrustModel] = Once(
+            lambda: load_trust_model(s.fusion.trust_model)
+        )
         self._retrievers: dict[str, Once[Retriever]] = {}
         self._retrievers_lock = threading.Lock()
+        self._rebuilding = False
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -171,6 +191,32 @@ class Components:
         self.close()
 
     # -- the dense side ---------------------------------------------------------------------------
+
+    def _index_identity(self) -> str | None:
+        """The index id from the meta; made now (once, whichever process is first) for a data
+        dir without recorded vectors; None for one whose vectors an older build wrote."""
+        index_id = self.store.get_meta(META_INDEX_ID)
+        if index_id is not None or self.store.get_meta(META_DIMENSION) is not None:
+            return index_id
+        return self._new_index_id()
+
+    def _new_index_id(self) -> str:
+        with self.store.atomic() as conn:
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
+                (META_INDEX_ID, uuid.uuid4().hex),
+            )
+        index_id = self.store.get_meta(META_INDEX_ID)
+        assert index_id is not None
+        return index_id
+
+    @property
+    def collection(self) -> str | None:
+        """The collection this data dir's vectors live in (None while its vectors are an
+        older build's, which may share one with other data dirs)."""
+        if self.settings.milvus.collection:
+            return self.settings.milvus.collection
+        return default_collection(self.index_id) if self.index_id is not None else None
 
     @property
     def dense_enabled(self) -> bool:
@@ -255,9 +301,25 @@ class Components:
 
         if not self.dense_enabled:
             raise ConfigError("the dense path is off (embedding.model = 'none')")
-        index = (
-            self._given_dense if self._given_dense is not None else make_dense_index(self.settings)
-        )
+        m = self.settings.milvus
+        if self._given_dense is not None:
+            index = self._given_dense
+            given_id = getattr(index, "index_id", None)
+            if given_id is not None and given_id != self.index_id:
+                raise IndexMismatchError(
+                    f"the dense index given belongs to index {given_id!r}, this data dir's is "
+                    f"{self.index_id!r}"
+                )
+        elif self.index_id is None and not m.attach:
+            raise IndexMismatchError(
+                f"the vectors of {self.settings.data_dir} were written by an older hybridsag, "
+                f"without an index id, into collection {m.collection or LEGACY_COLLECTION!r}, "
+                "which other data dirs may share; nothing is searched, written or deleted "
+                "there. Run `hybridsag rebuild-vectors` to give this data dir its own collection "
+                "and re-embed its chunks into it (the old collection is left as it is)"
+            )
+        else:
+            index = make_dense_index(self.settings, index_id=None if m.attach else self.index_id)
         try:
             stored_model = self.store.get_meta(META_MODEL)
             if stored_model is not None and stored_model != self._model_name():
@@ -267,7 +329,8 @@ class Components:
                 )
             stored_dim = self.store.get_meta(META_DIMENSION)
             dimension = int(stored_dim) if stored_dim else self.embedder().dimension
-            index.ensure(dimension)
+            # recorded vectors mean the collection was made: missing now, it was lost
+            index.ensure(dimension, create=stored_dim is None or self._rebuilding)
             if stored_dim is None:
                 embedder = self.embedder()
                 fingerprint = getattr(embedder, "fingerprint", embedder.name)
@@ -288,11 +351,37 @@ class Components:
             raise
         return index
 
+    def rebuild_vectors(self, *, progress: Callable[[int], None] | None = None) -> int:
+        """Give this data dir an index id if it has none (its vectors were an older build's),
+        (re)create its own collection and embed every current chunk into it: the way out of
+        a legacy shared collection and of a lost one (deleted Milvus Lite folder, dropped
+        collection). Returns the number of vectors written. The old collection is never
+        touched. ConfigError when the dense path is off or in attach mode."""
+        if not self.dense_enabled or self.settings.milvus.attach:
+            raise ConfigError(
+                "rebuild-vectors writes hybridsag's own collection: the dense path is off "
+                "(embedding.model = 'none') or milvus.attach is true"
+            )
+        if self.index_id is None:
+            with self.lock.hold():
+                self.index_id = self._new_index_id()
+        self._rebuilding = True
+        try:
+            self.dense_index()
+            return self.writer().backfill_vectors(progress=progress)
+        finally:
+            self._rebuilding = False
+
     # -- judge, writer, paths ---------------------------------------------------------------------
 
     def judge(self) -> Judge:
         """The judge named by ``judge.name`` (built once)."""
         return self._judge.get()
+
+    def trust_model(self) -> TrustModel:
+        """The fusion trust step's model (``fusion.trust_model``; loaded once). ConfigError
+        for a missing or malformed file."""
+        return self._trust_model.get()
 
     def writer(self) -> Writer:
         """The write path over the store, the lexical index and (when on) the dense side."""

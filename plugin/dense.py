@@ -14,11 +14,22 @@ explicit arguments, nothing is forwarded as ``**kwargs``. The same code serves t
 hybridsag's own collection (tried on Milvus Lite 3.2.2 and Milvus standalone 2.3.5)::
 
     chunk_id     VARCHAR(512)  primary key
+    index_id     VARCHAR(64)   the index (data dir) that owns the row
     resource_id  VARCHAR(1024)
     version      INT64
     tenant       VARCHAR(256)
     acl          ARRAY<VARCHAR(256)>, capacity 256   (empty = public)
     vector       FLOAT_VECTOR(dim), HNSW (M=16, efConstruction=200), metric from milvus.metric
+
+Index identity: every data dir has an index id (random, made once, in its store's meta; see
+:class:`~hybridsag.components.Components`). Its own collection is named ``hybridsag_<index id>``
+unless ``milvus.collection`` names one, carries the id in the collection property
+:data:`OWNER_PROPERTY`, and every row carries it in ``index_id``. A collection owned by another
+index is refused (:class:`~hybridsag.errors.ConfigError`: two data dirs never share one, so
+their chunk ids never collide); one made by an older build, without ``index_id``, is refused too
+(:class:`~hybridsag.errors.IndexMismatchError`). Every search, scan, count and delete by resource
+is filtered on the id as well, so even a row planted under another id is never seen, planned over
+nor deleted by this data dir.
 
 Filters become a Milvus boolean expression built by :func:`filter_expression`; every string is
 written as a double-quoted literal by :func:`quote_literal`, so no user string can change the
@@ -31,6 +42,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +61,11 @@ __all__ = [
     "DenseFilter",
     "DenseIndex",
     "DenseIndexFactory",
+    "LEGACY_COLLECTION",
     "MilvusDenseIndex",
+    "OWNER_PROPERTY",
     "VectorRow",
+    "default_collection",
     "filter_expression",
     "lite_lock_holder",
     "lite_locked_message",
@@ -66,14 +81,22 @@ PATH = "dense"
 
 # Field names and sizes of hybridsag's own collection. Milvus limits VARCHAR max_length to 65,535
 # bytes and ARRAY capacity to 4,096; these are sized for ids, tenants and ACL tags.
-F_ID, F_RESOURCE, F_VERSION, F_TENANT, F_ACL, F_VECTOR = (
+F_ID, F_INDEX, F_RESOURCE, F_VERSION, F_TENANT, F_ACL, F_VECTOR = (
     "chunk_id",
+    "index_id",
     "resource_id",
     "version",
     "tenant",
     "acl",
     "vector",
 )
+#: The collection property naming the index that owns a collection of hybridsag's own schema.
+OWNER_PROPERTY = "hybridsag.index_id"
+#: The name every data dir used before collections were per index (older builds' default).
+LEGACY_COLLECTION = "hybridsag_chunks"
+#: How long a create that lost a race waits for the winner's collection to appear.
+CREATE_RACE_WAIT_S = 10.0
+MAX_INDEX_ID_BYTES = 64
 MAX_CHUNK_ID_BYTES = 512
 MAX_RESOURCE_ID_BYTES = 1024
 MAX_TENANT_BYTES = 256
@@ -92,6 +115,12 @@ WRITE_BATCH_BYTES = 16 * 1024 * 1024
 DELETE_BATCH = 1_000
 
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_INDEX_ID = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+
+
+def default_collection(index_id: str) -> str:
+    """The collection of an index whose ``milvus.collection`` is unset: ``hybridsag_<id>``."""
+    return f"hybridsag_{index_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +165,13 @@ class DenseIndex(Protocol):
     built for another embedder raises :class:`~hybridsag.errors.IndexMismatchError`.
     """
 
-    def ensure(self, dimension: int) -> None:
-        """Open the store, create the collection if this backend may and it is missing, check
-        that its vector field has ``dimension`` (else IndexMismatchError), and load it for search.
-        Must be called before any other method; calling it again is cheap and re-checks."""
+    def ensure(self, dimension: int, *, create: bool = True) -> None:
+        """Open the store, create the collection if it is missing, this backend may and
+        ``create`` is true (else DenseError: the caller knows vectors were written, so a missing
+        collection was lost, not new), check that its vector field has ``dimension`` (else
+        IndexMismatchError), and load it for search. Must be called before any other method;
+        calling it again is cheap and re-checks. Several processes may ensure one new
+        collection at once."""
         ...
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
@@ -267,6 +299,9 @@ def lite_path(settings: Settings) -> Path:
 # close releases it, so that another process (a CLI run, the reconciler) can open the path.
 _LITE_USERS: dict[str, int] = {}
 _LITE_USERS_LOCK = threading.Lock()
+# Opening the same Milvus Lite path from two threads at once starts two servers that race for
+# its lock; opens are serialised (they are rare: one per index object).
+_LITE_OPEN_LOCK = threading.Lock()
 
 
 def _lite_key(path: Path) -> str:
@@ -407,17 +442,28 @@ class MilvusDenseIndex:
 
     Example::
 
-        index = MilvusDenseIndex(Settings(data_dir=Path("/tmp/x")))
+        index = MilvusDenseIndex(Settings(data_dir=Path("/tmp/x")), index_id="5f0c9a")
         index.ensure(384)
         index.upsert([VectorRow("c1", "r1", 1, "", (), vec)])
         index.search(query_vec, limit=10)
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, index_id: str | None = None) -> None:
         self._settings = settings
         self._cfg = settings.milvus
-        self._collection = self._cfg.collection
         self._attach = self._cfg.attach
+        self._index_id = index_id
+        if not self._attach and (index_id is None or not _INDEX_ID.match(index_id)):
+            raise ConfigError(
+                f"hybridsag's own collection needs the data dir's index id (1 to 64 letters, "
+                f"digits or _), got {index_id!r}; build the dense index through Components"
+            )
+        if self._cfg.collection:
+            self._collection = self._cfg.collection
+        elif index_id is not None:
+            self._collection = default_collection(index_id)
+        else:  # pragma: no cover - the settings refuse attach mode without a collection
+            raise ConfigError("milvus.attach=true needs milvus.collection")
         self._timeout = self._cfg.timeout_s
         self._lock = threading.Lock()
         self._client: MilvusClient | None = None
@@ -441,15 +487,28 @@ class MilvusDenseIndex:
             self._where = f"Milvus at {self._cfg.uri}"
 
     def __repr__(self) -> str:
-        mode = "attach" if self._attach else "own"
+        mode = "attach" if self._attach else f"own, index {self._index_id!r}"
         return f"MilvusDenseIndex({self._where}, collection={self._collection!r}, mode={mode})"
 
     # -- plumbing ------------------------------------------------------------------------------
 
     @property
     def collection(self) -> str:
-        """The collection name this index reads (``milvus.collection``)."""
+        """The collection name this index reads (``milvus.collection``, else
+        :func:`default_collection` of the index id)."""
         return self._collection
+
+    @property
+    def index_id(self) -> str | None:
+        """The index id whose rows this index reads and writes (None in attach mode)."""
+        return self._index_id
+
+    def _scoped(self, expr: str) -> str:
+        """``expr`` restricted to this index's own rows (attach mode: unchanged)."""
+        if self._attach or self._index_id is None:
+            return expr
+        own = f"{F_INDEX} == {quote_literal(self._index_id)}"
+        return f"({own}) and ({expr})" if expr else own
 
     @property
     def metric(self) -> str:
@@ -467,7 +526,7 @@ class MilvusDenseIndex:
                 retriable=_is_retriable(exc),
             ) from exc
 
-    def _open(self) -> MilvusClient:
+    def _open(self, *, create: bool = True) -> MilvusClient:
         if self._client is not None:
             return self._client
         with self._lock:
@@ -479,6 +538,8 @@ class MilvusDenseIndex:
                 raise ConfigError("the dense path needs pymilvus (pip install pymilvus)") from exc
             if self._cfg.uri is None:
                 path = lite_path(self._settings)
+                if not create and not path.exists():
+                    raise self._lost(f"the Milvus Lite store {path} is missing")
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
@@ -489,11 +550,12 @@ class MilvusDenseIndex:
                     holder = lite_lock_holder(path)
                     if holder is not None:
                         raise DenseError(lite_locked_message(path, holder), retriable=True)
-                self._client = self._call(
-                    "opening Milvus Lite (another process may hold its lock; for several "
-                    "processes run `milvus-lite server --host 127.0.0.1` and set milvus.uri)",
-                    lambda: MilvusClient(uri=str(path), timeout=self._timeout),
-                )
+                with _LITE_OPEN_LOCK:  # Milvus Lite starts one server per path and process
+                    self._client = self._call(
+                        "opening Milvus Lite (another process may hold its lock; for several "
+                        "processes run `milvus-lite server --host 127.0.0.1` and set milvus.uri)",
+                        lambda: MilvusClient(uri=str(path), timeout=self._timeout),
+                    )
                 self._lite_key = _lite_acquire(path)
             else:
                 uri = self._cfg.uri
@@ -520,16 +582,17 @@ class MilvusDenseIndex:
 
     # -- ensure ----------------------------------------------------------------------------------
 
-    def ensure(self, dimension: int) -> None:
-        """See :meth:`DenseIndex.ensure`. Own mode creates the collection when missing; attach
-        mode never creates anything and checks the mapped fields instead."""
+    def ensure(self, dimension: int, *, create: bool = True) -> None:
+        """See :meth:`DenseIndex.ensure`. Own mode creates the collection when missing (and
+        ``create``), then checks that it is hybridsag's schema and owned by this index id;
+        attach mode never creates anything and checks the mapped fields instead."""
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
             raise InputError(f"ensure(dimension={dimension!r}): dimension must be an int >= 1")
-        client = self._open()
+        client = self._open(create=create or self._attach)
         if self._attach:
             self._ensure_attached(client, dimension)
         else:
-            self._ensure_own(client, dimension)
+            self._ensure_own(client, dimension, create=create)
         # Milvus Lite 3.x forgets the load state on reopen; a server keeps it. Loading an already
         # loaded collection is a no-op, and loading changes no data (attach mode does it too).
         self._call(
@@ -562,18 +625,44 @@ class MilvusDenseIndex:
             lambda: client.describe_index(self._collection, names[0], timeout=self._timeout),
         )
 
-    def _ensure_own(self, client: MilvusClient, dimension: int) -> None:
+    def _lost(self, what: str) -> DenseError:
+        return DenseError(
+            f"{what}, but this data dir recorded vectors in collection {self._collection!r} "
+            f"({self._where}): it was deleted or dropped. Restore it, or run `hybridsag "
+            "rebuild-vectors` to re-embed every chunk into a new one; nothing is recreated "
+            "empty on its own",
+            retriable=False,
+        )
+
+    def _ensure_own(self, client: MilvusClient, dimension: int, *, create: bool) -> None:
         if not self._has(client):
+            if not create:
+                raise self._lost(f"collection {self._collection!r} is missing")
             self._create(client, dimension)
-            return
-        fields = _fields_by_name(self._describe(client))
-        required = (F_ID, F_RESOURCE, F_VERSION, F_TENANT, F_ACL, F_VECTOR)
+        description = self._describe(client)
+        fields = _fields_by_name(description)
+        required = (F_ID, F_INDEX, F_RESOURCE, F_VERSION, F_TENANT, F_ACL, F_VECTOR)
         missing = [name for name in required if name not in fields]
+        if missing == [F_INDEX]:
+            raise IndexMismatchError(
+                f"collection {self._collection!r} ({self._where}) was made by an older "
+                f"hybridsag: its rows carry no index id, so they may belong to any data dir "
+                "and are never written to nor deleted from. Unset milvus.collection (each data "
+                "dir then gets its own) or pick a new name, and run `hybridsag rebuild-vectors`"
+            )
         if missing:
             raise IndexMismatchError(
                 f"collection {self._collection!r} ({self._where}) exists but is not a hybridsag "
                 f"collection: missing field(s) {missing}; it has {sorted(fields)}. Use another "
                 "milvus.collection, or milvus.attach=true with milvus.fields to search it"
+            )
+        owner = (description.get("properties") or {}).get(OWNER_PROPERTY)
+        if owner != self._index_id:
+            raise ConfigError(
+                f"collection {self._collection!r} ({self._where}) belongs to hybridsag index "
+                f"{owner!r}, not to this data dir's index {self._index_id!r}: two data dirs "
+                "never share a collection. Unset milvus.collection (each data dir then gets "
+                f"{default_collection('<index id>')!r}) or pick another name"
             )
         stored = _dim_of(fields[F_VECTOR])
         if stored != dimension:
@@ -596,6 +685,7 @@ class MilvusDenseIndex:
 
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field(F_ID, DataType.VARCHAR, is_primary=True, max_length=MAX_CHUNK_ID_BYTES)
+        schema.add_field(F_INDEX, DataType.VARCHAR, max_length=MAX_INDEX_ID_BYTES)
         schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=MAX_RESOURCE_ID_BYTES)
         schema.add_field(F_VERSION, DataType.INT64)
         schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
@@ -614,16 +704,27 @@ class MilvusDenseIndex:
             metric_type=self._cfg.metric,
             params={"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION},
         )
-        self._call(
-            "create_collection",
-            lambda: client.create_collection(
-                self._collection,
-                schema=schema,
-                index_params=index_params,
-                consistency_level=self._cfg.consistency_level,
-                timeout=self._timeout,
-            ),
-        )
+        try:
+            self._call(
+                "create_collection",
+                lambda: client.create_collection(
+                    self._collection,
+                    schema=schema,
+                    index_params=index_params,
+                    consistency_level=self._cfg.consistency_level,
+                    properties={OWNER_PROPERTY: self._index_id},
+                    timeout=self._timeout,
+                ),
+            )
+        except DenseError:
+            # another process created it first ("already exists", or Milvus Lite's
+            # "File exists" while the winner is still at it): use theirs once it is there;
+            # _ensure_own then checks its schema and owner like any existing collection
+            deadline = time.monotonic() + CREATE_RACE_WAIT_S
+            while not self._has(client):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         self._index_type = "HNSW"
 
     def _ensure_attached(self, client: MilvusClient, dimension: int) -> None:
@@ -749,6 +850,7 @@ class MilvusDenseIndex:
             _check_bytes(tag, MAX_ACL_TAG_BYTES, f"ACL tag of {row.chunk_id!r}")
         return {
             F_ID: row.chunk_id,
+            F_INDEX: self._index_id,
             F_RESOURCE: row.resource_id,
             F_VERSION: int(row.version),
             F_TENANT: row.tenant,
@@ -793,7 +895,7 @@ class MilvusDenseIndex:
         ids = list(dict.fromkeys(resource_ids))
         for start in range(0, len(ids), DELETE_BATCH):
             part = ids[start : start + DELETE_BATCH]
-            expr = f"{self._f_resource} in {_quote_list(part)}"
+            expr = self._scoped(f"{self._f_resource} in {_quote_list(part)}")
             self._call(
                 "delete by resource",
                 lambda expr=expr: client.delete(
@@ -816,11 +918,13 @@ class MilvusDenseIndex:
         query = _as_vector(vector, self._dimension, what="query vector")
         if filter is not None and filter.resource_ids is not None and not filter.resource_ids:
             return []  # "only these resources" with none listed: nothing is visible
-        expr = filter_expression(
-            filter,
-            resource_field=self._f_resource,
-            tenant_field=self._f_tenant,
-            acl_field=self._f_acl,
+        expr = self._scoped(
+            filter_expression(
+                filter,
+                resource_field=self._f_resource,
+                tenant_field=self._f_tenant,
+                acl_field=self._f_acl,
+            )
         )
         params: dict[str, Any] = {"metric_type": self._metric}
         if self._index_type == "HNSW":
@@ -883,7 +987,7 @@ class MilvusDenseIndex:
             lambda: client.query_iterator(
                 self._collection,
                 batch_size=batch_size,
-                filter="",
+                filter=self._scoped(""),
                 output_fields=output,
                 consistency_level="Strong",
                 timeout=self._timeout,
@@ -910,7 +1014,7 @@ class MilvusDenseIndex:
             "count",
             lambda: client.query(
                 self._collection,
-                filter="",
+                filter=self._scoped(""),
                 output_fields=["count(*)"],
                 consistency_level="Strong",
                 timeout=self._timeout,
@@ -966,14 +1070,22 @@ def _check_bytes(value: str, limit: int, what: str, *, allow_empty: bool = True)
         raise InputError(f"{what} is {size} bytes in UTF-8; the dense index allows {limit}")
 
 
-DenseIndexFactory = Callable[[Settings], DenseIndex]
+class DenseIndexFactory(Protocol):
+    """Builds a dense index backend from the settings and the data dir's index id (None in
+    attach mode)."""
+
+    def __call__(self, settings: Settings, *, index_id: str | None = None) -> DenseIndex: ...
+
 
 #: Backend name -> factory.
 DENSE_INDEXES: dict[str, DenseIndexFactory] = {"milvus": MilvusDenseIndex}
 
 
-def make_dense_index(settings: Settings, *, backend: str = "milvus") -> DenseIndex:
-    """Build the dense index backend named ``backend`` (only ``milvus`` ships).
+def make_dense_index(
+    settings: Settings, *, index_id: str | None = None, backend: str = "milvus"
+) -> DenseIndex:
+    """Build the dense index backend named ``backend`` (only ``milvus`` ships) for the index
+    ``index_id`` (the data dir's, from :class:`~hybridsag.components.Components`).
 
     Nothing connects until ``ensure()``.
 
@@ -986,4 +1098,4 @@ def make_dense_index(settings: Settings, *, backend: str = "milvus") -> DenseInd
         raise ConfigError(
             f"unknown dense index backend {backend!r}; valid: {sorted(DENSE_INDEXES)}"
         ) from None
-    return factory(settings)
+    return factory(settings, index_id=index_id)

@@ -15,6 +15,7 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     ├── OverloadError          HTTP service: too many requests in flight (retriable; 429)
     ├── ServiceError           HTTP service: failed or unreachable, as the CLI client sees it
     ├── StoreError             the system of record (SQLite or PostgreSQL) failed
+    │   └── CorruptStoreError  the data dir's store is damaged (not SQLite, truncated, empty)
     ├── LexicalError           the lexical index (FTS5 or PostgreSQL) failed
     ├── DenseError             the embedder or Milvus failed
     ├── JudgeError             the judge failed
@@ -23,10 +24,10 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     └── ConsistencyError       reconcile refused (mass-delete guard, lease held) or failed
 
 Messages name the bad value and, where there is a closed set, list the valid ones. The CLI alone
-turns these into exit codes: :class:`InputError`, :class:`ConfigError` and :class:`AuthError` are
-2, everything else 1. The HTTP service alone turns them into status codes (input 422, not found
-404, auth 401/403, overload 429, consistency refused 409, backend 503). No message ever holds a
-token or key.
+turns these into exit codes: :class:`InputError`, :class:`ConfigError`, :class:`AuthError` and
+:class:`CorruptStoreError` are 2 (nothing will work until someone fixes them), everything else 1.
+The HTTP service alone turns them into status codes (input 422, not found 404, auth 401/403,
+overload 429, consistency refused 409, backend 503). No message ever holds a token or key.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "ConfigError",
     "AuthError",
     "ConsistencyError",
+    "CorruptStoreError",
     "DenseError",
     "ForbiddenError",
     "HybridSagError",
@@ -113,6 +115,11 @@ class ServiceError(HybridSagError):
 
 class StoreError(HybridSagError):
     """The SQLite system of record failed."""
+
+
+class CorruptStoreError(StoreError):
+    """The data dir's SQLite store is damaged: not an SQLite file, truncated, or empty where a
+    store was. Never repaired or reset silently: restore it or rebuild the index."""
 
 
 class LexicalError(HybridSagError):

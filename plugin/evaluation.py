@@ -45,11 +45,15 @@ __all__ = [
     "FUSED",
     "Dataset",
     "eval_path_names",
+    "eval_versions",
     "load_dataset",
     "metrics_for",
     "open_eval_index",
+    "ranked_resources",
     "run_eval",
+    "skipped_line",
     "tune_weights",
+    "uses_vectors",
 ]
 
 KS = (1, 2, 5, 10)
@@ -250,7 +254,7 @@ def open_eval_index(
     out: Path,
     *,
     needs_dense: bool,
-    progress: Callable[[str, int], Callable[[int], None]] | None,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Index the corpus into a fresh store under ``out/index`` (passage mode; with ``store.url``
     the database named must be empty: ConfigError otherwise); with
@@ -439,6 +443,9 @@ def run_eval(
                 "weights": {p: settings.fusion.weights.get(p, 1.0) for p in fuse_paths},
                 "judge_accept": settings.fusion.judge_accept,
                 "judge_order": settings.fusion.judge_order,
+                "method": settings.fusion.method,
+                "normalisation": settings.fusion.normalisation,
+                "trust": settings.fusion.trust,
             }
     finally:
         hs.close()
@@ -481,7 +488,9 @@ def tune_weights(
     rounds: int | None = None,
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> dict[str, Any]:
-    """Pick fusion weights and k on a labelled set the team supplies.
+    """Pick RRF fusion weights and k on a labelled set the team supplies (without the
+    per-query trust step: the printed settings switch it off, so a search with them gets the
+    recall measured here).
 
     The paths run once per question as a fused search runs them (depth ``fusion.depth``);
     every grid point (weights from :data:`TUNE_WEIGHTS` per path, k from :data:`TUNE_KS`) is
@@ -526,6 +535,7 @@ def tune_weights(
         options = settings.fusion.options(
             weights=dict(zip(fuse_paths, weights)), k=k, judge_order=judge_order
         )
+        options["method"] = "rrf"  # the grid is RRF's: weights and k, no per-query trust
         r2 = r5 = r10 = 0.0
         for text, runs, views, gold in per_query:
             fused = fuse_hits(runs, query=text, chunks=views, **options)
@@ -578,8 +588,11 @@ def tune_weights(
             "HYBRIDSAG_FUSION__K": str(k),
             "HYBRIDSAG_FUSION__WEIGHTS": json.dumps(weights),
             "HYBRIDSAG_FUSION__JUDGE_ORDER": str(judge_order).lower(),
+            "HYBRIDSAG_FUSION__METHOD": "rrf",
+            "HYBRIDSAG_FUSION__TRUST": "false",
         },
-        "settings_toml": "[fusion]\nk = %s\njudge_order = %s\n[fusion.weights]\n%s\n" % (
+        "settings_toml": "[fusion]\nmethod = \"rrf\"\ntrust = false\nk = %s\njudge_order = %s\n"
+        "[fusion.weights]\n%s\n" % (
             k, str(judge_order).lower(), "\n".join(f"{p} = {w}" for p, w in weights.items())
         ),
         "grid_points": len(results),
@@ -643,12 +656,8 @@ def format_table(summary: Mapping[str, Any]) -> str:
             f"({summary['index'].get('embed_per_s', 'cached')} passages/s embedded), "
             f"{summary['index']['dense_bytes'] / 1e6:.1f} MB"
         )
-    skipped = summary.get("skipped") or {}
-    if skipped.get("count"):
-        ids = skipped["ids"]
-        shown = "; ".join(f"{k}: {v}" for k, v in list(ids.items())[:5])
-        more = f"; and {len(ids) - 5} more" if len(ids) > 5 else ""
-        lines.append(f"skipped {skipped['count']} before the first search ({shown}{more})")
+    if (line := skipped_line(summary)) is not None:
+        lines.append(line)
     partial = summary.get("partial")
     if partial:
         lines.append(
@@ -667,6 +676,17 @@ def format_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def skipped_line(summary: Mapping[str, Any]) -> str | None:
+    """The line naming what a summary's ``skipped`` left out (the first 5), None for nothing."""
+    skipped = summary.get("skipped") or {}
+    if not skipped.get("count"):
+        return None
+    ids = skipped["ids"]
+    shown = "; ".join(f"{k}: {v}" for k, v in list(ids.items())[:5])
+    more = f"; and {len(ids) - 5} more" if len(ids) > 5 else ""
+    return f"skipped {skipped['count']} before the first search ({shown}{more})"
+
+
 def _cells(m: Mapping[str, Any], cols: Sequence[str]) -> str:
     cells = []
     for c in cols:
@@ -678,3 +698,21 @@ def _cells(m: Mapping[str, Any], cols: Sequence[str]) -> str:
         else:
             cells.append(f"{v:>11.1f}")
     return "".join(cells)
+
+
+# -- shared with the paired comparisons of hybridsag.ab (eval --compare, --grid) ----------------
+
+
+def uses_vectors(names: Iterable[str]) -> bool:
+    """Whether any of these paths reads the dense index or the passage vectors."""
+    return _use_vectors(names)
+
+
+def ranked_resources(hits: Iterable[Any]) -> list[str]:
+    """The resource ids of a path's hits, in rank order, each once (what eval scores)."""
+    return _dedupe_resources([_resource_of(h) for h in hits])
+
+
+def eval_versions() -> dict[str, str]:
+    """Python's and the main packages' versions, as config.json records them."""
+    return _versions()

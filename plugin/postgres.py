@@ -234,6 +234,11 @@ class PostgresBackend:
             | psycopg.errors.LockNotAvailable,
         )
 
+    def error(self, doing: str, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"{doing} the store {self.name} failed: {exc}", retriable=self.is_retriable(exc)
+        )
+
     def bytes_on_disk(self, conn: Any) -> int:
         row = conn.execute(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "

@@ -15,7 +15,8 @@ def validate_query(query: object, *, max_chars: int) -> str:
     """Return the query stripped, or raise :class:`QueryError` naming the problem.
 
     Refused: a non-string, an empty or whitespace-only query, one longer than ``max_chars``,
-    and one holding NUL or another control character (tab and newlines are whitespace).
+    one holding NUL or another control character (tab and newlines are whitespace), and one
+    holding a lone surrogate (text that cannot be UTF-8).
 
     >>> validate_query("  ReActAgent ", max_chars=4096)
     'ReActAgent'
@@ -30,8 +31,14 @@ def validate_query(query: object, *, max_chars: int) -> str:
     for pos, ch in enumerate(query):
         if ch == "\x00":
             raise QueryError(f"query holds a NUL character at position {pos}")
-        if ch not in _ALLOWED_CONTROL and unicodedata.category(ch) == "Cc":
+        kind = unicodedata.category(ch)
+        if ch not in _ALLOWED_CONTROL and kind == "Cc":
             raise QueryError(f"query holds control character {ch!r} at position {pos}")
+        if kind == "Cs":
+            raise QueryError(
+                f"query holds a lone surrogate {ch!r} at position {pos}: it is not valid "
+                "UTF-8 (a byte that is not UTF-8 on the command line ends up as one)"
+            )
     stripped = query.strip()
     if not stripped:
         raise QueryError("query is empty or whitespace only")

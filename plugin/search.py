@@ -23,13 +23,14 @@ from hybridsag.chunker import Format
 from hybridsag.components import Components
 from hybridsag.errors import HybridSagError, InputError, JudgeError, QueryError
 from hybridsag.folders import ingest_path
-from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
+from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, Trust, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_names, path_spec
 from hybridsag.query import validate_query
 from hybridsag.settings import Settings
 from hybridsag.sources import SourceErrors, count_lines, iter_jsonl
 from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord
 from hybridsag.tokenizer import has_cjk
+from hybridsag.trust import assess_query
 from hybridsag.writer import (
     Document,
     IngestProgress,
@@ -83,7 +84,8 @@ class SearchResult:
     rules: tuple[str, ...]
     why: tuple[str, ...]
     stale: bool = False
-    #: the position RRF gave the chunk before the rules moved it (``score`` follows this one)
+    #: the position fusion (convex or RRF) gave the chunk before the rules moved it (``score``
+    #: follows this one)
     rrf_rank: int = 0
     #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
     text_truncated: bool = False
@@ -166,8 +168,15 @@ class PathRuns:
 
 
 def _hits_of(future: Future[tuple[PathResult, float]]) -> list[Hit]:
-    """The hits of a path run in the pool (its error, if it failed)."""
-    return list(future.result()[0].hits)
+    """The hits of a path run in the pool, or its error: a :class:`HybridSagError` as it was
+    raised, anything else (a path that broke its contract) wrapped in one, so a path that
+    joins it only ever sees the error tree (:data:`~hybridsag.paths.base.Peers`)."""
+    try:
+        return list(future.result()[0].hits)
+    except HybridSagError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - logged with its traceback by run_paths
+        raise HybridSagError(f"unexpected {type(exc).__name__}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +190,9 @@ class SearchResponse:
     usage: Mapping[str, Any] = field(default_factory=dict)
     #: each path's own stage timings in ms (tokenize, FTS5, embed, Milvus, judge, ...)
     stages: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: the per-query trust step's decision (weights, judge_holds, dense_share, signals), empty
+    #: when fusion.trust is off
+    trust: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -191,6 +203,7 @@ class SearchResponse:
             "reasons": dict(self.reasons),
             "timings": dict(self.timings),
             "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
+            "trust": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.trust.items()},
             "results": [r.as_dict() for r in self.results],
         }
 
@@ -212,6 +225,7 @@ class SearchResponse:
             reasons=dict(data.get("reasons", {})),
             usage=dict(data.get("usage", {})),
             stages=dict(data.get("stages", {})),
+            trust=dict(data.get("trust", {})),
         )
 
 
@@ -224,9 +238,15 @@ def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
 
 
 def _path_failure(name: str, exc: BaseException) -> str:
-    """The reason a path is left out of a search, logged once here."""
-    reason = f"{type(exc).__name__}: {exc}"
-    log.warning("path %s left out of the search: %s", name, reason)
+    """The reason a path is left out of a search, logged once here: a
+    :class:`HybridSagError` as a warning, anything else (a bug: a path must raise nothing
+    outside the error tree) as an error with its traceback."""
+    if isinstance(exc, HybridSagError):
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("path %s left out of the search: %s", name, reason)
+    else:
+        reason = f"unexpected {type(exc).__name__}: {exc}"
+        log.error("path %s left out of the search: %s", name, reason, exc_info=exc)
     return reason
 
 
@@ -562,8 +582,26 @@ class HybridSearch:
         timings, reasons = ran.timings, ran.reasons
         t_fuse = time.perf_counter()
         records, resources, views = self.visible_chunks(ran.runs, flt)
+        trust = None
+        if s.fusion.trust:
+            t_trust = time.perf_counter()
+            trust = assess_query(
+                self.components,
+                query,
+                ran.runs,
+                weights=fusion_weights,
+                model=self.components.trust_model(),
+                filters=flt,
+            )
+            timings["trust_ms"] = round((time.perf_counter() - t_trust) * 1000, 3)
+        # a tenant's search shows no score that depends on the whole index (other tenants'
+        # documents included): ranks and RRF terms only for those paths, and it is fused by
+        # rank (RRF), since a convex combination reads those scores
+        hidden = frozenset(n for n in names if flt.tenant is not None and PATHS[n].corpus_scores)
         options = s.fusion.options(weights=fusion_weights, judge_order=judge_order)
-        ruled = fuse(ran.runs, query=query, chunks=views, **options)
+        if hidden:
+            options["method"] = "rrf"
+        ruled = fuse(ran.runs, query=query, chunks=views, trust=trust, **options)
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []
         for f in ruled:
@@ -572,7 +610,16 @@ class HybridSearch:
             if stale and not include_stale:
                 continue
             results.append(
-                self._result(len(results) + 1, f, rec, stale, explain, s.search.max_text_chars)
+                self._result(
+                    len(results) + 1,
+                    f,
+                    rec,
+                    stale,
+                    explain,
+                    s.search.max_text_chars,
+                    trust,
+                    hidden,
+                )
             )
             if len(results) >= top_k:
                 break
@@ -586,6 +633,7 @@ class HybridSearch:
             reasons=reasons,
             usage=ran.usage,
             stages=ran.stages,
+            trust=_trust_summary(trust, signals=not hidden),
         )
 
     def run_paths(
@@ -594,7 +642,9 @@ class HybridSearch:
         """Run the paths ``names`` concurrently for an already validated ``query``, as a search
         does before fusing. A path that joins others (:attr:`PathSpec.joins`: SAG2 takes the
         dense path's top hits into its judged pool) gets their hits as ``peers`` when they run
-        in the same search. A path that fails is left out with the reason in ``reasons``; a
+        in the same search. A path that fails is left out with the reason in ``reasons``,
+        whatever it raised (an exception outside the :class:`HybridSagError` tree is a bug of
+        that path: it is logged with its traceback and reported as ``unexpected ...``); a
         :class:`QueryError`, and a :class:`JudgeError` under ``judge.on_failure = "raise"``,
         propagate.
         """
@@ -612,7 +662,7 @@ class HybridSearch:
         for name in names:
             try:
                 result, ms = futures[name].result()
-            except HybridSagError as exc:
+            except Exception as exc:  # noqa: BLE001 - a failing path never kills the search
                 if isinstance(exc, QueryError):
                     raise
                 if isinstance(exc, JudgeError) and self.settings.judge.on_failure == "raise":
@@ -658,8 +708,17 @@ class HybridSearch:
 
     @staticmethod
     def _result(
-        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool, max_text: int
+        rank: int,
+        fused: FusedHit,
+        rec: ChunkRecord,
+        stale: bool,
+        explain: bool,
+        max_text: int,
+        trust: Trust | None = None,
+        hidden: frozenset[str] = frozenset(),
     ) -> SearchResult:
+        """One result; the paths in ``hidden`` show rank and RRF term but no raw or path score
+        (``None``), nor a score in the explanation."""
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
         for c in fused.contributions:
@@ -668,19 +727,27 @@ class HybridSearch:
                 facts["judge_p"] = c.judge_p
             if c.next_hop:
                 facts["next_hop"] = True
+            shown = c.path not in hidden
             paths[c.path] = {
                 "rank": c.rank,
-                "raw_score": c.raw_score,
-                "score": c.score,
+                "raw_score": c.raw_score if shown else None,
+                "score": c.score if shown else None,
                 "rrf_term": c.rrf_term,
                 **facts,
             }
             if explain:
                 extra = ", ".join(f"{k}={v}" for k, v in facts.items() if k != "version")
                 why.append(
-                    f"{c.path}: rank {c.rank}, raw score {c.raw_score:.4g}"
+                    f"{c.path}: rank {c.rank}"
+                    + (f", raw score {c.raw_score:.4g}" if shown else "")
                     + (f", {extra}" if extra else "")
                 )
+        if explain and trust is not None:
+            for path, reason in trust.reasons.items():
+                # the trust signals read corpus-wide scores: a tenant-scoped search gets the
+                # weights only
+                said = "" if hidden else f", {reason}"
+                why.append(f"trust {path}: weight {trust.weights.get(path, 0.0):.3g}{said}")
         if explain:
             why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
             if stale:
@@ -709,6 +776,21 @@ class HybridSearch:
             rrf_rank=fused.rrf_rank,
             text_truncated=len(rec.text) > max_text,
         )
+
+
+def _trust_summary(trust: Trust | None, *, signals: bool = True) -> dict[str, Any]:
+    """What a response says of the trust step (rounded for reading); without ``signals`` (a
+    tenant-scoped search: they read corpus-wide scores) the decision only."""
+    if trust is None:
+        return {}
+    out: dict[str, Any] = {
+        "weights": {p: round(w, 4) for p, w in trust.weights.items()},
+        "judge_holds": trust.judge_holds,
+        "dense_share": round(trust.dense_share, 4),
+    }
+    if signals:
+        out["signals"] = {k: round(v, 4) for k, v in trust.signals.items()}
+    return out
 
 
 def _joined_first(names: Sequence[str]) -> list[str]:

@@ -44,9 +44,12 @@ from hybridsag.agent import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.errors import ConfigError
 
 __all__ = [
+    "ABSettings",
+    "ArmSettings",
     "ChunkingSettings",
     "ConsistencySettings",
     "EmbeddingSettings",
+    "ExperimentSettings",
     "FormatsSettings",
     "FusionSettings",
     "IngestSettings",
@@ -70,6 +73,7 @@ __all__ = [
     "TitleSettings",
     "TokenSettings",
     "TokenizerSettings",
+    "EXPERIMENT_NAME_PATTERN",
     "LOOPBACK",
     "MIN_TOKEN_CHARS",
     "ROLES",
@@ -196,13 +200,21 @@ class MilvusSettings(_Section):
 
     uri: str | None = None
     token: SecretStr | None = None
-    collection: str = "hybridsag_chunks"
+    #: None: ``hybridsag_<index id>``, a collection of this data dir's own (hybridsag.dense);
+    #: a name of your choice is refused when another data dir's index already owns it
+    collection: str | None = None
     consistency_level: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
     metric: Literal["COSINE", "IP", "L2"] = "COSINE"
     attach: bool = False
     fields: MilvusFieldMap = MilvusFieldMap()
     allow_writes: bool = False  # attach mode only: may hybridsag write/delete there?
     timeout_s: float = Field(30.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _check_attach(self) -> MilvusSettings:
+        if self.attach and not self.collection:
+            raise ValueError("milvus.attach=true needs milvus.collection (the team's collection)")
+        return self
 
 
 class TitleSettings(_Section):
@@ -226,7 +238,7 @@ class FusionSettings(_Section):
     k: float = Field(10.0, ge=1.0, le=1000.0)
     depth: int = Field(100, ge=1, le=10_000)
     weights: dict[str, float] = Field(
-        default_factory=lambda: {"bm25": 1.0, "sag2": 1.0, "dense": 0.5, "title": 0.25}
+        default_factory=lambda: {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 0.25}
     )
     pin_exact_titles: int = Field(3, ge=0, le=100)
     strict_identifiers: bool = False
@@ -236,6 +248,18 @@ class FusionSettings(_Section):
     #: the hits the SAG2 judge scored keep the judge's order (the other paths add what it never
     #: saw); false lets the other paths' weighted RRF votes re-rank them below judge_accept.
     judge_order: bool = True
+    #: the fusion function: "rrf" (weighted Reciprocal Rank Fusion) or "convex" (a weighted sum
+    #: of per-query normalised scores, Bruch, Gai and Ingber, TOIS 2023)
+    method: Literal["rrf", "convex"] = "convex"
+    #: how "convex" normalises each path's scores per query
+    normalisation: Literal["minmax", "zscore"] = "minmax"
+    #: the per-query trust step (hybridsag.fusion.trust): it weighs the embedding path against
+    #: the judged one from label-free signals and decides whether the judge's order holds;
+    #: false keeps the weights and the judge rules as configured for every query
+    trust: bool = True
+    #: the trust model: None for the one that ships (hybridsag.fusion.DEFAULT_TRUST_MODEL), or a
+    #: JSON file {"coefficients": {...}, "bias": b, ...} as benchmarks/fusion_loso.py writes
+    trust_model: Path | None = None
 
     @field_validator("weights")
     @classmethod
@@ -254,8 +278,11 @@ class FusionSettings(_Section):
         judge_order: bool | None = None,
     ) -> dict[str, Any]:
         """Keyword arguments of :func:`hybridsag.fusion.fuse` for these settings; the arguments
-        override the configured values (a search's ``weights=``, a tuning grid point)."""
+        override the configured values (a search's ``weights=``, a tuning grid point). The
+        per-query ``trust`` is not among them: the search computes it."""
         return {
+            "method": self.method,
+            "normalisation": self.normalisation,
             "k": self.k if k is None else k,
             "depth": self.depth,
             "weights": dict(self.weights if weights is None else weights),
@@ -292,10 +319,11 @@ class JudgeSettings(_Section):
     name: str = "features"
     on_failure: Literal["degrade", "raise"] = "degrade"
     cross_encoder_path: Path | None = None
-    #: the features judge's weights: "musique" (the default) is the logistic fit on musique100's
-    #: training questions that ships in the package; "hand-set" (or None) the weights written
-    #: down before any measurement; anything else a JSON file from scripts/fit_judge.py
-    weights_file: Path | None = Path("musique")
+    #: the features judge's weights: "default" is the leave-one-set-out-checked fit of
+    #: scripts/fit_judge.py on several dev sets that ships in the package; "musique" the earlier
+    #: fit on musique100 alone; "hand-set" (or None) the weights written down before any
+    #: measurement; anything else a JSON file from scripts/fit_judge.py
+    weights_file: Path | None = Path("default")
     jev: JevSettings = JevSettings()
 
 
@@ -329,7 +357,7 @@ class SearchSettings(_Section):
     top_k: int = Field(10, ge=1, le=1000)
     #: path names from the path registry (checked when the parts are built); in the environment
     #: a comma list (``HYBRIDSAG_SEARCH__PATHS=bm25,title``) or a JSON list
-    paths: Annotated[tuple[str, ...], NoDecode] = ("sag2", "dense", "title")
+    paths: Annotated[tuple[str, ...], NoDecode] = ("sag2", "dense", "title", "bm25")
     include_stale: bool = False
     #: most characters of a chunk's text a result carries (``text_truncated`` says when cut)
     max_text_chars: int = Field(4096, ge=64, le=1_000_000)
@@ -499,6 +527,82 @@ class ServerSettings(_Section):
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"server.url={self.url!r} must start with http:// or https://")
         return self
+
+
+#: An experiment's or an arm's name: it appears in URLs, file names and reports.
+EXPERIMENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class ArmSettings(_Section):
+    """One arm of an online experiment: what a search of this arm runs, as the per-call
+    arguments of ``HybridSearch.search`` (``paths``: registered path names, None for
+    ``search.paths``; ``weights``: fusion weights, None for ``fusion.weights``; ``judge_order``:
+    None for ``fusion.judge_order``), and ``share``, its relative share of the traffic in a
+    ``split`` experiment (shares are normalised; an interleaving experiment ignores them).
+    Path and weight names are checked against the registries where the experiment is loaded
+    (``hybridsag.ab.online.check_arms``)."""
+
+    name: str = Field(..., pattern=EXPERIMENT_NAME_PATTERN)
+    paths: tuple[str, ...] | None = None
+    weights: dict[str, float] | None = None
+    judge_order: bool | None = None
+    share: float = Field(1.0, gt=0.0, le=1000.0)
+
+    @field_validator("paths")
+    @classmethod
+    def _check_paths(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not value:
+            raise ValueError("an arm's paths must name at least one path (or be left out)")
+        return value
+
+
+class ExperimentSettings(_Section):
+    """An online experiment (``hybridsag.ab``): its ``name``, its ``arms`` and its ``mode``.
+
+    ``split``: each caller (a user or session id) is assigned one arm by a stable hash, in
+    proportion to the arms' shares, and sees that arm's results. ``interleave``: exactly two
+    arms; every caller sees one list merged from both by team-draft interleaving. ``active``:
+    whether it takes traffic when the service starts (the service's start and stop calls
+    override it and are remembered)."""
+
+    name: str = Field(..., pattern=EXPERIMENT_NAME_PATTERN)
+    mode: Literal["split", "interleave"] = "split"
+    arms: tuple[ArmSettings, ...] = Field(..., min_length=2, max_length=16)
+    active: bool = True
+    description: str = Field("", max_length=2000)
+
+    @model_validator(mode="after")
+    def _check(self) -> ExperimentSettings:
+        names = [a.name for a in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"experiment {self.name!r}: arm names must differ, got {names}")
+        if self.mode == "interleave" and len(self.arms) != 2:
+            raise ValueError(
+                f"experiment {self.name!r}: interleaving merges exactly 2 arms, got {len(names)}"
+            )
+        return self
+
+
+class ABSettings(_Section):
+    """A/B testing (``hybridsag.ab``): experiments defined here (more can be defined through
+    the service), the event store of impressions and feedback (``event_store``: a name from
+    ``hybridsag.ab.events.EVENT_STORES``; ``events_path``: the SQLite file, default
+    ``<data_dir>/events.sqlite3``), and what a report calls enough evidence: a p-value below
+    ``alpha`` over at least ``min_queries`` deciding queries per arm."""
+
+    experiments: tuple[ExperimentSettings, ...] = ()
+    event_store: str = "sqlite"
+    events_path: Path | None = None
+    alpha: float = Field(0.05, gt=0.0, lt=0.5)
+    min_queries: int = Field(30, ge=1, le=1_000_000)
+
+    @field_validator("experiments")
+    @classmethod
+    def _unique(cls, value: tuple[ExperimentSettings, ...]) -> tuple[ExperimentSettings, ...]:
+        names = [e.name for e in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"ab.experiments: names must differ, got {names}")
+        return value
 
 
 def comma_list(value: object) -> object:
@@ -688,6 +792,7 @@ class Settings(BaseSettings):
     formats: FormatsSettings = FormatsSettings()
     ingest: IngestSettings = IngestSettings()
     mcp: McpSettings = McpSettings()
+    ab: ABSettings = ABSettings()
 
     @field_validator("data_dir", mode="before")
     @classmethod
@@ -727,6 +832,16 @@ class Settings(BaseSettings):
     @property
     def reports_dir(self) -> Path:
         return self.data_dir / "reports"
+
+    @property
+    def events_path(self) -> Path:
+        """The A/B event store's SQLite file (``ab.events_path``, else under the data dir)."""
+        return self.ab.events_path or self.data_dir / "events.sqlite3"
+
+    @property
+    def ab_dir(self) -> Path:
+        """Where A/B reports and their charts are written (``<data_dir>/ab``)."""
+        return self.data_dir / "ab"
 
     @classmethod
     def settings_customise_sources(

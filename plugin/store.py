@@ -23,17 +23,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import os
 import re
 import sqlite3
 import threading
 import time
+import unicodedata
+import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from hybridsag.errors import IndexMismatchError, QueryError, StoreError
+from hybridsag.errors import CorruptStoreError, IndexMismatchError, QueryError, StoreError
 
 __all__ = [
     "Backend",
@@ -44,6 +48,7 @@ __all__ = [
     "STATUSES",
     "SqliteBackend",
     "Store",
+    "check_store_file",
     "is_postgres_url",
     "placeholders",
     "select_in",
@@ -155,6 +160,10 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ),
 )
 
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+)
+
 #: A chunk joined with its resource at the resource's current version (ChunkRecord's columns).
 _CHUNK_SELECT = """SELECT c.chunk_id, c.resource_id, c.version, c.ordinal, c.heading_path, c.text,
        c.start_line, c.end_line, c.byte_start, c.byte_end, c.content_sha256,
@@ -166,6 +175,61 @@ _UPSERT_META = (
 )
 
 _META_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+#: Bounds on one filter: characters of a tenant, tag or id; tags or metadata keys; resource ids.
+MAX_FILTER_CHARS = 1024
+MAX_FILTER_TAGS = 256
+MAX_FILTER_IDS = 10_000
+#: SQLite's INTEGER range (a larger int cannot be bound as a parameter).
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _check_filter_text(name: str, value: object, *, allow_empty: bool) -> None:
+    """A filter string that can be bound and compared: a str of at most
+    :data:`MAX_FILTER_CHARS` characters without control characters or lone surrogates (no
+    stored tenant, tag or id holds them, and SQLite cannot bind a lone surrogate)."""
+    if not isinstance(value, str):
+        raise QueryError(f"{name} must be a string, got {type(value).__name__}: {value!r:.80}")
+    if not allow_empty and not value:
+        raise QueryError(f"{name} must not be empty, got {value!r}")
+    if len(value) > MAX_FILTER_CHARS:
+        raise QueryError(f"{name} is {len(value)} characters; at most {MAX_FILTER_CHARS}")
+    _check_text_chars(name, value)
+
+
+def _check_text_chars(name: str, value: str) -> None:
+    for pos, ch in enumerate(value):
+        kind = unicodedata.category(ch)
+        if kind == "Cc":
+            raise QueryError(f"{name} {value!r:.80} holds control character {ch!r} at {pos}")
+        if kind == "Cs":
+            raise QueryError(
+                f"{name} {value!r:.80} holds a lone surrogate {ch!r} at {pos} (not valid UTF-8)"
+            )
+
+
+def _check_count(name: str, values: Sized, limit: int) -> None:
+    if len(values) > limit:
+        raise QueryError(f"{name} holds {len(values)} entries; at most {limit}")
+
+
+def _check_meta_value(key: str, value: object) -> None:
+    """A metadata filter value: a str (as filter text), a bool, an int in SQLite's range or a
+    finite float."""
+    where = f"filters.metadata[{key!r}]"
+    if isinstance(value, str):
+        if len(value) > MAX_FILTER_CHARS:
+            raise QueryError(f"{where} is {len(value)} characters; at most {MAX_FILTER_CHARS}")
+        _check_text_chars(where, value)
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise QueryError(f"{where}={value!r:.40} is outside the 64-bit integer range")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise QueryError(f"{where}={value!r} must be a finite number")
+    else:
+        raise QueryError(f"{where}={value!r:.80}: only str, int, float, bool compare")
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,44 +316,66 @@ class Filters:
     def __post_init__(self) -> None:
         for name in ("acl", "resource_ids", "statuses"):
             value = getattr(self, name)
-            if isinstance(value, str):  # would be read as a sequence of characters
-                raise QueryError(f"filters.{name} must be a tuple of strings, got {value!r}")
-        if self.tenant is not None and not isinstance(self.tenant, str):
-            raise QueryError(f"filters.tenant must be a string, got {self.tenant!r}")
-        if self.acl is not None and not all(isinstance(t, str) and t for t in self.acl):
-            raise QueryError(f"filters.acl must be non-empty strings, got {self.acl!r}")
+            if isinstance(value, list | set | frozenset):
+                object.__setattr__(self, name, tuple(value))
+            elif value is not None and not isinstance(value, tuple):
+                # a str would be read as a sequence of characters, a dict as its keys
+                raise QueryError(
+                    f"filters.{name} must be a tuple of strings, got {type(value).__name__}: "
+                    f"{value!r:.80}"
+                )
+        if self.tenant is not None:
+            _check_filter_text("filters.tenant", self.tenant, allow_empty=True)
+        if self.acl is not None:
+            _check_count("filters.acl", self.acl, MAX_FILTER_TAGS)
+            for tag in self.acl:
+                _check_filter_text("filters.acl tag", tag, allow_empty=False)
+        if not isinstance(self.metadata, Mapping):
+            raise QueryError(
+                f"filters.metadata must be a mapping, got {type(self.metadata).__name__}: "
+                f"{self.metadata!r:.80}"
+            )
+        _check_count("filters.metadata", self.metadata, MAX_FILTER_TAGS)
         for key, value in self.metadata.items():
-            if not _META_KEY.match(str(key)):
+            if not isinstance(key, str) or not _META_KEY.match(key):
                 raise QueryError(
-                    f"filters.metadata key {key!r} is not allowed (letters, digits, _ . -)"
+                    f"filters.metadata key {key!r:.80} is not allowed (1 to 128 of letters, "
+                    "digits, _ . -)"
                 )
-            if not isinstance(value, str | int | float | bool):
-                raise QueryError(
-                    f"filters.metadata[{key!r}]={value!r}: only str, int, float, bool compare"
-                )
-        if self.resource_ids is not None and not all(
-            isinstance(r, str) for r in self.resource_ids
-        ):
-            raise QueryError(f"filters.resource_ids must be strings, got {self.resource_ids!r}")
+            _check_meta_value(key, value)
+        if self.resource_ids is not None:
+            _check_count("filters.resource_ids", self.resource_ids, MAX_FILTER_IDS)
+            for rid in self.resource_ids:
+                _check_filter_text("filters.resource_ids entry", rid, allow_empty=False)
         if not self.statuses:
             raise QueryError("filters.statuses must not be empty")
         for status in self.statuses:
-            if status not in SEARCHABLE_STATUSES:
+            if not isinstance(status, str) or status not in SEARCHABLE_STATUSES:
                 raise QueryError(
-                    f"filters.statuses: {status!r} is not searchable; valid: {SEARCHABLE_STATUSES}"
+                    f"filters.statuses: {status!r:.80} is not searchable; valid: "
+                    f"{SEARCHABLE_STATUSES}"
                 )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | Filters | None) -> Filters:
-        """Build from a plain mapping (API/CLI/HTTP); unknown keys are an error."""
+        """Build from a plain mapping (API/CLI/HTTP). Unknown keys, a value of the wrong type
+        (``filters=['tenant']``, ``{"acl": 5}``) and text that cannot be stored (lone
+        surrogates, control characters) are a :class:`~hybridsag.errors.QueryError` naming it.
+        """
         if data is None:
             return cls()
         if isinstance(data, Filters):
             return data
+        if not isinstance(data, Mapping):
+            raise QueryError(
+                f"filters must be a mapping such as {{'tenant': 't1'}}, got "
+                f"{type(data).__name__}: {data!r:.80}"
+            )
         allowed = {"tenant", "acl", "metadata", "resource_ids", "statuses"}
-        unknown = set(data) - allowed
+        unknown = [k for k in data if k not in allowed]
         if unknown:
-            raise QueryError(f"unknown filter {sorted(unknown)}; valid: {sorted(allowed)}")
+            names = sorted(repr(k)[:80] for k in unknown)
+            raise QueryError(f"unknown filter [{', '.join(names)}]; valid: {sorted(allowed)}")
         kwargs: dict[str, Any] = dict(data)
         for key in ("acl", "resource_ids", "statuses"):
             if key in kwargs and kwargs[key] is not None:
@@ -297,11 +383,14 @@ class Filters:
                     kwargs[key] = (kwargs[key],)
                 if not isinstance(kwargs[key], list | tuple | set | frozenset):
                     raise QueryError(
-                        f"filters.{key} must be a list of strings, got {kwargs[key]!r}"
+                        f"filters.{key} must be a list of strings, got "
+                        f"{type(kwargs[key]).__name__}: {kwargs[key]!r:.80}"
                     )
                 kwargs[key] = tuple(kwargs[key])
-        if "metadata" in kwargs and not isinstance(kwargs["metadata"], Mapping):
-            raise QueryError(f"filters.metadata must be a mapping, got {kwargs['metadata']!r}")
+        if "statuses" in kwargs and kwargs["statuses"] is None:
+            del kwargs["statuses"]
+        if kwargs.get("metadata") is None:
+            kwargs.pop("metadata", None)
         return cls(**kwargs)
 
     def sql(self, alias: str = "r", dialect: Backend | None = None) -> tuple[str, list[Any]]:
@@ -388,6 +477,8 @@ class Backend(Protocol):
 
     def is_retriable(self, exc: BaseException) -> bool: ...
 
+    def error(self, doing: str, exc: BaseException) -> StoreError: ...
+
     def bytes_on_disk(self, conn: Any) -> int: ...
 
     def close(self) -> None: ...
@@ -403,6 +494,8 @@ class SqliteBackend:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.name = str(self.path)
         self._busy_timeout_s = busy_timeout_s
+        if not check_store_file(self.path):
+            _create_store_file(self.path, busy_timeout_s)
 
     def connect(self) -> sqlite3.Connection:
         try:
@@ -415,10 +508,20 @@ class SqliteBackend:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
+        try:
+            # WAL is set once, when the file is made (_create_store_file); switching a
+            # store of an older build here takes a lock that may be busy: then retried
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                _set_wal(conn, self._busy_timeout_s)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise _store_error(self.path, "opening", exc) from exc
         return conn
+
+    def error(self, doing: str, exc: BaseException) -> StoreError:
+        return _store_error(self.path, doing, exc)  # type: ignore[arg-type]
 
     def release(self, conn: Any) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -485,9 +588,14 @@ class Store:
     ``pool_size`` bounds its connections). Example: ``Store(Path("d/x.sqlite3"),
     tokenizer_fingerprint=tok.fingerprint())``.
 
+    A new SQLite store is made whole under a temporary name (WAL mode, the migrations table)
+    and linked into place, so processes opening a new data dir at once never see a half-made
+    file, and a file that is empty, truncated or not SQLite is refused.
+
     Raises:
-        StoreError: the database cannot be opened. IndexMismatchError: it was built with
-            another tokenizer.
+        CorruptStoreError: the SQLite file is empty, truncated or not an SQLite database.
+        StoreError: the database cannot be opened or migrated (a lock held past the busy
+            timeout). IndexMismatchError: it was built with another tokenizer.
     """
 
     def __init__(
@@ -520,6 +628,9 @@ class Store:
         try:
             self.migrate()
             self._check_tokenizer(tokenizer_fingerprint)
+        except self.errors as exc:
+            self.close()
+            raise self.backend.error("opening", exc) from exc
         except BaseException:
             self.close()  # a refused store leaves no open connection behind
             raise
@@ -585,7 +696,7 @@ class Store:
             self.backend.begin_write(conn)
         except self.errors as exc:
             self._rollback(conn)
-            raise StoreError(f"cannot start a write on {self.name}: {exc}", retriable=True) from exc
+            raise self.backend.error("starting a write on", exc) from exc
         try:
             yield conn
         except BaseException:
@@ -596,7 +707,7 @@ class Store:
                 conn.execute("COMMIT")
             except self.errors as exc:
                 self._rollback(conn)
-                raise StoreError(f"commit failed on {self.name}: {exc}", retriable=True) from exc
+                raise self.backend.error("committing to", exc) from exc
 
     def _rollback(self, conn: Any) -> None:
         try:
@@ -642,10 +753,7 @@ class Store:
         processes opening a new store at once apply each migration once."""
         applied: list[str] = []
         with self.atomic() as c:
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS migrations("
-                + self.backend.schema("name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
-            )
+            c.execute(self.backend.schema(_MIGRATIONS_TABLE))
             done = {r[0] for r in c.execute("SELECT name FROM migrations")}
             for name, sql in migrations:
                 if name in done:
@@ -816,6 +924,113 @@ class Store:
             params = list(statuses)
         for row in self.connection().execute(sql + " ORDER BY id", params):
             yield row[0]
+
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_BYTES = 100
+
+
+def check_store_file(path: Path) -> bool:
+    """Whether a store file exists at ``path``; if one does, that it looks whole.
+
+    Cheap checks of the 100-byte SQLite header, no page is read: a zero-length file (a store
+    is never empty once made), a file shorter than the header or without the SQLite magic, and
+    a file shorter than the page count its header records (unless a write-ahead log that may
+    hold the missing pages is beside it).
+
+    Raises:
+        CorruptStoreError: naming the file and what is wrong with it.
+    """
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(_HEADER_BYTES)
+            size = os.fstat(fh.fileno()).st_size
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StoreError(f"cannot read the store {path}: {exc}") from exc
+    advice = (
+        "restore it from a backup, or move it away and index again to start a new store"
+    )
+    if size == 0:
+        raise CorruptStoreError(
+            f"the store {path} is an empty file (0 bytes), not a hybridsag store: {advice}"
+        )
+    if len(header) < _HEADER_BYTES or not header.startswith(SQLITE_MAGIC):
+        raise CorruptStoreError(
+            f"the store {path} is not an SQLite database ({size} bytes, no SQLite header): "
+            f"{advice}"
+        )
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96]  # the in-header size is current
+    wal = Path(f"{path}-wal")
+    wal_size = wal.stat().st_size if wal.exists() else 0
+    if valid and pages * page_size > size and wal_size == 0:
+        raise CorruptStoreError(
+            f"the store {path} is truncated: its header records {pages} pages of {page_size} "
+            f"bytes ({pages * page_size} bytes) but the file holds {size}: {advice}"
+        )
+    return True
+
+
+def _create_store_file(path: Path, busy_timeout_s: float) -> None:
+    """Make a new store file at ``path``: built under a temporary name (WAL mode set, the
+    migrations table made, so its header is whole) and hard-linked into place. When another
+    process linked first, its file is used and this one dropped."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    try:
+        conn = sqlite3.connect(tmp, timeout=busy_timeout_s, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(_MIGRATIONS_TABLE)
+        finally:
+            conn.close()  # the last connection checkpoints and removes tmp's -wal and -shm
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made the store first
+        except OSError:  # a filesystem without hard links: no other opener to race with
+            os.replace(tmp, path)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot create the store {path}: {exc}") from exc
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+    """Switch a store of an older build to WAL; SQLite does not wait on a busy lock for
+    this, so it is retried until ``busy_timeout_s``."""
+    deadline = time.monotonic() + busy_timeout_s
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
+def _store_error(path: Path, doing: str, exc: sqlite3.Error) -> StoreError:
+    """A :class:`StoreError` for ``exc``: :class:`CorruptStoreError` when SQLite found the file
+    damaged or not a database, a retriable one when it was busy or locked."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or (
+        type(exc) is sqlite3.DatabaseError and "malformed" in str(exc)
+    ):
+        return CorruptStoreError(
+            f"the store {path} is damaged ({exc}): restore it from a backup, or move it away "
+            "and index again to start a new store"
+        )
+    busy = name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
+    return StoreError(f"{doing} the store {path} failed: {exc}", retriable=busy)
 
 
 def select_in(

@@ -234,7 +234,14 @@ def make_document(
         raise IngestError(f"text of {resource_id!r} holds a NUL character")
     text_bytes = _utf8(f"text of {resource_id!r}:", text)
     _check_text_field("tenant", tenant, max_bytes=MAX_TENANT_BYTES, allow_empty=True)
-    tags = tuple(acl) if not isinstance(acl, str) else (acl,)
+    if isinstance(acl, str):
+        tags: tuple[Any, ...] = (acl,)
+    elif isinstance(acl, Iterable) and not isinstance(acl, Mapping):
+        tags = tuple(acl)
+    else:
+        raise IngestError(
+            f"acl of {resource_id!r} must be a list of tags, got {type(acl).__name__}: {acl!r:.80}"
+        )
     for tag in tags:
         _check_text_field("acl tag", tag, max_bytes=MAX_ACL_TAG_BYTES, allow_empty=False)
     acl_sorted = tuple(sorted(set(tags)))

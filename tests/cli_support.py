@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -11,9 +12,38 @@ import pytest
 
 from hybridsag.cli import main
 
-__all__ = ["SAMPLES", "lexical_only", "run", "sample_index"]
+__all__ = ["CORPUS", "QRELS", "QUERIES", "SAMPLES", "beir", "lexical_only", "run", "sample_index"]
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "corpus"
+
+
+#: A tiny BEIR-style set (the ``beir`` fixture writes it): 4 passages, 3 questions with gold
+#: and one without (dropped).
+CORPUS = [
+    {"_id": "p1", "title": "Ada Lovelace", "text": "Ada Lovelace wrote the first program."},
+    {"_id": "p2", "title": "Charles Babbage", "text": "Babbage designed the Analytical Engine."},
+    {"_id": "p3", "title": "Alan Turing", "text": "Alan Turing described the Turing machine."},
+    {"_id": "p4", "title": "Grace Hopper", "text": "Grace Hopper built the first compiler."},
+]
+QUERIES = [
+    {"_id": "q1", "text": "Who wrote the first program?"},
+    {"_id": "q2", "text": "Turing machine"},
+    {"_id": "q3", "text": "the first compiler and the Analytical Engine"},
+    {"_id": "q-no-gold", "text": "dropped: it has no qrels"},
+]
+QRELS = "query-id\tcorpus-id\tscore\nq1\tp1\t1\nq2\tp3\t1\nq3\tp4\t1\nq3\tp2\t1\n"
+
+
+@pytest.fixture
+def beir(tmp_path: Path) -> Path:
+    """CORPUS, QUERIES and QRELS written as ``tmp_path/tinybeir``."""
+    folder = tmp_path / "tinybeir"
+    folder.mkdir()
+    lines = [json.dumps(c) for c in CORPUS]
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in QUERIES) + "\n", "utf-8")
+    (folder / "qrels.tsv").write_text(QRELS, "utf-8")
+    return folder
 
 
 @pytest.fixture

@@ -15,14 +15,13 @@ import signal
 import sys
 from pathlib import Path
 
-from hybridsag.dense import MilvusDenseIndex
 
 from tests.consistency_support import (
     FaultyDense,
     clear_env,
     make_settings,
     open_search,
-    shared_embedder,
+    own_dense_index,
 )
 
 
@@ -38,8 +37,7 @@ def main(argv: list[str]) -> int:
 
     dense = None
     if step == "upsert":
-        inner = MilvusDenseIndex(settings)
-        inner.ensure(shared_embedder().dimension)
+        inner = own_dense_index(settings)
         dense = FaultyDense(inner, upsert_fault="kill", only_resource=target)
     hs = open_search(settings, dense_index=dense, step_hook=hook)
     if op == "ingest":

@@ -19,7 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from hybridsag.dense import DenseFilter, DenseIndex, VectorRow
+from hybridsag.components import Components
+from hybridsag.dense import DenseFilter, DenseIndex, MilvusDenseIndex, VectorRow
 from hybridsag.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import DenseError
 from hybridsag.fusion.types import Hit
@@ -36,8 +37,10 @@ __all__ = [
     "InjectedFault",
     "check_consistent",
     "clear_env",
+    "create_legacy_collection",
     "make_settings",
     "open_search",
+    "own_dense_index",
     "shared_embedder",
 ]
 
@@ -77,6 +80,35 @@ def shared_embedder() -> SentenceTransformerEmbedder:
     )
     embedder.encode(["warm up"], kind="query")
     return embedder
+
+
+def create_legacy_collection(client: Any, name: str, dimension: int) -> None:
+    """Create ``name`` through the pymilvus ``client`` as builds before index ids made it:
+    hybridsag's schema without the ``index_id`` field."""
+    from pymilvus import DataType, MilvusClient
+
+    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
+    schema.add_field("resource_id", DataType.VARCHAR, max_length=1024)
+    schema.add_field("version", DataType.INT64)
+    schema.add_field("tenant", DataType.VARCHAR, max_length=256)
+    schema.add_field(
+        "acl", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256, max_length=256
+    )
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+    params = client.prepare_index_params()
+    params.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
+    client.create_collection(name, schema=schema, index_params=params)
+
+
+def own_dense_index(settings: Settings) -> MilvusDenseIndex:
+    """The data dir's own dense index, ensured (its index id read, or made, from the store):
+    the inner index a test wraps in :class:`FaultyDense`."""
+    with Components(settings) as parts:
+        index_id = parts.index_id
+    index = MilvusDenseIndex(settings, index_id=index_id)
+    index.ensure(shared_embedder().dimension)
+    return index
 
 
 def open_search(
@@ -131,8 +163,16 @@ class FaultyDense:
         if fail:
             raise DenseError(f"injected failure of {op} (call {self.calls})", retriable=True)
 
-    def ensure(self, dimension: int) -> None:
-        self.inner.ensure(dimension)
+    @property
+    def collection(self) -> str | None:
+        return getattr(self.inner, "collection", None)
+
+    @property
+    def index_id(self) -> str | None:
+        return getattr(self.inner, "index_id", None)
+
+    def ensure(self, dimension: int, *, create: bool = True) -> None:
+        self.inner.ensure(dimension, create=create)
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         self._maybe_fail("upsert")

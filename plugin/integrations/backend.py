@@ -305,8 +305,9 @@ def result_metadata(result: Mapping[str, Any]) -> dict[str, Any]:
     """A result's metadata for a framework's document: what it is (``resource_id``, ``title``,
     ``heading_path``, ``start_line``/``end_line``, ``byte_start``/``byte_end``,
     ``content_sha256``, ``source_uri``) and how it was found (``chunk_id``, ``rank``, ``score``
-    = the fused score, ``paths`` = each path's ``rank``, ``score``, ``raw_score``, ``rrf_term``
-    and facts such as ``judge_p``, ``rules``, ``why``, ``stale``)."""
+    = the fused score, ``paths`` = each path's ``rank``, ``score``, ``raw_score`` (both None
+    for bm25, sag2 and title in a tenant-scoped search), ``rrf_term`` and facts such as
+    ``judge_p``, ``rules``, ``why``, ``stale``)."""
     keys = (
         "resource_id", "title", "heading_path", "start_line", "end_line", "byte_start",
         "byte_end", "content_sha256", "source_uri", "chunk_id", "rank", "score",

@@ -17,7 +17,7 @@ typed fields of the :class:`~hybridsag.fusion.Hit` a path returns.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,7 @@ __all__ = [
     "Retriever",
     "check_path_names",
     "check_weights",
+    "path_kinds",
     "path_names",
     "path_spec",
     "register_path",
@@ -56,8 +57,13 @@ class PathSpec:
     search when the dense path is off (``embedding.model = "none"``). ``reads_vectors``: the
     path uses the passage vectors the index keeps when there are any (the SAG2 judge's
     cosines), so eval builds them. ``joins``: the paths whose hits this one takes (as
-    ``peers``) when they run in the same search; they are started first. ``description``: one
-    line for help texts.
+    ``peers``) when they run in the same search; they are started first. ``corpus_scores``: its
+    raw and path scores depend on statistics of the whole index (FTS5 document frequencies and
+    average lengths), so they tell something about other tenants' documents: a search with
+    ``filters.tenant`` set shows its rank and RRF term only. ``description``: one line for
+    help texts. ``kind``: what the fusion trust step takes the path for
+    (:data:`hybridsag.fusion.KINDS`: ``judged``, ``embedding``, ``lexical``, ``title``; any
+    other value, such as ``other``, keeps its configured weight whatever the trust step finds).
     """
 
     name: str
@@ -66,20 +72,42 @@ class PathSpec:
     needs_dense: bool = False
     reads_vectors: bool = False
     joins: tuple[str, ...] = ()
+    kind: str = "other"
+    corpus_scores: bool = False
 
 
 #: The paths that ship, in the order results list them.
 BUILTIN_PATHS: tuple[PathSpec, ...] = (
-    PathSpec("bm25", bm25.build, "BM25 over the lexical index, no judge"),
+    PathSpec(
+        "bm25",
+        bm25.build,
+        "BM25 over the lexical index, no judge",
+        kind="lexical",
+        corpus_scores=True,
+    ),
     PathSpec(
         "sag2",
         sag2.build,
         "SAG2 lexical-judge: BM25, a judge, term-expansion rounds",
         reads_vectors=True,
         joins=("dense",),
+        kind="judged",
+        corpus_scores=True,
     ),
-    PathSpec("dense", dense.build, "the query's embedding searched in Milvus", needs_dense=True),
-    PathSpec("title", title.build, "exact and near-exact title matches"),
+    PathSpec(
+        "dense",
+        dense.build,
+        "the query's embedding searched in Milvus",
+        needs_dense=True,
+        kind="embedding",
+    ),
+    PathSpec(
+        "title",
+        title.build,
+        "exact and near-exact title matches",
+        kind="title",
+        corpus_scores=True,
+    ),
 )
 
 #: name -> spec; the built-ins first, then what :func:`register_path` added.
@@ -109,6 +137,11 @@ def unregister_path(name: str) -> None:
 def path_names() -> tuple[str, ...]:
     """Every registered path name, built-ins first."""
     return tuple(PATHS)
+
+
+def path_kinds(names: Sequence[str]) -> dict[str, str]:
+    """``name -> kind`` (:attr:`PathSpec.kind`) of registered paths, for the fusion trust step."""
+    return {name: PATHS[name].kind for name in names if name in PATHS}
 
 
 def path_spec(name: str) -> PathSpec:

@@ -37,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hybridsag import __version__
 from hybridsag.agent import agent_text
+from hybridsag.ab.online import Experiments
 from hybridsag.errors import (
     AuthError,
     ConfigError,
@@ -50,6 +51,7 @@ from hybridsag.errors import (
 from hybridsag.paths import path_names
 from hybridsag.query import validate_query
 from hybridsag.search import HybridSearch
+from hybridsag.service import experiments, ui
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.limits import BodyLimit, Gate, GateTimeout
 from hybridsag.service.metrics import CONTENT_TYPE, ServiceMetrics
@@ -130,6 +132,8 @@ class ServiceState:
         self.metrics = ServiceMetrics(self.counts)
         self._owns_search = search is None
         self.search: HybridSearch | None = search
+        #: the A/B experiments and their event store (hybridsag.ab), opened by warm()
+        self.experiments: Experiments | None = None
         self.ready = False
         self.warm_error: str | None = None
         self.searches = Gate(
@@ -158,6 +162,8 @@ class ServiceState:
         try:
             if self.search is None:
                 self.search = HybridSearch(self.settings)
+            if self.experiments is None:
+                self.experiments = Experiments(self.settings)
             self.search.search("hybridsag warm-up", top_k=1)
             self.search.counts()
         except HybridSagError as exc:
@@ -176,6 +182,8 @@ class ServiceState:
         self.searches.close()
         if self.search is not None and self._owns_search:
             self.search.close()
+        if self.experiments is not None:
+            self.experiments.close()
 
     # -- shared reads ---------------------------------------------------------------------------
 
@@ -192,6 +200,12 @@ class ServiceState:
                 else f"the service failed to warm up: {self.warm_error}"
             )
         return self.search
+
+    def ab(self) -> Experiments:
+        """The experiments; 503 (retriable) while warming up."""
+        self.hs()
+        assert self.experiments is not None  # built by warm() before ready
+        return self.experiments
 
     def checks(self) -> dict[str, str]:
         """``/readyz``: the store, Milvus and the model, each "ok ..." or the error."""
@@ -337,6 +351,10 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
         )
     filters = caller.scope_filters(body.filters.as_mapping())
     hs = state.hs()
+    if body.user is not None or body.experiment is not None:
+        joined = await _experiment_search(state, body, caller, filters)
+        if joined is not None:
+            return joined
 
     def run() -> dict[str, Any]:
         return hs.search(
@@ -354,6 +372,51 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
     state.metrics.observe_search(out)
     if body.format == "agent":
         return PlainTextResponse(agent_text(out, body.budget))
+    return out
+
+
+async def _experiment_search(
+    state: ServiceState, body: SearchRequest, caller: Principal, filters: dict[str, Any]
+) -> dict[str, Any] | None:
+    """A search under the experiment the request joins (hybridsag.ab), or None when it joins
+    none. The arm decides paths, weights and judge order, so a request that joins an experiment
+    may not set them."""
+    exps = state.ab()
+    joined = exps.applicable(body.experiment, body.user)
+    if joined is None:
+        return None
+    if body.format == "agent":
+        raise FieldError(
+            ["body", "format"],
+            f'format "agent" cannot join experiment {joined.definition.name!r} (its feedback '
+            "needs the JSON answer's query_id); ask for JSON, or leave out user and experiment",
+        )
+    for field in ("paths", "weights", "judge_order"):
+        if getattr(body, field) is not None:
+            raise FieldError(
+                ["body", field],
+                f"{field} is set by the arm of experiment {joined.definition.name!r}; leave it "
+                "out (or leave out user and experiment for a search of your own)",
+            )
+    hs = state.hs()
+    assert body.user is not None  # applicable() refuses an experiment without a user
+
+    def run() -> dict[str, Any]:
+        return exps.search(
+            hs,
+            body.query,
+            unit=body.user,
+            experiment=joined.definition.name,
+            tenant=caller.tenant,
+            top_k=body.top_k,
+            filters=filters,
+            explain=body.explain,
+            include_stale=body.include_stale,
+        )
+
+    out = await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    if out.get("teams") is None:
+        state.metrics.observe_search(out)
     return out
 
 
@@ -574,7 +637,7 @@ def _install_handlers(app: FastAPI) -> None:
         elif status == 403:
             loc = getattr(exc, "loc", None) or ["header", "authorization"]
         elif status == 404:
-            loc = ["path", "resource_id"]
+            loc = getattr(exc, "loc", None) or ["path", "resource_id"]
         elif status in (429, 503):
             retry = getattr(exc, "retry_after_s", _state(request).settings.server.retry_after_s)
             headers["Retry-After"] = str(max(1, round(retry)))
@@ -710,6 +773,8 @@ def create_app(
     app.include_router(api)
     if reconciler is not None:
         app.include_router(ops)
+    app.include_router(experiments.build_router(prefix=API_PREFIX, reader=reader, admin=admin))
+    app.include_router(ui.router)
     _install_handlers(app)
     _install_metrics(app)
     app.add_middleware(BodyLimit, max_bytes=server.max_body_bytes)

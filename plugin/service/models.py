@@ -28,11 +28,15 @@ from hybridsag.errors import HybridSagError
 from hybridsag.search import SearchResult
 from hybridsag.paths import check_path_names, check_weights
 from hybridsag.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
+from hybridsag.settings import EXPERIMENT_NAME_PATTERN, ExperimentSettings
 from hybridsag.writer import IngestReport
 
 __all__ = [
     "ErrorDetail",
     "ErrorOut",
+    "ExperimentOut",
+    "FeedbackIn",
+    "FeedbackOut",
     "HealthOut",
     "IngestOut",
     "ReadyOut",
@@ -70,6 +74,10 @@ def _json_number(value: Any) -> Any:
     return value
 
 
+ExperimentName = Annotated[str, StringConstraints(pattern=EXPERIMENT_NAME_PATTERN)]
+UnitId = Annotated[
+    str, StringConstraints(min_length=1, max_length=256, pattern=rf"^[^{_CONTROL}]+$")
+]
 TopK = Annotated[int, Field(ge=1, le=1000), BeforeValidator(_json_number)]
 Weight = Annotated[
     float, Field(ge=0.0, le=100.0, allow_inf_nan=False), BeforeValidator(_json_number)
@@ -137,6 +145,14 @@ class SearchRequest(_Body):
     budget: Annotated[
         int, Field(ge=MIN_BUDGET, le=MAX_BUDGET), BeforeValidator(_json_number)
     ] = Field(DEFAULT_BUDGET, description='characters of the "agent" text')
+    user: UnitId | None = Field(
+        None,
+        description="a user or session id: with an experiment running, it picks the caller's "
+        "arm (a stable hash); the log keeps only a hash of it",
+    )
+    experiment: ExperimentName | None = Field(
+        None, description="the experiment to join (default: the first one running, with a user)"
+    )
 
     @field_validator("paths")
     @classmethod
@@ -161,7 +177,54 @@ class SearchOut(_Body):
     reasons: dict[str, str]
     timings: dict[str, float]
     usage: dict[str, Any]
+    #: the per-query trust step's decision (weights, judge_holds, dense_share, signals); empty
+    #: when ``fusion.trust`` is off
+    trust: dict[str, Any] = {}
     results: list[SearchResult]
+    #: under an experiment: the id feedback names, the experiment, the arm ("interleaved" for
+    #: an interleaving experiment) and, when interleaved, the arm of each result
+    query_id: str | None = None
+    experiment: str | None = None
+    arm: str | None = None
+    teams: list[str] | None = None
+
+
+class FeedbackIn(_Body):
+    """``POST /v1/feedback``: a click (or other feedback) on a result of a search answered
+    under an experiment, named by its 1-based ``position`` or its ``chunk_id``."""
+
+    query_id: str = Field(..., min_length=1, max_length=64)
+    position: Annotated[int, Field(ge=1, le=1000), BeforeValidator(_json_number)] | None = None
+    chunk_id: str | None = Field(None, min_length=1, max_length=1024)
+    kind: Literal["click", "skip", "like", "dislike"] = "click"
+
+    @model_validator(mode="after")
+    def _one(self) -> FeedbackIn:
+        if (self.position is None) == (self.chunk_id is None):
+            raise ValueError("give one of position or chunk_id")
+        return self
+
+
+class FeedbackOut(_Body):
+    """What was recorded: the result's position, chunk and the arm it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query_id: str
+    experiment: str
+    seq: int
+    kind: str
+    position: int
+    chunk_id: str
+    arm: str
+
+
+class ExperimentOut(ExperimentSettings):
+    """An experiment: its definition, whether it takes traffic, where it was defined."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: Literal["settings", "service"]
 
 
 class ResourceIn(_Body):

@@ -31,6 +31,7 @@ from hybridsag.dense import (
 from hybridsag.embedder import Embedder, make_embedder
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
+from tests.consistency_support import create_legacy_collection
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture shared with integration/
 
 BACKENDS = [
@@ -39,6 +40,13 @@ BACKENDS = [
 ]
 
 DIM = 4
+#: The index id every own-mode index of this suite belongs to.
+INDEX_ID = "conformance"
+
+
+def own_or_attached(settings: Settings) -> MilvusDenseIndex:
+    """A Milvus index for ``settings``: of :data:`INDEX_ID` in own mode, no id in attach mode."""
+    return MilvusDenseIndex(settings, index_id=None if settings.milvus.attach else INDEX_ID)
 
 
 def unit(angle_deg: float) -> list[float]:
@@ -101,7 +109,7 @@ def open_index(make_settings: MakeSettings) -> Iterator[Callable[..., MilvusDens
     opened: list[MilvusDenseIndex] = []
 
     def open_(dimension: int = DIM, settings: Settings | None = None, **milvus: object):
-        index = MilvusDenseIndex(settings or make_settings(**milvus))
+        index = own_or_attached(settings or make_settings(**milvus))
         index.ensure(dimension)
         opened.append(index)
         return index
@@ -127,7 +135,7 @@ def ids(hits: list) -> list[str]:
 
 def ensure_raises(settings: Settings, dimension: int, exc: type[Exception]) -> Exception:
     """ensure() on a fresh index must raise ``exc``; the index is closed either way."""
-    index = MilvusDenseIndex(settings)
+    index = own_or_attached(settings)
     try:
         with pytest.raises(exc) as info:
             index.ensure(dimension)
@@ -142,17 +150,20 @@ def ensure_raises(settings: Settings, dimension: int, exc: type[Exception]) -> E
 
 def test_registry_and_protocol(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
-    index = make_dense_index(settings)
+    index = make_dense_index(settings, index_id=INDEX_ID)
     assert isinstance(index, MilvusDenseIndex)
+    assert index.index_id == INDEX_ID and index.collection == f"hybridsag_{INDEX_ID}"
+    with pytest.raises(ConfigError, match="index id"):
+        make_dense_index(settings)  # own mode without the data dir's index id
     assert isinstance(index, DenseIndex)
     assert DENSE_INDEXES == {"milvus": MilvusDenseIndex}
     with pytest.raises(ConfigError, match=r"'faiss'.*\['milvus'\]"):
-        make_dense_index(settings, backend="faiss")
+        make_dense_index(settings, index_id=INDEX_ID, backend="faiss")
     assert not lite_path(settings).exists()  # nothing opened before ensure()
 
 
 def test_calls_before_ensure_are_refused(tmp_path: Path) -> None:
-    index = MilvusDenseIndex(Settings(data_dir=tmp_path))
+    index = own_or_attached(Settings(data_dir=tmp_path))
     with pytest.raises(DenseError, match="ensure"):
         index.search(unit(0), limit=1)
     with pytest.raises(DenseError, match="ensure"):
@@ -161,7 +172,7 @@ def test_calls_before_ensure_are_refused(tmp_path: Path) -> None:
 
 def test_lite_path_is_under_data_dir(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "nested" / "dir")
-    index = MilvusDenseIndex(settings)
+    index = own_or_attached(settings)
     index.ensure(DIM)
     try:
         path = lite_path(settings)
@@ -174,7 +185,7 @@ def test_lite_path_is_under_data_dir(tmp_path: Path) -> None:
 
 def test_unreachable_server_is_a_retriable_dense_error(tmp_path: Path) -> None:
     port = _closed_port()
-    index = MilvusDenseIndex(
+    index = own_or_attached(
         Settings(data_dir=tmp_path, milvus=MilvusSettings(uri=f"http://127.0.0.1:{port}", timeout_s=2))
     )
     with pytest.raises(DenseError) as info:
@@ -451,7 +462,7 @@ def test_iter_entries_and_count(open_index) -> None:
 
 def test_reopen_keeps_data(open_index, make_settings) -> None:
     settings = make_settings()
-    first = MilvusDenseIndex(settings)
+    first = own_or_attached(settings)
     first.ensure(DIM)
     first.upsert([row("keep", unit(0), resource_id="K", version=3), row("other", unit(40))])
     first.close()
@@ -627,3 +638,121 @@ def test_own_mode_refuses_a_foreign_collection(open_index, make_settings) -> Non
     _create_team_collection(settings)
     error = ensure_raises(settings, DIM, IndexMismatchError)
     assert "not a hybridsag collection" in str(error) and "'doc_id'" in str(error)
+
+
+# --------------------------------------------------------------------------------------------
+# Index identity: a collection per index, rows that carry the index id
+
+
+def _client(settings: Settings):  # type: ignore[no-untyped-def]
+    from pymilvus import MilvusClient
+
+    lite_path(settings).parent.mkdir(parents=True, exist_ok=True)
+    return MilvusClient(uri=settings.milvus.uri or str(lite_path(settings)))
+
+
+def test_rows_of_another_index_are_never_seen_nor_deleted(open_index, make_settings) -> None:
+    settings = make_settings()
+    index = open_index(DIM, settings)
+    index.upsert([row("mine", unit(0), resource_id="R"), row("mine2", unit(10), resource_id="S")])
+    client = _client(settings)
+    try:  # a row of another index, planted straight into this index's collection
+        client.insert(
+            index.collection,
+            [{"chunk_id": "theirs", "index_id": "other", "resource_id": "R", "version": 1,
+              "tenant": "", "acl": [], "vector": unit(0)}],
+        )
+        assert ids(index.search(unit(0), limit=10)) == ["mine", "mine2"]
+        assert sorted(c for c, _, _ in index.iter_entries()) == ["mine", "mine2"]
+        assert index.count() == 2
+        index.delete_resource("R")
+        index.delete_resources(["R", "S"])
+        assert index.count() == 0
+        left = client.query(
+            index.collection,
+            filter="",
+            output_fields=["index_id"],
+            consistency_level="Strong",
+            limit=10,
+        )
+        assert [(r["chunk_id"], r["index_id"]) for r in left] == [("theirs", "other")]
+    finally:
+        client.close()
+
+
+def test_a_collection_owned_by_another_index_is_refused(open_index, make_settings) -> None:
+    settings = make_settings()
+    index = open_index(DIM, settings)
+    index.upsert([row("mine", unit(0))])
+    other = MilvusDenseIndex(settings, index_id="someone_else")
+    try:
+        with pytest.raises(ConfigError) as info:
+            other.ensure(DIM)
+    finally:
+        other.close()
+    assert f"belongs to hybridsag index {INDEX_ID!r}" in str(info.value)
+    assert "'someone_else'" in str(info.value) and "never share" in str(info.value)
+    assert index.count() == 1
+
+
+def _create_legacy_collection(settings: Settings) -> None:
+    """A collection as builds before index ids made it (no ``index_id`` field)."""
+    client = _client(settings)
+    try:
+        create_legacy_collection(client, settings.milvus.collection, DIM)
+    finally:
+        client.close()
+
+
+def test_a_collection_of_an_older_build_is_refused(make_settings) -> None:
+    settings = make_settings()
+    _create_legacy_collection(settings)
+    message = str(ensure_raises(settings, DIM, IndexMismatchError))
+    assert "older hybridsag" in message and "rebuild-vectors" in message
+
+
+def test_a_lost_collection_is_not_recreated_empty(make_settings) -> None:
+    settings = make_settings()
+    index = own_or_attached(settings)
+    try:
+        with pytest.raises(DenseError, match="rebuild-vectors") as info:
+            index.ensure(DIM, create=False)
+    finally:
+        index.close()
+    assert info.value.retriable is False
+    if settings.milvus.uri is None:
+        assert not lite_path(settings).exists()  # not even an empty Milvus Lite folder
+    client = _client(settings)
+    try:
+        assert not client.has_collection(settings.milvus.collection)
+    finally:
+        client.close()
+
+
+def test_concurrent_ensures_of_a_new_collection_all_succeed(make_settings) -> None:
+    import threading
+
+    settings = make_settings()
+    indexes = [own_or_attached(settings) for _ in range(4)]
+    barrier = threading.Barrier(len(indexes))
+    errors: list[BaseException] = []
+
+    def ensure(index: MilvusDenseIndex) -> None:
+        barrier.wait()
+        try:
+            index.ensure(DIM)
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ensure, args=(ix,)) for ix in indexes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == []
+        indexes[0].upsert([row("a", unit(0))])
+        assert [ix.count() for ix in indexes] == [1, 1, 1, 1]
+    finally:
+        for ix in indexes:
+            ix.close()

@@ -193,3 +193,42 @@ def test_index_stays_consistent_after_failures(index: HybridSearch) -> None:
     conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
     assert [r.resource_id for r in index.search("lazy dog", paths=PATHS).results] == ["dog"]
 
+
+
+@pytest.mark.parametrize(
+    ("filters", "named"),
+    [
+        (["tenant"], "filters must be a mapping"),
+        ("tenant", "filters must be a mapping"),
+        ({"tenant": 5}, "filters.tenant must be a string"),
+        ({"tenant": "t\udcff"}, "lone surrogate '\\udcff'"),
+        ({"tenant": "t\x00"}, "control character '\\x00'"),
+        ({"acl": 5}, "filters.acl must be a list"),
+        ({"acl": ["ok", 7]}, "filters.acl tag must be a string"),
+        ({"acl": ["\udc80"]}, "lone surrogate"),
+        ({"acl": {"a": 1}}, "filters.acl must be a list"),
+        ({"metadata": ["k"]}, "filters.metadata must be a mapping"),
+        ({"metadata": {"k": [1]}}, "only str, int, float, bool"),
+        ({"metadata": {"k": float("nan")}}, "finite"),
+        ({"metadata": {"k": 2**64}}, "64-bit"),
+        ({"metadata": {"k\udcff": 1}}, "is not allowed"),
+        ({"metadata": {7: 1}}, "key 7 is not allowed"),
+        ({"resource_ids": ["fox", None]}, "resource_ids entry must be a string"),
+        ({"resource_ids": ["x" * 2000]}, "at most 1024"),
+        ({"statuses": ["deleting"]}, "'deleting' is not searchable"),
+        ({"statuses": [["ready"]]}, "is not searchable"),
+        ({"tenant": "t", 3: "x"}, "unknown filter [3]"),
+    ],
+)
+def test_every_malformed_filter_is_a_query_error_naming_it(
+    index: HybridSearch, filters: object, named: str
+) -> None:
+    with pytest.raises(QueryError) as err:
+        index.search("fox", paths=PATHS, filters=filters)  # type: ignore[arg-type]
+    assert named in str(err.value)
+    str(err.value).encode("utf-8")  # the message itself is valid UTF-8
+
+
+def test_a_lone_surrogate_in_the_query_is_a_query_error(index: HybridSearch) -> None:
+    with pytest.raises(QueryError, match=r"lone surrogate '\\udcff' at position 3"):
+        index.search("fox\udcff", paths=PATHS)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -10,37 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_support import lexical_only, run  # noqa: F401
+from hybridsag.cli import main
+
+from tests.cli_support import QUERIES, beir, lexical_only, run  # noqa: F401
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
-CORPUS = [
-    {"_id": "p1", "title": "Ada Lovelace", "text": "Ada Lovelace wrote the first program."},
-    {"_id": "p2", "title": "Charles Babbage", "text": "Babbage designed the Analytical Engine."},
-    {"_id": "p3", "title": "Alan Turing", "text": "Alan Turing described the Turing machine."},
-    {"_id": "p4", "title": "Grace Hopper", "text": "Grace Hopper built the first compiler."},
-]
-QUERIES = [
-    {"_id": "q1", "text": "Who wrote the first program?"},
-    {"_id": "q2", "text": "Turing machine"},
-    {"_id": "q3", "text": "the first compiler and the Analytical Engine"},
-    {"_id": "q-no-gold", "text": "dropped: it has no qrels"},
-]
-QRELS = "query-id\tcorpus-id\tscore\nq1\tp1\t1\nq2\tp3\t1\nq3\tp4\t1\nq3\tp2\t1\n"
-
-
 pytestmark = pytest.mark.usefixtures("lexical_only")
-
-
-@pytest.fixture
-def beir(tmp_path: Path) -> Path:
-    folder = tmp_path / "tinybeir"
-    folder.mkdir()
-    lines = [json.dumps(c) for c in CORPUS]
-    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
-    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in QUERIES) + "\n", "utf-8")
-    (folder / "qrels.tsv").write_text(QRELS, "utf-8")
-    return folder
 
 
 def test_eval_by_question_type_and_pool_per_round(tmp_path: Path, beir: Path) -> None:
@@ -271,3 +249,43 @@ def test_installed_console_script_runs() -> None:
     assert proc.returncode == 0, proc.stderr
     for command in ("index", "search", "eval", "doctor"):
         assert command in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        ([b"search", b"fox\xff"], b"query holds a lone surrogate '\\udcff'"),
+        ([b"search", b"fox", b"--tenant", b"t\xfe"], b"filters.tenant 't\\udcfe'"),
+        ([b"search", b"fox", b"--acl", b"\xed\xa0\x80"], b"filters.acl tag"),
+        ([b"search", b"\xff", b"--json"], b"lone surrogate"),
+    ],
+)
+def test_text_that_is_not_utf8_exits_2_with_one_valid_utf8_line(
+    tmp_path: Path, argv: list[bytes], named: bytes, lexical_only: None
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "fox.md").write_text("# Fox\n\nThe quick brown fox.\n")
+    assert run("--data-dir", str(tmp_path / "d"), "index", str(tmp_path / "docs"), "-q")[0] == 0
+    script = Path(sys.executable).parent / "hybridsag"
+    env = {**os.environ, "HYBRIDSAG_DATA_DIR": str(tmp_path / "d"), "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run(
+        [bytes(script), *argv], capture_output=True, timeout=120, check=False, env=env
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == b""
+    proc.stderr.decode("utf-8")  # strict: raises on invalid UTF-8
+    assert proc.stderr.count(b"\n") == 1 and named in proc.stderr, proc.stderr
+
+
+def test_json_output_is_valid_utf8_whatever_the_index_holds(tmp_path: Path) -> None:
+    from hybridsag.cli import utf8_safe
+
+    assert utf8_safe("a\udcffb") == "a\\udcffb"
+    assert json.loads('"' + utf8_safe("a\udcffb") + '"') == "a\udcffb"
+    buffer = io.BytesIO()
+    stream = io.TextIOWrapper(buffer, encoding="utf-8", errors="surrogateescape")
+    code = main(["--data-dir", str(tmp_path / "d\udcff"), "doctor", "--json"], out=stream)
+    stream.flush()
+    assert code == 0
+    data = json.loads(buffer.getvalue().decode("utf-8"))  # strict UTF-8, then JSON
+    assert "d\udcff" in data["checks"][0]["detail"]

@@ -32,7 +32,7 @@ from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
 
-from tests.consistency_support import MODEL, shared_embedder
+from tests.consistency_support import MODEL, own_dense_index, shared_embedder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -381,8 +381,8 @@ class _BrokenDense:
     def __init__(self, inner: DenseIndex) -> None:
         self.inner = inner
 
-    def ensure(self, dimension: int) -> None:
-        self.inner.ensure(dimension)
+    def ensure(self, dimension: int, *, create: bool = True) -> None:
+        self.inner.ensure(dimension, create=create)
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         raise DenseError("upsert refused")
@@ -415,10 +415,8 @@ class _BrokenDense:
 
 
 def test_a_failed_compensation_is_noted_on_the_error(tmp_path: Path) -> None:
-    from hybridsag.dense import make_dense_index
-
     settings = _settings(tmp_path / "d")
-    broken = _BrokenDense(make_dense_index(settings))
+    broken = _BrokenDense(own_dense_index(settings))
     with HybridSearch(settings, embedder=shared_embedder(), dense_index=broken) as hs:
         with pytest.raises(DenseError, match="upsert refused") as info:
             hs.ingest("alpha", DOCS["alpha"][1], title=DOCS["alpha"][0])

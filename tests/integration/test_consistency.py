@@ -300,10 +300,13 @@ def test_an_empty_store_never_wipes_the_collection(tmp_path: Path) -> None:
     with open_search(make_settings(full)) as hs:
         _index(hs)
     empty = tmp_path / "empty"
-    empty.mkdir()
-    # the same collection, seen from a data dir whose store is empty
-    shutil.copytree(lite_path(make_settings(full)), lite_path(make_settings(empty)))
+    # the same index and collection, seen from a data dir whose store lost every row (a copy
+    # emptied by hand, an old backup): its meta still names the index that owns the vectors
+    shutil.copytree(full, empty)
     with open_search(make_settings(empty)) as hs:
+        with hs.components.store.atomic() as c:
+            for table in ("chunks_fts", "titles_fts", "chunk_vectors", "chunks", "resources"):
+                c.execute(f"DELETE FROM {table}")
         rec = Reconciler(hs.components)
         plan = rec.plan()
         assert plan.store_empty and plan.collection_size == 10

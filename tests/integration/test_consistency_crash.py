@@ -27,7 +27,6 @@ from pathlib import Path
 
 import pytest
 from hybridsag.consistency import Reconciler
-from hybridsag.dense import MilvusDenseIndex
 from hybridsag.errors import DenseError
 from hybridsag.search import HybridSearch
 
@@ -38,7 +37,7 @@ from tests.consistency_support import (
     clear_env,
     make_settings,
     open_search,
-    shared_embedder,
+    own_dense_index,
 )
 from tests.pgserver import PostgresServer, clone_database, new_database
 
@@ -223,8 +222,7 @@ def _exception_then_reconcile(data: Path, store_url: str | None, op: str, step: 
 
     dense = None
     if step == "upsert":
-        inner = MilvusDenseIndex(settings)
-        inner.ensure(shared_embedder().dimension)
+        inner = own_dense_index(settings)
         dense = FaultyDense(inner, upsert_fault="raise", only_resource=target)
     with open_search(settings, dense_index=dense, step_hook=hook) as hs:
         with pytest.raises((InjectedFault, DenseError)):

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 from hybridsag.consistency import Reconciler
-from hybridsag.dense import MilvusDenseIndex
 
 from tests.consistency_race import run_race, summarize
 from tests.consistency_support import (
@@ -27,7 +26,7 @@ from tests.consistency_support import (
     check_consistent,
     make_settings,
     open_search,
-    shared_embedder,
+    own_dense_index,
 )
 
 
@@ -38,8 +37,7 @@ def test_race_never_shows_deleted_resources_and_reconcile_leaves_no_orphans(
     # Claims abandoned by a failed compensation belong to this (live) process, so they are only
     # "stuck" after indexing_timeout_s: 1 s here, so that the final reconcile may undo them.
     settings = make_settings(tmp_path / "data", store_url, indexing_timeout_s=1)
-    inner = MilvusDenseIndex(settings)
-    inner.ensure(shared_embedder().dimension)
+    inner = own_dense_index(settings)
     dense = FaultyDense(inner, fail_every=23)
     with open_search(settings, dense_index=dense) as hs:
         # force: the collection holds a few dozen vectors, so a handful of leftovers is over the

@@ -24,6 +24,7 @@ from tests.adaptersupport import (
     sample_hs,
     sample_service,
     sample_settings,
+    scoped,
 )
 
 __all__ = ["sample_hs", "sample_service", "sample_settings"]
@@ -39,8 +40,8 @@ def remote(sample_service: str) -> HybridSagRetriever:
     return HybridSagRetriever(url=sample_service, token=READER, top_k=3)
 
 
-def expected(hs: HybridSearch, query: str, **kwargs: Any) -> list[dict[str, Any]]:
-    return hs.search(query, **{"top_k": 3, **kwargs}).as_dict()["results"]
+def expected(hs: HybridSearch, query: str, side: str, **kwargs: Any) -> list[dict[str, Any]]:
+    return hs.search(query, **scoped(side, **{"top_k": 3, **kwargs})).as_dict()["results"]
 
 
 def check(docs: list[Document], results: list[dict[str, Any]]) -> None:
@@ -55,7 +56,7 @@ def test_invoke_gives_documents_with_the_explain_metadata(
 ) -> None:
     retriever = request.getfixturevalue(side)
     docs = retriever.invoke(QUERY)
-    check(docs, expected(sample_hs, QUERY))
+    check(docs, expected(sample_hs, QUERY, side))
     top = docs[0].metadata
     assert top["resource_id"] == "guide/agents.md" and "ReActAgent" in docs[0].page_content
     assert top["heading_path"].startswith("Agents") and top["start_line"] <= top["end_line"]
@@ -70,15 +71,15 @@ def test_batch_ainvoke_and_abatch_answer_as_invoke(
     queries = [QUERY, "how do I install it on Linux", "我的喜好"]
     batches = retriever.batch(queries)
     for query, docs in zip(queries, batches, strict=True):
-        check(docs, expected(sample_hs, query))
+        check(docs, expected(sample_hs, query, side))
 
     async def both() -> list[list[Document]]:
         return list(await asyncio.gather(*(retriever.ainvoke(q) for q in queries)))
 
     for query, docs in zip(queries, asyncio.run(both()), strict=True):
-        check(docs, expected(sample_hs, query))
+        check(docs, expected(sample_hs, query, side))
     for query, docs in zip(queries, asyncio.run(retriever.abatch(queries)), strict=True):
-        check(docs, expected(sample_hs, query))
+        check(docs, expected(sample_hs, query, side))
 
 
 def test_remote_ainvoke_sends_its_request_on_the_event_loop(remote: HybridSagRetriever) -> None:
@@ -127,7 +128,7 @@ def test_filters_and_paths_fields(
     docs = retriever.invoke("error identifier")
     assert docs and {d.metadata["resource_id"] for d in docs} <= set(only)
     assert all(set(d.metadata["paths"]) == {"bm25"} for d in docs)
-    check(docs, expected(sample_hs, "error identifier", **kwargs))
+    check(docs, expected(sample_hs, "error identifier", side, **kwargs))
 
 
 def test_bad_fields_are_refused_at_construction(sample_hs: HybridSearch) -> None:

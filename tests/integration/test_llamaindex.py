@@ -24,6 +24,7 @@ from tests.adaptersupport import (
     sample_hs,
     sample_service,
     sample_settings,
+    scoped,
 )
 
 __all__ = ["sample_hs", "sample_service", "sample_settings"]
@@ -39,8 +40,8 @@ def remote(sample_service: str) -> HybridSagRetriever:
     return HybridSagRetriever(url=sample_service, token=READER, top_k=3)
 
 
-def expected(hs: HybridSearch, query: str, **kwargs: Any) -> list[dict[str, Any]]:
-    return hs.search(query, **{"top_k": 3, **kwargs}).as_dict()["results"]
+def expected(hs: HybridSearch, query: str, side: str, **kwargs: Any) -> list[dict[str, Any]]:
+    return hs.search(query, **scoped(side, **{"top_k": 3, **kwargs})).as_dict()["results"]
 
 
 def check(nodes: list[NodeWithScore], results: list[dict[str, Any]]) -> None:
@@ -57,8 +58,8 @@ def test_retrieve_and_aretrieve(
 ) -> None:
     retriever = request.getfixturevalue(side)
     for query in (QUERY, "how do I install it on Linux", "我的喜好"):
-        check(retriever.retrieve(query), expected(sample_hs, query))
-        check(asyncio.run(retriever.aretrieve(query)), expected(sample_hs, query))
+        check(retriever.retrieve(query), expected(sample_hs, query, side))
+        check(asyncio.run(retriever.aretrieve(query)), expected(sample_hs, query, side))
     top = retriever.retrieve(QUERY)[0].node
     assert top.metadata["resource_id"] == "guide/agents.md"
     # what an LLM sees: what the chunk is and where, not how it was ranked
@@ -106,7 +107,7 @@ def test_filters_and_paths(side: str, sample_hs: HybridSearch, sample_service: s
     nodes = retriever.retrieve("error identifier")
     assert {n.node.metadata["resource_id"] for n in nodes} <= set(only)
     assert all(set(n.node.metadata["paths"]) == {"bm25"} for n in nodes)
-    check(nodes, expected(sample_hs, "error identifier", **kwargs))
+    check(nodes, expected(sample_hs, "error identifier", side, **kwargs))
 
 
 def test_bad_arguments_are_refused_at_construction(sample_hs: HybridSearch) -> None:

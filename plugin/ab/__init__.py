@@ -1,0 +1,28 @@
+"""A/B testing of retrieval paths: offline paired comparisons, online experiments with split
+traffic or team-draft interleaving, an append-only event log, and reports.
+
+- :mod:`hybridsag.ab.arms`: what an arm of ``eval --compare`` is;
+- :mod:`hybridsag.ab.offline`: ``eval --compare`` and ``--grid`` (needs the ``ab`` extra: ranx);
+- :mod:`hybridsag.ab.online`: :class:`Experiments`, arm assignment, impressions and feedback;
+- :mod:`hybridsag.ab.interleave`: team-draft interleaving;
+- :mod:`hybridsag.ab.events`: the :class:`EventStore` protocol and its SQLite store;
+- :mod:`hybridsag.ab.report`: an experiment's report and chart.
+"""
+
+from hybridsag.ab.arms import Arm, parse_arms
+from hybridsag.ab.events import EventStore, SqliteEventStore, make_event_store
+from hybridsag.ab.interleave import team_draft
+from hybridsag.ab.online import Experiments, assign_arm
+from hybridsag.ab.report import build_report
+
+__all__ = [
+    "Arm",
+    "EventStore",
+    "Experiments",
+    "SqliteEventStore",
+    "assign_arm",
+    "build_report",
+    "make_event_store",
+    "parse_arms",
+    "team_draft",
+]

@@ -1,0 +1,207 @@
+"""The A/B event store: an append-only log of experiment changes, impressions and feedback.
+
+:class:`EventStore` is the extension point (a PostgreSQL backend can implement it beside the
+SQLite one); :data:`EVENT_STORES` maps ``ab.event_store`` names to factories. The SQLite store
+keeps its own file (``Settings.events_path``, by default ``<data_dir>/events.sqlite3``), apart
+from the system of record, in WAL mode so a report can read while the service writes. Every SQL
+statement it runs is in :data:`SQLITE_SQL`; triggers refuse ``UPDATE`` and ``DELETE``, so the
+log is append-only in the database itself, not only by convention.
+
+Events (:class:`Event`) carry a kind (``experiment``, ``impression``, ``feedback``), the
+experiment's name, a query id (impressions and feedback) and a JSON body; ``seq`` orders them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from hybridsag.errors import ConfigError, StoreError
+from hybridsag.settings import Settings
+
+__all__ = [
+    "EVENT_STORES",
+    "SQLITE_SQL",
+    "Event",
+    "EventKind",
+    "EventStore",
+    "SqliteEventStore",
+    "make_event_store",
+]
+
+EventKind = Literal["experiment", "impression", "feedback"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One logged event; ``seq`` is its place in the log (increasing), ``at`` Unix time."""
+
+    seq: int
+    at: float
+    kind: EventKind
+    experiment: str
+    query_id: str | None
+    body: Mapping[str, Any]
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """An append-only log of :class:`Event`.
+
+    Contract: :meth:`append` writes one event durably (it survives a restart once it returns)
+    and returns it with its ``seq``; an impression's ``query_id`` is unique (a second one
+    raises :class:`~hybridsag.errors.StoreError`). Reads return events in ``seq`` order. No
+    method changes or removes an event. Failures raise ``StoreError``.
+    """
+
+    def append(
+        self, kind: EventKind, experiment: str, body: Mapping[str, Any], *, query_id: str | None = None
+    ) -> Event: ...
+
+    def impression(self, query_id: str) -> Event | None: ...
+
+    def events(self, *, kind: EventKind | None = None, experiment: str | None = None) -> list[Event]: ...
+
+    def last_seq(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+#: Every statement the SQLite event store runs, by name (a PostgreSQL store mirrors these).
+SQLITE_SQL: dict[str, str] = {
+    "schema": """
+        CREATE TABLE IF NOT EXISTS events (
+            seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+            at         REAL    NOT NULL,
+            kind       TEXT    NOT NULL CHECK (kind IN ('experiment', 'impression', 'feedback')),
+            experiment TEXT    NOT NULL,
+            query_id   TEXT,
+            body       TEXT    NOT NULL
+        );
+        CREATE UNIQUE INDEX IF NOT EXISTS impression_by_query
+            ON events (query_id) WHERE kind = 'impression';
+        CREATE INDEX IF NOT EXISTS events_by_experiment ON events (experiment, kind, seq);
+        CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+            BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+        CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+            BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    """,
+    "append": "INSERT INTO events (at, kind, experiment, query_id, body) VALUES (?, ?, ?, ?, ?)",
+    "impression": "SELECT seq, at, kind, experiment, query_id, body FROM events "
+    "WHERE kind = 'impression' AND query_id = ?",
+    "events": "SELECT seq, at, kind, experiment, query_id, body FROM events "
+    "WHERE (:kind IS NULL OR kind = :kind) AND (:experiment IS NULL OR experiment = :experiment) "
+    "ORDER BY seq",
+    "last_seq": "SELECT COALESCE(MAX(seq), 0) FROM events",
+}
+
+
+class SqliteEventStore:
+    """:class:`EventStore` over one SQLite file (WAL; one connection per thread)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the folder of the event store {path}: {exc}") from exc
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        with self._write() as conn:
+            conn.executescript(SQLITE_SQL["schema"])
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreError(f"the event store {self.path} is closed")
+            try:
+                conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open the event store {self.path}: {exc}") from exc
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        try:
+            with conn:
+                yield conn
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"event store {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"event store {self.path}: {exc}", retriable=True) from exc
+
+    def _read(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        try:
+            return self._conn().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"event store {self.path}: {exc}", retriable=True) from exc
+
+    @staticmethod
+    def _event(row: tuple[Any, ...]) -> Event:
+        seq, at, kind, experiment, query_id, body = row
+        return Event(int(seq), float(at), kind, experiment, query_id, json.loads(body))
+
+    def append(
+        self, kind: EventKind, experiment: str, body: Mapping[str, Any], *, query_id: str | None = None
+    ) -> Event:
+        at = time.time()
+        text = json.dumps(body, ensure_ascii=False, sort_keys=True)
+        with self._write() as conn:
+            cur = conn.execute(SQLITE_SQL["append"], (at, kind, experiment, query_id, text))
+            seq = int(cur.lastrowid or 0)
+        return Event(seq, at, kind, experiment, query_id, json.loads(text))
+
+    def impression(self, query_id: str) -> Event | None:
+        rows = self._read(SQLITE_SQL["impression"], (query_id,))
+        return self._event(rows[0]) if rows else None
+
+    def events(
+        self, *, kind: EventKind | None = None, experiment: str | None = None
+    ) -> list[Event]:
+        rows = self._read(SQLITE_SQL["events"], {"kind": kind, "experiment": experiment})
+        return [self._event(r) for r in rows]
+
+    def last_seq(self) -> int:
+        return int(self._read(SQLITE_SQL["last_seq"], ())[0][0])
+
+    def close(self) -> None:
+        """Close every thread's connection; safe to call twice."""
+        with self._lock:
+            self._closed = True
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.close()
+
+
+#: ``ab.event_store`` name -> factory taking the settings.
+EVENT_STORES: dict[str, Callable[[Settings], EventStore]] = {
+    "sqlite": lambda s: SqliteEventStore(s.events_path),
+}
+
+
+def make_event_store(settings: Settings) -> EventStore:
+    """The event store named by ``ab.event_store`` (ConfigError lists the valid names)."""
+    name = settings.ab.event_store
+    try:
+        factory = EVENT_STORES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown ab.event_store {name!r}; valid: {', '.join(EVENT_STORES)}"
+        ) from None
+    return factory(settings)

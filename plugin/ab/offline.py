@@ -1,0 +1,604 @@
+"""Paired offline comparison of arms on one labelled set: ``hybridsag eval --compare`` and
+``--grid``.
+
+Every arm (:mod:`hybridsag.ab.arms`) answers the same questions over one index. Per arm:
+Recall@5, Recall@10 and nDCG@10. Per pair of arms (A vs B, in the order given): the mean
+difference A - B of each metric with a paired bootstrap 95% interval (``scipy.stats.bootstrap``
+over the per-question differences, percentile method, seeded), wins/losses/ties, and a paired
+significance test from ranx (``ranx.compare``: two-sided paired Student's t-test by default, or
+Fisher's randomization test) whose p-values are Bonferroni-corrected over every (pair, metric)
+test reported. The metric definitions are ranx's; our own :func:`hybridsag.evaluation.metrics_for`
+(the HippoRAG 2 Recall@K: the share of a question's gold passages in the top K) is computed
+beside them and the largest per-question difference is reported as ``crosscheck``. The questions
+where the arms disagree most (the spread of nDCG@10 across arms) go to ``details.jsonl``; each
+arm's run is written in TREC format under ``runs/`` and a TREC run file can itself be an arm.
+
+Needs the ``ab`` extra (``pip install 'hybridsag[ab]'``: ranx).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hybridsag.ab.arms import Arm, parse_arms
+from hybridsag.errors import ConfigError, InputError
+from hybridsag.evaluation import (
+    TUNE_KS,
+    TUNE_WEIGHTS,
+    Dataset,
+    eval_versions,
+    load_dataset,
+    metrics_for,
+    open_eval_index,
+    ranked_resources,
+    skipped_line,
+    uses_vectors,
+)
+from hybridsag.paths import PATHS
+from hybridsag.settings import Settings
+from hybridsag.store import Filters
+
+__all__ = [
+    "METRICS",
+    "STAT_TESTS",
+    "compare_arms",
+    "compare_runs",
+    "format_compare",
+    "format_grid",
+    "grid_search",
+    "read_trec",
+    "write_trec",
+]
+
+#: The metrics compared, as ranx names them.
+METRICS = ("recall@5", "recall@10", "ndcg@10")
+#: ranx's paired tests: "student" (paired t-test), "fisher" (randomization test).
+STAT_TESTS = ("student", "fisher")
+SHORT = {"recall@5": "R@5", "recall@10": "R@10", "ndcg@10": "nDCG@10"}
+#: Ranks kept per question (the metrics look at 10 at most).
+DEPTH = 10
+Progress = Callable[[str, int], Callable[[int], None]]
+
+
+def _ranx() -> Any:
+    try:
+        import ranx
+    except ImportError as exc:
+        raise ConfigError(
+            f"eval --compare needs the ab extra ({exc.name} is missing): "
+            "pip install 'hybridsag[ab]'"
+        ) from exc
+    return ranx
+
+
+@contextmanager
+def _quiet_numba() -> Iterator[None]:
+    """ranx's numba kernels warn about an unsigned cast inside ranx itself; not ours to fix."""
+    with warnings.catch_warnings():
+        try:
+            from numba.core.errors import NumbaTypeSafetyWarning
+
+            warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
+        except ImportError:  # pragma: no cover - numba comes with ranx
+            pass
+        yield
+
+
+# -- TREC run files ------------------------------------------------------------------------------
+
+
+def write_trec(path: Path, run: Mapping[str, Sequence[str]], *, name: str) -> None:
+    """Write ``run`` (question id -> ranked passage ids) as a TREC run file
+    (``qid Q0 docid rank score name``; score 1/rank), via ranx."""
+    ranx = _ranx()
+    table = {q: {d: 1.0 / r for r, d in enumerate(docs, start=1)} for q, docs in run.items() if docs}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not table:
+        path.write_text("", encoding="utf-8")
+        return
+    ranx.Run.from_dict(table, name=name).save(str(path), kind="trec")
+
+
+def read_trec(path: Path) -> dict[str, list[str]]:
+    """A TREC run file as question id -> passage ids ranked by score (InputError names a bad
+    file)."""
+    ranx = _ranx()
+    if not Path(path).is_file():
+        raise InputError(f"TREC run {path} does not exist")
+    try:
+        run = ranx.Run.from_file(str(path), kind="trec").to_dict()
+    except (ValueError, IndexError, KeyError) as exc:
+        raise InputError(f"{path} is not a TREC run (qid Q0 docid rank score name): {exc}") from None
+    return {
+        str(q): [d for d, _ in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))]
+        for q, docs in run.items()
+    }
+
+
+# -- running the arms ----------------------------------------------------------------------------
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+=-]+", "_", label)[:80] or "arm"
+
+
+def _needs_dense(settings: Settings, arms: Sequence[Arm]) -> bool:
+    if settings.embedding.model == "none":
+        for arm in arms:
+            if arm.alone and PATHS[arm.paths[0]].needs_dense:
+                raise InputError(
+                    f"arm {arm.label!r} needs the dense path, which is off here "
+                    "(embedding.model = 'none')"
+                )
+        return False
+    wanted = {p for arm in arms if arm.run_file is None for p in arm.all_paths(settings)}
+    return uses_vectors(wanted)
+
+
+class _Searches:
+    """One HybridSearch per distinct arm settings over the shared index, sharing the base's
+    embedder and dense index; closed together (the arms' first, then the base)."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self._made: list[tuple[Settings, Any]] = []
+
+    def for_settings(self, settings: Settings) -> Any:
+        from hybridsag.search import HybridSearch
+
+        if settings == self.base.settings:
+            return self.base
+        for made_settings, hs in self._made:
+            if made_settings == settings:
+                return hs
+        parts = self.base.components
+        shared: dict[str, Any] = {}
+        if parts.dense_enabled:
+            shared = {"embedder": parts.embedder(), "dense_index": parts.dense_index()}
+        hs = HybridSearch(settings, **shared)
+        self._made.append((settings, hs))
+        return hs
+
+    def close(self) -> None:
+        for _, hs in self._made:
+            hs.close()
+        self.base.close()
+
+
+def _run_arm(hs: Any, arm: Arm, text: str) -> list[str]:
+    if arm.alone:
+        res = hs.run_path(arm.paths[0], text, limit=DEPTH, filters=Filters())
+        return ranked_resources(res.hits)[:DEPTH]
+    resp = hs.search(text, top_k=DEPTH, explain=False, **arm.search_options())
+    return list(dict.fromkeys(r.resource_id for r in resp.results))[:DEPTH]
+
+
+def run_arms(
+    settings: Settings,
+    ds: Dataset,
+    arms: Sequence[Arm],
+    out: Path,
+    *,
+    progress: Progress | None = None,
+) -> tuple[dict[str, dict[str, list[str]]], dict[str, list[float]], dict[str, Any]]:
+    """Index ``ds`` once and run every arm on every question: returns each arm's ranked
+    passage ids per question, its per-question latencies (ms) and the index figures."""
+    noop = lambda n: None  # noqa: E731
+    runs: dict[str, dict[str, list[str]]] = {}
+    latencies: dict[str, list[float]] = {}
+    for arm in arms:
+        if arm.run_file is not None:
+            imported = read_trec(arm.run_file)
+            runs[arm.label] = {qid: imported.get(qid, [])[:DEPTH] for qid, _ in ds.queries}
+            latencies[arm.label] = []
+    live = [a for a in arms if a.run_file is None]
+    if not live:
+        return runs, latencies, {"passages": ds.passages, "imported_only": True}
+    base, info = open_eval_index(
+        settings, ds, out, needs_dense=_needs_dense(settings, live), progress=progress
+    )
+    searches = _Searches(base)
+    try:
+        for arm in live:
+            hs = searches.for_settings(arm.settings_for(base.settings))
+            tick = progress(arm.label, len(ds.queries)) if progress else noop
+            ranked: dict[str, list[str]] = {}
+            ms: list[float] = []
+            for qid, text in ds.queries:
+                t0 = time.perf_counter()
+                ranked[qid] = _run_arm(hs, arm, text)
+                ms.append((time.perf_counter() - t0) * 1000.0)
+                tick(1)
+            runs[arm.label] = ranked
+            latencies[arm.label] = ms
+    finally:
+        searches.close()
+    return runs, latencies, info
+
+
+# -- statistics -----------------------------------------------------------------------------------
+
+
+def _bootstrap_ci(diffs: Sequence[float], *, seed: int, n_resamples: int) -> list[float]:
+    """Paired bootstrap 95% interval of the mean of per-question differences."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    values = np.asarray(diffs, dtype=float)
+    if len(values) < 2 or float(values.min()) == float(values.max()):
+        mean = float(values.mean()) if len(values) else 0.0
+        return [round(mean, 6), round(mean, 6)]
+    res = bootstrap(
+        (values,),
+        np.mean,
+        n_resamples=n_resamples,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return [round(float(res.confidence_interval.low), 6), round(float(res.confidence_interval.high), 6)]
+
+
+def compare_runs(
+    qrels: Mapping[str, frozenset[str]],
+    runs: Mapping[str, Mapping[str, Sequence[str]]],
+    *,
+    stat_test: str = "student",
+    alpha: float = 0.05,
+    seed: int = 42,
+    n_resamples: int = 10_000,
+) -> dict[str, Any]:
+    """Per-arm metrics and per-pair paired statistics of ``runs`` (arm label -> question id ->
+    ranked passage ids) against ``qrels`` (see the module docstring). Questions an arm has no
+    answer for score 0."""
+    if stat_test not in STAT_TESTS:
+        raise InputError(f"unknown --stat-test {stat_test!r}; valid: {', '.join(STAT_TESTS)}")
+    ranx = _ranx()
+    labels = list(runs)
+    qids = sorted(qrels)
+    ranx_qrels = ranx.Qrels.from_dict({q: {d: 1 for d in qrels[q]} for q in qids})
+    ranx_runs = []
+    for label in labels:
+        table = {
+            q: {d: 1.0 / r for r, d in enumerate(runs[label].get(q, []), start=1)}
+            for q in qids
+            if runs[label].get(q)
+        }
+        ranx_runs.append(ranx.Run.from_dict(table, name=label))
+    with _quiet_numba():
+        per_query = {
+            label: ranx.evaluate(
+                ranx_qrels, run, list(METRICS), return_mean=False, make_comparable=True
+            )
+            for label, run in zip(labels, ranx_runs)
+        }
+        report = ranx.compare(
+            ranx_qrels,
+            ranx_runs,
+            list(METRICS),
+            stat_test=stat_test,
+            max_p=alpha,
+            random_seed=seed,
+            make_comparable=True,
+        ).to_dict()
+    # our own metrics (HippoRAG 2 Recall@K) beside ranx's
+    ours = {
+        label: {q: metrics_for(list(runs[label].get(q, [])), qrels[q]) for q in qids}
+        for label in labels
+    }
+    crosscheck = {
+        m: round(
+            max(
+                abs(float(per_query[label][m][i]) - ours[label][q][m])
+                for label in labels
+                for i, q in enumerate(qids)
+            ),
+            9,
+        )
+        for m in METRICS
+    }
+    arms_out = {
+        label: {m: round(float(per_query[label][m].mean()), 6) for m in METRICS} for label in labels
+    }
+    pairs = list(itertools.combinations(labels, 2))
+    tests = max(len(pairs) * len(METRICS), 1)
+    pair_out: dict[str, Any] = {}
+    for a, b in pairs:
+        entry: dict[str, Any] = {"a": a, "b": b}
+        for m in METRICS:
+            diffs = [float(x - y) for x, y in zip(per_query[a][m], per_query[b][m])]
+            p = float(report[a]["comparisons"][b][m])
+            if math.isnan(p):  # no spread in the differences: identical, or a constant shift
+                p = 1.0 if not any(diffs) else 0.0
+            wtl = report[a]["win_tie_loss"][b][m]
+            entry[m] = {
+                "mean_difference": round(sum(diffs) / max(len(diffs), 1), 6),
+                "ci95": _bootstrap_ci(diffs, seed=seed, n_resamples=n_resamples),
+                "wins": int(wtl["W"]),
+                "losses": int(wtl["L"]),
+                "ties": int(wtl["T"]),
+                "p_value": round(p, 6),
+                "p_bonferroni": round(min(1.0, p * tests), 6),
+                "significant": bool(min(1.0, p * tests) < alpha),
+            }
+        pair_out[f"{a} vs {b}"] = entry
+    return {
+        "metrics": list(METRICS),
+        "stat_test": stat_test,
+        "alpha": alpha,
+        "bonferroni_tests": tests,
+        "bootstrap": {"resamples": n_resamples, "seed": seed, "method": "percentile"},
+        "arms": arms_out,
+        "pairs": pair_out,
+        "crosscheck": {
+            "max_abs_difference_ranx_vs_ours": crosscheck,
+            "note": "ranx's recall@k is |gold in top k| / |gold| per question: the HippoRAG 2 "
+            "definition eval uses; nDCG@10 uses binary gains in both",
+        },
+        "per_query": {
+            label: {q: {m: round(ours[label][q][m], 6) for m in METRICS} for q in qids}
+            for label in labels
+        },
+    }
+
+
+def _disagreements(
+    ds: Dataset,
+    runs: Mapping[str, Mapping[str, Sequence[str]]],
+    per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
+    top: int,
+) -> list[dict[str, Any]]:
+    texts = dict(ds.queries)
+    rows = []
+    for qid in sorted(ds.qrels):
+        scores = {label: per_query[label][qid]["ndcg@10"] for label in runs}
+        spread = max(scores.values()) - min(scores.values())
+        rows.append(
+            {
+                "query_id": qid,
+                "question": texts.get(qid, ""),
+                "spread_ndcg@10": round(spread, 6),
+                "gold": sorted(ds.qrels[qid]),
+                "arms": {
+                    label: {**per_query[label][qid], "returned": list(runs[label].get(qid, []))}
+                    for label in runs
+                },
+            }
+        )
+    rows.sort(key=lambda r: (-r["spread_ndcg@10"], r["query_id"]))
+    return rows[:top]
+
+
+def compare_arms(
+    settings: Settings,
+    data: Path,
+    arms: str | Sequence[str],
+    *,
+    limit: int | None = None,
+    out: Path | None = None,
+    stat_test: str = "student",
+    alpha: float = 0.05,
+    seed: int = 42,
+    n_resamples: int = 10_000,
+    disagreements: int = 50,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Run ``arms`` (``--compare`` text or a list of arm texts) on the questions of ``data``
+    and compare them pairwise; writes ``compare.json``, ``details.jsonl`` (the ``disagreements``
+    questions where the arms' nDCG@10 spreads most), ``config.json`` and each arm's TREC run
+    under ``runs/`` into ``out`` (default ``<data_dir>/eval/<dataset>-compare``). Returns the
+    summary (:func:`compare_runs` plus dataset, index figures and latencies)."""
+    parsed = parse_arms(arms)
+    if stat_test not in STAT_TESTS:
+        raise InputError(f"unknown --stat-test {stat_test!r}; valid: {', '.join(STAT_TESTS)}")
+    _ranx()  # fail before indexing when the extra is missing
+    ds = load_dataset(data, limit=limit)
+    out = Path(out) if out is not None else settings.data_dir / "eval" / f"{ds.name}-compare"
+    out.mkdir(parents=True, exist_ok=True)
+    runs, latencies, info = run_arms(settings, ds, parsed, out, progress=progress)
+    stats = compare_runs(
+        ds.qrels, runs, stat_test=stat_test, alpha=alpha, seed=seed, n_resamples=n_resamples
+    )
+    for label, ms in latencies.items():
+        if ms:
+            ordered = sorted(ms)
+            stats["arms"][label]["p50_ms"] = round(ordered[len(ordered) // 2], 3)
+    files = {}
+    for i, label in enumerate(runs, start=1):
+        path = out / "runs" / f"{i:02d}-{_safe(label)}.trec"
+        write_trec(path, runs[label], name=_safe(label))
+        files[label] = str(path)
+    details = _disagreements(ds, runs, stats.pop("per_query"), disagreements)
+    with (out / "details.jsonl").open("w", encoding="utf-8") as fh:
+        for row in details:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    summary = {
+        "dataset": ds.name,
+        "questions": len(ds.queries),
+        "skipped": {"count": len(ds.skipped), "ids": dict(ds.skipped)},
+        "arms_order": list(runs),
+        "index": info,
+        **stats,
+        "trec_runs": files,
+        "out": str(out),
+    }
+    (out / "compare.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+    config = {
+        "settings": settings.public_dict(),
+        "arms": [a.label for a in parsed],
+        "limit": limit,
+        "versions": eval_versions(),
+        "data": {"folder": str(ds.folder), "sha256": ds.digest},
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n", "utf-8")
+    return summary
+
+
+def format_compare(summary: Mapping[str, Any]) -> str:
+    """The plain table ``eval --compare`` prints: the arms, then one block per pair."""
+    lines = [
+        f"dataset {summary['dataset']}: {summary['questions']} questions; paired "
+        f"{summary['stat_test']} test (ranx), Bonferroni over {summary['bonferroni_tests']} "
+        f"tests, alpha {summary['alpha']}; paired bootstrap 95% CI "
+        f"({summary['bootstrap']['resamples']} resamples)"
+    ]
+    if (line := skipped_line(summary)) is not None:
+        lines.append(line)
+    width = max(12, *(len(a) + 2 for a in summary["arms"]))
+    head = f"{'arm':<{width}}" + "".join(f"{SHORT[m]:>10}" for m in METRICS) + f"{'p50 ms':>10}"
+    lines += [head, "-" * len(head)]
+    for label, m in summary["arms"].items():
+        lines.append(
+            f"{label:<{width}}"
+            + "".join(f"{m[k] * 100:>9.2f}%" for k in METRICS)
+            + (f"{m['p50_ms']:>10.1f}" if "p50_ms" in m else f"{'-':>10}")
+        )
+    lines.append("")
+    pw = max(16, *(len(p) + 2 for p in summary["pairs"]))
+    head = (
+        f"{'pair (A - B)':<{pw}}{'metric':<9}{'mean diff':>10}  {'95% CI':<20}"
+        f"{'W/L/T':>12}{'p':>10}{'p Bonf.':>10}"
+    )
+    lines += [head, "-" * len(head)]
+    for pair, entry in summary["pairs"].items():
+        for m in METRICS:
+            e = entry[m]
+            ci = f"[{e['ci95'][0] * 100:+.2f}, {e['ci95'][1] * 100:+.2f}]"
+            wlt = f"{e['wins']}/{e['losses']}/{e['ties']}"
+            mark = " *" if e["significant"] else ""
+            lines.append(
+                f"{pair:<{pw}}{SHORT[m]:<9}{e['mean_difference'] * 100:>+9.2f}%  {ci:<20}"
+                f"{wlt:>12}{e['p_value']:>10.4f}{e['p_bonferroni']:>10.4f}{mark}"
+            )
+    cc = summary["crosscheck"]["max_abs_difference_ranx_vs_ours"]
+    lines.append(
+        "* significant after Bonferroni. ranx vs our metrics, largest per-question difference: "
+        + ", ".join(f"{SHORT[m]} {v:g}" for m, v in cc.items())
+    )
+    return "\n".join(lines)
+
+
+# -- grid ----------------------------------------------------------------------------------------
+
+
+def grid_search(
+    settings: Settings,
+    data: Path,
+    *,
+    fuse: Sequence[str] | None = None,
+    ks: Sequence[float] = TUNE_KS,
+    weights: Sequence[float] = TUNE_WEIGHTS,
+    rounds: Sequence[int] = (0, 1, 2),
+    limit: int | None = None,
+    out: Path | None = None,
+    top: int = 20,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Sweep RRF ``ks``, per-path ``weights`` (relative: the largest of a point is 1) and SAG2
+    ``rounds`` for a fused search over ``fuse`` (default ``search.paths``); the paths run once
+    per question and rounds value, every (k, weights) point is fused offline as a search fuses
+    (:func:`hybridsag.fusion.fuse`). Returns every point's R@5, R@10 and nDCG@10, best first
+    (``top`` of them in ``table``), and writes ``grid.json`` into ``out``."""
+    from hybridsag.fusion import fuse as fuse_hits
+
+    ds = load_dataset(data, limit=limit)
+    out = Path(out) if out is not None else settings.data_dir / "eval" / f"{ds.name}-grid"
+    out.mkdir(parents=True, exist_ok=True)
+    paths = tuple(fuse) if fuse else tuple(settings.search.paths)
+    for p in paths:
+        if p not in PATHS:
+            raise InputError(f"unknown path {p!r} in --fuse; valid: {', '.join(PATHS)}")
+    if settings.embedding.model == "none":
+        paths = tuple(p for p in paths if not PATHS[p].needs_dense)
+    for r in rounds:
+        if not 0 <= r <= 2:
+            raise InputError(f"--grid-rounds {r} must be in 0..2")
+    if "sag2" not in paths:
+        rounds = (settings.sag2.rounds,)
+    needs_dense = settings.embedding.model != "none" and uses_vectors(paths)
+    base, info = open_eval_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
+    searches = _Searches(base)
+    points: list[dict[str, Any]] = []
+    combos = [c for c in itertools.product(weights, repeat=len(paths)) if max(c) == 1.0]
+    noop = lambda n: None  # noqa: E731
+    try:
+        for r in rounds:
+            data_r = base.settings.model_dump()
+            data_r["sag2"]["rounds"] = r
+            hs = searches.for_settings(type(base.settings).model_validate(data_r))
+            collected = []
+            tick = progress(f"rounds={r}", len(ds.queries)) if progress else noop
+            for qid, text in ds.queries:
+                runs = hs.run_paths(paths, text, limit=hs.settings.fusion.depth, filters=Filters()).runs
+                _records, _resources, views = hs.visible_chunks(runs, Filters())
+                collected.append((text, runs, views, ds.qrels[qid]))
+                tick(1)
+            for k in ks:
+                for combo in combos:
+                    options = hs.settings.fusion.options(weights=dict(zip(paths, combo)), k=k)
+                    sums = dict.fromkeys(METRICS, 0.0)
+                    for text, runs, views, gold in collected:
+                        fused = fuse_hits(runs, query=text, chunks=views, **options)
+                        ranked = list(dict.fromkeys(views[f.chunk_id].resource_id for f in fused))
+                        m = metrics_for(ranked[:DEPTH], gold)
+                        for key in METRICS:
+                            sums[key] += m[key]
+                    n = max(len(collected), 1)
+                    points.append(
+                        {
+                            "rounds": r,
+                            "k": k,
+                            "weights": dict(zip(paths, combo)),
+                            **{key: round(v / n, 6) for key, v in sums.items()},
+                        }
+                    )
+    finally:
+        searches.close()
+    points.sort(
+        key=lambda p: (-p["recall@10"], -p["ndcg@10"], -p["recall@5"], p["rounds"], p["k"])
+    )
+    summary = {
+        "dataset": ds.name,
+        "questions": len(ds.queries),
+        "fused_paths": list(paths),
+        "index": info,
+        "grid": {"k": list(ks), "weights": list(weights), "rounds": list(rounds)},
+        "points": len(points),
+        "table": points[:top],
+        "out": str(out),
+    }
+    (out / "grid.json").write_text(
+        json.dumps({**summary, "all_points": points}, indent=2) + "\n", "utf-8"
+    )
+    return summary
+
+
+def format_grid(summary: Mapping[str, Any]) -> str:
+    """The grid's best points as a plain table."""
+    paths = summary["fused_paths"]
+    lines = [
+        f"grid on {summary['dataset']} ({summary['questions']} questions): fused "
+        f"{'+'.join(paths)}, {summary['points']} points; best {len(summary['table'])}:"
+    ]
+    head = (
+        f"{'rounds':>6}{'k':>7}  "
+        + "".join(f"{p:>8}" for p in paths)
+        + "".join(f"{SHORT[m]:>10}" for m in METRICS)
+    )
+    lines += [head, "-" * len(head)]
+    for p in summary["table"]:
+        lines.append(
+            f"{p['rounds']:>6}{p['k']:>7g}  "
+            + "".join(f"{p['weights'][name]:>8g}" for name in paths)
+            + "".join(f"{p[m] * 100:>9.2f}%" for m in METRICS)
+        )
+    return "\n".join(lines)

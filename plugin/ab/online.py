@@ -1,0 +1,439 @@
+"""Online experiments: arms by a stable hash of the caller, interleaving, impressions, feedback.
+
+:class:`Experiments` holds the experiments of one deployment: those in ``ab.experiments`` and
+those defined later (:meth:`Experiments.define`), with their start/stop state. Definitions and
+state changes are events in the :class:`~hybridsag.ab.events.EventStore`, replayed on start, so
+they survive a restart; so do impressions and feedback.
+
+A search under an experiment (:meth:`Experiments.search`):
+
+- ``split``: the caller's id (a user or session id) is hashed with the experiment's name
+  (SHA-256, the same on every process) to a point in [0, 1) that picks the arm by the arms'
+  traffic shares: one caller always sees one arm;
+- ``interleave``: both arms run and their lists are merged by team-draft interleaving
+  (:mod:`hybridsag.ab.interleave`), each result recording the arm that contributed it; the coin
+  flips are seeded by (experiment, caller, query), so a caller who repeats a query sees the
+  same list.
+
+Each such search is logged as an impression (experiment, arm, a fresh query id, the results and
+their positions) and answered with the query id, the experiment and the arm. Feedback
+(:meth:`Experiments.feedback`) names a query id and a position or chunk shown; an unknown query
+id, or a result that was not shown, is an :class:`~hybridsag.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hybridsag.ab.events import EventStore, make_event_store
+from hybridsag.ab.interleave import coin_seed, team_draft
+from hybridsag.errors import ConfigError, InputError, NotFoundError
+from hybridsag.paths import check_path_names, check_weights
+from hybridsag.settings import ArmSettings, ExperimentSettings, Settings
+
+if TYPE_CHECKING:
+    from hybridsag.search import HybridSearch
+
+__all__ = [
+    "ExperimentState",
+    "Experiments",
+    "FEEDBACK_KINDS",
+    "assign_arm",
+    "check_arms",
+    "unit_point",
+]
+
+#: Feedback a caller may send; reports count ``click``.
+FEEDBACK_KINDS = ("click", "skip", "like", "dislike")
+
+
+class UnknownQueryError(InputError):
+    """Feedback for a query id the service never answered (or another tenant's)."""
+
+    loc = ["body", "query_id"]
+
+
+class FeedbackError(InputError):
+    """Feedback naming a result that was not shown."""
+
+
+def unit_point(experiment: str, unit: str) -> float:
+    """Where caller ``unit`` falls in [0, 1) for ``experiment``: SHA-256 of both, stable
+    across processes and machines."""
+    digest = hashlib.sha256(f"{experiment}\x1f{unit}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def assign_arm(experiment: ExperimentSettings, unit: str) -> ArmSettings:
+    """The arm ``unit`` sees in a split experiment: the arm whose slice of [0, 1) (slices in
+    arm order, sized by share) holds :func:`unit_point`."""
+    point = unit_point(experiment.name, unit)
+    total = sum(a.share for a in experiment.arms)
+    edge = 0.0
+    for arm in experiment.arms:
+        edge += arm.share / total
+        if point < edge:
+            return arm
+    return experiment.arms[-1]
+
+
+def check_arms(experiment: ExperimentSettings) -> None:
+    """Every arm's paths and weights name registered paths (ValueError names the experiment,
+    the arm and the bad name)."""
+    for arm in experiment.arms:
+        where = f"experiment {experiment.name!r}, arm {arm.name!r}"
+        if arm.paths is not None:
+            check_path_names(arm.paths, where=f"{where}: paths")
+        if arm.weights is not None:
+            check_weights(arm.weights, where=f"{where}: weights")
+
+
+def _unit_hash(unit: str) -> str:
+    """What the log keeps of a caller's id: a hash, never the id itself."""
+    return hashlib.sha256(unit.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ExperimentState:
+    """An experiment's definition, whether it takes traffic, and where it was defined."""
+
+    definition: ExperimentSettings
+    active: bool
+    source: str  # "settings" | "service"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.definition.model_dump(mode="json"),
+            "active": self.active,
+            "source": self.source,
+        }
+
+
+class Experiments:
+    """The experiments of a deployment over an :class:`EventStore` (see the module docstring).
+
+    Safe to share between threads. ``store`` defaults to the one ``ab.event_store`` names; a
+    store given here is not closed by :meth:`close`. ConfigError when an experiment of the
+    settings names an unknown path (:func:`check_arms`).
+    """
+
+    def __init__(self, settings: Settings, *, store: EventStore | None = None) -> None:
+        for e in settings.ab.experiments:
+            try:
+                check_arms(e)
+            except ValueError as exc:
+                raise ConfigError(f"ab.experiments: {exc}") from None
+        self.settings = settings
+        self._owns_store = store is None
+        self.store: EventStore = store if store is not None else make_event_store(settings)
+        self._lock = threading.Lock()
+        self._states: dict[str, ExperimentState] = {
+            e.name: ExperimentState(e, e.active, "settings") for e in settings.ab.experiments
+        }
+        for event in self.store.events(kind="experiment"):
+            self._apply(event.experiment, event.body)
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Experiments:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- definitions and state -------------------------------------------------------------------
+
+    def _apply(self, name: str, body: Mapping[str, Any]) -> None:
+        action = body.get("action")
+        if action == "define":
+            if name in self._states:  # a settings experiment of the same name wins
+                return
+            definition = ExperimentSettings.model_validate(body["definition"])
+            self._states[name] = ExperimentState(definition, definition.active, "service")
+        elif action in ("start", "stop") and name in self._states:
+            state = self._states[name]
+            self._states[name] = ExperimentState(state.definition, action == "start", state.source)
+
+    def list(self) -> list[ExperimentState]:
+        """Every experiment, settings ones first, then in the order they were defined."""
+        with self._lock:
+            return list(self._states.values())
+
+    def get(self, name: str) -> ExperimentState:
+        """The experiment ``name``; NotFoundError lists the known ones."""
+        with self._lock:
+            state = self._states.get(name)
+        if state is None:
+            err = NotFoundError(
+                f"no experiment {name!r}; known: {', '.join(self._states) or 'none'}"
+            )
+            err.loc = ["path", "name"]  # type: ignore[attr-defined]
+            raise err
+        return state
+
+    def define(self, definition: ExperimentSettings) -> ExperimentState:
+        """Add an experiment (logged, so it survives a restart); InputError when the name is
+        taken or an arm names an unknown path."""
+        try:
+            check_arms(definition)
+        except ValueError as exc:
+            err = InputError(str(exc))
+            err.loc = ["body", "arms"]  # type: ignore[attr-defined]
+            raise err from None
+        with self._lock:
+            if definition.name in self._states:
+                err = InputError(f"an experiment named {definition.name!r} already exists")
+                err.loc = ["body", "name"]  # type: ignore[attr-defined]
+                raise err
+            self.store.append(
+                "experiment",
+                definition.name,
+                {"action": "define", "definition": definition.model_dump(mode="json")},
+            )
+            state = ExperimentState(definition, definition.active, "service")
+            self._states[definition.name] = state
+            return state
+
+    def set_active(self, name: str, active: bool) -> ExperimentState:
+        """Start (``active``) or stop an experiment; logged, so it survives a restart."""
+        self.get(name)
+        with self._lock:
+            self.store.append("experiment", name, {"action": "start" if active else "stop"})
+            self._apply(name, {"action": "start" if active else "stop"})
+            return self._states[name]
+
+    def running(self) -> list[ExperimentState]:
+        return [s for s in self.list() if s.active]
+
+    def applicable(self, experiment: str | None, unit: str | None) -> ExperimentState | None:
+        """The experiment a search joins: the one it names (InputError when it is unknown or
+        stopped, or when no caller id comes with it), else, when a caller id is given, the
+        first running one; None for a plain search."""
+        if experiment is not None:
+            try:
+                state = self.get(experiment)
+            except NotFoundError as exc:
+                err = InputError(str(exc))
+                err.loc = ["body", "experiment"]  # type: ignore[attr-defined]
+                raise err from None
+            if not state.active:
+                err = InputError(f"experiment {experiment!r} is stopped")
+                err.loc = ["body", "experiment"]  # type: ignore[attr-defined]
+                raise err
+            if unit is None:
+                err = InputError(
+                    f"experiment {experiment!r} needs a user (or session) id to assign an arm"
+                )
+                err.loc = ["body", "user"]  # type: ignore[attr-defined]
+                raise err
+            return state
+        if unit is None:
+            return None
+        running = self.running()
+        return running[0] if running else None
+
+    # -- searching ---------------------------------------------------------------------------------
+
+    def search(
+        self,
+        hs: HybridSearch,
+        query: str,
+        *,
+        unit: str,
+        experiment: str | None = None,
+        tenant: str | None = None,
+        top_k: int | None = None,
+        filters: Any = None,
+        explain: bool = True,
+        include_stale: bool | None = None,
+    ) -> dict[str, Any]:
+        """Search ``query`` for caller ``unit`` under an experiment (see the module docstring)
+        and log the impression. Returns the search response (``SearchResponse.as_dict()``)
+        with ``query_id``, ``experiment``, ``arm`` and, for interleaving, ``teams`` (the arm of
+        each result). Raises InputError when no experiment applies, and what
+        ``HybridSearch.search`` raises."""
+        state = self.applicable(experiment, unit)
+        if state is None:
+            raise InputError("no experiment is running", retriable=False)
+        exp = state.definition
+        options = {
+            "top_k": top_k,
+            "filters": filters,
+            "explain": explain,
+            "include_stale": include_stale,
+        }
+        query_id = uuid.uuid4().hex
+        if exp.mode == "split":
+            arm = assign_arm(exp, unit)
+            out = hs.search(query, **options, **_arm_options(arm)).as_dict()
+            out["teams"] = None
+            arm_name = arm.name
+        else:
+            a, b = exp.arms
+            ra = hs.search(query, **options, **_arm_options(a)).as_dict()
+            rb = hs.search(query, **options, **_arm_options(b)).as_dict()
+            out = _interleaved(ra, rb, a.name, b.name, exp.name, unit, query, top_k or len(ra["results"]))
+            arm_name = "interleaved"
+        out.update(query_id=query_id, experiment=exp.name, arm=arm_name)
+        self.store.append(
+            "impression",
+            exp.name,
+            {
+                "mode": exp.mode,
+                "arm": arm_name,
+                "arms": [a.name for a in exp.arms],
+                "unit": _unit_hash(unit),
+                "tenant": tenant,
+                "query": out["query"],
+                "results": [
+                    {
+                        "position": i,
+                        "chunk_id": r["chunk_id"],
+                        "resource_id": r["resource_id"],
+                        "team": out["teams"][i - 1] if out["teams"] else arm_name,
+                    }
+                    for i, r in enumerate(out["results"], start=1)
+                ],
+            },
+            query_id=query_id,
+        )
+        return out
+
+    # -- feedback ----------------------------------------------------------------------------------
+
+    def feedback(
+        self,
+        query_id: str,
+        *,
+        position: int | None = None,
+        chunk_id: str | None = None,
+        kind: str = "click",
+        tenant: str | None = None,
+        scoped: bool = False,
+    ) -> dict[str, Any]:
+        """Log feedback on a result of impression ``query_id``, named by its 1-based
+        ``position`` or its ``chunk_id``. A ``scoped`` caller (a tenant token) may only give
+        feedback on its own tenant's impressions. Returns the recorded event. InputError for an
+        unknown query id, a result not shown, or an unknown ``kind``."""
+        if kind not in FEEDBACK_KINDS:
+            err = FeedbackError(f"unknown feedback kind {kind!r}; valid: {', '.join(FEEDBACK_KINDS)}")
+            err.loc = ["body", "kind"]  # type: ignore[attr-defined]
+            raise err
+        impression = self.store.impression(query_id)
+        if impression is None or (scoped and impression.body.get("tenant") != tenant):
+            raise UnknownQueryError(
+                f"unknown query id {query_id!r}: feedback names the query_id of a search "
+                "answered under an experiment"
+            )
+        results = impression.body["results"]
+        if (position is None) == (chunk_id is None):
+            err = FeedbackError("give one of position or chunk_id")
+            err.loc = ["body", "position"]  # type: ignore[attr-defined]
+            raise err
+        if position is not None:
+            if not 1 <= position <= len(results):
+                err = FeedbackError(
+                    f"position {position} was not shown: query {query_id!r} showed "
+                    f"{len(results)} results"
+                )
+                err.loc = ["body", "position"]  # type: ignore[attr-defined]
+                raise err
+            shown = results[position - 1]
+        else:
+            match = [r for r in results if r["chunk_id"] == chunk_id]
+            if not match:
+                err = FeedbackError(f"chunk {chunk_id!r} was not shown for query {query_id!r}")
+                err.loc = ["body", "chunk_id"]  # type: ignore[attr-defined]
+                raise err
+            shown = match[0]
+        event = self.store.append(
+            "feedback",
+            impression.experiment,
+            {
+                "kind": kind,
+                "position": shown["position"],
+                "chunk_id": shown["chunk_id"],
+                "team": shown["team"],
+            },
+            query_id=query_id,
+        )
+        return {
+            "query_id": query_id,
+            "experiment": impression.experiment,
+            "seq": event.seq,
+            "kind": kind,
+            "position": shown["position"],
+            "chunk_id": shown["chunk_id"],
+            "arm": shown["team"],
+        }
+
+    # -- reports -------------------------------------------------------------------------------
+
+    def report(self, name: str, *, write: bool = True) -> dict[str, Any]:
+        """The report of experiment ``name`` (:func:`hybridsag.ab.report.build_report`); with
+        ``write``, report.json and its chart are written under ``<data_dir>/ab/<name>/``."""
+        from hybridsag.ab.report import build_report, write_report
+
+        state = self.get(name)
+        report = build_report(
+            state.definition,
+            self.store.events(experiment=name),
+            alpha=self.settings.ab.alpha,
+            min_queries=self.settings.ab.min_queries,
+        )
+        if write:
+            report = write_report(report, self.settings.ab_dir / name)
+        return report
+
+
+def _arm_options(arm: ArmSettings) -> dict[str, Any]:
+    return {"paths": arm.paths, "weights": arm.weights, "judge_order": arm.judge_order}
+
+
+def _interleaved(
+    ra: dict[str, Any],
+    rb: dict[str, Any],
+    a: str,
+    b: str,
+    experiment: str,
+    unit: str,
+    query: str,
+    limit: int,
+) -> dict[str, Any]:
+    """Two arms' responses merged by team draft into one response (results renumbered; the
+    timings, usage and degraded reasons of both arms kept under their names)."""
+    by_id = {r["chunk_id"]: r for r in rb["results"]}
+    by_id.update({r["chunk_id"]: r for r in ra["results"]})
+    merged = team_draft(
+        [r["chunk_id"] for r in ra["results"]],
+        [r["chunk_id"] for r in rb["results"]],
+        limit=limit,
+        seed=coin_seed(experiment, unit, query),
+    )
+    results = [{**by_id[cid], "rank": i} for i, cid in enumerate(merged.items, start=1)]
+    names = {"a": a, "b": b}
+    return {
+        "query": ra["query"],
+        "stages": {f"{a}/{k}": v for k, v in ra["stages"].items()}
+        | {f"{b}/{k}": v for k, v in rb["stages"].items()},
+        "paths": list(dict.fromkeys([*ra["paths"], *rb["paths"]])),
+        "degraded": ra["degraded"] or rb["degraded"],
+        "reasons": {f"{a}/{k}": v for k, v in ra["reasons"].items()}
+        | {f"{b}/{k}": v for k, v in rb["reasons"].items()},
+        "timings": {f"{a}/{k}": v for k, v in ra["timings"].items()}
+        | {f"{b}/{k}": v for k, v in rb["timings"].items()},
+        "usage": {a: ra["usage"], b: rb["usage"]},
+        "results": results,
+        "teams": [names[t] for t in merged.teams],
+    }
+
+
+def arm_names(experiment: ExperimentSettings) -> Sequence[str]:
+    return [a.name for a in experiment.arms]

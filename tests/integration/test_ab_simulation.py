@@ -1,0 +1,85 @@
+"""A click simulation over the real service picks the arm offline eval says is better, and
+team-draft interleaving gets there on fewer queries than split traffic.
+
+musique100 (shared data) is indexed lexical-only, so the suite needs no embedding: the pairs
+are sag2 vs bm25 and fused (sag2 + title; dense is off) vs bm25. The dense pair (sag2 vs dense)
+runs in benchmarks/ab_simulation.py over cached embeddings. The offline comparison's index is
+the one the service serves, so both see exactly the same passages.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hybridsag.ab.offline import compare_arms
+from hybridsag.evaluation import load_dataset
+from hybridsag.settings import ExperimentSettings
+from tests.absim import simulate
+from tests.servicesupport import ADMIN, running_service
+from tests.settings_support import clean_env_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("HYBRIDSAG_SHARED_DATA", ROOT.parent / "shared" / "data"))
+MUSIQUE = SHARED / "musique100"
+if not MUSIQUE.is_dir():
+    MUSIQUE = Path("/work/shared/data/musique100")
+
+PAIRS = {
+    "sag2-bm25": ({"name": "sag2", "paths": ["sag2"]}, {"name": "bm25", "paths": ["bm25"]}),
+    "fused-bm25": ({"name": "fused"}, {"name": "bm25", "paths": ["bm25"]}),
+}
+MAX_INTERLEAVED = 300
+MAX_SPLIT = 400
+
+
+def _experiments() -> list[ExperimentSettings]:
+    out = []
+    for pair, (a, b) in PAIRS.items():
+        for mode in ("interleave", "split"):
+            out.append(
+                ExperimentSettings.model_validate(
+                    {"name": f"{pair}-{mode}", "mode": mode, "arms": [a, b]}
+                )
+            )
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MUSIQUE.is_dir(), reason=f"no musique100 at {MUSIQUE}")
+def test_simulated_clicks_pick_the_offline_winner(tmp_path: Path) -> None:
+    base = clean_env_settings(data_dir=tmp_path / "data", embedding={"model": "none"})
+    offline = compare_arms(
+        base, MUSIQUE, "sag2,bm25,fused", out=tmp_path / "offline", n_resamples=1000
+    )
+    ndcg = {pair: offline["pairs"][pair]["ndcg@10"]["mean_difference"]
+            for pair in ("sag2 vs bm25", "bm25 vs fused")}
+    better = {
+        "sag2-bm25": "sag2" if ndcg["sag2 vs bm25"] > 0 else "bm25",
+        "fused-bm25": "fused" if ndcg["bm25 vs fused"] < 0 else "bm25",
+    }
+    experiments = _experiments()
+    served = clean_env_settings(
+        data_dir=tmp_path / "offline" / "index",  # the index the offline comparison read
+        embedding={"model": "none"},
+        server={"token": ADMIN, "reconciler": False},
+        ab={"experiments": [e.model_dump() for e in experiments], "min_queries": 20},
+    )
+    ds = load_dataset(MUSIQUE)
+    counts: dict[str, dict[str, int | None]] = {}
+    with running_service(served, reconciler=False) as url:
+        for exp in experiments:
+            limit = MAX_INTERLEAVED if exp.mode == "interleave" else MAX_SPLIT
+            sim = simulate(url, ADMIN, exp, ds.queries, ds.qrels, served.events_path,
+                           max_queries=limit, seed=16)
+            pair = exp.name.rsplit("-", 1)[0]
+            if sim.queries_to_confidence is not None:  # a confident pick is the offline one
+                assert sim.report["winner"] == better[pair], (exp.name, sim.report["summary"])
+            counts.setdefault(pair, {})[exp.mode] = sim.queries_to_confidence
+            print(f"{exp.name}: {sim.queries_to_confidence} queries to p < 0.05 "
+                  f"(ran {sim.queries_run}); {sim.report['summary']}")
+    for pair, c in counts.items():
+        assert c["interleave"] is not None, f"{pair}: interleaving never reached p < 0.05"
+        assert c["interleave"] < (c["split"] or MAX_SPLIT + 1), (pair, c)

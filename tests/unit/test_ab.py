@@ -1,0 +1,187 @@
+"""hybridsag.ab's pure parts: arm texts, team-draft interleaving and its credit, the event
+store's contract, reports from known events, and the paired statistics against ranx."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from scipy.stats import binomtest
+
+from hybridsag.ab.arms import parse_arms
+from hybridsag.ab.events import SqliteEventStore
+from hybridsag.ab.interleave import coin_seed, credit, team_draft
+from hybridsag.ab.offline import compare_runs, read_trec, write_trec
+from hybridsag.ab.report import build_report
+from hybridsag.ab.online import Experiments
+from hybridsag.errors import ConfigError, InputError, StoreError
+from hybridsag.settings import ExperimentSettings, Settings
+
+
+def test_arm_texts() -> None:
+    arms = parse_arms("sag2,dense,fused:k=30,dense=1.0")
+    assert [a.label for a in arms] == ["sag2", "dense", "fused:k=30,dense=1.0"]
+    assert arms[0].alone and arms[0].paths == ("sag2",)
+    assert not arms[2].alone and arms[2].k == 30.0 and arms[2].weights == {"dense": 1.0}
+    both = parse_arms("bm25+title:judge_order=false,title=0.5,sag2:rounds=2")
+    assert both[0].paths == ("bm25", "title") and both[0].judge_order is False
+    assert both[0].weights == {"title": 0.5} and both[1].rounds == 2
+    for bad, words in (
+        ("sag2", "at least two"),
+        ("sag2,nope", "unknown path 'nope'"),
+        ("sag2,fused:x=1", "unknown option 'x'"),
+        ("sag2:k=3,bm25", "alone is not fused"),
+        ("sag2,sag2", "twice"),
+        ("fused:k=abc,bm25", "not a number"),
+        ("sag2,missing.trec", "does not exist"),
+    ):
+        with pytest.raises(InputError, match=words):
+            parse_arms(bad)
+
+
+def test_settings_file_arm(tmp_path: Path) -> None:
+    good = tmp_path / "arm.toml"
+    good.write_text("[fusion]\nk = 25\n[sag2]\nrounds = 2\n", encoding="utf-8")
+    arm = parse_arms(f"bm25,{good}")[1]
+    from hybridsag.settings import Settings
+
+    s = arm.settings_for(Settings(data_dir=tmp_path))
+    assert s.fusion.k == 25 and s.sag2.rounds == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[chunking]\nmode = 'passage'\n", encoding="utf-8")
+    with pytest.raises(InputError, match="may set only"):
+        parse_arms(f"bm25,{bad}")
+
+
+def test_team_draft_follows_the_paper() -> None:
+    rng = random.Random(7)
+    for trial in range(300):
+        pool = [f"d{i}" for i in range(12)]
+        a = rng.sample(pool, rng.randint(0, 8))
+        b = rng.sample(pool, rng.randint(0, 8))
+        r = team_draft(a, b, limit=10, seed=trial)
+        assert len(set(r.items)) == len(r.items) <= 10
+        na, nb = r.teams.count("a"), r.teams.count("b")
+        assert abs(na - nb) <= 1
+        # each team's picks, in order, are its ranking's best items not picked before
+        for team, ranking in (("a", a), ("b", b)):
+            taken: set[str] = set()
+            for item, t in zip(r.items, r.teams):
+                if t == team:
+                    assert item == next(x for x in ranking if x not in taken)
+                taken.add(item)
+        assert r == team_draft(a, b, limit=10, seed=trial)  # the seed decides the coins
+    # stops when either ranking has nothing left, as the paper's loop does
+    assert team_draft(["x"], ["x", "y", "z"], limit=10, seed=1).items == ("x",)
+    assert team_draft([], ["y"], limit=10, seed=1).items == ()
+    assert coin_seed("e", "u", "q") == coin_seed("e", "u", "q") != coin_seed("e", "u", "q2")
+
+
+def test_credit() -> None:
+    assert credit(["a", "b", "a"], [1, 3, 3]) == {"a": 2}
+    assert credit(["a", "b"], [2]) == {"b": 1}
+    with pytest.raises(ValueError, match="outside"):
+        credit(["a"], [2])
+
+
+def test_arms_name_registered_paths(tmp_path: Path) -> None:
+    bad = {"name": "e1", "arms": [{"name": "a", "paths": ["nopath"]}, {"name": "b"}]}
+    settings = Settings(data_dir=tmp_path / "data", ab={"experiments": [bad]})
+    with pytest.raises(ConfigError, match="experiment 'e1', arm 'a': paths"):
+        Experiments(settings)
+    assert not settings.events_path.exists()  # refused before the event store opened
+    with Experiments(Settings(data_dir=tmp_path / "data")) as exps:
+        weights = {**bad, "arms": [{"name": "a", "weights": {"nopath": 1.0}}, {"name": "b"}]}
+        with pytest.raises(InputError, match="unknown path 'nopath'"):
+            exps.define(ExperimentSettings.model_validate(weights))
+        assert exps.list() == []  # nothing logged
+        assert exps.store.events() == []
+
+
+def test_event_store_contract(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    store = SqliteEventStore(path)
+    e1 = store.append("experiment", "x", {"action": "define"})
+    e2 = store.append("impression", "x", {"results": []}, query_id="q1")
+    store.append("feedback", "x", {"kind": "click", "position": 1}, query_id="q1")
+    with pytest.raises(StoreError):
+        store.append("impression", "x", {"results": []}, query_id="q1")
+    assert e1.seq < e2.seq and store.last_seq() == 3
+    store.close()
+    again = SqliteEventStore(path)
+    assert [e.kind for e in again.events(experiment="x")] == ["experiment", "impression", "feedback"]
+    assert again.impression("q1") is not None and again.impression("nope") is None
+    assert [e.seq for e in again.events(kind="feedback")] == [3]
+    again.close()
+
+
+def _events(experiment: str, rows: list[tuple[str, list[str], list[int]]]) -> list:
+    """Impressions (arm, teams per position, clicked positions) as a store would log them."""
+    from hybridsag.ab.events import Event
+
+    out, seq = [], 0
+    for i, (arm, teams, clicks) in enumerate(rows):
+        seq += 1
+        body = {
+            "arm": arm,
+            "query": f"q{i % 5}",
+            "results": [{"position": p, "chunk_id": f"c{p}", "team": t} for p, t in enumerate(teams, 1)],
+        }
+        out.append(Event(seq, 0.0, "impression", experiment, f"id{i}", body))
+        for p in clicks:
+            seq += 1
+            out.append(Event(seq, 0.0, "feedback", experiment, f"id{i}", {"kind": "click", "position": p}))
+    return out
+
+
+def test_interleaving_report_numbers() -> None:
+    exp = ExperimentSettings.model_validate(
+        {"name": "il", "mode": "interleave", "arms": [{"name": "a"}, {"name": "b"}]}
+    )
+    teams = ["a", "b", "a", "b"]
+    rows = [("interleaved", teams, [1])] * 30 + [("interleaved", teams, [2])] * 10
+    rows += [("interleaved", teams, [1, 2])] * 3 + [("interleaved", teams, [])] * 7
+    report = build_report(exp, _events("il", rows), alpha=0.05, min_queries=20)
+    il = report["interleaving"]
+    assert il["wins"] == {"a": 30, "b": 10} and il["ties"] == 3 and il["no_clicks"] == 7
+    assert il["deciding_queries"] == 40 and report["queries"] == 50
+    assert il["sign_test_p"] == pytest.approx(binomtest(30, 40).pvalue, abs=1e-6)
+    assert il["preference"]["a"] == 0.75
+    low, high = il["preference"]["ci95"]
+    assert low < 0.75 < high
+    assert report["winner"] == "a" and report["enough"] is True
+    assert report["per_arm"]["a"]["clicks"] == 33 and report["per_arm"]["a"]["mrr"]["mean"] == pytest.approx(33 / 50)
+    assert "a is preferred in 30 of 40" in report["summary"]
+    few = build_report(exp, _events("il", rows[:6]), alpha=0.05, min_queries=20)
+    assert few["enough"] is False and "not enough evidence yet" in few["summary"]
+
+
+def test_split_report_numbers() -> None:
+    exp = ExperimentSettings.model_validate({"name": "s", "arms": [{"name": "x"}, {"name": "y"}]})
+    rows = [("x", ["x"] * 3, [1])] * 20 + [("x", ["x"] * 3, [])] * 20
+    rows += [("y", ["y"] * 3, [2])] * 10 + [("y", ["y"] * 3, [])] * 30
+    report = build_report(exp, _events("s", rows), alpha=0.05, min_queries=10)
+    assert report["per_arm"]["x"]["ctr"]["share"] == 0.5
+    assert report["per_arm"]["y"]["mrr"]["mean"] == pytest.approx(10 * 0.5 / 40)
+    assert report["winner"] == "x" and report["enough"] is True
+    comparison = report["comparisons"]["x vs y"]
+    assert comparison["difference"] == pytest.approx(0.5 - 0.125)
+    assert comparison["p_value"] < 0.001 and comparison["p_bonferroni"] == comparison["p_value"]
+
+
+def test_compare_runs_statistics_and_crosscheck(tmp_path: Path) -> None:
+    qrels = {f"q{i}": frozenset({f"g{i}", f"h{i}"}) for i in range(12)}
+    good = {q: [f"g{i}", f"h{i}", "x"] for i, q in enumerate(qrels)}
+    half = {q: ["x", f"g{i}"] if i % 3 else [] for i, q in enumerate(qrels)}
+    out = compare_runs(qrels, {"good": good, "half": half}, n_resamples=2000)
+    assert out["arms"]["good"]["recall@5"] == 1.0
+    assert out["arms"]["half"]["recall@5"] == pytest.approx(8 * 0.5 / 12, abs=1e-6)
+    pair = out["pairs"]["good vs half"]["recall@5"]
+    assert pair["wins"] == 12 and pair["losses"] == 0 and pair["ties"] == 0
+    assert pair["ci95"][0] <= pair["mean_difference"] <= pair["ci95"][1]
+    assert pair["p_bonferroni"] == pytest.approx(min(1.0, pair["p_value"] * 3), abs=1e-6)
+    assert all(v == 0 for v in out["crosscheck"]["max_abs_difference_ranx_vs_ours"].values())
+    path = tmp_path / "good.trec"
+    write_trec(path, good, name="good")
+    assert read_trec(path) == good
