@@ -62,7 +62,7 @@ def race(ops: int, base: Path, pg_url: str) -> dict[str, Any]:
     from tests.milvusliteserver import start_milvus_lite_server
 
     lite_dir = base / "lite"
-    lite_dir.mkdir()
+    lite_dir.mkdir(parents=True)
     lite, lite_uri = start_milvus_lite_server(lite_dir)
     procs: list[subprocess.Popen[bytes]] = []
     clients: list[Replica] = []
