@@ -38,7 +38,7 @@ from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
 from hybridsag.store import STATUSES
-from hybridsag.writer import IngestProgress
+from hybridsag.progress import IngestProgress
 
 __all__ = [
     "COMMANDS_GROUP",

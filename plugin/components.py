@@ -2,7 +2,8 @@
 
 :class:`Components` owns the store, the tokenizer, the lexical index, the write lock, the
 embedder, the dense index, the judge, the write path and the recall paths. The cheap parts
-(tokenizer, store, lexical index, lock) are built when it is made; the others on first use, each
+(tokenizer, store, lexical index) are built when it is made; the others (the write lock and
+the write path included) on first use, each
 at most once, under its own lock (double-checked), so a fresh instance whose first searches start
 from many threads at once still loads one model. :class:`~hybridsag.search.HybridSearch`, the
 reconciler, eval, the service and the fitting script are all handed the same ``Components``;
@@ -34,12 +35,12 @@ from hybridsag.paths.base import Retriever
 from hybridsag.settings import Settings
 from hybridsag.store import Store
 from hybridsag.tokenizer import Tokenizer
-from hybridsag.writer import StepHook, WriteLock, Writer
 
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
+    from hybridsag.writer import StepHook, WriteLock, Writer
 
 __all__ = ["Components", "Once", "check_names"]
 
@@ -117,7 +118,6 @@ class Components:
             self.lexical: LexicalIndex = Fts5LexicalIndex(
                 self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms
             )
-            self.lock = WriteLock(s.data_dir)
         except BaseException:
             self.store.close()
             raise
@@ -128,6 +128,7 @@ class Components:
         self._dense: Once[DenseIndex] = Once(self._build_dense_index)
         self._given_dense = dense_index
         self._judge: Once[Judge] = Once(lambda: make_judge(s.judge.name, self), judge)
+        self._lock: Once[WriteLock] = Once(self._build_lock)
         self._writer: Once[Writer] = Once(self._build_writer)
         self._retrievers: dict[str, Once[Retriever]] = {}
         self._retrievers_lock = threading.Lock()
@@ -284,7 +285,20 @@ class Components:
         """The write path over the store, the lexical index and (when on) the dense side."""
         return self._writer.get()
 
+    @property
+    def lock(self) -> WriteLock:
+        """The data dir's write lock (``<data_dir>/write.lock``), made on first use: a process
+        that only searches never imports the write path."""
+        return self._lock.get()
+
+    def _build_lock(self) -> WriteLock:
+        from hybridsag.writer import WriteLock
+
+        return WriteLock(self.settings.data_dir)
+
     def _build_writer(self) -> Writer:
+        from hybridsag.writer import Writer
+
         own_vectors = self.dense_enabled and not self.settings.milvus.attach
         return Writer(
             self.store,

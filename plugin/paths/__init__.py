@@ -16,13 +16,13 @@ typed fields of the :class:`~hybridsag.fusion.Hit` a path returns.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hybridsag.errors import ConfigError
-from hybridsag.paths import bm25, dense, sag2, title
 from hybridsag.paths.base import PathResult, Peers, Retriever
 
 if TYPE_CHECKING:
@@ -68,18 +68,36 @@ class PathSpec:
     joins: tuple[str, ...] = ()
 
 
+def _builtin(module: str) -> PathFactory:
+    """The ``build`` of ``hybridsag.paths.<module>``, imported when the path is first built:
+    a process that runs one path never imports the others (SAG2's judge and evidence code,
+    the dense path's Milvus adapter)."""
+
+    def build(parts: Parts) -> Retriever:
+        factory: PathFactory = importlib.import_module(f"hybridsag.paths.{module}").build
+        return factory(parts)
+
+    build.__name__ = build.__qualname__ = f"{module}.build"
+    return build
+
+
 #: The paths that ship, in the order results list them.
 BUILTIN_PATHS: tuple[PathSpec, ...] = (
-    PathSpec("bm25", bm25.build, "BM25 over the lexical index, no judge"),
+    PathSpec("bm25", _builtin("bm25"), "BM25 over the lexical index, no judge"),
     PathSpec(
         "sag2",
-        sag2.build,
+        _builtin("sag2"),
         "SAG2 lexical-judge: BM25, a judge, term-expansion rounds",
         reads_vectors=True,
         joins=("dense",),
     ),
-    PathSpec("dense", dense.build, "the query's embedding searched in Milvus", needs_dense=True),
-    PathSpec("title", title.build, "exact and near-exact title matches"),
+    PathSpec(
+        "dense",
+        _builtin("dense"),
+        "the query's embedding searched in Milvus",
+        needs_dense=True,
+    ),
+    PathSpec("title", _builtin("title"), "exact and near-exact title matches"),
 )
 
 #: name -> spec; the built-ins first, then what :func:`register_path` added.
