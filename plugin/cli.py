@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from hybridsag import __version__
+from hybridsag.agent import DEFAULT_BUDGET, check_budget
 from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
@@ -350,24 +351,37 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 
-def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.render import render_response
-    from hybridsag.search import HybridSearch, SearchResponse
-
-    settings = _settings(args)
-    options: dict[str, Any] = dict(
+def _search_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of a search (Python API and service client alike) from the flags
+    (the paths apart: see :func:`_paths_arg`)."""
+    return dict(
         top_k=args.k,
         filters=_filters(args),
         include_stale=args.include_stale,
         judge_order=args.judge_order,
     )
+
+
+def _paths_arg(args: argparse.Namespace) -> list[str] | None:
+    """``--paths`` as a list (None: the configured default)."""
+    return [p.strip() for p in args.paths.split(",")] if args.paths else None
+
+
+def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    if args.format == "agent":
+        return cmd_search_agent(args, out)
+    from hybridsag.render import render_response
+    from hybridsag.search import HybridSearch, SearchResponse
+
+    settings = _settings(args)
+    as_json = args.json or args.format == "json"
+    options = _search_options(args)
     client = service_client(settings)
     terms: list[str] = []
     if client is not None:
-        paths = [p.strip() for p in args.paths.split(",")] if args.paths else None
         with client:
-            data = client.search(args.query, paths=paths, **options)
-        if args.json:
+            data = client.search(args.query, paths=_paths_arg(args), **options)
+        if as_json:
             _print_json(data, out)
             return 0
         resp = SearchResponse.from_dict(data)
@@ -379,8 +393,8 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
             warm = hs.warm(names, query=args.query)
             startup_ms = round((time.perf_counter() - args.started) * 1000, 3)
             resp = hs.search(args.query, paths=names, **options)
-            terms = [] if args.json else hs.components.lexical.query_terms(resp.query)
-        if args.json:
+            terms = [] if as_json else hs.components.lexical.query_terms(resp.query)
+        if as_json:
             data = resp.as_dict()
             # start-up (imports, settings, model load, Milvus open, paths built) is its own
             # stage, so that startup_ms + total_ms is the command's wall time up to the output
@@ -405,6 +419,41 @@ def _terminal_width() -> int:
     import shutil
 
     return min(shutil.get_terminal_size((80, 24)).columns, 120)
+
+
+def cmd_search_agent(args: argparse.Namespace, out: TextIO) -> int:
+    """``search --format agent``: the results grouped by file and heading with line numbers
+    and short quotes, in at most ``--budget`` characters (through the service when
+    ``--server`` is set: it sends ``format: "agent"``)."""
+    try:
+        budget = check_budget(args.budget)
+    except ValueError as exc:
+        raise InputError(f"--budget: {exc}") from None
+    settings = _settings(args)
+    options = _search_options(args)
+    client = service_client(settings)
+    if client is not None:
+        with client:
+            text = client.search_agent(args.query, budget=budget, paths=_paths_arg(args), **options)
+    else:
+        from hybridsag.search import HybridSearch
+
+        _require_index(settings)
+        with HybridSearch(settings) as hs:
+            resp = hs.search(args.query, paths=_paths_arg(args), explain=False, **options)
+            text = resp.as_agent_text(budget)
+    out.write(text + "\n")
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """``hybridsag mcp``: the MCP server over stdio until the client closes it (the ``mcp``
+    extra; see :mod:`hybridsag.integrations.mcp_server`)."""
+    settings = _settings(args)
+    from hybridsag.integrations.mcp_server import run_stdio
+
+    run_stdio(settings, allow_writes=True if args.allow_writes else None)
+    return 0
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
@@ -646,6 +695,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="everything, internals included, as JSON")
     p.add_argument("--brief", action="store_true", help="one line per result, no snippet")
+    p.add_argument(
+        "--format",
+        choices=("human", "json", "agent"),
+        default="human",
+        help="agent: results grouped by file and heading with line numbers and short quotes, "
+        "in at most --budget characters (docs/AGENTS.md); json: as --json",
+    )
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_BUDGET,
+        help=f"characters of the agent format (default {DEFAULT_BUDGET})",
+    )
     p.set_defaults(fn=cmd_search)
 
     p = sub.add_parser("delete", help="delete a resource on every path")
@@ -673,6 +735,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser(
+        "mcp",
+        help="serve search (and with --allow-writes ingest and delete) as MCP tools over stdio "
+        "(pip install 'hybridsag[mcp]')",
+    )
+    p.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="also serve the ingest and delete tools (default: mcp.allow_writes)",
+    )
+    p.set_defaults(fn=cmd_mcp)
 
     p = sub.add_parser(
         "doctor", help="check settings, store, judge, models and Milvus; show the settings"

@@ -1,4 +1,5 @@
-"""``ServiceClient``: the HTTP service's operations over httpx, for the CLI and for scripts.
+"""``ServiceClient``: the HTTP service's operations over httpx, for the CLI and for scripts;
+``AsyncServiceClient``: its search over ``httpx.AsyncClient`` (the async retrievers use it).
 
 Answers come back as the same dicts the Python API's ``as_dict()`` gives; error answers become
 the library's exceptions again (422 -> InputError, 404 -> NotFoundError, 401 -> AuthError,
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from hybridsag.agent import DEFAULT_BUDGET
 from hybridsag.errors import (
     AuthError,
     ConsistencyError,
@@ -30,7 +32,7 @@ from hybridsag.errors import (
     ServiceError,
 )
 
-__all__ = ["JSONL_KEYS", "ServiceClient"]
+__all__ = ["JSONL_KEYS", "AsyncServiceClient", "ServiceClient", "search_body"]
 
 #: Keys of an ``index --jsonl`` line that the service takes (others, such as a ``source_uri``
 #: naming a file on the client's machine, stay behind).
@@ -76,6 +78,38 @@ def _raise_for(response: httpx.Response) -> None:
     raise ServiceError(f"{where}: HTTP {status}: {text}")
 
 
+def search_body(
+    query: str,
+    *,
+    top_k: int | None = None,
+    paths: Sequence[str] | None = None,
+    filters: Mapping[str, Any] | None = None,
+    include_stale: bool | None = None,
+    judge_order: bool | None = None,
+    explain: bool = True,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/search`` for these arguments (None: the service's default)."""
+    body: dict[str, Any] = {"query": query, "explain": explain}
+    for key, value in (
+        ("top_k", top_k),
+        ("paths", list(paths) if paths else None),
+        ("filters", {k: list(v) if isinstance(v, tuple) else v for k, v in (filters or {}).items()} or None),
+        ("include_stale", include_stale),
+        ("judge_order", judge_order),
+    ):
+        if value is not None:
+            body[key] = value
+    return body
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _timeout(timeout: float) -> httpx.Timeout:
+    return httpx.Timeout(timeout, connect=min(timeout, 10.0))
+
+
 class ServiceClient:
     """A client of one running service at ``url`` with a bearer ``token``."""
 
@@ -87,13 +121,9 @@ class ServiceClient:
         timeout: float = 120.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self._http = httpx.Client(
-            base_url=self.url,
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            transport=transport,
+            base_url=self.url, headers=_headers(token), timeout=_timeout(timeout), transport=transport
         )
 
     def close(self) -> None:
@@ -105,13 +135,16 @@ class ServiceClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ServiceError(f"no answer from the service at {self.url}: {exc}") from exc
         _raise_for(response)
-        return response.json()
+        return response
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
 
     # -- operations ---------------------------------------------------------------------------
 
@@ -127,17 +160,31 @@ class ServiceClient:
         explain: bool = True,
     ) -> dict[str, Any]:
         """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it."""
-        body: dict[str, Any] = {"query": query, "explain": explain}
-        for key, value in (
-            ("top_k", top_k),
-            ("paths", list(paths) if paths else None),
-            ("filters", {k: list(v) if isinstance(v, tuple) else v for k, v in (filters or {}).items()} or None),
-            ("include_stale", include_stale),
-            ("judge_order", judge_order),
-        ):
-            if value is not None:
-                body[key] = value
+        body = search_body(
+            query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
+            judge_order=judge_order, explain=explain,
+        )
         return self._call("POST", "/v1/search", json=body)
+
+    def search_agent(
+        self,
+        query: str,
+        *,
+        budget: int = DEFAULT_BUDGET,
+        top_k: int | None = None,
+        paths: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | None = None,
+        include_stale: bool | None = None,
+        judge_order: bool | None = None,
+    ) -> str:
+        """``POST /v1/search`` with ``format: "agent"``: the agent text of at most ``budget``
+        characters (``SearchResponse.as_agent_text``)."""
+        body = search_body(
+            query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
+            judge_order=judge_order, explain=False,
+        )
+        body.update(format="agent", budget=budget)
+        return self._request("POST", "/v1/search", json=body).text
 
     def ingest(self, resources: Sequence[Mapping[str, Any]], *, mode: str | None = None) -> dict[str, Any]:
         """``POST /v1/resources``: one batch; the ingest report."""
@@ -236,6 +283,81 @@ class ServiceClient:
     def ready(self) -> dict[str, Any]:
         """``GET /readyz``; ServiceError while the service is not ready."""
         return self._call("GET", "/readyz")
+
+
+class AsyncServiceClient:
+    """The search of :class:`ServiceClient` over ``httpx.AsyncClient``: one request on the event
+    loop, no thread. Errors map as :class:`ServiceClient`'s do.
+
+    >>> async with AsyncServiceClient("http://127.0.0.1:8765", token="...") as c:  # doctest: +SKIP
+    ...     (await c.search("E-1234", top_k=3))["results"][0]["resource_id"]
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=_headers(token), timeout=_timeout(timeout), transport=transport
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncServiceClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _post(self, path: str, body: Mapping[str, Any]) -> httpx.Response:
+        try:
+            response = await self._http.post(path, json=body)
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"no answer from the service at {self.url}: {exc}") from exc
+        _raise_for(response)
+        return response
+
+    async def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        paths: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | None = None,
+        include_stale: bool | None = None,
+        judge_order: bool | None = None,
+        explain: bool = True,
+    ) -> dict[str, Any]:
+        """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it."""
+        body = search_body(
+            query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
+            judge_order=judge_order, explain=explain,
+        )
+        return (await self._post("/v1/search", body)).json()  # type: ignore[no-any-return]
+
+    async def search_agent(
+        self,
+        query: str,
+        *,
+        budget: int = DEFAULT_BUDGET,
+        top_k: int | None = None,
+        paths: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | None = None,
+        include_stale: bool | None = None,
+    ) -> str:
+        """``POST /v1/search`` with ``format: "agent"``: the agent text."""
+        body = search_body(
+            query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
+            explain=False,
+        )
+        body.update(format="agent", budget=budget)
+        return (await self._post("/v1/search", body)).text
 
 
 def _quote(resource_id: str) -> str:

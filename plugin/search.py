@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from hybridsag.agent import DEFAULT_BUDGET, agent_text
 from hybridsag.components import Components
 from hybridsag.errors import HybridSagError, InputError, JudgeError, QueryError
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
@@ -185,6 +186,12 @@ class SearchResponse:
             "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
             "results": [r.as_dict() for r in self.results],
         }
+
+    def as_agent_text(self, budget: int = DEFAULT_BUDGET) -> str:
+        """The results grouped by file and heading, with line numbers and short quotes, in at
+        most ``budget`` characters (:func:`hybridsag.agent.agent_text`); ValueError for a
+        budget outside ``MIN_BUDGET..MAX_BUDGET``."""
+        return agent_text(self.as_dict(), budget)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SearchResponse:

@@ -40,6 +40,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from hybridsag.agent import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.errors import ConfigError
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "JevSettings",
     "JudgeSettings",
     "LexicalSettings",
+    "McpSettings",
     "MilvusFieldMap",
     "MilvusSettings",
     "QuerySettings",
@@ -360,6 +362,20 @@ class IngestSettings(_Section):
     max_file_mb: float = Field(64.0, gt=0, le=4096)
 
 
+class McpSettings(_Section):
+    """``hybridsag mcp``, the MCP server over stdio (the ``mcp`` extra).
+
+    ``allow_writes``: also serve the ``ingest`` and ``delete`` tools (in process they write the
+    data dir; through ``--server`` the client token's role decides, a read token is refused);
+    ``top_k``: results of a ``search`` call that names none; ``budget``: characters of its agent
+    text when the call names none.
+    """
+
+    allow_writes: bool = False
+    top_k: int = Field(5, ge=1, le=1000)
+    budget: int = Field(DEFAULT_BUDGET, ge=MIN_BUDGET, le=MAX_BUDGET)
+
+
 #: Roles of the HTTP service's bearer tokens, each holding the ones before it.
 ROLES: tuple[str, ...] = ("read", "write", "admin")
 
@@ -647,6 +663,7 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     formats: FormatsSettings = FormatsSettings()
     ingest: IngestSettings = IngestSettings()
+    mcp: McpSettings = McpSettings()
 
     @field_validator("data_dir", mode="before")
     @classmethod

@@ -30,12 +30,13 @@ from typing import Any, Literal, Protocol
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hybridsag import __version__
+from hybridsag.agent import agent_text
 from hybridsag.errors import (
     AuthError,
     ConfigError,
@@ -316,9 +317,13 @@ def metrics(
     return Response(state.metrics.render(), media_type=CONTENT_TYPE)
 
 
-@api.post("/search", response_model=SearchOut, tags=["search"])
+_AGENT_TEXT = {200: {"content": {"text/plain": {"schema": {"type": "string"}}}}}
+
+
+@api.post("/search", response_model=SearchOut, tags=["search"], responses=_AGENT_TEXT)
 async def search(body: SearchRequest, request: Request, caller: Principal = reader) -> Any:
-    """Search: the same result objects as ``hybridsag search --json``. A tenant-scoped token's
+    """Search: the same result objects as ``hybridsag search --json``; with ``format: "agent"``
+    the text ``hybridsag search --format agent`` prints (text/plain). A tenant-scoped token's
     tenant and ACL tags are forced into ``filters``."""
     state = _state(request)
     s = state.settings
@@ -347,6 +352,8 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
 
     out = await state.searches.run(run, timeout=s.server.search_timeout_s)
     state.metrics.observe_search(out)
+    if body.format == "agent":
+        return PlainTextResponse(agent_text(out, body.budget))
     return out
 
 

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from hybridsag.agent import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.chunker import Format
 from hybridsag.errors import HybridSagError
 from hybridsag.search import SearchResult
@@ -127,6 +128,15 @@ class SearchRequest(_Body):
     judge_order: StrictBool | None = None
     explain: StrictBool = True
     include_stale: StrictBool | None = None
+    format: Literal["json", "agent"] = Field(
+        "json",
+        description='"json": the result objects (application/json); "agent": the results grouped '
+        "by file and heading with line numbers and short quotes (text/plain, at most `budget` "
+        "characters), as `hybridsag search --format agent` prints them",
+    )
+    budget: Annotated[
+        int, Field(ge=MIN_BUDGET, le=MAX_BUDGET), BeforeValidator(_json_number)
+    ] = Field(DEFAULT_BUDGET, description='characters of the "agent" text')
 
     @field_validator("paths")
     @classmethod

@@ -262,11 +262,11 @@ def test_sag2_path_runs_end_to_end(ce_search: HybridSearch, model_dir: Path) -> 
     )
     for h in hits:
         assert h.judge_p is not None
-        assert h.judge_p == pytest.approx(direct.probabilities[h.chunk_id], abs=1e-5)
+        assert h.judge_p == pytest.approx(direct.probabilities[h.chunk_id], abs=1e-4)
         # the rank's score is the best probability at or below it (the evidence set may
         # lift a passage above a likelier one), so never below the passage's own
         assert 0.0 <= h.score <= 1.0
-        assert h.score >= h.judge_p - 1e-9
+        assert h.score >= h.judge_p - 1e-4  # judge_p is rounded to 4 places
     # and the scores follow the ranks
     scores = [h.score for h in hits]
     assert all(a >= b - 1e-6 for a, b in zip(scores, scores[1:]))

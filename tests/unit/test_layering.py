@@ -6,6 +6,8 @@
 - ``consistency/`` may import ``plugin`` and ``fusion``: nothing to check.
 - The web stack (FastAPI, Starlette, uvicorn, prometheus-client) is the ``service`` extra's: only
   ``plugin/service/`` (``hybridsag.service``) imports it, so the core works without the extra.
+- LangChain, LlamaIndex and the MCP SDK are each imported only by their adapter in
+  ``plugin/integrations/``, so the core and the other adapters work without that extra.
 - No import cycle among the modules of ``plugin/``, counting every import: at the top, inside a
   function, and under ``if TYPE_CHECKING:`` (a cycle of types is a cycle of design).
 """
@@ -282,5 +284,27 @@ def test_only_the_service_imports_the_web_stack() -> None:
         for folder in ("plugin", "fusion", "consistency")
         for path, name, line in imports_of(folder)
         if name.split(".")[0] in WEB_STACK and "service" not in path.relative_to(ROOT / folder).parts
+    ]
+    assert bad == []
+
+
+#: Each framework and the one module (of plugin/integrations/) allowed to import it: the core
+#: and the other adapters work without that extra.
+FRAMEWORK_ADAPTERS = {
+    "langchain_core": "langchain.py",
+    "langchain": "langchain.py",
+    "llama_index": "llamaindex.py",
+    "mcp": "mcp_server.py",
+    "mcp_types": "mcp_server.py",
+}
+
+
+def test_only_an_adapter_imports_its_framework() -> None:
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for folder in ("plugin", "fusion", "consistency")
+        for path, name, line in imports_of(folder)
+        if (adapter := FRAMEWORK_ADAPTERS.get(name.split(".")[0])) is not None
+        and path != ROOT / "plugin" / "integrations" / adapter
     ]
     assert bad == []

@@ -1,0 +1,126 @@
+"""A LangChain retriever over hybridsag: ``pip install 'hybridsag[langchain]'``.
+
+:class:`HybridSagRetriever` is a ``langchain_core`` ``BaseRetriever``, so ``invoke``,
+``ainvoke``, ``batch``, ``abatch`` and LCEL chains work as with any retriever. It searches either
+a :class:`~hybridsag.search.HybridSearch` of this process (``hybrid_search=``) or a running
+``hybridsag serve`` (``url=`` and ``token=``)::
+
+    from hybridsag.integrations.langchain import HybridSagRetriever
+    retriever = HybridSagRetriever(url="http://127.0.0.1:8765", token=TOKEN, top_k=5,
+                                   filters={"tenant": "acme"}, paths=["sag2", "title"])
+    docs = retriever.invoke("how do I reset E-1234?")
+    docs[0].metadata["resource_id"], docs[0].metadata["paths"]["sag2"]["rank"]
+
+Each ``Document`` has the chunk text as ``page_content``, the chunk id as ``id`` and, as
+``metadata``, :func:`~hybridsag.integrations.backend.result_metadata`: resource id, title,
+heading path, lines, byte range, content hash, source file, the fused ``score`` and ``rank``,
+and the explain data (``paths``: each path's rank, score, raw score and RRF term; ``rules``;
+``why``).
+
+Async: against a service ``ainvoke`` sends the request with ``httpx.AsyncClient`` on the
+caller's event loop; in process it runs the (synchronous) search in a worker thread.
+
+Errors: bad fields at construction (a bad filter, ``top_k`` out of range, an unknown path in
+process, neither or both of ``hybrid_search`` and ``url``) raise pydantic's
+``ValidationError`` (a ``ValueError``) carrying hybridsag's message; a bad call (an empty query,
+a path or filter the service refuses) raises
+:class:`~hybridsag.integrations.backend.QueryValueError` (a ``ValueError`` and a hybridsag
+``QueryError``). Other failures keep their hybridsag type (``ServiceError``, ``AuthError``...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field, InstanceOf, SecretStr, model_validator
+
+from hybridsag.errors import ConfigError
+from hybridsag.integrations.backend import (
+    LocalBackend,
+    RemoteBackend,
+    SearchOptions,
+    make_backend,
+    missing_extra,
+    result_metadata,
+)
+from hybridsag.search import HybridSearch
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ImportError as exc:
+    raise missing_extra("langchain", exc) from exc
+
+__all__ = ["HybridSagRetriever", "to_document"]
+
+
+def to_document(result: dict[str, Any]) -> Document:
+    """One search result (``SearchResult.as_dict()``) as a LangChain ``Document``."""
+    return Document(page_content=result["text"], id=result["chunk_id"], metadata=result_metadata(result))
+
+
+class HybridSagRetriever(BaseRetriever):
+    """Hybrid search (SAG2, dense, title; fused by weighted RRF) as a LangChain retriever.
+
+    Give ``hybrid_search`` (in process; the caller closes it) or ``url`` and ``token`` (a
+    running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters``
+    and ``include_stale`` apply to every call (None: the searching side's settings).
+
+    >>> retriever = HybridSagRetriever(hybrid_search=hs, top_k=3)   # doctest: +SKIP
+    >>> retriever.invoke("E-1234")[0].metadata["resource_id"]       # doctest: +SKIP
+    'faq'
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    hybrid_search: InstanceOf[HybridSearch] | None = None
+    url: str | None = None
+    token: SecretStr | None = None
+    timeout_s: float = Field(120.0, gt=0, le=3600)
+    top_k: int = Field(5, ge=1, le=1000)
+    paths: list[str] | None = None
+    filters: dict[str, Any] = Field(default_factory=dict)
+    include_stale: bool | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> HybridSagRetriever:
+        try:
+            backend = self._backend()
+        except ConfigError as exc:  # not a ValueError: pydantic would not report it
+            raise ValueError(str(exc)) from exc
+        self._options()  # QueryValueError is a ValueError: reported by pydantic
+        if isinstance(backend, LocalBackend):
+            backend.check_paths(self.paths)
+        return self
+
+    def _backend(self) -> LocalBackend | RemoteBackend:
+        return make_backend(
+            self.hybrid_search,
+            url=self.url,
+            token=self.token.get_secret_value() if self.token is not None else None,
+            timeout_s=self.timeout_s,
+        )
+
+    def _options(self) -> SearchOptions:
+        return SearchOptions(
+            top_k=self.top_k,
+            paths=tuple(self.paths) if self.paths is not None else None,
+            filters=self.filters,
+            include_stale=self.include_stale,
+        )
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        response = self._backend().search(query, self._options())
+        return [to_document(r) for r in response["results"]]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        response = await self._backend().asearch(query, self._options())
+        return [to_document(r) for r in response["results"]]

@@ -1,0 +1,120 @@
+"""A LlamaIndex retriever over hybridsag: ``pip install 'hybridsag[llamaindex]'``.
+
+:class:`HybridSagRetriever` is a ``llama_index.core`` ``BaseRetriever``: ``retrieve``,
+``aretrieve`` and everything built on a retriever (``RetrieverQueryEngine``, a chat engine)
+work. It searches a :class:`~hybridsag.search.HybridSearch` of this process (``hybrid_search``)
+or a running ``hybridsag serve`` (``url=`` and ``token=``)::
+
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from hybridsag.integrations.llamaindex import HybridSagRetriever
+    retriever = HybridSagRetriever(url="http://127.0.0.1:8765", token=TOKEN, top_k=5)
+    engine = RetrieverQueryEngine.from_args(retriever, llm=my_llm)
+    print(engine.query("how do I reset E-1234?"))
+
+Each ``NodeWithScore`` holds a ``TextNode`` (id: the chunk id, text: the chunk text, metadata:
+:func:`~hybridsag.integrations.backend.result_metadata`, source: the resource id) and the fused
+score. The explain keys (:data:`~hybridsag.integrations.backend.EXPLAIN_KEYS`: ranks, scores,
+rules, byte range, hash) are left out of what the LLM and an embedder see; resource id, title,
+heading path, lines and source file stay in, so an answer can cite them.
+
+Async: against a service ``aretrieve`` sends the request with ``httpx.AsyncClient`` on the
+caller's event loop; in process it runs the (synchronous) search in a worker thread.
+
+Errors: bad arguments at construction (a bad filter, ``top_k`` out of range, an unknown path in
+process) and a bad call (an empty query, a path or filter the service refuses) raise
+:class:`~hybridsag.integrations.backend.QueryValueError`, a ``ValueError`` (what LlamaIndex
+raises for bad arguments) and a hybridsag ``QueryError``, with hybridsag's message; neither or
+both of ``hybrid_search`` and ``url`` is a ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hybridsag.integrations.backend import (
+    EXPLAIN_KEYS,
+    LocalBackend,
+    SearchOptions,
+    make_backend,
+    missing_extra,
+    result_metadata,
+)
+from hybridsag.search import HybridSearch
+
+try:
+    from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import (
+        NodeRelationship,
+        NodeWithScore,
+        QueryBundle,
+        RelatedNodeInfo,
+        TextNode,
+    )
+except ImportError as exc:
+    raise missing_extra("llamaindex", exc) from exc
+
+__all__ = ["HybridSagRetriever", "to_node"]
+
+
+def to_node(result: Mapping[str, Any]) -> NodeWithScore:
+    """One search result (``SearchResult.as_dict()``) as a LlamaIndex ``NodeWithScore``."""
+    node = TextNode(
+        id_=result["chunk_id"],
+        text=result["text"],
+        metadata=result_metadata(result),
+        excluded_llm_metadata_keys=list(EXPLAIN_KEYS),
+        excluded_embed_metadata_keys=list(EXPLAIN_KEYS),
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=result["resource_id"])},
+    )
+    return NodeWithScore(node=node, score=result["score"])
+
+
+class HybridSagRetriever(BaseRetriever):
+    """Hybrid search (SAG2, dense, title; fused by weighted RRF) as a LlamaIndex retriever.
+
+    Give ``hybrid_search`` (in process; the caller closes it) or ``url`` and ``token`` (a
+    running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters`` and
+    ``include_stale`` apply to every call (None: the searching side's settings).
+
+    Raises:
+        QueryValueError: a bad filter, ``top_k`` out of range, or (in process) an unknown path.
+        ConfigError: neither or both of ``hybrid_search`` and ``url``, or a bad ``url``.
+
+    >>> HybridSagRetriever(hs, top_k=3).retrieve("E-1234")[0].node.metadata["title"]  # doctest: +SKIP
+    'FAQ'
+    """
+
+    def __init__(
+        self,
+        hybrid_search: HybridSearch | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        timeout_s: float = 120.0,
+        top_k: int = 5,
+        paths: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | None = None,
+        include_stale: bool | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self._backend = make_backend(hybrid_search, url=url, token=token, timeout_s=timeout_s)
+        self._options = SearchOptions(
+            top_k=top_k,
+            paths=tuple(paths) if paths is not None else None,
+            filters=dict(filters or {}),
+            include_stale=include_stale,
+        )
+        if isinstance(self._backend, LocalBackend):
+            self._backend.check_paths(self._options.paths)
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        response = self._backend.search(query_bundle.query_str, self._options)
+        return [to_node(r) for r in response["results"]]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        response = await self._backend.asearch(query_bundle.query_str, self._options)
+        return [to_node(r) for r in response["results"]]

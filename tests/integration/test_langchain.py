@@ -1,0 +1,176 @@
+"""The LangChain retriever through LangChain's own entry points (``invoke``, ``batch``,
+``ainvoke``, an LCEL chain), in process and against a real ``hybridsag serve`` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.runnables import RunnableLambda
+from pydantic import ValidationError
+
+from hybridsag.errors import AuthError, QueryError
+from hybridsag.integrations.backend import QueryValueError
+from hybridsag.integrations.langchain import HybridSagRetriever
+from hybridsag.search import HybridSearch
+from tests.adaptersupport import (
+    QUERY,
+    READER,
+    assert_result_metadata,
+    sample_hs,
+    sample_service,
+    sample_settings,
+)
+
+__all__ = ["sample_hs", "sample_service", "sample_settings"]
+
+
+@pytest.fixture(scope="module")
+def local(sample_hs: HybridSearch) -> HybridSagRetriever:
+    return HybridSagRetriever(hybrid_search=sample_hs, top_k=3)
+
+
+@pytest.fixture(scope="module")
+def remote(sample_service: str) -> HybridSagRetriever:
+    return HybridSagRetriever(url=sample_service, token=READER, top_k=3)
+
+
+def expected(hs: HybridSearch, query: str, **kwargs: Any) -> list[dict[str, Any]]:
+    return hs.search(query, **{"top_k": 3, **kwargs}).as_dict()["results"]
+
+
+def check(docs: list[Document], results: list[dict[str, Any]]) -> None:
+    assert docs and [d.id for d in docs] == [r["chunk_id"] for r in results]
+    for doc, result in zip(docs, results, strict=True):
+        assert_result_metadata(doc.metadata, doc.page_content, result)
+
+
+@pytest.mark.parametrize("side", ["local", "remote"])
+def test_invoke_gives_documents_with_the_explain_metadata(
+    side: str, request: pytest.FixtureRequest, sample_hs: HybridSearch
+) -> None:
+    retriever = request.getfixturevalue(side)
+    docs = retriever.invoke(QUERY)
+    check(docs, expected(sample_hs, QUERY))
+    top = docs[0].metadata
+    assert top["resource_id"] == "guide/agents.md" and "ReActAgent" in docs[0].page_content
+    assert top["heading_path"].startswith("Agents") and top["start_line"] <= top["end_line"]
+    assert top["why"] and set(top["paths"]) <= {"sag2", "title"}
+
+
+@pytest.mark.parametrize("side", ["local", "remote"])
+def test_batch_ainvoke_and_abatch_answer_as_invoke(
+    side: str, request: pytest.FixtureRequest, sample_hs: HybridSearch
+) -> None:
+    retriever = request.getfixturevalue(side)
+    queries = [QUERY, "how do I install it on Linux", "我的喜好"]
+    batches = retriever.batch(queries)
+    for query, docs in zip(queries, batches, strict=True):
+        check(docs, expected(sample_hs, query))
+
+    async def both() -> list[list[Document]]:
+        return list(await asyncio.gather(*(retriever.ainvoke(q) for q in queries)))
+
+    for query, docs in zip(queries, asyncio.run(both()), strict=True):
+        check(docs, expected(sample_hs, query))
+    for query, docs in zip(queries, asyncio.run(retriever.abatch(queries)), strict=True):
+        check(docs, expected(sample_hs, query))
+
+
+def test_remote_ainvoke_sends_its_request_on_the_event_loop(remote: HybridSagRetriever) -> None:
+    """No thread is involved: with the loop's default executor shut (any ``to_thread`` or
+    ``run_in_executor`` would raise), concurrent remote ``ainvoke`` calls still answer."""
+
+    async def run() -> list[list[Document]]:
+        refusing = ThreadPoolExecutor(max_workers=1)
+        refusing.shutdown()
+        asyncio.get_running_loop().set_default_executor(refusing)
+        return list(await asyncio.gather(*(remote.ainvoke(QUERY) for _ in range(4))))
+
+    answers = asyncio.run(run())
+    assert len({tuple(d.id for d in docs) for docs in answers}) == 1 and answers[0]
+
+
+def test_in_an_lcel_chain(local: HybridSagRetriever, remote: HybridSagRetriever) -> None:
+    def cite(docs: list[Document]) -> str:
+        return "\n".join(
+            f"[{d.metadata['resource_id']}:{d.metadata['start_line']}-{d.metadata['end_line']}] "
+            f"{d.page_content.splitlines()[0]}"
+            for d in docs
+        )
+
+    for retriever in (local, remote):
+        chain = retriever | RunnableLambda(cite)
+        text = chain.invoke(QUERY)
+        first = retriever.invoke(QUERY)[0].metadata
+        assert text.splitlines()[0].startswith(
+            f"[guide/agents.md:{first['start_line']}-{first['end_line']}] "
+        )
+        assert asyncio.run(chain.ainvoke(QUERY)) == text
+        assert chain.batch([QUERY, QUERY]) == [text, text]
+
+
+@pytest.mark.parametrize("side", ["local", "remote"])
+def test_filters_and_paths_fields(
+    side: str, request: pytest.FixtureRequest, sample_hs: HybridSearch, sample_service: str
+) -> None:
+    only = ["guide/naming.md", "reference/errors.md"]
+    kwargs: dict[str, Any] = {"top_k": 10, "filters": {"resource_ids": only}, "paths": ["bm25"]}
+    if side == "local":
+        retriever = HybridSagRetriever(hybrid_search=sample_hs, **kwargs)
+    else:
+        retriever = HybridSagRetriever(url=sample_service, token=READER, **kwargs)
+    docs = retriever.invoke("error identifier")
+    assert docs and {d.metadata["resource_id"] for d in docs} <= set(only)
+    assert all(set(d.metadata["paths"]) == {"bm25"} for d in docs)
+    check(docs, expected(sample_hs, "error identifier", **kwargs))
+
+
+def test_bad_fields_are_refused_at_construction(sample_hs: HybridSearch) -> None:
+    cases = [
+        ({"filters": {"colour": "red"}}, "unknown filter ['colour']"),
+        ({"filters": {"statuses": ["deleting"]}}, "'deleting' is not searchable"),
+        ({"paths": ["nope"]}, "unknown path 'nope'; valid: bm25, sag2, dense, title"),
+        ({"top_k": 0}, "greater than or equal to 1"),
+    ]
+    for fields, message in cases:
+        with pytest.raises(ValidationError, match=re.escape(message)):
+            HybridSagRetriever(hybrid_search=sample_hs, **fields)
+    with pytest.raises(ValueError, match="give either hybrid_search"):
+        HybridSagRetriever()
+    with pytest.raises(ValueError, match="url must be an http"):
+        HybridSagRetriever(url="ftp://example")
+
+
+@pytest.mark.parametrize("side", ["local", "remote"])
+def test_bad_calls_raise_a_value_error_with_hybridsags_message(
+    side: str, request: pytest.FixtureRequest, sample_service: str
+) -> None:
+    retriever = request.getfixturevalue(side)
+    for call in (lambda: retriever.invoke("  "), lambda: asyncio.run(retriever.ainvoke("\t"))):
+        with pytest.raises(QueryValueError, match="query is empty") as caught:
+            call()
+        assert isinstance(caught.value, ValueError) and isinstance(caught.value, QueryError)
+    if side == "remote":  # the service refuses what the client could not check
+        bad_path = HybridSagRetriever(url=sample_service, token=READER, paths=["nope"])
+        with pytest.raises(QueryValueError, match="unknown path 'nope'"):
+            bad_path.invoke(QUERY)
+        with pytest.raises(QueryValueError, match="unknown path 'nope'"):
+            asyncio.run(bad_path.ainvoke(QUERY))
+
+
+def test_a_refused_token_is_not_a_value_error(sample_service: str) -> None:
+    retriever = HybridSagRetriever(url=sample_service, token="not-a-token-0123456789")
+    with pytest.raises(AuthError) as caught:
+        retriever.invoke(QUERY)
+    assert not isinstance(caught.value, ValueError)
+    with pytest.raises(AuthError):
+        asyncio.run(retriever.ainvoke(QUERY))
+
+
+def test_the_token_is_kept_secret(remote: HybridSagRetriever) -> None:
+    assert READER not in repr(remote) and READER not in str(remote.model_dump())
