@@ -38,8 +38,8 @@ from hybridsag.agent import DEFAULT_BUDGET, check_budget
 from hybridsag.errors import AuthError, ConfigError, HybridSagError, InputError
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
-from hybridsag.store import STATUSES
 from hybridsag.progress import IngestProgress
+from hybridsag.store import STATUSES
 
 __all__ = [
     "COMMANDS_GROUP",
