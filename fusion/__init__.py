@@ -1,9 +1,11 @@
-"""Fusion: the frozen ``Hit``/``FusedHit`` types, ``rrf()``, the bounded rules and ``fuse()``.
+"""Fusion: the frozen ``Hit``/``FusedHit`` types, ``rrf()``, ``convex()``, the per-query trust
+step, the bounded rules and ``fuse()``.
 
 Standard library only, no I/O: everything here is a pure function of its arguments.
 """
 
-from hybridsag.fusion.fuse import fuse
+from hybridsag.fusion.convex import NORMALISERS, convex, normalise
+from hybridsag.fusion.fuse import METHODS, fuse
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.rules import RULE_REASONS, apply_rules
 from hybridsag.fusion.text import (
@@ -13,20 +15,44 @@ from hybridsag.fusion.text import (
     looks_like_identifier,
     normalize_title,
 )
+from hybridsag.fusion.trust import (
+    DEFAULT_TRUST_MODEL,
+    KINDS,
+    SIGNAL_NAMES,
+    QueryFacts,
+    Trust,
+    TrustModel,
+    assess,
+    list_stats,
+    trust_signals,
+)
 from hybridsag.fusion.types import ChunkView, Contribution, FusedHit, Hit
 
 __all__ = [
+    "DEFAULT_TRUST_MODEL",
+    "KINDS",
+    "METHODS",
+    "NORMALISERS",
     "RULE_REASONS",
+    "SIGNAL_NAMES",
     "ChunkView",
     "Contribution",
     "FusedHit",
     "Hit",
+    "QueryFacts",
+    "Trust",
+    "TrustModel",
     "apply_rules",
+    "assess",
     "contains_whole_identifier",
+    "convex",
     "defines_identifier",
     "fuse",
     "is_heading_only",
+    "list_stats",
     "looks_like_identifier",
+    "normalise",
     "normalize_title",
     "rrf",
+    "trust_signals",
 ]

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from hybridsag.fusion.convex import NORMALISERS, convex
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.rules import apply_rules
+from hybridsag.fusion.trust import Trust
 from hybridsag.fusion.types import ChunkView, FusedHit, Hit
 
-__all__ = ["fuse"]
+__all__ = ["METHODS", "fuse"]
+
+#: The fusion functions :func:`fuse` knows: weighted RRF and the convex score combination.
+METHODS = ("rrf", "convex")
 
 
 def fuse(
@@ -23,14 +28,25 @@ def fuse(
     strict_identifiers: bool = False,
     judge_accept: float | None = None,
     judge_order: bool = False,
+    method: str = "rrf",
+    normalisation: str = "minmax",
+    trust: Trust | None = None,
 ) -> list[FusedHit]:
-    """Fuse the paths' lists the way a search does: :func:`rrf`, then only the hits whose chunk
-    is in ``chunks`` (the caller leaves out what is deleted or filtered away), then
-    :func:`apply_rules`. ``hybridsag eval --tune-weights`` scores its grid with this function,
-    so the recall it prints is the recall a search with the chosen settings gets.
+    """Fuse the paths' lists the way a search does: :func:`rrf` (``method="rrf"``) or
+    :func:`~hybridsag.fusion.convex.convex` (``method="convex"``, scores normalised per query
+    by ``normalisation``), then only the hits whose chunk is in ``chunks`` (the caller leaves
+    out what is deleted or filtered away), then :func:`apply_rules`. ``hybridsag eval
+    --tune-weights`` scores its grid with this function, so the recall it prints is the recall
+    a search with the chosen settings gets.
+
+    ``trust`` (the per-query decision of :func:`hybridsag.fusion.trust.assess`) replaces
+    ``weights`` with its own, and when the judge's order does not hold for this query it
+    switches off the rules that impose it (``judge_accept``, ``judge_order`` and the next-hop
+    slots: the paths' fused votes then order what the judge scored too).
 
     Raises:
-        ValueError: a bad ``k``, ``depth``, weight or ``pin_exact_titles`` (the message names it).
+        ValueError: a bad ``k``, ``depth``, weight, ``method``, ``normalisation`` or
+            ``pin_exact_titles`` (the message names it).
 
     Example:
         >>> from hybridsag.fusion.types import ChunkView, Hit
@@ -40,7 +56,21 @@ def fuse(
         >>> [h.chunk_id for h in fuse(runs, query="fish", chunks=views)]
         ['b', 'a']
     """
-    fused = rrf(runs, k=k, depth=depth, weights=weights)
+    if method not in METHODS:
+        raise ValueError(f"unknown fusion method {method!r}; valid: {', '.join(METHODS)}")
+    if normalisation not in NORMALISERS:
+        raise ValueError(
+            f"unknown score normalisation {normalisation!r}; valid: {', '.join(NORMALISERS)}"
+        )
+    next_hop = True
+    if trust is not None:
+        weights = trust.weights
+        if not trust.judge_holds:
+            judge_accept, judge_order, next_hop = None, False, False
+    if method == "rrf":
+        fused = rrf(runs, k=k, depth=depth, weights=weights)
+    else:
+        fused = convex(runs, weights=weights, depth=depth, method=normalisation)
     return apply_rules(
         [f for f in fused if f.chunk_id in chunks],
         query=query,
@@ -49,4 +79,5 @@ def fuse(
         strict_identifiers=strict_identifiers,
         judge_accept=judge_accept,
         judge_order=judge_order,
+        next_hop=next_hop,
     )

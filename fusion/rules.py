@@ -105,6 +105,7 @@ def apply_rules(
     strict_identifiers: bool = False,
     judge_accept: float | None = None,
     judge_order: bool = False,
+    next_hop: bool = True,
     trace: Callable[[str, Sequence[FusedHit], Sequence[FusedHit]], None] | None = None,
 ) -> list[FusedHit]:
     """Re-rank fused hits with the bounded rules of the module docstring.
@@ -163,6 +164,8 @@ def apply_rules(
         judge_accept: the judge probability from which a judged hit counts as accepted (``None``
             disables rule 5).
         judge_order: rule 7 on or off.
+        next_hop: rule 6 on or off (off when the trust step found the judge's order does not
+            hold for this query).
         trace: called with (bound name, hits before, the order the rule asked for) before each
             bounded step (``benchmarks/rule_moves.py`` measures the moves with it).
 
@@ -211,11 +214,13 @@ def apply_rules(
         offset = len(pinned)
         if judge_accept is not None:
             rest = _step("judge_accepted", rest, _judge_accepted(rest, judge_accept))
-        rest = _step("next_hop_slot", rest, _next_hop_others(rest, offset=offset))
+        if next_hop:
+            rest = _step("next_hop_slot", rest, _next_hop_others(rest, offset=offset))
         if judge_order:
             rest = _step("judge_order", rest, _judge_order(rest))
     else:
-        rest = _step("next_hop_slot", rest, _next_hop_slots(rest, offset=len(pinned)))
+        if next_hop:
+            rest = _step("next_hop_slot", rest, _next_hop_slots(rest, offset=len(pinned)))
         tiered = [_identifier_tier(hit, chunks.get(hit.chunk_id), ident) for hit in rest]
         if (
             strict_identifiers

@@ -64,11 +64,11 @@ class Contribution:
 
 @dataclass(frozen=True, slots=True)
 class FusedHit:
-    """One fused result: the RRF score, every path's contribution, and the rules that fired.
+    """One fused result: the fused score, every path's contribution, and the rules that fired.
 
-    ``rank`` is the final position; ``rrf_rank`` the position RRF gave it before any rule moved
-    it (0 when not made by :func:`~hybridsag.fusion.rrf`). ``score`` is the RRF score: it
-    follows ``rrf_rank``, not ``rank``.
+    ``rank`` is the final position; ``rrf_rank`` the position fusion (:func:`~hybridsag.fusion.rrf`
+    or :func:`~hybridsag.fusion.convex`) gave it before any rule moved it (0 when made by
+    neither). ``score`` is that fusion's score: it follows ``rrf_rank``, not ``rank``.
     """
 
     chunk_id: str

@@ -603,10 +603,21 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
                 return f"{where}: no vectors recorded for this data dir yet"
             return f"{where}: collection {s.milvus.collection}, {index.count()} vectors"
 
+        def fusion_ok() -> str:
+            f = s.fusion
+            judge = state["parts"].judge()
+            weights = getattr(getattr(judge, "weights", None), "source", None)
+            text = f"{f.method} fusion, trust step {'on' if f.trust else 'off'}"
+            if f.trust:
+                text += f" (model: {state['parts'].trust_model().source})"
+            text += f"; judge {s.judge.name}" + (f" with weights: {weights}" if weights else "")
+            return text
+
         if "parts" in state:
             check("judge", judge_ok)
             check("embedding model", model_ok)
             check("milvus", milvus_ok)
+            check("fusion", fusion_ok)
             state["parts"].close()
     ok = all(c["ok"] for c in checks)
     table = state.get("table", [])

@@ -35,10 +35,12 @@ from hybridsag.paths.base import Retriever
 from hybridsag.settings import Settings
 from hybridsag.store import Store
 from hybridsag.tokenizer import Tokenizer
+from hybridsag.trust import load_trust_model
 
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex
     from hybridsag.embedder import Embedder
+    from hybridsag.fusion import TrustModel
     from hybridsag.judges.base import Judge
     from hybridsag.writer import StepHook, WriteLock, Writer
 
@@ -130,6 +132,9 @@ class Components:
         self._judge: Once[Judge] = Once(lambda: make_judge(s.judge.name, self), judge)
         self._lock: Once[WriteLock] = Once(self._build_lock)
         self._writer: Once[Writer] = Once(self._build_writer)
+        self._trust_model: Once[TrustModel] = Once(
+            lambda: load_trust_model(s.fusion.trust_model)
+        )
         self._retrievers: dict[str, Once[Retriever]] = {}
         self._retrievers_lock = threading.Lock()
         self._closed = False
@@ -280,6 +285,11 @@ class Components:
     def judge(self) -> Judge:
         """The judge named by ``judge.name`` (built once)."""
         return self._judge.get()
+
+    def trust_model(self) -> TrustModel:
+        """The fusion trust step's model (``fusion.trust_model``; loaded once). ConfigError
+        for a missing or malformed file."""
+        return self._trust_model.get()
 
     def writer(self) -> Writer:
         """The write path over the store, the lexical index and (when on) the dense side."""

@@ -40,6 +40,10 @@ class CachedEmbedder:
         self.computed = 0
         self.seconds = 0.0
 
+    def vocabulary_share(self, text: str) -> float | None:
+        """The wrapped embedder's :meth:`vocabulary_share` (``None`` when it has none)."""
+        return _inner_vocabulary_share(self.inner, text)
+
     def _load(self) -> None:
         if self._loaded:
             return
@@ -78,6 +82,12 @@ class CachedEmbedder:
         return out.astype(np.float32, copy=False)
 
 
+def _inner_vocabulary_share(inner: Any, text: str) -> float | None:
+    from hybridsag.embedder import vocabulary_share
+
+    return vocabulary_share(inner, text)
+
+
 class QueryMemo:
     """Wraps an embedder so that one query is embedded once per search: the dense path, the
     offline judge (twice, once per SAG2 round) and a warm-up ask for the same question's
@@ -93,10 +103,25 @@ class QueryMemo:
         self._lock = threading.Lock()
         self._memo: dict[str, np.ndarray] = {}
         self._pending: dict[str, Future[np.ndarray]] = {}
+        self._shares: dict[tuple[str, str], float | None] = {}
 
     @property
     def dimension(self) -> int:
         return int(self.inner.dimension)
+
+    def vocabulary_share(self, text: str) -> float | None:
+        """The wrapped embedder's :meth:`vocabulary_share`, remembered per text like a query's
+        vector (the trust step and the judge both ask), or ``None`` when it has none."""
+        key = ("vocabulary", text)
+        with self._lock:
+            if key in self._shares:
+                return self._shares[key]
+        share = _inner_vocabulary_share(self.inner, text)
+        with self._lock:
+            self._shares[key] = share
+            while len(self._shares) > self.size:
+                self._shares.pop(next(iter(self._shares)))
+        return share
 
     def encode(
         self, texts: Sequence[str], *, kind: Literal["query", "passage"] = "passage"

@@ -22,6 +22,7 @@ __all__ = [
     "Kind",
     "check_encode_args",
     "normalise_rows",
+    "readable_share",
     "packaged_model_dir",
     "resolve_model",
 ]
@@ -127,3 +128,18 @@ def check_encode_args(texts: Sequence[str], kind: str) -> None:
         raise DenseError(f"encode kind={kind!r} is not one of ('query', 'passage')")
     if isinstance(texts, str):
         raise DenseError("encode() takes a sequence of texts, not one str")
+
+
+def readable_share(
+    text: str, ids: Sequence[int], offsets: Sequence[tuple[int, int]], unk_id: int | None
+) -> float:
+    """Letters in pieces of >= 2 letters that are not ``unk_id``, over all letters."""
+    known = unknown = 0
+    for token_id, (start, end) in zip(ids, offsets):
+        letters = sum(ch.isalpha() for ch in text[start:end])
+        if token_id == unk_id or letters < 2:
+            unknown += letters
+        else:
+            known += letters
+    total = known + unknown
+    return known / total if total else 1.0

@@ -433,6 +433,9 @@ def run_eval(
                 "weights": {p: settings.fusion.weights.get(p, 1.0) for p in fuse_paths},
                 "judge_accept": settings.fusion.judge_accept,
                 "judge_order": settings.fusion.judge_order,
+                "method": settings.fusion.method,
+                "normalisation": settings.fusion.normalisation,
+                "trust": settings.fusion.trust,
             }
     finally:
         hs.close()
@@ -475,7 +478,9 @@ def tune_weights(
     rounds: int | None = None,
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> dict[str, Any]:
-    """Pick fusion weights and k on a labelled set the team supplies.
+    """Pick RRF fusion weights and k on a labelled set the team supplies (without the
+    per-query trust step: the printed settings switch it off, so a search with them gets the
+    recall measured here).
 
     The paths run once per question as a fused search runs them (depth ``fusion.depth``);
     every grid point (weights from :data:`TUNE_WEIGHTS` per path, k from :data:`TUNE_KS`) is
@@ -520,6 +525,7 @@ def tune_weights(
         options = settings.fusion.options(
             weights=dict(zip(fuse_paths, weights)), k=k, judge_order=judge_order
         )
+        options["method"] = "rrf"  # the grid is RRF's: weights and k, no per-query trust
         r2 = r5 = r10 = 0.0
         for text, runs, views, gold in per_query:
             fused = fuse_hits(runs, query=text, chunks=views, **options)
@@ -572,8 +578,11 @@ def tune_weights(
             "HYBRIDSAG_FUSION__K": str(k),
             "HYBRIDSAG_FUSION__WEIGHTS": json.dumps(weights),
             "HYBRIDSAG_FUSION__JUDGE_ORDER": str(judge_order).lower(),
+            "HYBRIDSAG_FUSION__METHOD": "rrf",
+            "HYBRIDSAG_FUSION__TRUST": "false",
         },
-        "settings_toml": "[fusion]\nk = %s\njudge_order = %s\n[fusion.weights]\n%s\n" % (
+        "settings_toml": "[fusion]\nmethod = \"rrf\"\ntrust = false\nk = %s\njudge_order = %s\n"
+        "[fusion.weights]\n%s\n" % (
             k, str(judge_order).lower(), "\n".join(f"{p} = {w}" for p, w in weights.items())
         ),
         "grid_points": len(results),

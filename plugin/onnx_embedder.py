@@ -64,6 +64,7 @@ from hybridsag.embedder_common import (
     Kind,
     check_encode_args,
     normalise_rows,
+    readable_share,
     resolve_model,
 )
 from hybridsag.errors import ConfigError, DenseError
@@ -491,6 +492,17 @@ class OnnxEmbedder:
         except Exception as exc:  # noqa: BLE001 - mapped into the tree
             raise DenseError(f"embedding with {self.fingerprint!r} failed: {exc}") from exc
         return normalise_rows(pooled)
+
+    def vocabulary_share(self, text: str) -> float:
+        """How much of ``text`` the model reads as words, as
+        :meth:`hybridsag.embedder.SentenceTransformerEmbedder.vocabulary_share` measures it
+        (the same tokenizer, so the same share); loads the export on first use."""
+        tokenizer = self._load().tokenizer
+        text = text[: self._max_chars]
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        unk = getattr(tokenizer.model, "unk_token", None)
+        unk_id = tokenizer.token_to_id(unk) if unk else None
+        return readable_share(text, enc.ids, enc.offsets, unk_id)
 
 
 # -- export (the child process; imports torch) -------------------------------------------------

@@ -3,9 +3,9 @@
 Each result shows its position, where it is (title, heading path, resource and lines), why it
 is there in words, and a snippet:
 
-- **Position and score apart.** Results are listed by their final position; the fused RRF
-  score is shown beside its own RRF position ("RRF 0.0845, #3 by RRF"), because the bounded
-  rules reorder after RRF and a score column would go up and down the list.
+- **Position and score apart.** Results are listed by their final position; the fused score
+  (convex or RRF) is shown beside its own position ("fused 0.0845, #3 before the rules"),
+  because the bounded rules reorder after fusion and a score column would go up and down.
 - **Why, in words.** Each path's rank with what it means (``sag2 #1, judge 0.93, BM25 #4``;
   ``title #1, exact title``); the rules that fired with their reason. Path internals such as
   ``bm25_rank=0`` are said in words ("found by the dense path") or left to ``--json``.
@@ -99,9 +99,9 @@ def _reasons(reasons: Mapping[str, str]) -> list[tuple[str, str]]:
 def describe_paths(r: SearchResult) -> str:
     """Each path's contribution in words, then the RRF score and position."""
     parts = [_describe_path(name, facts) for name, facts in r.paths.items()]
-    rrf = f"RRF {r.score:.4f}"
+    rrf = f"fused {r.score:.4f}"
     if r.rrf_rank:
-        rrf += f", #{r.rrf_rank} by RRF"
+        rrf += f", #{r.rrf_rank} before the rules"
     return " · ".join([*parts, rrf])
 
 

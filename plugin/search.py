@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from hybridsag.agent import DEFAULT_BUDGET, agent_text
 from hybridsag.components import Components
 from hybridsag.errors import HybridSagError, InputError, JudgeError, QueryError
-from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, fuse
+from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, Trust, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_names, path_spec
 from hybridsag.query import validate_query
 from hybridsag.settings import Settings
 from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord
 from hybridsag.tokenizer import has_cjk
+from hybridsag.trust import assess_query
 
 if TYPE_CHECKING:
     # the write side (chunker, folders, sources, writer) is imported by the methods that
@@ -76,7 +77,8 @@ class SearchResult:
     rules: tuple[str, ...]
     why: tuple[str, ...]
     stale: bool = False
-    #: the position RRF gave the chunk before the rules moved it (``score`` follows this one)
+    #: the position fusion (convex or RRF) gave the chunk before the rules moved it (``score``
+    #: follows this one)
     rrf_rank: int = 0
     #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
     text_truncated: bool = False
@@ -174,6 +176,9 @@ class SearchResponse:
     usage: Mapping[str, Any] = field(default_factory=dict)
     #: each path's own stage timings in ms (tokenize, FTS5, embed, Milvus, judge, ...)
     stages: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: the per-query trust step's decision (weights, judge_holds, dense_share, signals), empty
+    #: when fusion.trust is off
+    trust: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -184,6 +189,7 @@ class SearchResponse:
             "reasons": dict(self.reasons),
             "timings": dict(self.timings),
             "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
+            "trust": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.trust.items()},
             "results": [r.as_dict() for r in self.results],
         }
 
@@ -205,6 +211,7 @@ class SearchResponse:
             reasons=dict(data.get("reasons", {})),
             usage=dict(data.get("usage", {})),
             stages=dict(data.get("stages", {})),
+            trust=dict(data.get("trust", {})),
         )
 
 
@@ -581,8 +588,19 @@ class HybridSearch:
         timings, reasons = ran.timings, ran.reasons
         t_fuse = time.perf_counter()
         records, resources, views = self.visible_chunks(ran.runs, flt)
+        trust = None
+        if s.fusion.trust:
+            t_trust = time.perf_counter()
+            trust = assess_query(
+                self.components,
+                query,
+                ran.runs,
+                weights=fusion_weights,
+                model=self.components.trust_model(),
+            )
+            timings["trust_ms"] = round((time.perf_counter() - t_trust) * 1000, 3)
         options = s.fusion.options(weights=fusion_weights, judge_order=judge_order)
-        ruled = fuse(ran.runs, query=query, chunks=views, **options)
+        ruled = fuse(ran.runs, query=query, chunks=views, trust=trust, **options)
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []
         for f in ruled:
@@ -591,7 +609,9 @@ class HybridSearch:
             if stale and not include_stale:
                 continue
             results.append(
-                self._result(len(results) + 1, f, rec, stale, explain, s.search.max_text_chars)
+                self._result(
+                    len(results) + 1, f, rec, stale, explain, s.search.max_text_chars, trust
+                )
             )
             if len(results) >= top_k:
                 break
@@ -605,6 +625,7 @@ class HybridSearch:
             reasons=reasons,
             usage=ran.usage,
             stages=ran.stages,
+            trust=_trust_summary(trust),
         )
 
     def run_paths(
@@ -677,7 +698,13 @@ class HybridSearch:
 
     @staticmethod
     def _result(
-        rank: int, fused: FusedHit, rec: ChunkRecord, stale: bool, explain: bool, max_text: int
+        rank: int,
+        fused: FusedHit,
+        rec: ChunkRecord,
+        stale: bool,
+        explain: bool,
+        max_text: int,
+        trust: Trust | None = None,
     ) -> SearchResult:
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
@@ -700,6 +727,9 @@ class HybridSearch:
                     f"{c.path}: rank {c.rank}, raw score {c.raw_score:.4g}"
                     + (f", {extra}" if extra else "")
                 )
+        if explain and trust is not None:
+            for path, reason in trust.reasons.items():
+                why.append(f"trust {path}: weight {trust.weights.get(path, 0.0):.3g}, {reason}")
         if explain:
             why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
             if stale:
@@ -728,6 +758,18 @@ class HybridSearch:
             rrf_rank=fused.rrf_rank,
             text_truncated=len(rec.text) > max_text,
         )
+
+
+def _trust_summary(trust: Trust | None) -> dict[str, Any]:
+    """What a response says of the trust step (rounded for reading)."""
+    if trust is None:
+        return {}
+    return {
+        "weights": {p: round(w, 4) for p, w in trust.weights.items()},
+        "judge_holds": trust.judge_holds,
+        "dense_share": round(trust.dense_share, 4),
+        "signals": {k: round(v, 4) for k, v in trust.signals.items()},
+    }
 
 
 def _joined_first(names: Sequence[str]) -> list[str]:

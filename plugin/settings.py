@@ -203,7 +203,7 @@ class FusionSettings(_Section):
     k: float = Field(10.0, ge=1.0, le=1000.0)
     depth: int = Field(100, ge=1, le=10_000)
     weights: dict[str, float] = Field(
-        default_factory=lambda: {"bm25": 1.0, "sag2": 1.0, "dense": 0.5, "title": 0.25}
+        default_factory=lambda: {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 0.25}
     )
     pin_exact_titles: int = Field(3, ge=0, le=100)
     strict_identifiers: bool = False
@@ -213,6 +213,18 @@ class FusionSettings(_Section):
     #: the hits the SAG2 judge scored keep the judge's order (the other paths add what it never
     #: saw); false lets the other paths' weighted RRF votes re-rank them below judge_accept.
     judge_order: bool = True
+    #: the fusion function: "rrf" (weighted Reciprocal Rank Fusion) or "convex" (a weighted sum
+    #: of per-query normalised scores, Bruch, Gai and Ingber, TOIS 2023)
+    method: Literal["rrf", "convex"] = "convex"
+    #: how "convex" normalises each path's scores per query
+    normalisation: Literal["minmax", "zscore"] = "minmax"
+    #: the per-query trust step (hybridsag.fusion.trust): it weighs the embedding path against
+    #: the judged one from label-free signals and decides whether the judge's order holds;
+    #: false keeps the weights and the judge rules as configured for every query
+    trust: bool = True
+    #: the trust model: None for the one that ships (hybridsag.fusion.DEFAULT_TRUST_MODEL), or a
+    #: JSON file {"coefficients": {...}, "bias": b, ...} as benchmarks/fusion_loso.py writes
+    trust_model: Path | None = None
 
     @field_validator("weights")
     @classmethod
@@ -231,8 +243,11 @@ class FusionSettings(_Section):
         judge_order: bool | None = None,
     ) -> dict[str, Any]:
         """Keyword arguments of :func:`hybridsag.fusion.fuse` for these settings; the arguments
-        override the configured values (a search's ``weights=``, a tuning grid point)."""
+        override the configured values (a search's ``weights=``, a tuning grid point). The
+        per-query ``trust`` is not among them: the search computes it."""
         return {
+            "method": self.method,
+            "normalisation": self.normalisation,
             "k": self.k if k is None else k,
             "depth": self.depth,
             "weights": dict(self.weights if weights is None else weights),
@@ -269,10 +284,11 @@ class JudgeSettings(_Section):
     name: str = "features"
     on_failure: Literal["degrade", "raise"] = "degrade"
     cross_encoder_path: Path | None = None
-    #: the features judge's weights: "musique" (the default) is the logistic fit on musique100's
-    #: training questions that ships in the package; "hand-set" (or None) the weights written
-    #: down before any measurement; anything else a JSON file from scripts/fit_judge.py
-    weights_file: Path | None = Path("musique")
+    #: the features judge's weights: "default" is the leave-one-set-out-checked fit of
+    #: scripts/fit_judge.py on several dev sets that ships in the package; "musique" the earlier
+    #: fit on musique100 alone; "hand-set" (or None) the weights written down before any
+    #: measurement; anything else a JSON file from scripts/fit_judge.py
+    weights_file: Path | None = Path("default")
     jev: JevSettings = JevSettings()
 
 
@@ -306,7 +322,7 @@ class SearchSettings(_Section):
     top_k: int = Field(10, ge=1, le=1000)
     #: path names from the path registry (checked when the parts are built); in the environment
     #: a comma list (``HYBRIDSAG_SEARCH__PATHS=bm25,title``) or a JSON list
-    paths: Annotated[tuple[str, ...], NoDecode] = ("sag2", "dense", "title")
+    paths: Annotated[tuple[str, ...], NoDecode] = ("sag2", "dense", "title", "bm25")
     include_stale: bool = False
     #: most characters of a chunk's text a result carries (``text_truncated`` says when cut)
     max_text_chars: int = Field(4096, ge=64, le=1_000_000)

@@ -20,12 +20,17 @@ Two passes: pass 1 scores without bridge features and takes the top ``evidence_k
 accepted evidence (beside any evidence the caller passes); pass 2 adds the bridge features. A
 logistic squash ``1 / (1 + exp(-(w . x + b)))`` turns the score into the probability.
 
-The settings' default weights (``judge.weights_file = "musique"``) are the logistic-regression
-fit of ``scripts/fit_judge.py`` on musique100's training questions, shipped as
-``judge_weights_musique.json``; on sets never used for fitting they beat the hand-set weights
-(``DEFAULT_WEIGHTS``, written down before any measurement, ``judge.weights_file = "hand-set"``).
-A team fits its own with ``scripts/fit_judge.py`` on a labelled set and points
-``judge.weights_file`` at the JSON file.
+The settings' default weights (``judge.weights_file = "default"``, shipped as
+``judge_weights.json``) are the logistic-regression fit of ``scripts/fit_judge.py`` on several
+heterogeneous dev sets (multi-hop, code, Chinese, English and Russian definition lookup; never
+2wiki), checked leave-one-set-out; the candidate's dense rank and cosines enter normalised per
+query (ranks and z-scores), so their scale is the same for any corpus and model. A second set,
+``lexical_weights``, fitted with the dense columns at zero, judges a question the embedding model
+cannot read; the two are blended by the share it reads. ``"musique"`` is the earlier fit on
+musique100 alone (raw cosines), ``"hand-set"`` the weights written down before any measurement
+(``DEFAULT_WEIGHTS``). A team fits its own with ``scripts/fit_judge.py`` on labelled sets and
+points ``judge.weights_file`` at the JSON file; a file of an older feature list still loads
+(the features it lacks weigh 0), one naming an unknown feature is refused with the valid names.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from hybridsag.embedder import vocabulary_share
 from hybridsag.errors import ConfigError, HybridSagError
 from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
 
@@ -48,9 +54,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_WEIGHTS",
+    "DENSE_FEATURES",
     "FEATURE_NAMES",
     "FeatureJudge",
     "FeatureWeights",
+    "PACKAGED_WEIGHTS",
     "build",
     "extract_entities",
     "feature_rows",
@@ -69,6 +77,18 @@ FEATURE_NAMES: tuple[str, ...] = (
     "entity_in_text",
     "bridge_title_in_evidence",
     "bridge_evidence_title_in_text",
+    "rr_dense",
+    "cos_question_z",
+    "cos_evidence_z",
+    "rr_cos_question",
+)
+
+#: The features that read the embedder (cosines and the dense path's rank): the judge scales them
+#: by the share of the question the embedder can read (``vocabulary_share``), so a question in a
+#: language the model does not know is judged on the lexical and bridge evidence alone.
+DENSE_FEATURES: frozenset[str] = frozenset(
+    {"cos_question", "cos_evidence", "rr_dense", "cos_question_z", "cos_evidence_z",
+     "rr_cos_question"}
 )
 
 #: Hand-set weights, chosen by reasoning before any measurement: the strongest single signals are
@@ -97,10 +117,25 @@ _SENTENCE_START_STOP = frozenset(
 )
 
 
+#: The weight files that ship in the package, by the name ``judge.weights_file`` gives them:
+#: (file, source as reported).
+PACKAGED_WEIGHTS: dict[str, tuple[str, str]] = {
+    "default": ("judge_weights.json", "packaged multi-set fit"),
+    "musique": ("judge_weights_musique.json", "packaged musique fit"),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class FeatureWeights:
+    """The judge's weights by feature name (``"bias"`` too) and where they came from.
+
+    ``lexical``: optional weights for a question the embedding model cannot read, fitted with
+    every :data:`DENSE_FEATURES` column at zero; the judge blends the two by the share of the
+    question the model reads (:meth:`blended`). Without them the one set serves both."""
+
     weights: Mapping[str, float]
     source: str
+    lexical: Mapping[str, float] | None = None
 
     def vector(self) -> np.ndarray:
         return np.array([self.weights.get(n, 0.0) for n in FEATURE_NAMES], dtype=np.float64)
@@ -109,16 +144,34 @@ class FeatureWeights:
     def bias(self) -> float:
         return float(self.weights.get("bias", 0.0))
 
+    def blended(self, reads: float) -> tuple[np.ndarray, float]:
+        """``(vector, bias)`` for a question the embedder reads ``reads`` (0..1) of:
+        ``reads * weights + (1 - reads) * lexical`` (just ``weights`` without ``lexical``)."""
+        if self.lexical is None or reads >= 1.0:
+            return self.vector(), self.bias
+        lex = np.array([self.lexical.get(n, 0.0) for n in FEATURE_NAMES], dtype=np.float64)
+        lex_bias = float(self.lexical.get("bias", 0.0))
+        return (
+            reads * self.vector() + (1.0 - reads) * lex,
+            reads * self.bias + (1.0 - reads) * lex_bias,
+        )
+
 
 def load_weights(path: Path | str | None) -> FeatureWeights:
-    """Weights from a JSON file ``{"weights": {name: value, ..., "bias": b}}``; ``None`` or
-    ``"hand-set"`` gives the hand-set defaults; ``"musique"`` the fitted file shipped with the
-    package (the settings' default)."""
+    """Weights from a JSON file ``{"weights": {name: value, ..., "bias": b},
+    "lexical_weights": {...}?}``; ``None`` or ``"hand-set"`` gives the hand-set defaults;
+    ``"default"`` (the settings' default) and ``"musique"`` the fitted files shipped with the
+    package (:data:`PACKAGED_WEIGHTS`).
+
+    Raises:
+        ConfigError: a missing file, an unknown feature name (the valid ones are listed), or
+            lexical weights on an embedding feature.
+    """
     if path is None or str(path) == "hand-set":
         return FeatureWeights(DEFAULT_WEIGHTS, "hand-set")
-    if str(path) == "musique":
-        text = resources.files("hybridsag.judges").joinpath("judge_weights_musique.json").read_text()
-        source = "packaged musique fit"
+    if str(path) in PACKAGED_WEIGHTS:
+        name, source = PACKAGED_WEIGHTS[str(path)]
+        text = resources.files("hybridsag.judges").joinpath(name).read_text()
     else:
         p = Path(path)
         if not p.is_file():
@@ -126,10 +179,22 @@ def load_weights(path: Path | str | None) -> FeatureWeights:
         text, source = p.read_text("utf-8"), str(p)
     data = json.loads(text)
     weights = data.get("weights", data)
-    unknown = set(weights) - set(FEATURE_NAMES) - {"bias"}
-    if unknown:
-        raise ConfigError(f"unknown judge features {sorted(unknown)}; valid: {FEATURE_NAMES}")
-    return FeatureWeights({k: float(v) for k, v in weights.items()}, source)
+    lexical = data.get("lexical_weights") if "weights" in data else None
+    for name, table in (("weights", weights), ("lexical_weights", lexical or {})):
+        unknown = set(table) - set(FEATURE_NAMES) - {"bias"}
+        if unknown:
+            raise ConfigError(
+                f"unknown judge features {sorted(unknown)} in {name} of {source}; "
+                f"valid: {FEATURE_NAMES}"
+            )
+    dense = sorted(n for n, v in (lexical or {}).items() if n in DENSE_FEATURES and v)
+    if dense:
+        raise ConfigError(f"lexical_weights of {source} weigh embedding features {dense}")
+    return FeatureWeights(
+        {k: float(v) for k, v in weights.items()},
+        source,
+        None if lexical is None else {k: float(v) for k, v in lexical.items()},
+    )
 
 
 def extract_entities(question: str) -> list[str]:
@@ -181,9 +246,18 @@ def feature_rows(
     use_titles: bool,
     tokens: Callable[[str], list[str]],
     question_tokens: frozenset[str],
+    dense_scale: float = 1.0,
 ) -> np.ndarray:
     """The feature matrix (candidates x FEATURE_NAMES). Bridge columns are zero when
-    ``evidence`` is empty; title/entity columns are zero unless ``use_titles``."""
+    ``evidence`` is empty; title/entity columns are zero unless ``use_titles``.
+
+    The per-query normalised columns compare a candidate with the rest of this pool, so their
+    scale is the same whatever the corpus and the model: ``cos_question_z`` and
+    ``cos_evidence_z`` are z-scores of the cosines over the candidates (0 when they are all
+    equal), ``rr_cos_question`` the reciprocal of the candidate's cosine rank in the pool, and
+    ``rr_dense`` the reciprocal of its rank on the dense path (``signals["dense_rank"]``; 0 when
+    that path did not bring it). Every column in :data:`DENSE_FEATURES` is multiplied by
+    ``dense_scale`` (0..1: the share of the question the embedder can read)."""
     entities = extract_entities(question) if use_titles else []
     ent_patterns = [p for p in (_name_pattern(e) for e in entities) if p is not None]
     best_bm25 = max((c.signals.get("bm25_score", 0.0) for c in candidates), default=0.0) or 1.0
@@ -222,7 +296,37 @@ def feature_rows(
                         for cid, et_title, _ in ev_texts
                     )
                 )
+        dense_rank = s.get("dense_rank", 0.0)
+        row[_RR_DENSE] = 1.0 / dense_rank if dense_rank else 0.0
+    if cos_question is not None and len(candidates):
+        cq = rows[:, _COS_Q]
+        rows[:, _COS_Q_Z] = _zscore(cq)
+        order = np.argsort(-cq, kind="stable")
+        rr = np.empty(len(cq))
+        rr[order] = 1.0 / np.arange(1, len(cq) + 1)
+        rows[:, _RR_COS_Q] = rr
+    if cos_evidence is not None and len(candidates):
+        rows[:, _COS_E_Z] = _zscore(rows[:, _COS_E])
+    if dense_scale != 1.0:
+        rows[:, _DENSE_COLUMNS] *= dense_scale
     return rows
+
+
+_COS_Q = FEATURE_NAMES.index("cos_question")
+_COS_E = FEATURE_NAMES.index("cos_evidence")
+_RR_DENSE = FEATURE_NAMES.index("rr_dense")
+_COS_Q_Z = FEATURE_NAMES.index("cos_question_z")
+_COS_E_Z = FEATURE_NAMES.index("cos_evidence_z")
+_RR_COS_Q = FEATURE_NAMES.index("rr_cos_question")
+_DENSE_COLUMNS = [i for i, n in enumerate(FEATURE_NAMES) if n in DENSE_FEATURES]
+
+
+def _zscore(values: np.ndarray) -> np.ndarray:
+    """``(x - mean) / std`` over one query's pool; zeros when the values do not vary."""
+    std = float(values.std())
+    if not std > 1e-9:
+        return np.zeros_like(values)
+    return (values - float(values.mean())) / std
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -244,14 +348,15 @@ class FeatureJudge:
         embed_query: Callable[[str], np.ndarray] | None = None,
         use_titles: bool | None = None,
         evidence_k: int = 3,
+        vocabulary_share: Callable[[str], float | None] | None = None,
     ) -> None:
         self.tokens = tokens
         self.weights = weights or load_weights(None)
         self.vectors = vectors
         self.embed_query = embed_query
+        self.vocabulary_share = vocabulary_share
         self.use_titles = use_titles
         self.evidence_k = evidence_k
-        self._w = self.weights.vector()
 
     def judge(
         self,
@@ -264,7 +369,8 @@ class FeatureJudge:
         if not candidates:
             return JudgeResult({}, JudgeUsage())
         rows, detail = self._pass_two(question, candidates, evidence)
-        probs = _sigmoid(rows @ self._w + self.weights.bias)
+        w, bias = self.weights.blended(float(detail["dense_scale"]))
+        probs = _sigmoid(rows @ w + bias)
         return JudgeResult(
             probabilities={c.chunk_id: float(p) for c, p in zip(candidates, probs)},
             usage=JudgeUsage(),
@@ -299,14 +405,20 @@ class FeatureJudge:
                     vecs = {}
                 else:
                     cos_q = {cid: float(v @ qvec) for cid, v in vecs.items()}
+        dense_scale = 1.0
+        if self.vocabulary_share is not None:
+            share = self.vocabulary_share(question)
+            dense_scale = 1.0 if share is None else min(1.0, max(0.0, share))
         common = dict(
             cos_question=cos_q,
             use_titles=use_titles,
             tokens=self.tokens,
             question_tokens=frozenset(self.tokens(question)),
+            dense_scale=dense_scale,
         )
         rows = feature_rows(question, candidates, evidence=(), cos_evidence=cos_q, **common)
-        first = rows @ self._w + self.weights.bias
+        w, bias = self.weights.blended(dense_scale)
+        first = rows @ w + bias
         order = np.argsort(-first, kind="stable")
         accepted = list(evidence) + [
             candidates[i] for i in order[: self.evidence_k] if candidates[i] not in evidence
@@ -321,6 +433,7 @@ class FeatureJudge:
             "evidence": [e.chunk_id for e in accepted],
             "use_titles": use_titles,
             "cosines": cos_q is not None,
+            "dense_scale": dense_scale,
             "weights": self.weights.source,
         }
         if degraded:
@@ -331,7 +444,7 @@ class FeatureJudge:
 def build(parts: Parts) -> FeatureJudge:
     """Registry factory: the index tokenizer, the configured weights and, when the dense path is
     on, the passage vectors kept in the store and the query embedder (built on first use)."""
-    vectors = embed_query = None
+    vectors = embed_query = share = None
     if parts.dense_enabled:
         store = parts.store
 
@@ -343,9 +456,13 @@ def build(parts: Parts) -> FeatureJudge:
             emb = parts.embedder()
             return np.asarray(emb.encode([question], kind="query")[0], dtype=np.float32)
 
+        def share(question: str) -> float | None:
+            return vocabulary_share(parts.embedder(), question)
+
     return FeatureJudge(
         tokens=parts.tokenizer.tokenize,
         weights=load_weights(parts.settings.judge.weights_file),
         vectors=vectors,
         embed_query=embed_query,
+        vocabulary_share=share,
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,7 @@ __all__ = [
     "Retriever",
     "check_path_names",
     "check_weights",
+    "path_kinds",
     "path_names",
     "path_spec",
     "register_path",
@@ -57,7 +58,9 @@ class PathSpec:
     path uses the passage vectors the index keeps when there are any (the SAG2 judge's
     cosines), so eval builds them. ``joins``: the paths whose hits this one takes (as
     ``peers``) when they run in the same search; they are started first. ``description``: one
-    line for help texts.
+    line for help texts. ``kind``: what the fusion trust step takes the path for
+    (:data:`hybridsag.fusion.KINDS`: ``judged``, ``embedding``, ``lexical``, ``title``; any
+    other value, such as ``other``, keeps its configured weight whatever the trust step finds).
     """
 
     name: str
@@ -66,6 +69,7 @@ class PathSpec:
     needs_dense: bool = False
     reads_vectors: bool = False
     joins: tuple[str, ...] = ()
+    kind: str = "other"
 
 
 def _builtin(module: str) -> PathFactory:
@@ -83,21 +87,23 @@ def _builtin(module: str) -> PathFactory:
 
 #: The paths that ship, in the order results list them.
 BUILTIN_PATHS: tuple[PathSpec, ...] = (
-    PathSpec("bm25", _builtin("bm25"), "BM25 over the lexical index, no judge"),
+    PathSpec("bm25", _builtin("bm25"), "BM25 over the lexical index, no judge", kind="lexical"),
     PathSpec(
         "sag2",
         _builtin("sag2"),
         "SAG2 lexical-judge: BM25, a judge, term-expansion rounds",
         reads_vectors=True,
         joins=("dense",),
+        kind="judged",
     ),
     PathSpec(
         "dense",
         _builtin("dense"),
         "the query's embedding searched in Milvus",
         needs_dense=True,
+        kind="embedding",
     ),
-    PathSpec("title", _builtin("title"), "exact and near-exact title matches"),
+    PathSpec("title", _builtin("title"), "exact and near-exact title matches", kind="title"),
 )
 
 #: name -> spec; the built-ins first, then what :func:`register_path` added.
@@ -127,6 +133,11 @@ def unregister_path(name: str) -> None:
 def path_names() -> tuple[str, ...]:
     """Every registered path name, built-ins first."""
     return tuple(PATHS)
+
+
+def path_kinds(names: Sequence[str]) -> dict[str, str]:
+    """``name -> kind`` (:attr:`PathSpec.kind`) of registered paths, for the fusion trust step."""
+    return {name: PATHS[name].kind for name in names if name in PATHS}
 
 
 def path_spec(name: str) -> PathSpec:

@@ -161,6 +161,9 @@ class SearchOut(_Body):
     reasons: dict[str, str]
     timings: dict[str, float]
     usage: dict[str, Any]
+    #: the per-query trust step's decision (weights, judge_holds, dense_share, signals); empty
+    #: when ``fusion.trust`` is off
+    trust: dict[str, Any] = {}
     results: list[SearchResult]
 
 

@@ -32,7 +32,7 @@ def test_positions_and_rrf_scores_are_shown_apart(sample_index: Path) -> None:
     assert scores == sorted(scores, reverse=True)  # ... but they follow the RRF position
     code, human = run("search", "ReActAgent", "-k", "5")
     for r in results:
-        assert f"RRF {r['score']:.4f}, #{r['rrf_rank']} by RRF" in human
+        assert f"fused {r['score']:.4f}, #{r['rrf_rank']} before the rules" in human
     assert "score " not in human
 
 

@@ -24,6 +24,7 @@ from hybridsag.judges import make_judge
 from hybridsag.judges.base import Candidate, Judge, JudgeResult, JudgeUsage
 from hybridsag.judges.features import (
     DEFAULT_WEIGHTS,
+    DENSE_FEATURES,
     FEATURE_NAMES,
     FeatureJudge,
     extract_entities,
@@ -801,6 +802,36 @@ def test_bridge_features_fire() -> None:
     assert not off[:, 6:].any()
 
 
+def test_normalised_dense_features_and_the_reading_scale() -> None:
+    cands = [
+        _cand("a", "", "x", dense_rank=1),
+        _cand("b", "", "y", dense_rank=4),
+        _cand("c", "", "z"),
+    ]
+    cos = {"a": 0.9, "b": 0.5, "c": 0.1}
+    common = dict(
+        evidence=(), cos_question=cos, cos_evidence=cos, use_titles=False,
+        tokens=TOKENIZER.tokenize, question_tokens=frozenset(),
+    )  # fmt: skip
+    rows = feature_rows("q", cands, **common)
+    a, b, c = (_row(rows, i) for i in range(3))
+    std = math.sqrt((0.4**2 + 0.0 + 0.4**2) / 3)
+    assert a["rr_dense"] == 1.0 and b["rr_dense"] == 0.25 and c["rr_dense"] == 0.0
+    assert a["cos_question_z"] == pytest.approx(0.4 / std)
+    assert b["cos_question_z"] == pytest.approx(0.0, abs=1e-12)
+    assert c["cos_evidence_z"] == pytest.approx(-0.4 / std)
+    assert [a["rr_cos_question"], b["rr_cos_question"], c["rr_cos_question"]] == [1.0, 0.5, 1 / 3]
+    # a question the embedder reads a quarter of: every dense column a quarter, the rest kept
+    quarter = feature_rows("q", cands, dense_scale=0.25, **common)
+    dense = [FEATURE_NAMES.index(n) for n in DENSE_FEATURES]
+    lexical = [i for i in range(len(FEATURE_NAMES)) if i not in dense]
+    assert np.allclose(quarter[:, dense], rows[:, dense] * 0.25)
+    assert np.array_equal(quarter[:, lexical], rows[:, lexical])
+    # equal cosines carry no signal: z-scores 0
+    flat = feature_rows("q", cands, **{**common, "cos_question": dict.fromkeys(cos, 0.3)})
+    assert not flat[:, FEATURE_NAMES.index("cos_question_z")].any()
+
+
 def test_extract_entities() -> None:
     assert extract_entities("When did Lothair II's mother die?") == ["lothair ii"]
     assert extract_entities("Who directed Project Mercury?") == ["project mercury"]
@@ -865,6 +896,28 @@ def test_load_weights(tmp_path: Path) -> None:
         load_weights(path)
     with pytest.raises(ConfigError, match="does not exist"):
         load_weights(tmp_path / "missing.json")
+    # lexical weights for questions the embedder cannot read, blended by the share it reads
+    path.write_text(
+        json.dumps(
+            {
+                "weights": {"rr_bm25": 2.0, "rr_dense": 4.0, "bias": -1.0},
+                "lexical_weights": {"rr_bm25": 6.0, "bias": -3.0},
+            }
+        ),
+        encoding="utf-8",
+    )
+    both = load_weights(path)
+    w, bias = both.blended(0.25)
+    assert w[FEATURE_NAMES.index("rr_bm25")] == pytest.approx(0.25 * 2.0 + 0.75 * 6.0)
+    assert w[FEATURE_NAMES.index("rr_dense")] == pytest.approx(0.25 * 4.0)
+    assert bias == pytest.approx(0.25 * -1.0 + 0.75 * -3.0)
+    assert both.blended(1.0)[1] == -1.0 and fitted.blended(0.0)[1] == -1.0  # none: one set
+    path.write_text(
+        json.dumps({"weights": {"bias": 0.0}, "lexical_weights": {"cos_question": 1.0}}),
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match="embedding features \\['cos_question'\\]"):
+        load_weights(path)
 
 
 def test_packaged_weights_load_when_present() -> None:

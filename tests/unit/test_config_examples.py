@@ -215,5 +215,5 @@ def test_the_checker_can_fail() -> None:
     assert expected_range(fields["chunking.mode"]) == "one of sag|passage"
     assert expected_range(fields["fusion.judge_accept"]) == "[0, 1]"
     assert expected_range(fields["embedding.model"]) is None
-    assert default_json("search.paths", fields["search.paths"]) == ["sag2", "dense", "title"]
+    assert default_json("search.paths", fields["search.paths"]) == ["sag2", "dense", "title", "bm25"]
     assert default_json("server.token", fields["server.token"]) is None

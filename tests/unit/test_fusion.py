@@ -711,29 +711,50 @@ def test_rrf_then_rules_end_to_end() -> None:
 # public surface
 
 
+_SUBMODULES = {"markdown", "rules", "text", "trust", "types"}
+
+
 def test_fusion_all_is_accurate() -> None:
+    assert sorted(fusion.__all__) == sorted(
+        name for name in vars(fusion) if not name.startswith("_") and name not in _SUBMODULES
+    )
     assert sorted(fusion.__all__) == [
         "ChunkView",
         "Contribution",
+        "DEFAULT_TRUST_MODEL",
         "FusedHit",
         "Hit",
+        "KINDS",
+        "METHODS",
+        "NORMALISERS",
+        "QueryFacts",
         "RULE_REASONS",
+        "SIGNAL_NAMES",
+        "Trust",
+        "TrustModel",
         "apply_rules",
+        "assess",
         "contains_whole_identifier",
+        "convex",
         "defines_identifier",
         "fuse",
         "is_heading_only",
+        "list_stats",
         "looks_like_identifier",
+        "normalise",
         "normalize_title",
         "rrf",
+        "trust_signals",
     ]
     for name in fusion.__all__:
         assert getattr(fusion, name) is not None
     public = {n for n in vars(fusion) if not n.startswith("_")}
-    assert public - set(fusion.__all__) <= {"fuse", "markdown", "rrf", "rules", "text", "types"}  # submodules
+    assert public - set(fusion.__all__) <= _SUBMODULES
 
 
-@pytest.mark.parametrize("module", ["fuse", "markdown", "rrf", "rules", "text", "types"])
+@pytest.mark.parametrize(
+    "module", ["convex", "fuse", "markdown", "rrf", "rules", "text", "trust", "types"]
+)
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     defined_here = {

@@ -53,6 +53,8 @@ PUBLIC = {
         "RULE_REASONS", "ChunkView", "Contribution", "FusedHit", "Hit", "apply_rules",
         "contains_whole_identifier", "defines_identifier", "fuse", "is_heading_only",
         "looks_like_identifier", "normalize_title", "rrf",
+        "DEFAULT_TRUST_MODEL", "KINDS", "METHODS", "NORMALISERS", "SIGNAL_NAMES", "QueryFacts",
+        "Trust", "TrustModel", "assess", "convex", "list_stats", "normalise", "trust_signals",
     },
     "hybridsag.consistency": {
         "CLASSES", "BatchResult", "ChunkRow", "FtsRow", "Lease", "MissingVectors",
@@ -63,8 +65,8 @@ PUBLIC = {
     },
     "hybridsag.paths": {
         "BUILTIN_PATHS", "PATHS", "PathFactory", "PathResult", "PathSpec", "Peers", "Retriever",
-        "check_path_names", "check_weights", "path_names", "path_spec", "register_path",
-        "unregister_path",
+        "check_path_names", "check_weights", "path_kinds", "path_names", "path_spec",
+        "register_path", "unregister_path",
     },
     "hybridsag.judges": {
         "JUDGES", "Candidate", "Judge", "JudgeFactory", "JudgeResult", "JudgeUsage",

@@ -16,12 +16,14 @@ def test_defaults() -> None:
     assert s.data_dir == Path(".hybridsag")
     assert s.sqlite_path == Path(".hybridsag") / "hybridsag.sqlite3"
     assert (s.fusion.k, s.query.max_chars, s.query.max_terms) == (10.0, 4096, 80)
-    assert s.fusion.weights == {"bm25": 1.0, "sag2": 1.0, "dense": 0.5, "title": 0.25}
-    assert s.search.paths == ("sag2", "dense", "title")
+    assert s.fusion.weights == {"bm25": 1.0, "sag2": 1.0, "dense": 1.0, "title": 0.25}
+    assert (s.fusion.method, s.fusion.normalisation, s.fusion.trust) == ("convex", "minmax", True)
+    assert s.fusion.trust_model is None
+    assert s.search.paths == ("sag2", "dense", "title", "bm25")
     assert (s.lexical.title_weight, s.lexical.heading_weight, s.lexical.body_weight) == (2, 2, 1)
     assert (s.chunking.target_chars, s.chunking.mode) == (512, "sag")
     assert (s.fusion.judge_accept, s.fusion.judge_order) == (0.5, True)
-    assert s.judge.weights_file == Path("musique")
+    assert s.judge.weights_file == Path("default")
 
 
 def test_example_toml_is_valid_and_states_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,124 @@
+"""The trust step's query facts read from the index and the embedder (plain numbers for
+:mod:`hybridsag.fusion.trust`).
+
+Fusion is a pure leaf: what it needs to know of the query beyond the paths' hits (how much of
+the query the embedding model can read, how the query's terms stand in the lexical index, the
+question's shape) is measured here and handed to it as a :class:`~hybridsag.fusion.QueryFacts`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hybridsag.embedder import vocabulary_share
+from hybridsag.errors import ConfigError, HybridSagError
+from hybridsag.fusion import DEFAULT_TRUST_MODEL, Hit, QueryFacts, Trust, TrustModel, assess
+from hybridsag.paths import path_kinds
+
+if TYPE_CHECKING:
+    from hybridsag.parts import Parts
+
+__all__ = ["assess_query", "load_trust_model", "query_facts"]
+
+_CAP_WORD = re.compile(r"(?<![\w.])[A-Z][\w'’\-]*")
+_WORD = re.compile(r"\w+")
+
+
+def query_facts(parts: Parts, query: str, *, dense: bool = True) -> QueryFacts:
+    """The facts of ``query`` (already validated) that the trust step weighs.
+
+    - ``embedder_reads``: the share of the query's letters the embedding model reads as words
+      (:func:`hybridsag.embedder.vocabulary_share`), ``None`` when the dense side is off or
+      the embedder cannot say;
+    - ``terms``, ``terms_in_index`` and ``idf``: the query's lexical terms, the share of them
+      the index holds, and the mean of their normalised IDF ``log(N/df) / log(N)`` (0..1: 1 for
+      a term in one chunk) over the terms it holds;
+    - ``words`` and ``capitalised``: the question's length in words and the share of its words
+      (after the first) that start with a capital letter (entity names; 0 for scripts without
+      case).
+
+    Raises nothing of its own: an embedder that fails here leaves ``embedder_reads`` ``None``
+    (the dense path reports its own failure).
+    """
+    reads: float | None = None
+    if dense and parts.dense_enabled:
+        try:
+            reads = vocabulary_share(parts.embedder(), query)
+        except HybridSagError:
+            reads = None
+    lexical = parts.lexical
+    terms = lexical.query_terms(query)
+    dfs = lexical.doc_freqs(terms) if terms else {}
+    total = max(lexical.total_chunks(), 1)
+    held = [dfs[t] for t in terms if dfs.get(t)]
+    denom = math.log(total) if total > 1 else 1.0
+    idf = (
+        sum(max(0.0, math.log(total / df)) / denom for df in held) / len(held) if held else 0.0
+    )
+    words = _WORD.findall(query)
+    caps = _CAP_WORD.findall(query)
+    first_cap = bool(words) and query.lstrip()[:1].isupper()
+    named = max(0, len(caps) - (1 if first_cap else 0))
+    return QueryFacts(
+        embedder_reads=reads,
+        terms=len(terms),
+        terms_in_index=len(held) / len(terms) if terms else 0.0,
+        idf=round(idf, 6),
+        words=len(words),
+        capitalised=named / max(len(words) - 1, 1),
+    )
+
+
+def load_trust_model(path: Path | None) -> TrustModel:
+    """The trust model of ``fusion.trust_model``: ``None`` gives the one that ships
+    (:data:`~hybridsag.fusion.DEFAULT_TRUST_MODEL`), else a JSON file ``{"coefficients":
+    {signal: weight}, "bias": b, "lexical_coefficients": {...}?, "lexical_bias": b?,
+    "judge_hold_below": t?, "floor": f?, "ceiling": c?}`` (as benchmarks/fusion_loso.py
+    ``--write-model`` writes it).
+
+    Raises:
+        ConfigError: the file is missing, is not JSON of that shape, or names an unknown signal
+            (the message lists the valid ones).
+    """
+    if path is None:
+        return DEFAULT_TRUST_MODEL
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"fusion.trust_model {p} does not exist")
+    try:
+        data = json.loads(p.read_text("utf-8"))
+        return TrustModel(
+            coefficients={str(k): float(v) for k, v in data["coefficients"].items()},
+            bias=float(data["bias"]),
+            floor=float(data.get("floor", 0.0)),
+            ceiling=float(data.get("ceiling", 1.0)),
+            judge_hold_below=float(data.get("judge_hold_below", 0.5)),
+            source=str(p),
+            lexical_coefficients={
+                str(k): float(v) for k, v in data.get("lexical_coefficients", {}).items()
+            },
+            lexical_bias=float(data.get("lexical_bias", -50.0)),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"fusion.trust_model {p}: {type(exc).__name__}: {exc}") from None
+
+
+def assess_query(
+    parts: Parts,
+    query: str,
+    runs: Mapping[str, Sequence[Hit]],
+    *,
+    weights: Mapping[str, float],
+    model: TrustModel,
+) -> Trust:
+    """The trust step of one search: the query's facts (:func:`query_facts`; the embedder is
+    asked only when an embedding path ran) and :func:`hybridsag.fusion.assess` over ``runs``,
+    with each path's kind from the path registry."""
+    kinds = path_kinds(list(runs))
+    facts = query_facts(parts, query, dense="embedding" in kinds.values())
+    return assess(runs, kinds, facts, weights=weights, model=model)
