@@ -44,8 +44,8 @@ from hybridsag.errors import (
 )
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
+from hybridsag.progress import IngestProgress
 from hybridsag.store import STATUSES
-from hybridsag.writer import IngestProgress
 
 __all__ = [
     "COMMANDS_GROUP",
