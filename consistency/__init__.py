@@ -5,37 +5,92 @@
 mass-delete guard; ``Reconciler`` puts lease, plan, apply, re-plan and the JSON audit report
 together; ``run_scheduler`` runs it on a cron. This package imports ``hybridsag`` (plugin) and
 ``hybridsag.fusion``; they never import it.
+
+The names below are imported on first use (PEP 562 module ``__getattr__``): the CLI loads
+``hybridsag.consistency.cli`` to register its commands without importing the reconciler.
 """
 
-from hybridsag.consistency.apply import (
-    BatchResult,
-    ReconcileReport,
-    apply_plan,
-    check_apply_allowed,
-)
-from hybridsag.consistency.lease import Lease
-from hybridsag.consistency.plan import (
-    CLASSES,
-    ChunkRow,
-    FtsRow,
-    MissingVectors,
-    ReconcilePlan,
-    StoreState,
-    StuckClaim,
-    TombstonedLeftover,
-    VectorEntry,
-    build_plan,
-    diff,
-    read_state,
-)
-from hybridsag.consistency.reconciler import Reconciler
-from hybridsag.consistency.reports import latest_report, list_reports, write_report
-from hybridsag.consistency.scheduler import (
-    build_scheduler,
-    cron_trigger,
-    reconcile_once,
-    run_scheduler,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hybridsag.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from hybridsag.consistency.apply import (
+        BatchResult,
+        ReconcileReport,
+        apply_plan,
+        check_apply_allowed,
+    )
+    from hybridsag.consistency.lease import Lease
+    from hybridsag.consistency.plan import (
+        CLASSES,
+        ChunkRow,
+        FtsRow,
+        MissingVectors,
+        ReconcilePlan,
+        StoreState,
+        StuckClaim,
+        TombstonedLeftover,
+        VectorEntry,
+        build_plan,
+        diff,
+        read_state,
+    )
+    from hybridsag.consistency.reconciler import Reconciler
+    from hybridsag.consistency.reports import (
+        latest_report,
+        list_reports,
+        write_report,
+    )
+    from hybridsag.consistency.scheduler import (
+        build_scheduler,
+        cron_trigger,
+        reconcile_once,
+        run_scheduler,
+    )
+
+#: module -> the public names it defines
+_PUBLIC: dict[str, tuple[str, ...]] = {
+    "hybridsag.consistency.apply": (
+        "BatchResult",
+        "ReconcileReport",
+        "apply_plan",
+        "check_apply_allowed",
+    ),
+    "hybridsag.consistency.lease": (
+        "Lease",
+    ),
+    "hybridsag.consistency.plan": (
+        "CLASSES",
+        "ChunkRow",
+        "FtsRow",
+        "MissingVectors",
+        "ReconcilePlan",
+        "StoreState",
+        "StuckClaim",
+        "TombstonedLeftover",
+        "VectorEntry",
+        "build_plan",
+        "diff",
+        "read_state",
+    ),
+    "hybridsag.consistency.reconciler": (
+        "Reconciler",
+    ),
+    "hybridsag.consistency.reports": (
+        "latest_report",
+        "list_reports",
+        "write_report",
+    ),
+    "hybridsag.consistency.scheduler": (
+        "build_scheduler",
+        "cron_trigger",
+        "reconcile_once",
+        "run_scheduler",
+    ),
+}
 
 __all__ = [
     "CLASSES",
@@ -64,3 +119,6 @@ __all__ = [
     "run_scheduler",
     "write_report",
 ]
+
+
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)

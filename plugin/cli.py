@@ -44,8 +44,8 @@ from hybridsag.errors import (
 )
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
+from hybridsag.progress import IngestProgress
 from hybridsag.store import STATUSES
-from hybridsag.writer import IngestProgress
 
 __all__ = [
     "COMMANDS_GROUP",
@@ -251,6 +251,13 @@ def _jsonl_lines(path: Path) -> int:
 
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    if getattr(args, "tenant", None) is not None or getattr(args, "acl", None):
+        from hybridsag.store import Filters
+
+        try:  # checked as a search's filters are, before anything is opened
+            Filters(tenant=args.tenant or "", acl=tuple(args.acl or ()))
+        except HybridSagError as exc:
+            raise InputError(f"index --tenant/--acl: {exc}") from None
     settings = _settings(args)
     client = service_client(settings)
     if client is not None:

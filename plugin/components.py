@@ -2,7 +2,8 @@
 
 :class:`Components` owns the store, the tokenizer, the lexical index, the write lock, the
 embedder, the dense index, the judge, the write path and the recall paths. The cheap parts
-(tokenizer, store, lexical index, lock) are built when it is made; the others on first use, each
+(tokenizer, store, lexical index) are built when it is made; the others (the write lock and
+the write path included) on first use, each
 at most once, under its own lock (double-checked), so a fresh instance whose first searches start
 from many threads at once still loads one model. :class:`~hybridsag.search.HybridSearch`, the
 reconciler, eval, the service and the fitting script are all handed the same ``Components``;
@@ -35,7 +36,6 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from hybridsag.dense import LEGACY_COLLECTION, default_collection
 from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
 from hybridsag.lexical import Fts5LexicalIndex, LexicalIndex, PostgresLexicalIndex
@@ -46,13 +46,13 @@ from hybridsag.settings import Settings
 from hybridsag.store import Store
 from hybridsag.tokenizer import Tokenizer
 from hybridsag.trust import load_trust_model
-from hybridsag.writer import StepHook, WriteLock, Writer
 
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex
     from hybridsag.embedder import Embedder
     from hybridsag.fusion import TrustModel
     from hybridsag.judges.base import Judge
+    from hybridsag.writer import StepHook, WriteLock, Writer
 
 __all__ = ["Components", "Once", "check_names"]
 
@@ -139,11 +139,6 @@ class Components:
             self.lexical: LexicalIndex = lexical_class(
                 self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms
             )
-            self.lock: WriteLock | AdvisoryWriteLock = (
-                AdvisoryWriteLock(self.store.backend)  # type: ignore[arg-type]
-                if self.store.is_postgres
-                else WriteLock(s.data_dir)
-            )
         except BaseException:
             self.store.close()
             raise
@@ -154,6 +149,7 @@ class Components:
         self._dense: Once[DenseIndex] = Once(self._build_dense_index)
         self._given_dense = dense_index
         self._judge: Once[Judge] = Once(lambda: make_judge(s.judge.name, self), judge)
+        self._lock: Once[WriteLock] = Once(self._build_lock)
         self._writer: Once[Writer] = Once(self._build_writer)
         self._trust_model: Once[TrustModel] = Once(
             lambda: load_trust_model(s.fusion.trust_model)
@@ -216,6 +212,8 @@ class Components:
         older build's, which may share one with other data dirs)."""
         if self.settings.milvus.collection:
             return self.settings.milvus.collection
+        from hybridsag.dense import default_collection
+
         return default_collection(self.index_id) if self.index_id is not None else None
 
     @property
@@ -297,7 +295,7 @@ class Components:
         return _memo(self._checked_embedder(embedder))
 
     def _build_dense_index(self) -> DenseIndex:
-        from hybridsag.dense import make_dense_index
+        from hybridsag.dense import LEGACY_COLLECTION, make_dense_index
 
         if not self.dense_enabled:
             raise ConfigError("the dense path is off (embedding.model = 'none')")
@@ -387,7 +385,22 @@ class Components:
         """The write path over the store, the lexical index and (when on) the dense side."""
         return self._writer.get()
 
+    @property
+    def lock(self) -> WriteLock:
+        """The data dir's write lock (``<data_dir>/write.lock``), made on first use: a process
+        that only searches never imports the write path."""
+        return self._lock.get()
+
+    def _build_lock(self) -> WriteLock:
+        from hybridsag.writer import WriteLock
+
+        if self.store.is_postgres:  # writers of every replica take turns on the database
+            return AdvisoryWriteLock(self.store.backend)  # type: ignore[arg-type,return-value]
+        return WriteLock(self.settings.data_dir)
+
     def _build_writer(self) -> Writer:
+        from hybridsag.writer import Writer
+
         own_vectors = self.dense_enabled and not self.settings.milvus.attach
         return Writer(
             self.store,

@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-import numpy as np
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import Settings
@@ -1047,6 +1046,8 @@ def _dim_of(field: Mapping[str, Any]) -> int | None:
 
 
 def _as_vector(vector: Sequence[float], dimension: int, *, what: str) -> list[float]:
+    import numpy as np  # here, not at import: a bm25 search never loads numpy
+
     try:
         array = np.asarray(vector, dtype=np.float32)
     except (TypeError, ValueError) as exc:

@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Literal
 
@@ -88,9 +89,11 @@ def _inner_vocabulary_share(inner: Any, text: str) -> float | None:
 
 
 class QueryMemo:
-    """Wraps an embedder so that one query is embedded once per search: the dense path and the
-    offline judge (twice, once per SAG2 round) ask for the same question's vector. A small LRU
-    of recent single-query encodings; everything else passes through."""
+    """Wraps an embedder so that one query is embedded once per search: the dense path, the
+    offline judge (twice, once per SAG2 round) and a warm-up ask for the same question's
+    vector. A small LRU of recent single-query encodings; a query asked for while another
+    thread is embedding it waits for that vector instead of computing it again (two encodes
+    of one text at once only contend for the CPU). Everything else passes through."""
 
     def __init__(self, inner: Any, size: int = 256) -> None:
         self.inner = inner
@@ -99,6 +102,7 @@ class QueryMemo:
         self.size = size
         self._lock = threading.Lock()
         self._memo: dict[str, np.ndarray] = {}
+        self._pending: dict[str, Future[np.ndarray]] = {}
         self._shares: dict[tuple[str, str], float | None] = {}
 
     @property
@@ -130,9 +134,24 @@ class QueryMemo:
             if hit is not None:
                 self._memo[key] = hit  # most recent last
                 return hit.reshape(1, -1).copy()
-        vec = np.asarray(self.inner.encode(texts, kind="query"), dtype=np.float32)
+            pending = self._pending.get(key)
+            owner = pending is None
+            if owner:
+                pending = self._pending[key] = Future()
+        assert pending is not None
+        if not owner:  # another thread is embedding this query: its vector (or its error)
+            return pending.result().reshape(1, -1).copy()
+        try:
+            vec = np.asarray(self.inner.encode(texts, kind="query"), dtype=np.float32)
+        except BaseException as exc:
+            with self._lock:
+                del self._pending[key]
+            pending.set_exception(exc)
+            raise
         with self._lock:
             self._memo[key] = vec[0].copy()
             while len(self._memo) > self.size:
                 self._memo.pop(next(iter(self._memo)))
+            del self._pending[key]
+        pending.set_result(vec[0].copy())
         return vec

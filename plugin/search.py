@@ -19,31 +19,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.agent import DEFAULT_BUDGET, agent_text
-from hybridsag.chunker import Format
 from hybridsag.components import Components
 from hybridsag.errors import HybridSagError, InputError, JudgeError, QueryError
-from hybridsag.folders import ingest_path
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, Trust, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_names, path_spec
 from hybridsag.query import validate_query
 from hybridsag.settings import Settings
-from hybridsag.sources import SourceErrors, count_lines, iter_jsonl
 from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord
 from hybridsag.tokenizer import has_cjk
 from hybridsag.trust import assess_query
-from hybridsag.writer import (
-    Document,
-    IngestProgress,
-    IngestReport,
-    StepHook,
-    as_progress,
-    make_document,
-)
 
 if TYPE_CHECKING:
+    # the write side (chunker, folders, sources, writer) is imported by the methods that
+    # ingest, so that a search process never loads it
+    from hybridsag.chunker import Format
     from hybridsag.dense import DenseIndex
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
+    from hybridsag.writer import Document, IngestProgress, IngestReport, StepHook
 
 __all__ = [
     "PATH_WORKERS",
@@ -340,6 +333,8 @@ class HybridSearch:
         fmt: Format = "markdown",
     ) -> IngestReport:
         """Ingest (or re-ingest) one resource; its chunks are replaced atomically."""
+        from hybridsag.writer import make_document
+
         doc = make_document(
             resource_id,
             text,
@@ -376,6 +371,9 @@ class HybridSearch:
     ) -> IngestReport:
         """Ingest a JSONL file (BEIR ``corpus.jsonl`` works as is); bad lines, and lines over
         ``ingest.max_file_mb``, are reported. With ``progress``, the lines are counted first."""
+        from hybridsag.sources import SourceErrors, count_lines, iter_jsonl
+        from hybridsag.writer import as_progress
+
         errors = SourceErrors()
         max_line = int(self.settings.ingest.max_file_mb * _MIB)
         docs = iter_jsonl(Path(path), errors, max_line_bytes=max_line)
@@ -402,6 +400,8 @@ class HybridSearch:
         the folder named; with ``prune``, resources of the folder whose files are gone are
         deleted (see :mod:`hybridsag.folders`). Only regular files inside the folder are read,
         each up to ``ingest.max_file_mb``."""
+        from hybridsag.folders import ingest_path
+
         components = self.components
         return ingest_path(
             components.store,
@@ -499,9 +499,13 @@ class HybridSearch:
         """Build now what a search over ``paths`` needs, so that its first search pays no
         start-up: jieba's dictionary when ``query`` holds Han text, the Milvus index when a path
         needs the dense side, the embedding model when that path can run or a path reads the
-        passage vectors (a judge embeds the query), then every path (and its judge). Returns
-        the milliseconds of each step (``tokenizer_ms``, ``model_ms``, ``milvus_ms``,
-        ``paths_ms``). A part that cannot be built is left for the search to report: it
+        passage vectors (a judge embeds the query), then every path (and its judge). When a
+        path reads the passage vectors the model is needed whatever Milvus does, so it loads in
+        a pool thread while Milvus opens, and embeds ``query`` (a valid one) there too: the
+        search takes that vector from the embedder's query memo. Returns the milliseconds of
+        each step as the caller waits for it (``tokenizer_ms``, ``milvus_ms``, ``model_ms``:
+        the wait for the model after Milvus opened, ``paths_ms``), so that they add up to the
+        call's wall time. A part that cannot be built is left for the search to report: it
         degrades there as it would have without this call. QueryError for an unknown path."""
         names = self.resolve_paths(paths)
         parts = self.components
@@ -511,6 +515,9 @@ class HybridSearch:
         t0 = time.perf_counter()
         dense = any(PATHS[name].needs_dense for name in names)
         vectors = parts.dense_enabled and any(PATHS[name].reads_vectors for name in names)
+        model: Future[None] | None = None
+        if vectors:  # started first: it overlaps the Milvus open
+            model = self._pool.submit(self._warm_model, query)
         milvus_ok = True
         if dense:
             try:  # opens Milvus (loads the model only when no dimension is recorded)
@@ -520,11 +527,10 @@ class HybridSearch:
             t1 = time.perf_counter()
             spent["milvus_ms"] = round((t1 - t0) * 1000, 3)
             t0 = t1
-        if (dense and milvus_ok) or vectors:  # the query embedding (a judge reads it too)
-            try:
-                parts.embedder().dimension  # noqa: B018 - loads the model
-            except HybridSagError:
-                pass
+        if model is None and dense and milvus_ok:  # the query embedding of the dense path
+            model = self._pool.submit(self._warm_model, query)
+        if model is not None:
+            model.result()
             t1 = time.perf_counter()
             spent["model_ms"] = round((t1 - t0) * 1000, 3)
             t0 = t1
@@ -535,6 +541,19 @@ class HybridSearch:
                 pass
         spent["paths_ms"] = round((time.perf_counter() - t0) * 1000, 3)
         return spent
+
+    def _warm_model(self, query: str) -> None:
+        """Load the embedding model and embed ``query`` when it is a valid one (the vector
+        stays in the embedder's query memo for the search); a failure is left for the search
+        to report."""
+        try:
+            embedder = self.components.embedder()
+            embedder.dimension  # noqa: B018 - loads the model
+            if query:
+                text = validate_query(query, max_chars=self.settings.query.max_chars)
+                embedder.encode([text], kind="query")
+        except HybridSagError:
+            pass
 
     def run_path(self, name: str, query: str, *, limit: int, filters: Filters) -> PathResult:
         """Run one path alone (validated query), as eval does."""

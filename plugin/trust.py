@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hybridsag.embedder import vocabulary_share
 from hybridsag.errors import ConfigError, HybridSagError
 from hybridsag.fusion import DEFAULT_TRUST_MODEL, Hit, QueryFacts, Trust, TrustModel, assess
 from hybridsag.paths import path_kinds
@@ -51,6 +50,8 @@ def query_facts(
     """
     reads: float | None = None
     if dense and parts.dense_enabled:
+        from hybridsag.embedder import vocabulary_share  # here: a lexical search needs no numpy
+
         try:
             reads = vocabulary_share(parts.embedder(), query)
         except HybridSagError:

@@ -47,6 +47,7 @@ from hybridsag.dense import MAX_ACL_TAG_BYTES, MAX_ACL_TAGS, MAX_CHUNK_ID_BYTES,
 from hybridsag.dense import MAX_RESOURCE_ID_BYTES as DENSE_RESOURCE_ID_BYTES
 from hybridsag.errors import DenseError, IngestError, StoreError
 from hybridsag.fusion.text import normalize_title
+from hybridsag.progress import IngestProgress, as_progress
 from hybridsag.store import Store, select_in
 
 if TYPE_CHECKING:
@@ -353,45 +354,6 @@ class IngestReport:
 
 #: Chunks embedded per call while ingesting: the progress moves on after each slice.
 EMBED_SLICE = 256
-
-
-class IngestProgress:
-    """What an ingest tells as it goes; every hook is a no-op here, a progress bar overrides
-    the ones it shows. Called from the ingesting thread."""
-
-    def start(self, documents: int | None) -> None:
-        """The ingest expects ``documents`` items (``None``: not known in advance)."""
-
-    def prepared(self, documents: int, chunks: int) -> None:
-        """``documents`` more items are done with reading and chunking (skipped, unchanged or
-        failed ones count with ``chunks`` 0)."""
-
-    def embedding(self, chunks: int) -> None:
-        """``chunks`` more chunks are about to be embedded."""
-
-    def embedded(self, chunks: int) -> None:
-        """``chunks`` more chunks were embedded."""
-
-
-class _CountProgress(IngestProgress):
-    """A plain callable given the number of documents done, as an :class:`IngestProgress`."""
-
-    def __init__(self, tick: Callable[[int], None]) -> None:
-        self.tick = tick
-
-    def prepared(self, documents: int, chunks: int) -> None:
-        if documents:
-            self.tick(documents)
-
-
-def as_progress(progress: IngestProgress | Callable[[int], None] | None) -> IngestProgress:
-    """``progress`` as an :class:`IngestProgress` (a callable counts documents; ``None`` is
-    silent)."""
-    if progress is None:
-        return IngestProgress()
-    if isinstance(progress, IngestProgress):
-        return progress
-    return _CountProgress(progress)
 
 
 def _where(item: object, position: int) -> str:

@@ -16,13 +16,13 @@ typed fields of the :class:`~hybridsag.fusion.Hit` a path returns.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hybridsag.errors import ConfigError
-from hybridsag.paths import bm25, dense, sag2, title
 from hybridsag.paths.base import PathResult, Peers, Retriever
 
 if TYPE_CHECKING:
@@ -76,18 +76,31 @@ class PathSpec:
     corpus_scores: bool = False
 
 
+def _builtin(module: str) -> PathFactory:
+    """The ``build`` of ``hybridsag.paths.<module>``, imported when the path is first built:
+    a process that runs one path never imports the others (SAG2's judge and evidence code,
+    the dense path's Milvus adapter)."""
+
+    def build(parts: Parts) -> Retriever:
+        factory: PathFactory = importlib.import_module(f"hybridsag.paths.{module}").build
+        return factory(parts)
+
+    build.__name__ = build.__qualname__ = f"{module}.build"
+    return build
+
+
 #: The paths that ship, in the order results list them.
 BUILTIN_PATHS: tuple[PathSpec, ...] = (
     PathSpec(
         "bm25",
-        bm25.build,
+        _builtin("bm25"),
         "BM25 over the lexical index, no judge",
         kind="lexical",
         corpus_scores=True,
     ),
     PathSpec(
         "sag2",
-        sag2.build,
+        _builtin("sag2"),
         "SAG2 lexical-judge: BM25, a judge, term-expansion rounds",
         reads_vectors=True,
         joins=("dense",),
@@ -96,14 +109,14 @@ BUILTIN_PATHS: tuple[PathSpec, ...] = (
     ),
     PathSpec(
         "dense",
-        dense.build,
+        _builtin("dense"),
         "the query's embedding searched in Milvus",
         needs_dense=True,
         kind="embedding",
     ),
     PathSpec(
         "title",
-        title.build,
+        _builtin("title"),
         "exact and near-exact title matches",
         kind="title",
         corpus_scores=True,

@@ -16,6 +16,7 @@ from tests.adaptersupport import (
     QUERY,
     READER,
     sample_hs,
+    scoped,
     sample_service,
     sample_settings,
 )
@@ -60,7 +61,9 @@ def test_cli_format_agent_in_process_and_through_the_service(
     monkeypatch.setenv("HYBRIDSAG_SERVER__CLIENT_TOKEN", READER)
     code, text = run("--server", sample_service, "search", QUERY, "-k", "4", "--format", "agent",
                      "--budget", "1500")  # fmt: skip
-    assert code == 0 and text == expected
+    # the reader token is tenant-scoped: the service searches as scoped() says
+    remote = sample_hs.search(QUERY, top_k=4, **scoped("remote")).as_agent_text(1500) + "\n"
+    assert code == 0 and text == remote
     code, text = run("--data-dir", data, "search", QUERY, "--format", "json")
     assert code == 0 and text.lstrip().startswith("{")
 
@@ -77,10 +80,10 @@ def test_the_service_answers_format_agent_as_text(sample_service: str, sample_hs
     with httpx.Client(base_url=sample_service, headers=headers, timeout=60) as http:
         r = http.post("/v1/search", json={"query": QUERY, "top_k": 6, "format": "agent", "budget": 900})
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
-        assert r.text == sample_hs.search(QUERY, top_k=6).as_agent_text(900)
+        assert r.text == sample_hs.search(QUERY, top_k=6, **scoped("remote")).as_agent_text(900)
         assert len(r.text) <= 900
         default = http.post("/v1/search", json={"query": QUERY, "format": "agent"})
-        assert default.text == sample_hs.search(QUERY).as_agent_text()
+        assert default.text == sample_hs.search(QUERY, **scoped("remote")).as_agent_text()
         bad = http.post("/v1/search", json={"query": QUERY, "format": "agent", "budget": 50})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "budget"]
         bad = http.post("/v1/search", json={"query": QUERY, "format": "yaml"})

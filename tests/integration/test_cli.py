@@ -258,6 +258,7 @@ def test_installed_console_script_runs() -> None:
         ([b"search", b"fox", b"--tenant", b"t\xfe"], b"filters.tenant 't\\udcfe'"),
         ([b"search", b"fox", b"--acl", b"\xed\xa0\x80"], b"filters.acl tag"),
         ([b"search", b"\xff", b"--json"], b"lone surrogate"),
+        ([b"index", b"DOCS", b"--tenant", b"t\xff"], b"index --tenant/--acl: filters.tenant"),
     ],
 )
 def test_text_that_is_not_utf8_exits_2_with_one_valid_utf8_line(
@@ -268,6 +269,7 @@ def test_text_that_is_not_utf8_exits_2_with_one_valid_utf8_line(
     assert run("--data-dir", str(tmp_path / "d"), "index", str(tmp_path / "docs"), "-q")[0] == 0
     script = Path(sys.executable).parent / "hybridsag"
     env = {**os.environ, "HYBRIDSAG_DATA_DIR": str(tmp_path / "d"), "LC_ALL": "C.UTF-8"}
+    argv = [bytes(tmp_path / "docs") if a == b"DOCS" else a for a in argv]
     proc = subprocess.run(
         [bytes(script), *argv], capture_output=True, timeout=120, check=False, env=env
     )

@@ -153,6 +153,23 @@ print(json.dumps({
 """
 
 
+def _run_child(code: str, data: Path, cwd: Path) -> tuple[Any, str]:
+    """Run ``code`` in a fresh Python (the packaged model configured, no other HYBRIDSAG_
+    variable) with ``data`` as its argument: the JSON of its last stdout line, and its stderr."""
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("HYBRIDSAG_")}
+    env["HYBRIDSAG_EMBEDDING__MODEL"] = MODEL
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(data)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
 def test_delete_disable_reconcile_plan_and_doctor_never_import_torch(
     vector_index: Path, tmp_path: Path
 ) -> None:
@@ -164,22 +181,52 @@ def test_delete_disable_reconcile_plan_and_doctor_never_import_torch(
         dense = parts.stored_dense_index()
         assert dense is not None
         before = dense.count()
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("HYBRIDSAG_")}
-    env["HYBRIDSAG_EMBEDDING__MODEL"] = MODEL
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(data)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"rc": [0, 0, 0], "toggled": [True, True], "heavy": []}, proc.stderr
+    out, stderr = _run_child(_CHILD, data, tmp_path)
+    assert out == {"rc": [0, 0, 0], "toggled": [True, True], "heavy": []}, stderr
     with Components(_settings(data)) as parts:  # the delete removed the vectors, not only rows
         dense = parts.stored_dense_index()
         assert dense is not None and dense.count() == before - 1
+
+
+_LEXICAL_CHILD = """
+import io, json, sys
+from hybridsag.cli import main
+data = sys.argv[1]
+runs = {}
+for name, argv in {
+    "bm25": ["search", "orrery scheduler", "--paths", "bm25", "--json"],
+    "title": ["search", "Gamma FAQ", "--paths", "title", "--json"],
+    "list": ["list", "--json"],
+    "show": ["show", "beta", "--json"],
+}.items():
+    out = io.StringIO()
+    rc = main(["--data-dir", data, *argv], out=out)
+    runs[name] = [rc, out.getvalue()]
+heavy = ("torch", "transformers", "sentence_transformers", "onnxruntime", "pymilvus",
+         "milvus_lite", "grpc", "pandas", "numpy", "jieba", "hybridsag.writer", "hybridsag.dense")
+print(json.dumps({"runs": runs, "heavy": sorted(m for m in heavy if m in sys.modules)}))
+"""
+
+
+def test_lexical_searches_list_and_show_import_no_model_milvus_nor_numpy(
+    vector_index: Path, tmp_path: Path
+) -> None:
+    """A bm25 or title search, ``list`` and ``show`` of a data dir that holds vectors (the dense
+    path on) load neither a model nor Milvus, nor numpy, jieba (English text) or the write path:
+    what a cold CLI process pays for them is the lexical work alone."""
+    import shutil
+
+    data = tmp_path / "copy"
+    shutil.copytree(vector_index, data)
+    out, stderr = _run_child(_LEXICAL_CHILD, data, tmp_path)
+    assert out["heavy"] == [], stderr
+    assert {name: rc for name, (rc, _) in out["runs"].items()} == dict.fromkeys(out["runs"], 0)
+    bm25 = json.loads(out["runs"]["bm25"][1])
+    assert bm25["paths"] == ["bm25"] and bm25["results"][0]["resource_id"] == "beta"
+    title = json.loads(out["runs"]["title"][1])
+    assert title["results"][0]["resource_id"] == "gamma"
+    assert {r["resource_id"] for r in json.loads(out["runs"]["list"][1])} == set(DOCS)
+    assert json.loads(out["runs"]["show"][1])["resource_id"] == "beta"
 
 
 def test_no_vectors_recorded_means_nothing_to_remove(tmp_path: Path) -> None:

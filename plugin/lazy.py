@@ -1,0 +1,38 @@
+"""Lazy public names for a package's ``__init__`` (PEP 562 module ``__getattr__``).
+
+A package lists which module defines each public name; a name is imported on first use and kept
+in the package's namespace after, so that importing the package (or any of its submodules, which
+runs its ``__init__`` first) costs nothing until a name is used::
+
+    __getattr__, __dir__ = lazy_names(__name__, globals(), {"hybridsag.errors": ("InputError",)})
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["lazy_names"]
+
+
+def lazy_names(
+    package: str, namespace: dict[str, Any], modules: Mapping[str, Sequence[str]]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package`` whose public names are ``modules``
+    (module -> the names it defines); ``namespace`` is the package's ``globals()``. An unknown
+    name raises AttributeError as a plain module does."""
+    where = {name: module for module, names in modules.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(where))
+
+    return __getattr__, __dir__
