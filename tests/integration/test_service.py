@@ -91,7 +91,9 @@ def test_search_answers_what_the_python_api_answers(
     assert [r["score"] for r in got["results"]] == pytest.approx(
         [r["score"] for r in expected["results"]], rel=1e-5
     )
-    assert set(got) == set(expected)
+    # the service's schema adds the A/B keys, null for a search that joins no experiment
+    ab_keys = {"query_id", "experiment", "arm", "teams"}
+    assert set(got) - ab_keys == set(expected) and all(got[k] is None for k in ab_keys)
     assert got["results"][0]["why"] == list(expected["results"][0]["why"])
 
 
