@@ -412,8 +412,7 @@ class Filters:
             parts.append(fragment)
             params.extend(values)
         if self.resource_ids is not None:
-            marks = ",".join("?" * len(self.resource_ids)) or "NULL"
-            parts.append(f"{alias}.resource_id IN ({marks})")
+            parts.append(f"{alias}.resource_id IN ({placeholders(len(self.resource_ids))})")
             params.extend(self.resource_ids)
         return " AND ".join(parts), params
 
