@@ -669,6 +669,13 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
                 f"{index.count()} vectors"
             )
 
+        def lexical_ok() -> str:
+            lexical = state["parts"].lexical
+            if s.lexical.backend != "milvus":
+                kind = "PostgreSQL tsvector rows" if state["parts"].store.is_postgres else "FTS5"
+                return f"{kind} in the store, {lexical.total_chunks()} chunks"
+            return lexical.describe()  # connects, checks a server's version (2.5 or newer)
+
         def fusion_ok() -> str:
             f = s.fusion
             judge = state["parts"].judge()
@@ -683,6 +690,7 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
             check("judge", judge_ok)
             check("embedding model", model_ok)
             check("milvus", milvus_ok)
+            check("lexical index", lexical_ok)
             check("fusion", fusion_ok)
             state["parts"].close()
     ok = all(c["ok"] for c in checks)

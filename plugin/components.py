@@ -135,10 +135,7 @@ class Components:
         try:
             #: this data dir's index id; None while its vectors are an older build's
             self.index_id: str | None = self._index_identity()
-            lexical_class = PostgresLexicalIndex if self.store.is_postgres else Fts5LexicalIndex
-            self.lexical: LexicalIndex = lexical_class(
-                self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms
-            )
+            self.lexical: LexicalIndex = self._build_lexical()
         except BaseException:
             self.store.close()
             raise
@@ -159,6 +156,24 @@ class Components:
         self._rebuilding = False
         self._closed = False
 
+    def _build_lexical(self) -> LexicalIndex:
+        """The lexical index of ``lexical.backend``: the store's own (FTS5, or PostgreSQL's
+        rows) or Milvus full-text search (which connects on first use)."""
+        s = self.settings
+        if s.lexical.backend == "milvus":
+            from hybridsag.milvus_lexical import MilvusLexicalIndex
+
+            return MilvusLexicalIndex(
+                self.store,
+                self.tokenizer,
+                s.lexical,
+                all_settings=s,
+                index_id=self.index_id,
+                max_terms=s.query.max_terms,
+            )
+        lexical_class = PostgresLexicalIndex if self.store.is_postgres else Fts5LexicalIndex
+        return lexical_class(self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -178,6 +193,9 @@ class Components:
         dense = self._dense.peek()
         if dense is not None:
             dense.close()
+        close_lexical = getattr(self.lexical, "close", None)
+        if callable(close_lexical):
+            close_lexical()
         self.store.close()
 
     def __enter__(self) -> Components:

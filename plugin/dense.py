@@ -39,6 +39,7 @@ expression's structure. Scores: ``raw_score`` is the Milvus distance; ``score`` 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -64,16 +65,21 @@ __all__ = [
     "MilvusDenseIndex",
     "OWNER_PROPERTY",
     "VectorRow",
+    "connect_milvus",
     "default_collection",
     "filter_expression",
+    "iterate_rows",
     "lite_lock_holder",
     "lite_locked_message",
     "lite_path",
     "make_dense_index",
+    "milvus_retriable",
     "quote_literal",
+    "release_milvus",
 ]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: Path name every dense hit carries.
 PATH = "dense"
@@ -391,12 +397,107 @@ def lite_locked_message(path: Path, pid: int) -> str:
     )
 
 
+def connect_milvus(
+    settings: Settings,
+    *,
+    create: bool,
+    call: Callable[[str, Callable[[], Any]], Any],
+    lost: Callable[[str], Exception],
+) -> tuple[MilvusClient, str | None]:
+    """A ``MilvusClient`` for ``settings.milvus`` (Milvus Lite under the data dir when ``uri`` is
+    unset, else the server) and the Lite key to hand to :func:`release_milvus` on close (None for
+    a server). ``call(action, fn)`` runs a pymilvus call and maps its errors; ``lost(what)`` is
+    the error for a Lite store that should exist (``create`` false) and does not. Shared by the
+    dense index and the Milvus lexical index, which open one Lite server per path and process.
+    """
+    try:
+        from pymilvus import MilvusClient
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise ConfigError("Milvus needs pymilvus (pip install pymilvus)") from exc
+    cfg = settings.milvus
+    if cfg.uri is not None:
+        uri = cfg.uri
+        token = cfg.token.get_secret_value() if cfg.token else ""
+        client = call(
+            "connecting", lambda: MilvusClient(uri=uri, token=token, timeout=cfg.timeout_s)
+        )
+        return client, None
+    path = lite_path(settings)
+    if not create and not path.exists():
+        raise lost(f"the Milvus Lite store {path} is missing")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the Milvus Lite folder {path.parent} (data_dir): {exc}"
+        ) from exc
+    if _lite_key(path) not in _LITE_USERS:
+        holder = lite_lock_holder(path)
+        if holder is not None:
+            raise DenseError(lite_locked_message(path, holder), retriable=True)
+    with _LITE_OPEN_LOCK:  # Milvus Lite starts one server per path and process
+        client = call(
+            "opening Milvus Lite (another process may hold its lock; for several "
+            "processes run `milvus-lite server --host 127.0.0.1` and set milvus.uri)",
+            lambda: MilvusClient(uri=str(path), timeout=cfg.timeout_s),
+        )
+    return client, _lite_acquire(path)
+
+
+def release_milvus(client: MilvusClient, lite_key: str | None) -> None:
+    """Close a client from :func:`connect_milvus` and release its Lite server when it was the
+    path's last user in this process (close errors are not raised: there is nothing to do)."""
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - closing must not mask what the caller is doing
+        log.debug("closing a Milvus client failed", exc_info=True)
+    finally:
+        if lite_key is not None:
+            _lite_release(lite_key)
+
+
+def iterate_rows(
+    client: MilvusClient,
+    call: Callable[[str, Callable[[], Any]], Any],
+    collection: str,
+    expr: str,
+    output: list[str],
+    *,
+    batch_size: int = 1000,
+    timeout: float | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Every row of ``collection`` matching ``expr`` (``output`` fields and the primary key),
+    read with Strong consistency through ``query_iterator`` in batches; ``call`` maps errors."""
+    iterator = call(
+        "query_iterator",
+        lambda: client.query_iterator(
+            collection,
+            batch_size=batch_size,
+            filter=expr,
+            output_fields=output,
+            consistency_level="Strong",
+            timeout=timeout,
+        ),
+    )
+    try:
+        while True:
+            batch = call("query_iterator.next", iterator.next)
+            if not batch:
+                return
+            yield from batch
+    finally:
+        try:
+            iterator.close()
+        except Exception:  # noqa: BLE001 - closing a finished iterator must not mask errors
+            pass
+
+
 _RETRIABLE_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
 _CONNECT_FAILED = 2  # pymilvus Status.CONNECT_FAILED
 _RATE_LIMIT = 8  # pymilvus ErrorCode.RATE_LIMIT
 
 
-def _is_retriable(exc: BaseException) -> bool:
+def milvus_retriable(exc: BaseException) -> bool:
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return True
     try:
@@ -522,46 +623,16 @@ class MilvusDenseIndex:
         except Exception as exc:  # noqa: BLE001 - everything from pymilvus is mapped here
             raise DenseError(
                 f"{action} on collection {self._collection!r} ({self._where}) failed: {exc}",
-                retriable=_is_retriable(exc),
+                retriable=milvus_retriable(exc),
             ) from exc
 
     def _open(self, *, create: bool = True) -> MilvusClient:
         if self._client is not None:
             return self._client
         with self._lock:
-            if self._client is not None:
-                return self._client
-            try:
-                from pymilvus import MilvusClient
-            except ImportError as exc:  # pragma: no cover - a declared dependency
-                raise ConfigError("the dense path needs pymilvus (pip install pymilvus)") from exc
-            if self._cfg.uri is None:
-                path = lite_path(self._settings)
-                if not create and not path.exists():
-                    raise self._lost(f"the Milvus Lite store {path} is missing")
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise ConfigError(
-                        f"cannot create the Milvus Lite folder {path.parent} (data_dir): {exc}"
-                    ) from exc
-                if _lite_key(path) not in _LITE_USERS:
-                    holder = lite_lock_holder(path)
-                    if holder is not None:
-                        raise DenseError(lite_locked_message(path, holder), retriable=True)
-                with _LITE_OPEN_LOCK:  # Milvus Lite starts one server per path and process
-                    self._client = self._call(
-                        "opening Milvus Lite (another process may hold its lock; for several "
-                        "processes run `milvus-lite server --host 127.0.0.1` and set milvus.uri)",
-                        lambda: MilvusClient(uri=str(path), timeout=self._timeout),
-                    )
-                self._lite_key = _lite_acquire(path)
-            else:
-                uri = self._cfg.uri
-                token = self._cfg.token.get_secret_value() if self._cfg.token else ""
-                self._client = self._call(
-                    "connecting",
-                    lambda: MilvusClient(uri=uri, token=token, timeout=self._timeout),
+            if self._client is None:
+                self._client, self._lite_key = connect_milvus(
+                    self._settings, create=create, call=self._call, lost=self._lost
                 )
             return self._client
 
@@ -981,30 +1052,13 @@ class MilvusDenseIndex:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"iter_entries batch_size={batch_size!r} must be an int >= 1")
         output = [self._f_resource] + ([self._f_version] if self._f_version else [])
-        iterator = self._call(
-            "query_iterator",
-            lambda: client.query_iterator(
-                self._collection,
-                batch_size=batch_size,
-                filter=self._scoped(""),
-                output_fields=output,
-                consistency_level="Strong",
-                timeout=self._timeout,
-            ),
+        rows = iterate_rows(
+            client, self._call, self._collection, self._scoped(""), output,
+            batch_size=batch_size, timeout=self._timeout,
         )
-        try:
-            while True:
-                batch = self._call("query_iterator.next", iterator.next)
-                if not batch:
-                    break
-                for row in batch:
-                    version = int(row[self._f_version]) if self._f_version else 0
-                    yield str(row[self._f_id]), str(row[self._f_resource]), version
-        finally:
-            try:
-                iterator.close()
-            except Exception:  # noqa: BLE001 - closing a finished iterator must not mask errors
-                pass
+        for row in rows:
+            version = int(row[self._f_version]) if self._f_version else 0
+            yield str(row[self._f_id]), str(row[self._f_resource]), version
 
     def count(self) -> int:
         """See :meth:`DenseIndex.count`."""

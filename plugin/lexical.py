@@ -348,7 +348,7 @@ class Fts5LexicalIndex:
         ranked = None
         while True:
             try:
-                ranked = ranked or self._chunk_ranker(terms, must)
+                ranked = ranked or self._chunk_ranker(terms, must, filters)
                 rows = ranked(filter_sql, filter_params, depth, limit)
             except self.store.errors as exc:
                 raise LexicalError(f"lexical search for {match!r:.200} failed: {exc}") from exc
@@ -381,7 +381,7 @@ class Fts5LexicalIndex:
             return []
         filter_sql, params = filters.sql("r", self.store.backend)
         try:
-            rows = self._title_rows(terms, filter_sql, params, limit)
+            rows = self._title_rows(terms, filter_sql, params, limit, filters)
         except self.store.errors as exc:
             raise LexicalError(f"title search failed: {exc}") from exc
         return [(rid, float(score)) for rid, score in rows]
@@ -404,10 +404,11 @@ class Fts5LexicalIndex:
     # -- the engine's statements (what another engine overrides) ------------------------------
 
     def _chunk_ranker(
-        self, terms: Sequence[str], must: str | None
+        self, terms: Sequence[str], must: str | None, filters: Filters
     ) -> Callable[[str, list[object], int, int], list[Any]]:
         """A function ``(filter_sql, filter_params, depth, limit) -> rows`` of
-        ``(chunk_id, resource_id, score)``, best (lowest) score first."""
+        ``(chunk_id, resource_id, score)``, best (lowest) score first. ``filters`` is what
+        ``filter_sql`` was made from (for an engine that filters in its own language)."""
         s = self.settings
         match = build_match(terms, must=must)
         conn = self.store.connection()
@@ -421,7 +422,12 @@ class Fts5LexicalIndex:
         return ranked
 
     def _title_rows(
-        self, terms: Sequence[str], filter_sql: str, params: list[object], limit: int
+        self,
+        terms: Sequence[str],
+        filter_sql: str,
+        params: list[object],
+        limit: int,
+        filters: Filters,
     ) -> list[Any]:
         return (
             self.store.connection()
@@ -667,7 +673,7 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
         return lexemes, idf
 
     def _chunk_ranker(
-        self, terms: Sequence[str], must: str | None
+        self, terms: Sequence[str], must: str | None, filters: Filters
     ) -> Callable[[str, list[object], int, int], list[Any]]:
         s = self.settings
         phrases = [must, *terms] if must else list(terms)
@@ -692,7 +698,12 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
         return ranked
 
     def _title_rows(
-        self, terms: Sequence[str], filter_sql: str, params: list[object], limit: int
+        self,
+        terms: Sequence[str],
+        filter_sql: str,
+        params: list[object],
+        limit: int,
+        filters: Filters,
     ) -> list[Any]:
         lexemes, idf = self._idf("titles_lex", terms)
         sql = f"""

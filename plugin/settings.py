@@ -152,8 +152,18 @@ class StoreSettings(_Section):
 
 
 class LexicalSettings(_Section):
-    """FTS5 ``bm25()`` column weights (title, heading, body)."""
+    """The lexical index the bm25, title and SAG2 paths read, and its BM25 column weights
+    (title, heading, body).
 
+    ``backend``: ``fts5`` (default) keeps it in the store (SQLite FTS5; on a PostgreSQL store,
+    tsvector rows ranked as FTS5 ranks); ``milvus`` puts the text in Milvus full-text search
+    (the Milvus of ``milvus``: Lite under the data dir, or a server, which must be 2.5 or newer)
+    with ``milvus_analyzer``: ``auto`` (the standard analyzer for every row and jieba for CJK
+    rows, the query's script picks), ``standard`` or ``jieba``.
+    """
+
+    backend: Literal["fts5", "milvus"] = "fts5"
+    milvus_analyzer: Literal["auto", "standard", "jieba"] = "auto"
     title_weight: float = Field(2.0, ge=0.0, le=100.0)
     heading_weight: float = Field(2.0, ge=0.0, le=100.0)
     body_weight: float = Field(1.0, ge=0.0, le=100.0)

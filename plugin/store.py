@@ -1040,18 +1040,20 @@ def select_in(
     *,
     many: bool = False,
     batch: int = 500,
+    params: Sequence[object] = (),
 ) -> dict[Any, Any]:
     """Rows of ``select`` (a statement ending in its FROM/JOIN/WHERE part, with no ``WHERE``
     or with a ``WHERE ... AND`` left open) whose ``column`` is one of ``values``, keyed by the
     row's first column; with ``many`` each key maps to a list of rows. Values go in batches of
-    ``batch`` parameters (SQLite's limit on bound parameters)."""
+    ``batch`` parameters (SQLite's limit on bound parameters); ``params`` are bound before them
+    (those of the conditions ``select`` already has)."""
     out: dict[Any, Any] = {}
     ids = list(dict.fromkeys(values))
     joiner = " " if select.rstrip().upper().endswith(("WHERE", "AND")) else " WHERE "
     for start in range(0, len(ids), batch):
         part = ids[start : start + batch]
         sql = f"{select}{joiner}{column} IN ({','.join('?' * len(part))})"
-        for row in conn.execute(sql, part):
+        for row in conn.execute(sql, [*params, *part]):
             if many:
                 out.setdefault(row[0], []).append(row)
             else:

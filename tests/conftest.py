@@ -19,7 +19,12 @@ import pytest
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 
-from tests.pgserver import postgres_server, postgres_url, store_url  # noqa: F401 - fixtures
+from tests.pgserver import (  # noqa: F401 - fixtures
+    index_backends,
+    postgres_server,
+    postgres_url,
+    store_url,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -58,14 +58,17 @@ def clear_env() -> None:
             del os.environ[name]
 
 
-def make_settings(data_dir: Path, store_url: str | None = None, **consistency: Any) -> Settings:
+def make_settings(
+    data_dir: Path, store_url: str | None = None, *, lexical: str = "fts5", **consistency: Any
+) -> Settings:
     """Settings over ``data_dir``: Milvus Lite, the packaged model, fast retries; the store on
-    PostgreSQL when ``store_url`` is given."""
+    PostgreSQL when ``store_url`` is given, the lexical index on ``lexical``."""
     fields: dict[str, Any] = {"backoff_s": 0.01}
     fields.update(consistency)
     return Settings(
         data_dir=Path(data_dir),
         store={"url": store_url},
+        lexical={"backend": lexical},
         milvus=MilvusSettings(uri=None),
         embedding=EmbeddingSettings(model=MODEL),
         consistency=ConsistencySettings(**fields),
@@ -259,12 +262,15 @@ def check_consistent(hs: HybridSearch) -> list[str]:
         r = res.get(c["resource_id"])
         if r is None or r["version"] != c["version"]:
             problems.append(f"chunk row {c['chunk_id']} of no current resource version")
-    fts = {row[0] for row in conn.execute(f"SELECT {key} FROM {chunk_rows}")}
     ids = {c["id"] for c in chunks.values()}
+    rids = {r["id"] for r in res.values()}
+    if hs.settings.lexical.backend == "milvus":
+        problems += _milvus_lexical_problems(hs, {c["id"]: cid for cid, c in chunks.items()})
+        chunk_rows, title_rows, key = "mlex_chunks", "mlex_titles", "id"
+    fts = {row[0] for row in conn.execute(f"SELECT {key} FROM {chunk_rows}")}
     if fts != ids:
         problems.append(f"chunks_fts rowids differ from chunk ids: {sorted(fts ^ ids)[:10]}")
     titles = {row[0] for row in conn.execute(f"SELECT {key} FROM {title_rows}")}
-    rids = {r["id"] for r in res.values()}
     if titles != rids:
         problems.append(f"titles_fts rowids differ from resource ids: {sorted(titles ^ rids)[:10]}")
     dense = hs.components.dense_index()
@@ -277,4 +283,31 @@ def check_consistent(hs: HybridSearch) -> list[str]:
         r = res.get(c["resource_id"])
         if r is not None and r["status"] in ("ready", "disabled") and cid not in vectors:
             problems.append(f"chunk {cid} has no vector")
+    return problems
+
+
+def _milvus_lexical_problems(hs: HybridSearch, chunk_of_row: dict[int, str]) -> list[str]:
+    """The Milvus full-text collections read with pymilvus directly: one row per chunk, holding
+    that chunk's id (not another version's), and one row per resource."""
+    from hybridsag.milvus_lexical import lexical_collections
+
+    client = hs.components.lexical.client()  # type: ignore[attr-defined]
+    chunks_coll, titles_coll = lexical_collections(hs.components.index_id)
+    got = {
+        int(r["id"]): r["chunk_id"]
+        for r in client.query(chunks_coll, filter="id >= 0", output_fields=["chunk_id"],
+                              limit=16_384, consistency_level="Strong")
+    }
+    problems = []
+    if got != chunk_of_row:
+        wrong = sorted(set(got.items()) ^ set(chunk_of_row.items()))[:10]
+        problems.append(f"Milvus full-text chunk rows differ from the chunk rows: {wrong}")
+    titles = {
+        int(r["id"])
+        for r in client.query(titles_coll, filter="id >= 0", output_fields=["id"],
+                              limit=16_384, consistency_level="Strong")
+    }
+    resources = {r[0] for r in hs.components.store.connection().execute("SELECT id FROM resources")}
+    if titles != resources:
+        problems.append(f"Milvus full-text title rows differ: {sorted(titles ^ resources)[:10]}")
     return problems

@@ -40,6 +40,7 @@ __all__ = [
     "postgres_server",
     "postgres_url",
     "start_postgres",
+    "index_backends",
     "store_url",
 ]
 
@@ -218,3 +219,15 @@ def store_url(request: pytest.FixtureRequest) -> str | None:
     if request.param == "sqlite":
         return None
     return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(params=["sqlite", "postgres", "sqlite+milvus-lexical"])
+def index_backends(request: pytest.FixtureRequest) -> tuple[str | None, str]:
+    """``(store.url, lexical.backend)`` of each backend in turn: SQLite with FTS5, PostgreSQL
+    with its tsvector rows, then SQLite with the lexical index on Milvus full-text search
+    (Milvus Lite under the data dir)."""
+    if request.param == "sqlite":
+        return None, "fts5"
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url")), "fts5"
+    return None, "milvus"

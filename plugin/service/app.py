@@ -208,7 +208,8 @@ class ServiceState:
         return self.experiments
 
     def checks(self) -> dict[str, str]:
-        """``/readyz``: the store, Milvus and the model, each "ok ..." or the error."""
+        """``/readyz``: the store, the Milvus lexical index (when it is on), Milvus and the model,
+        each "ok ..." or the error."""
         hs = self.hs()
         out: dict[str, str] = {}
         try:
@@ -217,6 +218,12 @@ class ServiceState:
         except HybridSagError as exc:
             out["store"] = f"failed: {exc}"
         parts = hs.components
+        describe = getattr(parts.lexical, "describe", None)
+        if callable(describe):  # the lexical index on Milvus full-text search
+            try:
+                out["lexical"] = f"ok: {describe()}"
+            except HybridSagError as exc:
+                out["lexical"] = f"failed: {exc}"
         if not parts.dense_enabled:
             out["milvus"] = out["model"] = "off (embedding.model = 'none')"
             return out

@@ -53,13 +53,18 @@ def _corpus(n: int = 60, seed: int = 7) -> list:
     return docs
 
 
-def _settings(data: Path, store_url: str | None) -> Settings:
-    return Settings(data_dir=data, embedding={"model": "none"}, store={"url": store_url})
+def _settings(data: Path, store_url: str | None, lexical: str = "fts5") -> Settings:
+    return Settings(
+        data_dir=data,
+        embedding={"model": "none"},
+        store={"url": store_url},
+        lexical={"backend": lexical},
+    )
 
 
 @pytest.fixture
-def hs(tmp_path: Path, store_url: str | None) -> Iterator[HybridSearch]:
-    with HybridSearch(_settings(tmp_path / "data", store_url)) as search:
+def hs(tmp_path: Path, index_backends: tuple[str | None, str]) -> Iterator[HybridSearch]:
+    with HybridSearch(_settings(tmp_path / "data", *index_backends)) as search:
         report = search.ingest_documents(_corpus())
         assert report.indexed == 60, report.errors
         yield search

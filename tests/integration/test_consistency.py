@@ -60,9 +60,10 @@ def _index(hs: HybridSearch, texts: dict[str, str] = CORPUS) -> None:
 
 
 @pytest.fixture
-def hs(tmp_path: Path, store_url: str | None) -> Iterator[HybridSearch]:
-    """An indexed search over each store backend in turn (SQLite, then PostgreSQL)."""
-    with open_search(make_settings(tmp_path / "data", store_url)) as search:
+def hs(tmp_path: Path, index_backends: tuple[str | None, str]) -> Iterator[HybridSearch]:
+    """An indexed search over each backend in turn (SQLite, PostgreSQL, Milvus full-text)."""
+    store_url, lexical = index_backends
+    with open_search(make_settings(tmp_path / "data", store_url, lexical=lexical)) as search:
         _index(search)
         yield search
 

@@ -68,13 +68,16 @@ class Replica:
         self.client.close()
 
 
-def _start(data: Path, url: str, milvus: str, collection: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+def _start(
+    data: Path, url: str, milvus: str, collection: str, *args: str, lexical: str = "fts5"
+) -> tuple[subprocess.Popen[bytes], str]:
     data.parent.mkdir(parents=True)
     return service_process(
         data,
         *args,
         HYBRIDSAG_SERVER__TOKEN=ADMIN,
         HYBRIDSAG_STORE__URL=url,
+        HYBRIDSAG_LEXICAL__BACKEND=lexical,
         HYBRIDSAG_MILVUS__URI=milvus,
         HYBRIDSAG_MILVUS__COLLECTION=collection,
         HYBRIDSAG_CONSISTENCY__INDEXING_TIMEOUT_S="1",

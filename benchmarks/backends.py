@@ -1,18 +1,23 @@
-"""PostgreSQL store benchmark (not a test): recall and latency of the lexical paths on SQLite and
-on PostgreSQL, and the consistency race through two ``hybridsag serve`` replicas.
+"""Backend benchmark (not a test): recall and latency of the lexical paths on each store and
+lexical backend, and the consistency race through two ``hybridsag serve`` replicas.
 
-    .venv/bin/python benchmarks/postgres_store.py --data /work/shared/data/2wiki
-    .venv/bin/python benchmarks/postgres_store.py --data /work/shared/data/2wiki --race-ops 2000
+    .venv/bin/python benchmarks/backends.py --data /work/shared/data/2wiki
+    .venv/bin/python benchmarks/backends.py --data /work/shared/data/cmrc2018 --limit 1000 \
+        --backends sqlite,milvus --paths bm25,sag2,title
+    .venv/bin/python benchmarks/backends.py --race-ops 2000 [--race-lexical milvus]
 
-Part 1 (``--data``): ``hybridsag eval --paths bm25,title --json`` twice over the same set, with
-the store on SQLite (FTS5) and on a fresh PostgreSQL database (``store.url``), the dense path off
-(``embedding.model = none``). It prints R@2/5/10 and the p50/p95 query latency of each path.
+Part 1 (``--data``): ``hybridsag eval --paths P --json`` once per backend over the same set, the
+dense path off (``embedding.model = none``): ``sqlite`` (FTS5 in the SQLite store),
+``postgres`` (the store and its tsvector rows on a fresh PostgreSQL database) and ``milvus``
+(the SQLite store with ``lexical.backend = milvus``: Milvus full-text search on Milvus Lite).
+It prints R@2/5/10 and the p50/p95 query latency of each path.
 
 Part 2 (``--race-ops N``): a throwaway PostgreSQL and a Milvus Lite server (``milvus-lite
-server``), two service processes on them, and ``tests/consistency_race.run_race`` over both
-(4 writers, one search loop per replica, a reconcile through either replica every 0.5 s), then
-one reconcile; it reports the operations, the searches, the visibility violations (searches that
-returned a resource deleted before they began) and what the last reconcile's plan still finds.
+server``), two service processes on them (with ``--race-lexical milvus`` their lexical index is
+on that Milvus too), and ``tests/consistency_race.run_race`` over both (4 writers, one search
+loop per replica, a reconcile through either replica every 0.5 s), then one reconcile; it
+reports the operations, the searches, the visibility violations (searches that returned a
+resource deleted before they began) and what the last reconcile's plan still finds.
 
 The PostgreSQL server comes from the machine's binaries (``tests/pgserver.py``). Prints one JSON
 object.
@@ -37,18 +42,28 @@ if str(ROOT) not in sys.path:
 from tests.pgserver import new_database, start_postgres  # noqa: E402
 
 
-def eval_backend(data: Path, out: Path, store_url: str | None) -> dict[str, Any]:
-    """``hybridsag eval`` over ``data`` with the store on SQLite or at ``store_url``."""
+def eval_backend(
+    data: Path,
+    out: Path,
+    store_url: str | None,
+    *,
+    lexical: str = "fts5",
+    paths: str = "bm25,title",
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """``hybridsag eval`` over ``data`` with the store on SQLite or at ``store_url`` and the
+    lexical index on ``lexical``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDSAG_")}
     env["HYBRIDSAG_EMBEDDING__MODEL"] = "none"
     env["HYBRIDSAG_DATA_DIR"] = str(out / "data")
+    env["HYBRIDSAG_LEXICAL__BACKEND"] = lexical
     if store_url:
         env["HYBRIDSAG_STORE__URL"] = store_url
-    proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "hybridsag"), "eval", "--data", str(data), "--paths",
-         "bm25,title", "--json", "-q", "--out", str(out / "eval")],
-        env=env, capture_output=True, text=True, check=True,
-    )
+    cmd = [str(ROOT / ".venv" / "bin" / "hybridsag"), "eval", "--data", str(data), "--paths",
+           paths, "--json", "-q", "--out", str(out / "eval")]
+    if limit:
+        cmd += ["--limit", str(limit)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     report = json.loads(proc.stdout)
     rows = {}
     for path, figures in report["paths"].items():
@@ -56,7 +71,7 @@ def eval_backend(data: Path, out: Path, store_url: str | None) -> dict[str, Any]
     return {"paths": rows, "index": report.get("index")}
 
 
-def race(ops: int, base: Path, pg_url: str) -> dict[str, Any]:
+def race(ops: int, base: Path, pg_url: str, lexical: str = "fts5") -> dict[str, Any]:
     from tests.consistency_race import run_race, summarize
     from tests.integration.test_replicas import Replica, _start, _stop
     from tests.milvusliteserver import start_milvus_lite_server
@@ -68,7 +83,7 @@ def race(ops: int, base: Path, pg_url: str) -> dict[str, Any]:
     clients: list[Replica] = []
     try:
         for name in ("one", "two"):
-            proc, url = _start(base / name / "data", pg_url, lite_uri, "race")
+            proc, url = _start(base / name / "data", pg_url, lite_uri, "race", lexical=lexical)
             procs.append(proc)
             clients.append(Replica(url))
         turn = iter(range(10**9))
@@ -100,18 +115,27 @@ def race(ops: int, base: Path, pg_url: str) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help="an eval set (corpus.jsonl, queries.jsonl, qrels.tsv)")
+    parser.add_argument("--backends", default="sqlite,postgres",
+                        help="comma-separated: sqlite, postgres, milvus (lexical on Milvus)")
+    parser.add_argument("--paths", default="bm25,title", help="the paths to evaluate")
+    parser.add_argument("--limit", type=int, default=None, help="first N questions")
     parser.add_argument("--race-ops", type=int, default=0, help="operations of the replica race")
+    parser.add_argument("--race-lexical", default="fts5", choices=("fts5", "milvus"),
+                        help="lexical.backend of the race's replicas")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="hybridsag-pgbench-"))
     pg_dir = Path(tempfile.mkdtemp(prefix="hybridsag-pgbench-server-"))  # its own: root runs it as postgres
     server = start_postgres(pg_dir)
     out: dict[str, Any] = {}
     try:
-        if args.data:
-            out["sqlite"] = eval_backend(args.data, base / "sqlite", None)
-            out["postgres"] = eval_backend(args.data, base / "postgres", new_database(server))
+        for name in args.backends.split(",") if args.data else ():
+            url = new_database(server) if name == "postgres" else None
+            lexical = "milvus" if name == "milvus" else "fts5"
+            out[name] = eval_backend(args.data, base / name, url, lexical=lexical,
+                                     paths=args.paths, limit=args.limit)
         if args.race_ops:
-            out["race"] = race(args.race_ops, base / "race", new_database(server))
+            out["race"] = race(args.race_ops, base / "race", new_database(server),
+                               args.race_lexical)
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,751 @@
+"""The lexical index on Milvus full-text search (``lexical.backend = "milvus"``).
+
+The chunk and title text lives in two Milvus collections of this data dir's index
+(``hybridsag_<index id>_lexchunks`` and ``..._lextitles``), each with a BM25 ``Function`` that
+turns an analysed text field into a sparse vector, searched with the ``BM25`` metric. Milvus
+ranks; the store stays the system of record: every hit is checked against the store's chunk and
+resource rows (current version, status, tenant, ACL, metadata) before it is returned, exactly as
+the dense path checks its vectors, so a row Milvus still holds for a deleted or replaced chunk is
+never shown.
+
+Analyzers (``lexical.milvus_analyzer``; Milvus Lite 3.2 has the ``standard`` and ``jieba``
+tokenizers): ``auto`` indexes every row's text with the standard tokenizer (lowercased, accents
+folded) in ``text`` and, for a row with CJK text, with jieba in ``text_cjk``; a query with CJK
+characters searches ``text_cjk``, any other query ``text``. ``standard`` and ``jieba`` use that
+one analyzer for every row and query. The column weights of ``lexical`` (title, heading, body)
+are kept by repeating each part of the text that many times (rounded), the usual way to give a
+single-field BM25 field weights.
+
+Rows are written and deleted by the same write path as the FTS5 rows: the ``add_*``/``remove_*``
+methods run inside the store's write transaction and write to Milvus before it commits. A Milvus
+failure raises :class:`~hybridsag.errors.LexicalError`, which rolls the transaction back (the
+writer's compensation then removes the vectors); a commit that fails after Milvus was written
+leaves rows the reconciler finds: :meth:`MilvusLexicalIndex.indexed_rowids` reads the
+collections, so a row of no chunk is an orphan (removed) and a chunk whose row is missing or
+holds another version's text is missing (re-indexed).
+
+What Milvus cannot answer cheaply stays in the store, written in the same transaction:
+``mlex_chunks(id, terms)`` (each chunk's distinct index-tokenizer terms), ``mlex_vocab(term,
+doc)`` (document frequencies, for query analysis, the SAG2 expansion IDF and the trust step) and
+``mlex_titles(id, title)`` (title tokens, for the title-alias fix). Milvus needs 2.5 or newer for
+full-text search: :meth:`MilvusLexicalIndex.ensure` checks a server's version and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from hybridsag.dense import (
+    F_ACL,
+    F_RESOURCE,
+    F_TENANT,
+    MAX_ACL_TAG_BYTES,
+    MAX_ACL_TAGS,
+    MAX_CHUNK_ID_BYTES,
+    MAX_RESOURCE_ID_BYTES,
+    MAX_TENANT_BYTES,
+    DenseFilter,
+    connect_milvus,
+    filter_expression,
+    iterate_rows,
+    lite_path,
+    milvus_retriable,
+    release_milvus,
+)
+from hybridsag.errors import ConfigError, LexicalError
+from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex, strip_diacritics
+from hybridsag.settings import LexicalSettings, Settings
+from hybridsag.store import Filters, Store, select_in
+from hybridsag.tokenizer import Tokenizer, has_cjk
+
+if TYPE_CHECKING:
+    from pymilvus import MilvusClient
+
+__all__ = [
+    "MILVUS_LEXICAL_MIGRATIONS",
+    "MIN_SERVER_VERSION",
+    "MilvusLexicalIndex",
+    "check_server_version",
+    "compose_text",
+    "lexical_collections",
+]
+
+MILVUS_LEXICAL_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "mlex_0001_tables",
+        """
+        CREATE TABLE IF NOT EXISTS mlex_chunks(id INTEGER PRIMARY KEY, terms TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS mlex_titles(id INTEGER PRIMARY KEY, title TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS mlex_vocab(term TEXT PRIMARY KEY, doc INTEGER NOT NULL);
+        """,
+    ),
+)
+
+#: The oldest Milvus with full-text search (the BM25 Function and the BM25 metric).
+MIN_SERVER_VERSION = (2, 5)
+#: Milvus' VARCHAR limit, in bytes: longer text is cut at a character boundary.
+MAX_TEXT_BYTES = 65_535
+#: Milvus caps a search's ``limit`` at this.
+MAX_LIMIT = 16_384
+#: Rows per upsert call.
+WRITE_BATCH = 500
+
+F_ID, F_CHUNK, F_VERSION = "id", "chunk_id", "version"
+F_TEXT, F_TEXT_CJK, F_SPARSE, F_SPARSE_CJK = "text", "text_cjk", "sparse", "sparse_cjk"
+
+ANALYZERS: dict[str, dict[str, Any]] = {
+    "standard": {"tokenizer": "standard", "filter": ["lowercase", "asciifolding"]},
+    "jieba": {"tokenizer": "jieba", "filter": ["lowercase", "asciifolding"]},
+}
+
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+def lexical_collections(index_id: str) -> tuple[str, str]:
+    """The chunk and title collections of an index: ``hybridsag_<id>_lexchunks`` and
+    ``hybridsag_<id>_lextitles``."""
+    return f"hybridsag_{index_id}_lexchunks", f"hybridsag_{index_id}_lextitles"
+
+
+def _cut(text: str, limit: int = MAX_TEXT_BYTES) -> str:
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    return raw[:limit].decode("utf-8", "ignore")
+
+
+def compose_text(parts: Sequence[tuple[str, float]]) -> str:
+    """One analysed field from weighted parts: each part repeated ``round(weight)`` times,
+    newline-separated, cut to Milvus' 65,535 bytes.
+
+    >>> compose_text([("Paris", 2.0), ("", 2.0), ("capital of France", 1.0)])
+    'Paris\\nParis\\ncapital of France'
+    """
+    pieces = [p for text, weight in parts if text for p in [text] * max(0, round(weight))]
+    return _cut("\n".join(pieces))
+
+
+def check_server_version(version: str, where: str) -> None:
+    """Refuse a Milvus older than :data:`MIN_SERVER_VERSION` (ConfigError naming both); a
+    version string that cannot be read passes (creating the collection then says more)."""
+    match = _VERSION.search(version or "")
+    if match and (int(match[1]), int(match[2])) < MIN_SERVER_VERSION:
+        need = ".".join(map(str, MIN_SERVER_VERSION))
+        raise ConfigError(
+            f"lexical.backend = 'milvus' needs Milvus {need} or newer (full-text search with a "
+            f"BM25 Function); {where} runs {version}. Upgrade the server, or keep "
+            "lexical.backend = 'fts5'"
+        )
+
+
+def _like_term(term: str) -> str:
+    """The ``LIKE`` pattern of one whole term in a space-padded term list."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"% {escaped} %"
+
+
+def _terms_of(tokens: ChunkTokens) -> list[str]:
+    """The distinct terms of a chunk row, folded as :meth:`Fts5LexicalIndex.doc_freqs` folds."""
+    words = f"{tokens.title} {tokens.heading} {tokens.body}".split()
+    return list(dict.fromkeys(strip_diacritics(w) for w in words))
+
+
+class MilvusLexicalIndex(Fts5LexicalIndex):
+    """:class:`~hybridsag.lexical.LexicalIndex` on Milvus full-text search (see the module
+    docstring). Nothing connects until the first search or write; thread-safe like the dense
+    index (one client, opened under a lock)."""
+
+    _CHUNKS, _TITLES, _ID = "mlex_chunks", "mlex_titles", "id"
+    _MIGRATIONS = MILVUS_LEXICAL_MIGRATIONS
+
+    def __init__(
+        self,
+        store: Store,
+        tokenizer: Tokenizer,
+        settings: LexicalSettings,
+        *,
+        all_settings: Settings,
+        index_id: str | None,
+        max_terms: int = 80,
+    ) -> None:
+        if index_id is None:
+            raise ConfigError(
+                "lexical.backend = 'milvus' needs this data dir's index id, and its vectors were "
+                "written by an older build; run `hybridsag rebuild-vectors` first"
+            )
+        super().__init__(store, tokenizer, settings, max_terms=max_terms)
+        self._all = all_settings
+        self._analyzer: Literal["auto", "standard", "jieba"] = settings.milvus_analyzer
+        self._chunks_coll, self._titles_coll = lexical_collections(index_id)
+        self._timeout = all_settings.milvus.timeout_s
+        self._open_lock = threading.Lock()
+        self._client: MilvusClient | None = None
+        self._lite_key: str | None = None
+        uri = all_settings.milvus.uri
+        self._where = f"Milvus at {uri}" if uri else f"Milvus Lite at {lite_path(all_settings)}"
+
+    def __repr__(self) -> str:
+        return f"MilvusLexicalIndex({self._where}, {self._chunks_coll!r}, {self._titles_coll!r})"
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, action: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except (ConfigError, LexicalError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - everything from pymilvus is mapped here
+            raise LexicalError(
+                f"{action} in the Milvus lexical index ({self._where}) failed: {exc}",
+                retriable=milvus_retriable(exc),
+            ) from exc
+
+    def _lost(self, what: str) -> LexicalError:
+        return LexicalError(
+            f"{what}: the Milvus lexical index ({self._where}) is gone; run `hybridsag "
+            "reconcile --apply` to re-index every chunk into a new one"
+        )
+
+    def client(self) -> MilvusClient:
+        """The Milvus client, connected and both collections ensured (created when missing,
+        then loaded) on first use."""
+        if self._client is not None:
+            return self._client
+        with self._open_lock:
+            if self._client is None:
+                client, key = connect_milvus(
+                    self._all, create=True, call=self._call, lost=self._lost
+                )
+                try:
+                    self._ensure(client)
+                except BaseException:
+                    release_milvus(client, key)
+                    raise
+                self._client, self._lite_key = client, key
+            return self._client
+
+    def ensure(self) -> None:
+        """Connect and create the collections now (``doctor``; a service at start-up)."""
+        self.client()
+
+    def describe(self) -> str:
+        """One line for ``doctor``: where, the server version, the collections and their rows
+        (connects and creates the collections when missing)."""
+        client = self.client()
+        version = ""
+        if self._all.milvus.uri is not None:
+            version = f" {self._call('get_server_version', client.get_server_version)}"
+        counts = []
+        for name in (self._chunks_coll, self._titles_coll):
+            got = self._call(
+                "count",
+                lambda n=name: client.query(
+                    n, filter="", output_fields=["count(*)"], consistency_level="Strong"
+                ),
+            )
+            counts.append(f"{name} ({int(got[0]['count(*)'])} rows)")
+        return (
+            f"Milvus full-text search at {self._where}{version}, analyzer {self._analyzer}: "
+            + ", ".join(counts)
+        )
+
+    def _ensure(self, client: MilvusClient) -> None:
+        if self._all.milvus.uri is not None:
+            version = self._call("get_server_version", client.get_server_version)
+            check_server_version(str(version), self._where)
+        for name, kind in ((self._chunks_coll, "chunks"), (self._titles_coll, "titles")):
+            if not self._call("has_collection", lambda n=name: client.has_collection(n)):
+                self._create(client, name, kind)
+            self._call("load_collection", lambda n=name: client.load_collection(n))
+
+    def _create(self, client: MilvusClient, name: str, kind: str) -> None:
+        from pymilvus import DataType, Function, FunctionType, MilvusClient
+
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field(F_ID, DataType.INT64, is_primary=True)
+        if kind == "chunks":
+            schema.add_field(F_CHUNK, DataType.VARCHAR, max_length=MAX_CHUNK_ID_BYTES)
+        else:
+            schema.add_field(F_VERSION, DataType.INT64)
+        schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=MAX_RESOURCE_ID_BYTES)
+        schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
+        schema.add_field(
+            F_ACL,
+            DataType.ARRAY,
+            element_type=DataType.VARCHAR,
+            max_capacity=MAX_ACL_TAGS,
+            max_length=MAX_ACL_TAG_BYTES,
+        )
+        index_params = client.prepare_index_params()
+        for text, sparse, analyzer in self._fields():
+            schema.add_field(
+                text,
+                DataType.VARCHAR,
+                max_length=MAX_TEXT_BYTES,
+                enable_analyzer=True,
+                analyzer_params=ANALYZERS[analyzer],
+            )
+            schema.add_field(sparse, DataType.SPARSE_FLOAT_VECTOR)
+            schema.add_function(
+                Function(
+                    name=f"bm25_{text}",
+                    function_type=FunctionType.BM25,
+                    input_field_names=[text],
+                    output_field_names=[sparse],
+                )
+            )
+            index_params.add_index(
+                field_name=sparse, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
+            )
+        try:
+            self._call(
+                f"creating collection {name!r}",
+                lambda: client.create_collection(
+                    name,
+                    schema=schema,
+                    index_params=index_params,
+                    consistency_level="Strong",
+                    timeout=self._timeout,
+                ),
+            )
+        except LexicalError:
+            if not self._call("has_collection", lambda: client.has_collection(name)):
+                raise  # not another process's create winning the race
+
+    def _fields(self) -> list[tuple[str, str, str]]:
+        """``(text field, sparse field, analyzer)`` of each analysed field this index keeps."""
+        if self._analyzer == "auto":
+            return [(F_TEXT, F_SPARSE, "standard"), (F_TEXT_CJK, F_SPARSE_CJK, "jieba")]
+        return [(F_TEXT, F_SPARSE, self._analyzer)]
+
+    def _text_fields(self, text: str) -> dict[str, str]:
+        if self._analyzer != "auto":
+            return {F_TEXT: text}
+        return {F_TEXT: text, F_TEXT_CJK: text if has_cjk(text) else ""}
+
+    def _query_field(self, query: str) -> str:
+        return F_SPARSE_CJK if self._analyzer == "auto" and has_cjk(query) else F_SPARSE
+
+    def close(self) -> None:
+        """Release the connection; safe to call twice."""
+        with self._open_lock:
+            client, self._client = self._client, None
+            key, self._lite_key = self._lite_key, None
+        if client is not None:
+            release_milvus(client, key)
+
+    # -- vocabulary ------------------------------------------------------------------------------
+
+    def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+        rows = select_in(
+            self.store.connection(), "SELECT term, doc FROM mlex_vocab", "term", lexemes
+        )
+        return {term: int(row[1]) for term, row in rows.items() if int(row[1]) > 0}
+
+    def _term_match(self, term: str) -> str:
+        return _like_term(strip_diacritics(term))
+
+    def _matches(self) -> str:
+        return "(' ' || mlex_chunks.terms || ' ') LIKE ? ESCAPE '\\'"
+
+    # -- search ------------------------------------------------------------------------------------
+
+    def _expression(self, filters: Filters, *, extra: str = "") -> str:
+        expr = filter_expression(
+            DenseFilter(
+                tenant=filters.tenant, resource_ids=filters.resource_ids, acl_any=filters.acl
+            )
+        )
+        if extra:
+            expr = f"({expr}) and ({extra})" if expr else extra
+        return expr
+
+    def _bm25(
+        self, collection: str, query: str, *, limit: int, expr: str, output: list[str]
+    ) -> list[tuple[int, float, dict[str, Any]]]:
+        """``(id, score, entity)`` of the best ``limit`` rows, best first (``score`` the BM25
+        score, higher is better: Milvus Lite returns it negated, a server as is)."""
+        if not query.strip():
+            return []
+        client = self.client()
+        field = self._query_field(query)
+        result = self._call(
+            "BM25 search",
+            lambda: client.search(
+                collection,
+                data=[query],
+                anns_field=field,
+                limit=min(limit, MAX_LIMIT),
+                filter=expr,
+                output_fields=output,
+                search_params={"metric_type": "BM25"},
+                timeout=self._timeout,
+            ),
+        )
+        rows = []
+        for hit in result[0] if result else []:
+            entity = hit.get("entity", {}) or {}
+            rows.append((int(hit.get(F_ID, hit.get("id"))), abs(float(hit["distance"])), entity))
+        return rows
+
+    def _chunk_ranker(
+        self, terms: Sequence[str], must: str | None, filters: Filters
+    ) -> Callable[[str, list[object], int, int], list[Any]]:
+        query = " ".join([must, *terms] if must else terms)
+        expr = self._expression(filters)
+        conn = self.store.connection()
+        must_sql = ""
+        must_params: list[object] = []
+        if must:
+            must_sql = f" AND m.id = c.id AND {self._matches().replace('mlex_chunks.', 'm.')}"
+            must_params = [self._term_match(must)]
+
+        def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
+            found = self._bm25(
+                self._chunks_coll, query, limit=depth, expr=expr, output=[F_CHUNK]
+            )
+            if not found:
+                return []
+            select = (
+                "SELECT c.id, c.chunk_id, c.resource_id FROM chunks c "
+                + ("JOIN mlex_chunks m ON m.id = c.id " if must else "")
+                + "JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version "
+                f"WHERE {filter_sql}{must_sql} AND"
+            )
+            visible = select_in(
+                conn, select, "c.id", [f[0] for f in found], params=[*params, *must_params]
+            )
+            rows = []
+            for rowid, score, entity in found:
+                row = visible.get(rowid)
+                if row is None or row[1] != entity.get(F_CHUNK):
+                    continue  # a row of a deleted, replaced or filtered-out chunk
+                rows.append((row[1], row[2], -score))
+                if len(rows) >= limit:
+                    break
+            return rows
+
+        return ranked
+
+    def _title_rows(
+        self,
+        terms: Sequence[str],
+        filter_sql: str,
+        params: list[object],
+        limit: int,
+        filters: Filters,
+    ) -> list[Any]:
+        query = " ".join(terms)
+        expr = self._expression(filters)
+        conn = self.store.connection()
+        depth = max(limit * 2, limit + 20)
+        while True:
+            found = self._bm25(self._titles_coll, query, limit=depth, expr=expr,
+                               output=[F_VERSION])
+            select = f"SELECT r.id, r.resource_id, r.version FROM resources r WHERE {filter_sql} AND"
+            visible = select_in(conn, select, "r.id", [f[0] for f in found], params=params)
+            rows = []
+            for rowid, score, entity in found:
+                row = visible.get(rowid)
+                if row is None or int(row[2]) != int(entity.get(F_VERSION, -1)):
+                    continue
+                rows.append((row[1], -score))
+                if len(rows) >= limit:
+                    break
+            if len(rows) >= limit or len(found) < depth or depth >= MAX_LIMIT:
+                return rows
+            depth = min(depth * 4, MAX_LIMIT)
+
+    def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+        expr = self._expression(Filters(resource_ids=tuple(resource_ids)))
+        found = self._bm25(
+            self._chunks_coll,
+            " ".join(terms),
+            limit=max(100, 20 * len(resource_ids)),
+            expr=expr,
+            output=[F_CHUNK],
+        )
+        conn = self.store.connection()
+        current = select_in(
+            conn,
+            "SELECT c.id, c.chunk_id, c.resource_id FROM chunks c JOIN resources r "
+            "ON r.resource_id = c.resource_id AND r.version = c.version WHERE",
+            "c.id",
+            [f[0] for f in found],
+        )
+        rows = []
+        for rowid, _score, entity in found:
+            row = current.get(rowid)
+            if row is not None and row[1] == entity.get(F_CHUNK):
+                rows.append((row[2], row[1]))
+        return rows
+
+    # -- rows (inside the caller's write transaction) -------------------------------------------
+
+    def _upsert(self, collection: str, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        client = self.client()
+        for start in range(0, len(rows), WRITE_BATCH):
+            batch = rows[start : start + WRITE_BATCH]
+            self._call(
+                f"writing {len(batch)} rows to {collection!r}",
+                lambda batch=batch: client.upsert(collection, batch, timeout=self._timeout),
+            )
+
+    def _delete(self, collection: str, *, ids: Sequence[int] = (), expr: str = "") -> None:
+        client = self.client()
+        if ids:
+            for start in range(0, len(ids), WRITE_BATCH):
+                part = list(ids[start : start + WRITE_BATCH])
+                self._call(
+                    f"deleting {len(part)} rows from {collection!r}",
+                    lambda part=part: client.delete(collection, ids=part, timeout=self._timeout),
+                )
+        if expr:
+            self._call(
+                f"deleting rows from {collection!r}",
+                lambda: client.delete(collection, filter=expr, timeout=self._timeout),
+            )
+
+    def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
+        """Index chunks ``(chunks.id, tokens)``: the terms and vocabulary in the store, the text
+        (read from the chunk and resource rows) in Milvus. A chunk indexed before is replaced."""
+        items = list(rows)
+        if not items:
+            return
+        ids = [rowid for rowid, _ in items]
+        self._forget_chunks(conn, ids)
+        meta = select_in(
+            conn,
+            "SELECT c.id, c.chunk_id, c.resource_id, c.heading_path, c.text, r.title, r.tenant, "
+            "r.acl FROM chunks c JOIN resources r ON r.resource_id = c.resource_id WHERE",
+            "c.id",
+            ids,
+        )
+        s = self.settings
+        vocab: Counter[str] = Counter()
+        mirror = []
+        docs = []
+        for rowid, tokens in items:
+            # a chunk row of no resource row (the reconciler's orphans) is indexed from its
+            # tokens, as FTS5 would index it: a search never shows it, the reconciler removes it
+            row = meta.get(rowid) or (
+                rowid, "", "", tokens.heading, tokens.body, tokens.title, "", "[]"
+            )
+            terms = _terms_of(tokens)
+            vocab.update(terms)
+            mirror.append((rowid, " ".join(terms)))
+            text = compose_text(
+                [(row[5], s.title_weight), (row[3], s.heading_weight), (row[4], s.body_weight)]
+            )
+            docs.append(
+                {
+                    F_ID: rowid,
+                    F_CHUNK: row[1],
+                    F_RESOURCE: row[2],
+                    F_TENANT: row[6],
+                    F_ACL: list(json.loads(row[7] or "[]")),
+                    **self._text_fields(text),
+                }
+            )
+        conn.executemany("INSERT INTO mlex_chunks(id, terms) VALUES (?, ?)", mirror)
+        conn.executemany(
+            "INSERT INTO mlex_vocab(term, doc) VALUES (?, ?) ON CONFLICT(term) "
+            "DO UPDATE SET doc = mlex_vocab.doc + excluded.doc",
+            sorted(vocab.items()),
+        )
+        self._upsert(self._chunks_coll, docs)
+
+    def _forget_chunks(self, conn: Any, rowids: Sequence[int]) -> list[int]:
+        """Drop the store-side rows of these chunk ids (terms and their counts); returns the
+        ids that had one."""
+        had = select_in(conn, "SELECT id, terms FROM mlex_chunks", "id", rowids)
+        if not had:
+            return []
+        vocab: Counter[str] = Counter()
+        for _rowid, terms in had.values():
+            vocab.update(terms.split())
+        conn.executemany(
+            "UPDATE mlex_vocab SET doc = doc - ? WHERE term = ?",
+            [(n, term) for term, n in sorted(vocab.items())],
+        )
+        conn.executemany(
+            "DELETE FROM mlex_vocab WHERE term = ? AND doc <= 0", [(t,) for t in sorted(vocab)]
+        )
+        conn.executemany("DELETE FROM mlex_chunks WHERE id = ?", [(r,) for r in had])
+        return list(had)
+
+    def remove_chunks(self, conn: Any, rowids: Iterable[int]) -> None:
+        ids = list(rowids)
+        if not ids:
+            return
+        self._forget_chunks(conn, ids)
+        self._delete(self._chunks_coll, ids=ids)
+
+    def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
+        ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE resource_id = ?",
+                                          (resource_id,))]
+        self._forget_chunks(conn, ids)
+        self._delete(
+            self._chunks_coll,
+            expr=filter_expression(DenseFilter(resource_ids=(resource_id,))),
+        )
+
+    def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
+        if conn.execute("SELECT 1 FROM chunks WHERE id = ?", (rowid,)).fetchone() is not None:
+            return 0
+        self._forget_chunks(conn, [rowid])
+        self._delete(self._chunks_coll, ids=[rowid])
+        return 1
+
+    def has_chunk(self, conn: Any, rowid: int) -> bool:
+        """Whether chunk row ``rowid`` is indexed: its store-side terms and a Milvus row that
+        holds this chunk (not another version's under a reused id)."""
+        row = conn.execute(
+            "SELECT c.chunk_id FROM chunks c JOIN mlex_chunks m ON m.id = c.id WHERE c.id = ?",
+            (rowid,),
+        ).fetchone()
+        if row is None:
+            return False
+        got = self._query(self._chunks_coll, f"{F_ID} == {int(rowid)}", [F_CHUNK])
+        return any(g.get(F_CHUNK) == row[0] for g in got)
+
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
+        items = list(rows)
+        if not items:
+            return
+        ids = [rowid for rowid, _ in items]
+        conn.executemany("DELETE FROM mlex_titles WHERE id = ?", [(r,) for r in ids])
+        meta = select_in(
+            conn, "SELECT id, resource_id, version, title, tenant, acl FROM resources", "id", ids
+        )
+        mirror, docs = [], []
+        for rowid, tokens in items:
+            row = meta.get(rowid) or (rowid, "", -1, tokens, "", "[]")
+            mirror.append((rowid, tokens))
+            docs.append(
+                {
+                    F_ID: rowid,
+                    F_VERSION: int(row[2]),
+                    F_RESOURCE: row[1],
+                    F_TENANT: row[4],
+                    F_ACL: list(json.loads(row[5] or "[]")),
+                    **self._text_fields(_cut(row[3])),
+                }
+            )
+        conn.executemany("INSERT INTO mlex_titles(id, title) VALUES (?, ?)", mirror)
+        self._upsert(self._titles_coll, docs)
+
+    def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
+        ids = list(rowids)
+        if not ids:
+            return
+        conn.executemany("DELETE FROM mlex_titles WHERE id = ?", [(r,) for r in ids])
+        self._delete(self._titles_coll, ids=ids)
+
+    def remove_resource_title(self, conn: Any, resource_id: str) -> None:
+        conn.execute(
+            "DELETE FROM mlex_titles WHERE id IN (SELECT id FROM resources WHERE resource_id = ?)",
+            (resource_id,),
+        )
+        self._delete(
+            self._titles_coll,
+            expr=filter_expression(DenseFilter(resource_ids=(resource_id,))),
+        )
+
+    def remove_orphan_title(self, conn: Any, rowid: int) -> int:
+        if conn.execute("SELECT 1 FROM resources WHERE id = ?", (rowid,)).fetchone() is not None:
+            return 0
+        conn.execute("DELETE FROM mlex_titles WHERE id = ?", (rowid,))
+        self._delete(self._titles_coll, ids=[rowid])
+        return 1
+
+    def has_title(self, conn: Any, rowid: int) -> bool:
+        row = conn.execute(
+            "SELECT r.version FROM resources r JOIN mlex_titles m ON m.id = r.id WHERE r.id = ?",
+            (rowid,),
+        ).fetchone()
+        if row is None:
+            return False
+        got = self._query(self._titles_coll, f"{F_ID} == {int(rowid)}", [F_VERSION])
+        return any(int(g.get(F_VERSION, -1)) == int(row[0]) for g in got)
+
+    def _query(self, collection: str, expr: str, output: list[str]) -> list[dict[str, Any]]:
+        client = self.client()
+        return list(
+            self._call(
+                "query",
+                lambda: client.query(
+                    collection,
+                    filter=expr,
+                    output_fields=output,
+                    consistency_level="Strong",
+                    timeout=self._timeout,
+                ),
+            )
+        )
+
+    def _iter_rows(self, collection: str, output: list[str]) -> Iterable[dict[str, Any]]:
+        return iterate_rows(self.client(), self._call, collection, "", output,
+                            timeout=self._timeout)
+
+    def indexed_rowids(self, conn: Any) -> tuple[set[int], set[int]]:
+        """The ``(chunks.id, resources.id)`` ids the reconciler counts as indexed, read from
+        Milvus: a row whose id has no store row is returned (an orphan, to remove); a row
+        that holds another version's text than the store row of its id, or whose store-side
+        terms are missing, is left out (missing, to re-index)."""
+        chunk_rows = {
+            int(r[F_ID]): str(r.get(F_CHUNK)) for r in self._iter_rows(self._chunks_coll, [F_CHUNK])
+        }
+        title_rows = {
+            int(r[F_ID]): int(r.get(F_VERSION, -1))
+            for r in self._iter_rows(self._titles_coll, [F_VERSION])
+        }
+        have_chunk = select_in(
+            conn,
+            "SELECT c.id, c.chunk_id, m.id FROM chunks c LEFT JOIN mlex_chunks m ON m.id = c.id",
+            "c.id",
+            chunk_rows,
+        )
+        have_title = select_in(
+            conn,
+            "SELECT r.id, r.version, m.id FROM resources r LEFT JOIN mlex_titles m ON m.id = r.id",
+            "r.id",
+            title_rows,
+        )
+        chunks = {
+            rowid
+            for rowid, chunk_id in chunk_rows.items()
+            if rowid not in have_chunk
+            or (have_chunk[rowid][1] == chunk_id and have_chunk[rowid][2] is not None)
+        }
+        titles = {
+            rowid
+            for rowid, version in title_rows.items()
+            if rowid not in have_title
+            or (int(have_title[rowid][1]) == version and have_title[rowid][2] is not None)
+        }
+        # store-side rows of no chunk (a rolled-back write cannot leave them; a crash between
+        # two statements of an older build could): orphans too
+        chunks |= {
+            int(r[0])
+            for r in conn.execute(
+                "SELECT m.id FROM mlex_chunks m LEFT JOIN chunks c ON c.id = m.id "
+                "WHERE c.id IS NULL"
+            )
+        }
+        titles |= {
+            int(r[0])
+            for r in conn.execute(
+                "SELECT m.id FROM mlex_titles m LEFT JOIN resources r ON r.id = m.id "
+                "WHERE r.id IS NULL"
+            )
+        }
+        return chunks, titles
+

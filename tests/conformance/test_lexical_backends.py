@@ -1,0 +1,180 @@
+"""The lexical backends' conformance suite: FTS5 (the store's) and Milvus full-text search
+(``lexical.backend = "milvus"``, on Milvus Lite under the data dir) answer the same questions the
+same way where the protocol promises it, and the Milvus backend keeps deletes deleted when its
+rows and the store disagree.
+
+The filter, delete, re-ingest and disable cases run on every backend in
+``test_store_backends.py`` (``index_backends``), the reconciler's in
+``tests/integration/test_consistency.py``. Real parts only: SQLite files, Milvus Lite, and the
+pip ``milvus`` 2.3.5 server for the version check.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hybridsag.consistency import apply_plan, build_plan
+from hybridsag.errors import ConfigError, LexicalError
+from hybridsag.milvus_lexical import (
+    MilvusLexicalIndex,
+    check_server_version,
+    compose_text,
+    lexical_collections,
+)
+from hybridsag.search import HybridSearch
+from hybridsag.settings import Settings
+from hybridsag.store import Filters
+
+from tests.conformance.test_store_backends import WORDS, _corpus, _settings
+from tests.milvusserver import milvus_server  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[HybridSearch, HybridSearch]]:
+    """The same 60 documents indexed on FTS5 and on Milvus full-text search."""
+    docs = _corpus()
+    with HybridSearch(_settings(tmp_path / "fts5", None)) as fts5, HybridSearch(
+        _settings(tmp_path / "milvus", None, "milvus")
+    ) as milvus:
+        for search in (fts5, milvus):
+            assert search.ingest_documents(docs).indexed == 60
+        yield fts5, milvus
+
+
+def _resources(hits: list) -> set[str]:
+    return {h.detail["resource_id"] for h in hits}
+
+
+def test_both_backends_count_and_match_the_same_terms(pair) -> None:
+    fts5, milvus = (s.components.lexical for s in pair)
+    assert isinstance(milvus, MilvusLexicalIndex)
+    assert fts5.total_chunks() == milvus.total_chunks()
+    rng = random.Random(5)
+    queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(25)]
+    queries += ["Zürich café", "北京 读书", "naïve"]
+    red = Filters(tenant="red")
+    overlap = []
+    for query in queries:
+        terms = fts5.query_terms(query)
+        assert terms == milvus.query_terms(query)
+        assert fts5.doc_freqs(terms) == milvus.doc_freqs(terms)
+        assert fts5.scoped_doc_freqs(terms, red) == milvus.scoped_doc_freqs(terms, red)
+        for term in terms:  # one term: both find every chunk that holds it
+            a = fts5.search([term], limit=200, filters=Filters())
+            b = milvus.search([term], limit=200, filters=Filters())
+            assert _resources(a) == _resources(b), term
+            assert {r for r, _ in fts5.search_titles([term], limit=100, filters=Filters())} == {
+                r for r, _ in milvus.search_titles([term], limit=100, filters=Filters())
+            }, term
+        a = [h.chunk_id for h in fts5.search(terms, limit=5, filters=Filters())]
+        b = [h.chunk_id for h in milvus.search(terms, limit=5, filters=Filters())]
+        overlap.append(len(set(a) & set(b)) / max(1, len(a)))
+    # the rankings are BM25 on both, over other analyzers: most of each top 5 is shared
+    assert sum(overlap) / len(overlap) >= 0.6, overlap
+
+
+def test_must_terms_best_chunks_and_ranks_follow_the_protocol(pair) -> None:
+    _, hs = pair
+    lexical = hs.components.lexical
+    terms = lexical.query_terms("apple river lantern")
+    hits = lexical.search(terms, limit=10, filters=Filters(), must="lantern")
+    assert hits and [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    texts = {c.chunk_id: c.text for c in hs.components.store.chunks(h.chunk_id for h in hits).values()}
+    assert all("lantern" in texts[h.chunk_id] for h in hits)
+    assert all(h.score >= hits[i + 1].score for i, h in enumerate(hits[:-1]))
+    rids = [f"doc-{i:03d}" for i in range(0, 60, 5)]
+    best = lexical.best_chunks(rids, terms)
+    assert best and set(best) <= set(rids)
+    for rid, chunk_id in best.items():
+        assert chunk_id.startswith(f"{rid}@")
+
+
+def test_the_query_script_picks_the_analyzer(tmp_path: Path) -> None:
+    with HybridSearch(_settings(tmp_path / "d", None, "milvus")) as hs:
+        hs.ingest("pku", "北京大学是中国的一所综合性大学。", title="北京大学")
+        hs.ingest("harbor", "Copper Harbor is a small town on Lake Superior.", title="Copper Harbor")
+        assert [r.resource_id for r in hs.search("北京", paths=["bm25"]).results] == ["pku"]
+        assert [r.resource_id for r in hs.search("harbour town copper", paths=["bm25"]).results] == [
+            "harbor"
+        ]
+        assert hs.search("北京大学", paths=["title"]).results[0].resource_id == "pku"
+        assert hs.search("Copper Harbor", paths=["sag2"]).results[0].resource_id == "harbor"
+
+
+def test_a_stale_row_under_a_live_id_is_never_shown_and_is_repaired(tmp_path: Path) -> None:
+    """A write that reached Milvus and then rolled back in the store can leave, under a chunk
+    id the store reuses, the text of a chunk that never committed: it is not shown, and the
+    reconciler re-indexes the live chunk."""
+    with HybridSearch(_settings(tmp_path / "d", None, "milvus")) as hs:
+        hs.ingest("live", "the lighthouse keeper logs every ship", title="Lighthouse")
+        lexical = hs.components.lexical
+        rowid = hs.components.store.connection().execute("SELECT id FROM chunks").fetchone()[0]
+        chunks_coll, _ = lexical_collections(hs.components.index_id)
+        lexical.client().upsert(
+            chunks_coll,
+            [{"id": rowid, "chunk_id": "live@9#0", "resource_id": "live", "tenant": "",
+              "acl": [], "text": "sneakyword", "text_cjk": ""}],
+        )
+        assert not hs.search("sneakyword", paths=["bm25", "sag2"]).results
+        assert not hs.search("lighthouse keeper", paths=["bm25"]).results  # its row is gone
+        plan = build_plan(hs.components.store, lexical, None, hs.settings)
+        assert plan.counts()["missing_fts_rows"] == 1
+        report = apply_plan(plan, hs.components.store, None, hs.components.writer(), hs.settings)
+        assert report.ok and report.totals == {"repaired_fts_rows": 1}
+        assert hs.search("lighthouse keeper", paths=["bm25"]).results[0].resource_id == "live"
+        assert build_plan(hs.components.store, lexical, None, hs.settings).is_empty
+
+
+def test_a_failed_milvus_write_rolls_back_and_loses_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with HybridSearch(_settings(data, None, "milvus")) as hs:
+        hs.ingest("keep", "the first version of this text", title="Keep")
+    lite = Settings(data_dir=data, embedding={"model": "none"}, lexical={"backend": "milvus"})
+    gone = lite.model_copy(
+        update={"milvus": lite.milvus.model_copy(update={"uri": "http://127.0.0.1:9", "timeout_s": 2.0})}
+    )
+    with HybridSearch(gone) as hs:
+        with pytest.raises(LexicalError, match="Milvus lexical index"):
+            hs.ingest("keep", "a second version that never lands", title="Keep")
+        record = hs.components.store.get_resource("keep")
+        assert record.version == 1 and record.status == "ready" and record.pending_version is None
+    with HybridSearch(lite) as hs:
+        assert hs.search("first version", paths=["bm25"]).results[0].resource_id == "keep"
+        assert not hs.search("never lands", paths=["bm25"]).results
+        assert build_plan(hs.components.store, hs.components.lexical, None, hs.settings).is_empty
+
+
+def test_milvus_versions_without_full_text_search_are_refused() -> None:
+    for old in ("v2.3.5", "2.4.17"):
+        with pytest.raises(ConfigError, match=r"needs Milvus 2\.5 or newer.*runs " + old):
+            check_server_version(old, "Milvus at http://x:19530")
+    for fine in ("v2.5.0", "2.6.1", "v3.0.0-beta", "unknown"):
+        check_server_version(fine, "Milvus at http://x:19530")
+
+
+@pytest.mark.milvus_server
+def test_doctor_and_the_index_refuse_a_milvus_2_3_server(
+    tmp_path: Path, milvus_server: str  # noqa: F811 - the fixture
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "d",
+        embedding={"model": "none"},
+        lexical={"backend": "milvus"},
+        milvus={"uri": milvus_server},
+    )
+    with HybridSearch(settings) as hs:
+        with pytest.raises(ConfigError, match=r"needs Milvus 2\.5 or newer.* runs v?2\.3"):
+            hs.ingest("x", "some text", title="X")
+        assert hs.components.store.get_resource("x") is None
+
+
+def test_compose_text_weights_parts_and_cuts_to_the_varchar_limit() -> None:
+    assert compose_text([("T", 2.0), ("", 2.0), ("body", 1.0)]) == "T\nT\nbody"
+    assert compose_text([("T", 0.0), ("body", 1.4)]) == "body"
+    long = compose_text([("北" * 30_000, 1.0)])
+    assert len(long.encode("utf-8")) <= 65_535 and set(long) == {"北"}
