@@ -595,13 +595,15 @@ class ExperimentSettings(_Section):
 
 class ABSettings(_Section):
     """A/B testing (``hybridsag.ab``): experiments defined here (more can be defined through
-    the service), the event store of impressions and feedback (``event_store``: a name from
-    ``hybridsag.ab.events.EVENT_STORES``; ``events_path``: the SQLite file, default
-    ``<data_dir>/events.sqlite3``), and what a report calls enough evidence: a p-value below
+    the service), the event store of impressions and feedback (``event_store``: ``auto``, the
+    system of record when ``store.url`` is set (replicas share one log) and the SQLite file
+    otherwise, or a name from ``hybridsag.ab.events.EVENT_STORES``: ``sqlite``, ``store``;
+    ``events_path``: the SQLite file, default ``<data_dir>/events.sqlite3``), and what a report
+    calls enough evidence: a p-value below
     ``alpha`` over at least ``min_queries`` deciding queries per arm."""
 
     experiments: tuple[ExperimentSettings, ...] = ()
-    event_store: str = "sqlite"
+    event_store: str = "auto"
     events_path: Path | None = None
     alpha: float = Field(0.05, gt=0.0, lt=0.5)
     min_queries: int = Field(30, ge=1, le=1_000_000)

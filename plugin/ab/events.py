@@ -1,11 +1,15 @@
 """The A/B event store: an append-only log of experiment changes, impressions and feedback.
 
-:class:`EventStore` is the extension point (a PostgreSQL backend can implement it beside the
-SQLite one); :data:`EVENT_STORES` maps ``ab.event_store`` names to factories. The SQLite store
-keeps its own file (``Settings.events_path``, by default ``<data_dir>/events.sqlite3``), apart
-from the system of record, in WAL mode so a report can read while the service writes. Every SQL
-statement it runs is in :data:`SQLITE_SQL`; triggers refuse ``UPDATE`` and ``DELETE``, so the
-log is append-only in the database itself, not only by convention.
+:class:`EventStore` is the extension point; :data:`EVENT_STORES` maps ``ab.event_store`` names
+to factories. ``sqlite`` keeps its own file (``Settings.events_path``, by default
+``<data_dir>/events.sqlite3``), apart from the system of record, in WAL mode so a report can read
+while the service writes; every SQL statement it runs is in :data:`SQLITE_SQL`. ``store`` keeps
+the log in the system of record (:class:`StoreEventStore`: table ``ab_events``, on SQLite or
+PostgreSQL through the store's backend), so that replicas sharing a PostgreSQL store share one
+log: an impression served by one replica takes the feedback sent to another. ``auto`` (the
+default) is ``store`` when ``store.url`` is set and ``sqlite`` otherwise. On both, triggers
+refuse ``UPDATE`` and ``DELETE``, so the log is append-only in the database itself, not only by
+convention.
 
 Events (:class:`Event`) carry a kind (``experiment``, ``impression``, ``feedback``), the
 experiment's name, a query id (impressions and feedback) and a JSON body; ``seq`` orders them.
@@ -21,10 +25,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from hybridsag.errors import ConfigError, StoreError
 from hybridsag.settings import Settings
+
+if TYPE_CHECKING:
+    from hybridsag.store import Store
 
 __all__ = [
     "EVENT_STORES",
@@ -32,7 +39,9 @@ __all__ = [
     "Event",
     "EventKind",
     "EventStore",
+    "STORE_EVENT_MIGRATIONS",
     "SqliteEventStore",
+    "StoreEventStore",
     "make_event_store",
 ]
 
@@ -189,19 +198,148 @@ class SqliteEventStore:
             conn.close()
 
 
+#: The ``ab_events`` table of :class:`StoreEventStore`, written in SQLite's types (the store's
+#: backend rewrites them for PostgreSQL), then the append-only triggers of each dialect.
+STORE_EVENT_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "ab_0001_events",
+        """
+        CREATE TABLE IF NOT EXISTS ab_events (
+            seq        INTEGER PRIMARY KEY,
+            at         REAL    NOT NULL,
+            kind       TEXT    NOT NULL CHECK (kind IN ('experiment', 'impression', 'feedback')),
+            experiment TEXT    NOT NULL,
+            query_id   TEXT,
+            body       TEXT    NOT NULL
+        );
+        CREATE UNIQUE INDEX IF NOT EXISTS ab_impression_by_query
+            ON ab_events (query_id) WHERE kind = 'impression';
+        CREATE INDEX IF NOT EXISTS ab_events_by_experiment ON ab_events (experiment, kind, seq);
+        """,
+    ),
+)
+_APPEND_ONLY_SQLITE = (
+    "ab_0002_append_only_sqlite",
+    """
+    CREATE TRIGGER IF NOT EXISTS ab_events_no_update BEFORE UPDATE ON ab_events BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    CREATE TRIGGER IF NOT EXISTS ab_events_no_delete BEFORE DELETE ON ab_events BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    """,
+)
+_APPEND_ONLY_POSTGRES = (
+    "ab_0002_append_only_postgres",
+    """
+    CREATE OR REPLACE FUNCTION ab_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'the event log is append-only'; END $$;
+    CREATE TRIGGER ab_events_no_change BEFORE UPDATE OR DELETE ON ab_events FOR EACH ROW EXECUTE FUNCTION ab_events_append_only();
+    """,
+)
+_COLUMNS = "seq, at, kind, experiment, query_id, body"
+
+
+class StoreEventStore:
+    """:class:`EventStore` in the system of record (``ab_events``), on SQLite or PostgreSQL
+    through :class:`~hybridsag.store.Store`: one log for every process and replica that shares
+    the store. ``owns_store``: :meth:`close` closes ``store`` too."""
+
+    def __init__(self, store: Store, *, owns_store: bool = False) -> None:
+        self.store = store
+        self._owns = owns_store
+        append_only = _APPEND_ONLY_POSTGRES if store.is_postgres else _APPEND_ONLY_SQLITE
+        try:
+            store.migrate((*STORE_EVENT_MIGRATIONS, append_only))
+        except store.errors as exc:
+            raise store.backend.error("creating the A/B event table in", exc) from exc
+
+    def _read(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        try:
+            return [tuple(r) for r in self.store.connection().execute(sql, params).fetchall()]
+        except self.store.errors as exc:
+            raise self.store.backend.error("reading the A/B events of", exc) from exc
+
+    def append(
+        self, kind: EventKind, experiment: str, body: Mapping[str, Any], *, query_id: str | None = None
+    ) -> Event:
+        at = time.time()
+        text = json.dumps(body, ensure_ascii=False, sort_keys=True)
+        if kind == "impression" and query_id is not None and self.impression(query_id):
+            raise StoreError(f"an impression of query {query_id!r} is logged already")
+        try:
+            with self.store.atomic() as conn:
+                row = conn.execute(
+                    "INSERT INTO ab_events (at, kind, experiment, query_id, body) "
+                    "VALUES (?, ?, ?, ?, ?) RETURNING seq",
+                    (at, kind, experiment, query_id, text),
+                ).fetchone()
+        except StoreError:
+            raise
+        except self.store.errors as exc:
+            raise self.store.backend.error("logging an A/B event in", exc) from exc
+        return Event(int(row[0]), at, kind, experiment, query_id, json.loads(text))
+
+    def impression(self, query_id: str) -> Event | None:
+        rows = self._read(
+            f"SELECT {_COLUMNS} FROM ab_events WHERE kind = 'impression' AND query_id = ?",
+            (query_id,),
+        )
+        return SqliteEventStore._event(rows[0]) if rows else None
+
+    def events(
+        self, *, kind: EventKind | None = None, experiment: str | None = None
+    ) -> list[Event]:
+        where, params = [], []
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        if experiment is not None:
+            where.append("experiment = ?")
+            params.append(experiment)
+        sql = f"SELECT {_COLUMNS} FROM ab_events"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [SqliteEventStore._event(r) for r in self._read(sql + " ORDER BY seq", params)]
+
+    def last_seq(self) -> int:
+        return int(self._read("SELECT COALESCE(MAX(seq), 0) FROM ab_events", ())[0][0])
+
+    def close(self) -> None:
+        if self._owns:
+            self.store.close()
+
+
+def _store_events(settings: Settings) -> StoreEventStore:
+    """The ``store`` event store: the system of record of ``settings``, opened on its own."""
+    from hybridsag.store import Store
+    from hybridsag.tokenizer import Tokenizer
+
+    tok = Tokenizer(
+        user_dict=settings.tokenizer.user_dict, stopwords_dir=settings.tokenizer.stopwords_dir
+    )
+    store = Store(
+        settings.store_location, tokenizer_fingerprint=tok.fingerprint(), pool_size=4
+    )
+    try:
+        return StoreEventStore(store, owns_store=True)
+    except BaseException:
+        store.close()
+        raise
+
+
 #: ``ab.event_store`` name -> factory taking the settings.
 EVENT_STORES: dict[str, Callable[[Settings], EventStore]] = {
     "sqlite": lambda s: SqliteEventStore(s.events_path),
+    "store": _store_events,
 }
 
 
 def make_event_store(settings: Settings) -> EventStore:
-    """The event store named by ``ab.event_store`` (ConfigError lists the valid names)."""
+    """The event store named by ``ab.event_store`` (``auto``: ``store`` when ``store.url`` is
+    set, else ``sqlite``; ConfigError lists the valid names)."""
     name = settings.ab.event_store
+    if name == "auto":
+        name = "store" if settings.store.url is not None else "sqlite"
     try:
         factory = EVENT_STORES[name]
     except KeyError:
         raise ConfigError(
-            f"unknown ab.event_store {name!r}; valid: {', '.join(EVENT_STORES)}"
+            f"unknown ab.event_store {name!r}; valid: auto, {', '.join(EVENT_STORES)}"
         ) from None
     return factory(settings)

@@ -97,17 +97,23 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture
 def replicas(
-    tmp_path: Path, postgres_url: str, milvus_lite_server: str  # noqa: F811 - the fixture
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    postgres_url: str,
+    milvus_lite_server: str,  # noqa: F811 - the fixture
 ) -> Iterator[tuple[list[subprocess.Popen[bytes]], list[Replica], Settings]]:
     """Two service processes (the second holds a write of ``victim`` at its commit step), their
-    clients, and settings over the same store and collection for the test's own checks."""
+    clients, and settings over the same store and collection for the test's own checks. The
+    lexical index is in PostgreSQL, or on the Milvus server (full-text search) for a test
+    parametrized ``replicas="milvus"`` (indirect)."""
     collection = f"replicas_{os.getpid()}_{tmp_path.name[-12:].replace('-', '_')}"
     procs: list[subprocess.Popen[bytes]] = []
     clients: list[Replica] = []
     try:
         for name, args in (("one", ()), ("two", ("--hold", "victim"))):
             proc, url = _start(tmp_path / name / "data", postgres_url, milvus_lite_server,
-                               collection, *args)
+                               collection, *args,
+                               lexical=getattr(request, "param", "fts5"))
             procs.append(proc)
             clients.append(Replica(url))
         # the test's own view of the store, without Milvus: the test process holds no Milvus
@@ -126,6 +132,9 @@ def replicas(
             _stop(proc)
 
 
+@pytest.mark.parametrize(
+    "replicas", ["fts5", "milvus"], ids=["lexical-in-postgres", "lexical-in-milvus"], indirect=True
+)
 def test_two_replicas_race_without_showing_deleted_resources(replicas) -> None:
     procs, clients, settings = replicas
     turn = iter(range(1_000_000))
