@@ -529,6 +529,11 @@ class Fts5LexicalIndex:
         ).fetchone()
         return row is not None
 
+    def status_changed(self, conn: Any, resource_id: str) -> None:
+        """A resource was disabled or enabled: nothing to do here, the status lives in the
+        store's rows, which every search joins (an engine that filters on its own copy of the
+        status writes it again)."""
+
     def indexed_rowids(self, conn: Any) -> tuple[set[int], set[int]]:
         """Every indexed ``(chunks.id set, resources.id set)`` (the reconciler's snapshot)."""
         chunks = {r[0] for r in conn.execute(f"SELECT {self._ID} FROM {self._CHUNKS}")}

@@ -37,7 +37,7 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.dense import (
@@ -55,6 +55,7 @@ from hybridsag.dense import (
     iterate_rows,
     lite_path,
     milvus_retriable,
+    quote_literal,
     release_milvus,
 )
 from hybridsag.errors import ConfigError, LexicalError
@@ -95,7 +96,7 @@ MAX_LIMIT = 16_384
 #: Rows per upsert call.
 WRITE_BATCH = 500
 
-F_ID, F_CHUNK, F_VERSION = "id", "chunk_id", "version"
+F_ID, F_CHUNK, F_VERSION, F_STATUS = "id", "chunk_id", "version", "status"
 F_TEXT, F_TEXT_CJK, F_SPARSE, F_SPARSE_CJK = "text", "text_cjk", "sparse", "sparse_cjk"
 
 ANALYZERS: dict[str, dict[str, Any]] = {
@@ -274,6 +275,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             schema.add_field(F_VERSION, DataType.INT64)
         schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=MAX_RESOURCE_ID_BYTES)
         schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
+        schema.add_field(F_STATUS, DataType.VARCHAR, max_length=32)
         schema.add_field(
             F_ACL,
             DataType.ARRAY,
@@ -355,15 +357,16 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
 
     # -- search ------------------------------------------------------------------------------------
 
-    def _expression(self, filters: Filters, *, extra: str = "") -> str:
+    def _expression(self, filters: Filters) -> str:
+        """Tenant, ACL, resource ids and status of ``filters`` as a Milvus filter expression
+        (metadata is checked in the store, with everything else, on the hits)."""
         expr = filter_expression(
             DenseFilter(
                 tenant=filters.tenant, resource_ids=filters.resource_ids, acl_any=filters.acl
             )
         )
-        if extra:
-            expr = f"({expr}) and ({extra})" if expr else extra
-        return expr
+        statuses = f"{F_STATUS} in [{', '.join(quote_literal(x) for x in filters.statuses)}]"
+        return f"({expr}) and ({statuses})" if expr else statuses
 
     def _bm25(
         self, collection: str, query: str, *, limit: int, expr: str, output: list[str]
@@ -462,7 +465,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             depth = min(depth * 4, MAX_LIMIT)
 
     def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
-        expr = self._expression(Filters(resource_ids=tuple(resource_ids)))
+        expr = filter_expression(DenseFilter(resource_ids=tuple(resource_ids)))
         found = self._bm25(
             self._chunks_coll,
             " ".join(terms),
@@ -521,26 +524,41 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             return
         ids = [rowid for rowid, _ in items]
         self._forget_chunks(conn, ids)
-        meta = select_in(
-            conn,
-            "SELECT c.id, c.chunk_id, c.resource_id, c.heading_path, c.text, r.title, r.tenant, "
-            "r.acl FROM chunks c JOIN resources r ON r.resource_id = c.resource_id WHERE",
-            "c.id",
-            ids,
-        )
-        s = self.settings
         vocab: Counter[str] = Counter()
         mirror = []
-        docs = []
         for rowid, tokens in items:
-            # a chunk row of no resource row (the reconciler's orphans) is indexed from its
-            # tokens, as FTS5 would index it: a search never shows it, the reconciler removes it
-            row = meta.get(rowid) or (
-                rowid, "", "", tokens.heading, tokens.body, tokens.title, "", "[]"
-            )
             terms = _terms_of(tokens)
             vocab.update(terms)
             mirror.append((rowid, " ".join(terms)))
+        conn.executemany("INSERT INTO mlex_chunks(id, terms) VALUES (?, ?)", mirror)
+        conn.executemany(
+            "INSERT INTO mlex_vocab(term, doc) VALUES (?, ?) ON CONFLICT(term) "
+            "DO UPDATE SET doc = mlex_vocab.doc + excluded.doc",
+            sorted(vocab.items()),
+        )
+        self._upsert(self._chunks_coll, self._chunk_docs(conn, dict(items)))
+
+    def _chunk_docs(self, conn: Any, tokens: Mapping[int, ChunkTokens | None]) -> list[dict]:
+        """The Milvus rows of these chunk ids, read from the chunk and resource rows. A chunk
+        row of no resource row (the reconciler's orphans) is indexed from its tokens, as FTS5
+        would index it: a search never shows it, the reconciler removes it."""
+        meta = select_in(
+            conn,
+            "SELECT c.id, c.chunk_id, c.resource_id, c.heading_path, c.text, r.title, r.tenant, "
+            "r.acl, r.status FROM chunks c JOIN resources r ON r.resource_id = c.resource_id "
+            "WHERE",
+            "c.id",
+            list(tokens),
+        )
+        s = self.settings
+        docs = []
+        for rowid, tok in tokens.items():
+            row = meta.get(rowid)
+            if row is None and tok is None:
+                continue
+            if row is None:
+                assert tok is not None
+                row = (rowid, "", "", tok.heading, tok.body, tok.title, "", "[]", "")
             text = compose_text(
                 [(row[5], s.title_weight), (row[3], s.heading_weight), (row[4], s.body_weight)]
             )
@@ -551,16 +569,54 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
                     F_RESOURCE: row[2],
                     F_TENANT: row[6],
                     F_ACL: list(json.loads(row[7] or "[]")),
+                    F_STATUS: row[8],
                     **self._text_fields(text),
                 }
             )
-        conn.executemany("INSERT INTO mlex_chunks(id, terms) VALUES (?, ?)", mirror)
-        conn.executemany(
-            "INSERT INTO mlex_vocab(term, doc) VALUES (?, ?) ON CONFLICT(term) "
-            "DO UPDATE SET doc = mlex_vocab.doc + excluded.doc",
-            sorted(vocab.items()),
+        return docs
+
+    def _title_docs(self, conn: Any, tokens: Mapping[int, str | None]) -> list[dict]:
+        """The Milvus rows of these resource ids' titles (a resource row that is gone: from
+        its tokens, as for :meth:`_chunk_docs`)."""
+        meta = select_in(
+            conn,
+            "SELECT id, resource_id, version, title, tenant, acl, status FROM resources",
+            "id",
+            list(tokens),
         )
-        self._upsert(self._chunks_coll, docs)
+        docs = []
+        for rowid, tok in tokens.items():
+            row = meta.get(rowid)
+            if row is None and tok is None:
+                continue
+            if row is None:
+                row = (rowid, "", -1, tok, "", "[]", "")
+            docs.append(
+                {
+                    F_ID: rowid,
+                    F_VERSION: int(row[2]),
+                    F_RESOURCE: row[1],
+                    F_TENANT: row[4],
+                    F_ACL: list(json.loads(row[5] or "[]")),
+                    F_STATUS: row[6],
+                    **self._text_fields(_cut(row[3])),
+                }
+            )
+        return docs
+
+    def status_changed(self, conn: Any, resource_id: str) -> None:
+        """The resource was disabled or enabled (in the caller's write transaction): its rows
+        are written again with the new status, which the Milvus filter reads."""
+        chunk_ids = [
+            r[0] for r in conn.execute("SELECT id FROM chunks WHERE resource_id = ?", (resource_id,))
+        ]
+        self._upsert(self._chunks_coll, self._chunk_docs(conn, dict.fromkeys(chunk_ids)))
+        title = conn.execute(
+            "SELECT m.id FROM mlex_titles m JOIN resources r ON r.id = m.id "
+            "WHERE r.resource_id = ?",
+            (resource_id,),
+        ).fetchall()
+        self._upsert(self._titles_coll, self._title_docs(conn, dict.fromkeys(r[0] for r in title)))
 
     def _forget_chunks(self, conn: Any, rowids: Sequence[int]) -> list[int]:
         """Drop the store-side rows of these chunk ids (terms and their counts); returns the
@@ -606,41 +662,24 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
 
     def has_chunk(self, conn: Any, rowid: int) -> bool:
         """Whether chunk row ``rowid`` is indexed: its store-side terms and a Milvus row that
-        holds this chunk (not another version's under a reused id)."""
+        holds this chunk (not another version's under a reused id) with its status."""
         row = conn.execute(
-            "SELECT c.chunk_id FROM chunks c JOIN mlex_chunks m ON m.id = c.id WHERE c.id = ?",
+            "SELECT c.chunk_id, r.status FROM chunks c JOIN mlex_chunks m ON m.id = c.id "
+            "LEFT JOIN resources r ON r.resource_id = c.resource_id WHERE c.id = ?",
             (rowid,),
         ).fetchone()
         if row is None:
             return False
-        got = self._query(self._chunks_coll, f"{F_ID} == {int(rowid)}", [F_CHUNK])
-        return any(g.get(F_CHUNK) == row[0] for g in got)
+        got = self._query(self._chunks_coll, f"{F_ID} == {int(rowid)}", [F_CHUNK, F_STATUS])
+        return any((g.get(F_CHUNK), g.get(F_STATUS)) == (row[0], row[1]) for g in got)
 
     def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
         items = list(rows)
         if not items:
             return
-        ids = [rowid for rowid, _ in items]
-        conn.executemany("DELETE FROM mlex_titles WHERE id = ?", [(r,) for r in ids])
-        meta = select_in(
-            conn, "SELECT id, resource_id, version, title, tenant, acl FROM resources", "id", ids
-        )
-        mirror, docs = [], []
-        for rowid, tokens in items:
-            row = meta.get(rowid) or (rowid, "", -1, tokens, "", "[]")
-            mirror.append((rowid, tokens))
-            docs.append(
-                {
-                    F_ID: rowid,
-                    F_VERSION: int(row[2]),
-                    F_RESOURCE: row[1],
-                    F_TENANT: row[4],
-                    F_ACL: list(json.loads(row[5] or "[]")),
-                    **self._text_fields(_cut(row[3])),
-                }
-            )
-        conn.executemany("INSERT INTO mlex_titles(id, title) VALUES (?, ?)", mirror)
-        self._upsert(self._titles_coll, docs)
+        conn.executemany("DELETE FROM mlex_titles WHERE id = ?", [(r,) for r, _ in items])
+        conn.executemany("INSERT INTO mlex_titles(id, title) VALUES (?, ?)", items)
+        self._upsert(self._titles_coll, self._title_docs(conn, dict(items)))
 
     def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
         ids = list(rowids)
@@ -668,13 +707,16 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
 
     def has_title(self, conn: Any, rowid: int) -> bool:
         row = conn.execute(
-            "SELECT r.version FROM resources r JOIN mlex_titles m ON m.id = r.id WHERE r.id = ?",
+            "SELECT r.version, r.status FROM resources r JOIN mlex_titles m ON m.id = r.id "
+            "WHERE r.id = ?",
             (rowid,),
         ).fetchone()
         if row is None:
             return False
-        got = self._query(self._titles_coll, f"{F_ID} == {int(rowid)}", [F_VERSION])
-        return any(int(g.get(F_VERSION, -1)) == int(row[0]) for g in got)
+        got = self._query(self._titles_coll, f"{F_ID} == {int(rowid)}", [F_VERSION, F_STATUS])
+        return any(
+            (int(g.get(F_VERSION, -1)), g.get(F_STATUS)) == (int(row[0]), row[1]) for g in got
+        )
 
     def _query(self, collection: str, expr: str, output: list[str]) -> list[dict[str, Any]]:
         client = self.client()
@@ -701,35 +743,44 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
         that holds another version's text than the store row of its id, or whose store-side
         terms are missing, is left out (missing, to re-index)."""
         chunk_rows = {
-            int(r[F_ID]): str(r.get(F_CHUNK)) for r in self._iter_rows(self._chunks_coll, [F_CHUNK])
+            int(r[F_ID]): (str(r.get(F_CHUNK)), r.get(F_STATUS))
+            for r in self._iter_rows(self._chunks_coll, [F_CHUNK, F_STATUS])
         }
         title_rows = {
-            int(r[F_ID]): int(r.get(F_VERSION, -1))
-            for r in self._iter_rows(self._titles_coll, [F_VERSION])
+            int(r[F_ID]): (int(r.get(F_VERSION, -1)), r.get(F_STATUS))
+            for r in self._iter_rows(self._titles_coll, [F_VERSION, F_STATUS])
         }
         have_chunk = select_in(
             conn,
-            "SELECT c.id, c.chunk_id, m.id FROM chunks c LEFT JOIN mlex_chunks m ON m.id = c.id",
+            "SELECT c.id, c.chunk_id, r.status, m.id FROM chunks c "
+            "LEFT JOIN resources r ON r.resource_id = c.resource_id "
+            "LEFT JOIN mlex_chunks m ON m.id = c.id",
             "c.id",
             chunk_rows,
         )
         have_title = select_in(
             conn,
-            "SELECT r.id, r.version, m.id FROM resources r LEFT JOIN mlex_titles m ON m.id = r.id",
+            "SELECT r.id, r.version, r.status, m.id FROM resources r "
+            "LEFT JOIN mlex_titles m ON m.id = r.id",
             "r.id",
             title_rows,
         )
+        # indexed: a row of no store row (an orphan), or one that matches its store row (the
+        # same chunk id or version, the same status) and has its store-side terms
         chunks = {
             rowid
-            for rowid, chunk_id in chunk_rows.items()
+            for rowid, got in chunk_rows.items()
             if rowid not in have_chunk
-            or (have_chunk[rowid][1] == chunk_id and have_chunk[rowid][2] is not None)
+            or (tuple(have_chunk[rowid][1:3]) == got and have_chunk[rowid][3] is not None)
         }
         titles = {
             rowid
-            for rowid, version in title_rows.items()
+            for rowid, (version, status) in title_rows.items()
             if rowid not in have_title
-            or (int(have_title[rowid][1]) == version and have_title[rowid][2] is not None)
+            or (
+                (int(have_title[rowid][1]), have_title[rowid][2]) == (version, status)
+                and have_title[rowid][3] is not None
+            )
         }
         # store-side rows of no chunk (a rolled-back write cannot leave them; a crash between
         # two statements of an older build could): orphans too

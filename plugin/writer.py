@@ -1040,6 +1040,7 @@ class Writer:
                 "UPDATE resources SET status = ?, updated_at = ? WHERE resource_id = ?",
                 ("ready" if enabled else "disabled", time.time(), resource_id),
             )
+            self.lexical.status_changed(conn, resource_id)
         return True
 
 

@@ -118,7 +118,7 @@ def test_a_stale_row_under_a_live_id_is_never_shown_and_is_repaired(tmp_path: Pa
         lexical.client().upsert(
             chunks_coll,
             [{"id": rowid, "chunk_id": "live@9#0", "resource_id": "live", "tenant": "",
-              "acl": [], "text": "sneakyword", "text_cjk": ""}],
+              "acl": [], "status": "ready", "text": "sneakyword", "text_cjk": ""}],
         )
         assert not hs.search("sneakyword", paths=["bm25", "sag2"]).results
         assert not hs.search("lighthouse keeper", paths=["bm25"]).results  # its row is gone
@@ -178,3 +178,39 @@ def test_compose_text_weights_parts_and_cuts_to_the_varchar_limit() -> None:
     assert compose_text([("T", 0.0), ("body", 1.4)]) == "body"
     long = compose_text([("北" * 30_000, 1.0)])
     assert len(long.encode("utf-8")) <= 65_535 and set(long) == {"北"}
+
+
+def test_status_is_in_the_milvus_filter_and_a_lost_status_write_is_repaired(tmp_path: Path) -> None:
+    with HybridSearch(_settings(tmp_path / "d", None, "milvus")) as hs:
+        hs.ingest("a", "the copper lantern glows", title="Lantern")
+        hs.ingest("b", "a copper kettle boils", title="Kettle")
+        lexical = hs.components.lexical
+        chunks_coll, titles_coll = lexical_collections(hs.components.index_id)
+        client = lexical.client()
+
+        def statuses(collection: str) -> dict[str, str]:
+            rows = client.query(collection, filter="id >= 0", output_fields=["resource_id", "status"])
+            return {r["resource_id"]: r["status"] for r in rows}
+
+        assert hs.disable("a")
+        assert statuses(chunks_coll) == statuses(titles_coll) == {"a": "disabled", "b": "ready"}
+        assert [r.resource_id for r in hs.search("copper", paths=["bm25", "title"]).results] == ["b"]
+        disabled = lexical.search(["copper"], limit=10, filters=Filters(statuses=("disabled",)))
+        assert [h.detail["resource_id"] for h in disabled] == ["a"]
+        assert hs.enable("a")
+        assert statuses(chunks_coll) == {"a": "ready", "b": "ready"}
+        # a status write that reached Milvus but not the store: the plan re-indexes the row
+        rowid, chunk_id = hs.components.store.connection().execute(
+            "SELECT id, chunk_id FROM chunks WHERE resource_id = 'a'"
+        ).fetchone()
+        client.upsert(
+            chunks_coll,
+            [{"id": rowid, "chunk_id": chunk_id, "resource_id": "a", "tenant": "", "acl": [],
+              "status": "disabled", "text": "Lantern\nLantern\nthe copper lantern glows",
+              "text_cjk": ""}],
+        )
+        plan = build_plan(hs.components.store, lexical, None, hs.settings)
+        assert plan.counts()["missing_fts_rows"] == 1
+        assert apply_plan(plan, hs.components.store, None, hs.components.writer(), hs.settings).ok
+        assert statuses(chunks_coll) == {"a": "ready", "b": "ready"}
+        assert build_plan(hs.components.store, lexical, None, hs.settings).is_empty
