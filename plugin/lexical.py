@@ -529,6 +529,10 @@ class Fts5LexicalIndex:
         ).fetchone()
         return row is not None
 
+    def flush(self) -> None:
+        """Seal what a bulk ingest wrote (an engine with a write buffer that searches more
+        slowly than sealed segments, as Milvus Lite does); FTS5 has nothing to do."""
+
     def status_changed(self, conn: Any, resource_id: str) -> None:
         """A resource was disabled or enabled: nothing to do here, the status lives in the
         store's rows, which every search joins (an engine that filters on its own copy of the

@@ -82,7 +82,8 @@ log = logging.getLogger(__name__)
 #: what is left of Milvus' primary key (:data:`~hybridsag.dense.MAX_CHUNK_ID_BYTES`).
 CHUNK_ID_SUFFIX_BYTES = 32
 MAX_RESOURCE_ID_BYTES = min(MAX_CHUNK_ID_BYTES - CHUNK_ID_SUFFIX_BYTES, DENSE_RESOURCE_ID_BYTES)
-#: A bulk ingest that wrote this many vectors seals them (DenseIndex.flush) before returning.
+#: A bulk ingest that wrote this many vectors (chunks) seals them (DenseIndex.flush, and the
+#: lexical index's flush) before returning.
 FLUSH_AFTER_VECTORS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -512,6 +513,8 @@ class Writer:
             report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged, ticks))
         if self._dense is not None and report.vectors >= FLUSH_AFTER_VECTORS:
             self._dense().flush()
+        if report.chunks >= FLUSH_AFTER_VECTORS:
+            self.lexical.flush()
         report.seconds = time.perf_counter() - started
         return report
 
