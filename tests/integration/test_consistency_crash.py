@@ -139,9 +139,14 @@ def _expected_after(op: str, step: str) -> dict[str, str]:
 
 
 def _reconcile_and_check(
-    data: Path, op: str, step: str, expect_before: dict[str, int], store_url: str | None = None
+    data: Path,
+    op: str,
+    step: str,
+    expect_before: dict[str, int],
+    store_url: str | None = None,
+    lexical: str = "fts5",
 ) -> dict:
-    settings = make_settings(data, store_url)
+    settings = make_settings(data, store_url, lexical=lexical)
     with open_search(settings) as hs:
         rec = Reconciler(hs.components)
         plan = rec.plan()
@@ -212,9 +217,29 @@ def test_exception_at_step_then_reconcile_on_postgres(
     _exception_then_reconcile(copy, clone_database(postgres_server, url), op, step)
 
 
-def _exception_then_reconcile(data: Path, store_url: str | None, op: str, step: str) -> None:
+@pytest.fixture(scope="module")
+def milvus_lexical_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base corpus with the lexical index on Milvus full-text search, indexed once."""
+    clear_env()
+    data = tmp_path_factory.mktemp("crash-milvus-lexical-template") / "data"
+    with open_search(make_settings(data, lexical="milvus")) as hs:
+        assert hs.ingest_documents(_docs(BASE)).indexed == len(BASE)
+    return data
+
+
+@pytest.mark.parametrize(("op", "step"), SCENARIOS, ids=IDS)
+def test_exception_at_step_then_reconcile_with_milvus_lexical(
+    milvus_lexical_template: Path, tmp_path: Path, op: str, step: str
+) -> None:
+    copy = _copy(milvus_lexical_template, tmp_path / "data")
+    _exception_then_reconcile(copy, None, op, step, lexical="milvus")
+
+
+def _exception_then_reconcile(
+    data: Path, store_url: str | None, op: str, step: str, lexical: str = "fts5"
+) -> None:
     kind, target, text = OPS[op]
-    settings = make_settings(data, store_url)
+    settings = make_settings(data, store_url, lexical=lexical)
 
     def hook(name: str, resource_id: str) -> None:
         if name == step and resource_id == target:
@@ -234,7 +259,9 @@ def _exception_then_reconcile(data: Path, store_url: str | None, op: str, step: 
             # invisible on every path from the tombstone on, before any reconcile
             assert hs.components.store.get_resource("gamma").status == "deleting"
             assert all(r.resource_id != "gamma" for r in hs.search("gammafruit").results)
-    _reconcile_and_check(data, op, step, EXPECT_EXCEPTION.get((op, step), {}), store_url)
+    _reconcile_and_check(
+        data, op, step, EXPECT_EXCEPTION.get((op, step), {}), store_url, lexical
+    )
 
 
 # -- (b) a child process SIGKILLed at each step ---------------------------------------------------
