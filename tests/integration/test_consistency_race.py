@@ -32,11 +32,12 @@ from tests.consistency_support import (
 
 @pytest.mark.slow
 def test_race_never_shows_deleted_resources_and_reconcile_leaves_no_orphans(
-    tmp_path: Path, store_url: str | None
+    tmp_path: Path, index_backends: tuple[str | None, str]
 ) -> None:
     # Claims abandoned by a failed compensation belong to this (live) process, so they are only
     # "stuck" after indexing_timeout_s: 1 s here, so that the final reconcile may undo them.
-    settings = make_settings(tmp_path / "data", store_url, indexing_timeout_s=1)
+    store_url, lexical = index_backends
+    settings = make_settings(tmp_path / "data", store_url, lexical=lexical, indexing_timeout_s=1)
     inner = own_dense_index(settings)
     dense = FaultyDense(inner, fail_every=23)
     with open_search(settings, dense_index=dense) as hs:
