@@ -193,9 +193,7 @@ class Components:
         dense = self._dense.peek()
         if dense is not None:
             dense.close()
-        close_lexical = getattr(self.lexical, "close", None)
-        if callable(close_lexical):
-            close_lexical()
+        self.lexical.close()
         self.store.close()
 
     def __enter__(self) -> Components:

@@ -203,6 +203,8 @@ class LexicalIndex(Protocol):
         self, terms: Sequence[str], filters: Filters
     ) -> tuple[dict[str, int], int]: ...
 
+    def close(self) -> None: ...
+
 
 class Fts5LexicalIndex:
     """SQLite FTS5 implementation of :class:`LexicalIndex`, over the store's database.
@@ -528,6 +530,10 @@ class Fts5LexicalIndex:
             f"SELECT 1 FROM {self._TITLES} WHERE {self._ID} = ?", (rowid,)
         ).fetchone()
         return row is not None
+
+    def close(self) -> None:
+        """Release what the index holds apart from the store (FTS5: nothing; the store is
+        closed by its owner)."""
 
     def flush(self) -> None:
         """Seal what a bulk ingest wrote (an engine with a write buffer that searches more

@@ -532,6 +532,10 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
                 lambda: client.delete(collection, filter=expr, timeout=self._timeout),
             )
 
+    def _delete_resource(self, collection: str, resource_id: str) -> None:
+        """Delete every row of one resource (all versions, orphans too) from ``collection``."""
+        self._delete(collection, expr=filter_expression(DenseFilter(resource_ids=(resource_id,))))
+
     def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
         """Index chunks ``(chunks.id, tokens)``: the terms and vocabulary in the store, the text
         (read from the chunk and resource rows) in Milvus. A chunk indexed before is replaced."""
@@ -664,10 +668,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE resource_id = ?",
                                           (resource_id,))]
         self._forget_chunks(conn, ids)
-        self._delete(
-            self._chunks_coll,
-            expr=filter_expression(DenseFilter(resource_ids=(resource_id,))),
-        )
+        self._delete_resource(self._chunks_coll, resource_id)
 
     def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
         if conn.execute("SELECT 1 FROM chunks WHERE id = ?", (rowid,)).fetchone() is not None:
@@ -709,10 +710,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             "DELETE FROM mlex_titles WHERE id IN (SELECT id FROM resources WHERE resource_id = ?)",
             (resource_id,),
         )
-        self._delete(
-            self._titles_coll,
-            expr=filter_expression(DenseFilter(resource_ids=(resource_id,))),
-        )
+        self._delete_resource(self._titles_coll, resource_id)
 
     def remove_orphan_title(self, conn: Any, rowid: int) -> int:
         if conn.execute("SELECT 1 FROM resources WHERE id = ?", (rowid,)).fetchone() is not None:
