@@ -26,20 +26,25 @@ form ("the title-alias fix").
 
 Ranking is FTS5 ``bm25()`` with column weights title/heading/body from ``lexical`` settings. The
 top of the FTS5 ranking is taken in a subquery before the resource join and refilled with a deeper
-subquery when filters leave too few rows. The statements are built by pure functions
+subquery when filters leave too few rows. Where the query's terms hold many postings
+(``lexical.prune``), that top comes from :mod:`hybridsag.fts5_topk` instead: the same rows and
+scores, with the common terms' postings never scored. The statements are built by pure functions
 (:func:`build_search_sql`, :func:`build_title_search_sql`, :func:`build_best_chunks_sql`) that
 tests assert on.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from hybridsag.errors import LexicalError
+from hybridsag.fts5_topk import BM25_B, BM25_K1, Fts5TopK, strip_diacritics
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import LexicalSettings
 from hybridsag.store import Filters, Store, select_in
@@ -132,20 +137,47 @@ def build_best_chunks_sql(n_resources: int) -> str:
         ORDER BY bm25(chunks_fts, ?, ?, ?), c.id"""
 
 
+#: the deepest top the bounded ranking (:mod:`hybridsag.fts5_topk`) is asked for; a deeper
+#: refill (filters left too few rows) runs the plain statement
+_PRUNE_MAX_DEPTH = 2000
+
+
+@contextmanager
+def _read_transaction(conn: Any) -> Iterator[None]:
+    """One read transaction around several statements (so they read one state of the index),
+    unless the connection is in a transaction already."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def _join_top(
+    conn: Any, top: Sequence[tuple[int, float]], filter_sql: str, params: list[object], limit: int
+) -> list[Any]:
+    """What :func:`build_search_sql` returns, for a top already ranked: ``(chunk_id,
+    resource_id, score)`` of the rows the filters let through, by score, then chunk row."""
+    scores = dict(top)
+    # CROSS JOIN keeps SQLite's join order: the few ranked rows first, each looked up by key
+    # (left to itself the planner may start from the resources a filter selects, all of them)
+    rows = conn.execute(
+        "SELECT c.id, c.chunk_id, c.resource_id FROM json_each(?) AS top "
+        "CROSS JOIN chunks c ON c.id = top.value "
+        "CROSS JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version "
+        f"WHERE {filter_sql}",
+        [json.dumps(list(scores)), *params],
+    ).fetchall()
+    rows.sort(key=lambda r: (scores[r[0]], r[0]))
+    return [(chunk_id, resource_id, scores[rowid]) for rowid, chunk_id, resource_id in rows[:limit]]
+
+
 _LIGATURES = str.maketrans(
     {"æ": "ae", "œ": "oe", "ß": "ss", "ø": "o", "ł": "l", "đ": "d", "þ": "th", "ð": "d", "ı": "i"}
 )
-
-
-def strip_diacritics(term: str) -> str:
-    """What FTS5's ``remove_diacritics 2`` does to a token: combining marks removed after
-    canonical decomposition (ligatures such as ``ø`` and ``æ`` stay)."""
-    if term.isascii():
-        return term
-    decomposed = unicodedata.normalize("NFD", term)
-    return unicodedata.normalize(
-        "NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    )
 
 
 def fold_term(term: str) -> str:
@@ -229,6 +261,7 @@ class Fts5LexicalIndex:
         self._alias_key: tuple[object, ...] | None = None
         self._alias: dict[str, set[str]] = {}
         store.migrate(self._MIGRATIONS)
+        self._topk = Fts5TopK("chunks_fts", "chunks_vocab")
 
     # -- terms --------------------------------------------------------------------------------
 
@@ -265,13 +298,17 @@ class Fts5LexicalIndex:
         return {t: found[k] for t, k in keys.items() if found.get(k)}
 
     def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
-        """How many chunk rows hold each of ``lexemes`` (absent: none)."""
-        rows = select_in(
-            self.store.connection(), "SELECT term, doc FROM chunks_vocab", "term", lexemes
-        )
-        return {term: int(row[1]) for term, row in rows.items()}
+        """How many chunk rows hold each of ``lexemes`` (absent: none); kept until the next
+        write (:class:`~hybridsag.fts5_topk.Fts5TopK`)."""
+        return self._topk.doc_freqs(self.store.connection(), lexemes)
 
     def total_chunks(self) -> int:
+        """Chunk rows in the index: FTS5 keeps the count (the N of its IDF) in a record of
+        its own, read without scanning a table."""
+        return self._topk.stats(self.store.connection()).rows
+
+    def _count_chunks(self) -> int:
+        """Chunk rows in the store (an engine without a kept count)."""
         return int(self.store.connection().execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def scoped_doc_freqs(
@@ -414,11 +451,19 @@ class Fts5LexicalIndex:
         s = self.settings
         match = build_match(terms, must=must)
         conn = self.store.connection()
+        weights = (s.title_weight, s.heading_weight, s.body_weight)
 
         def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
+            if s.prune and depth <= _PRUNE_MAX_DEPTH:
+                with _read_transaction(conn):
+                    top = self._topk.top(
+                        conn, terms=terms, must=must, weights=weights, k=depth,
+                        min_postings=s.prune_min_postings, build_match=build_match,
+                    )
+                    if top is not None:
+                        return _join_top(conn, top, filter_sql, params, limit)
             return conn.execute(
-                build_search_sql(filter_sql),
-                [s.title_weight, s.heading_weight, s.body_weight, match, depth, *params, limit],
+                build_search_sql(filter_sql), [*weights, match, depth, *params, limit]
             ).fetchall()
 
         return ranked
@@ -553,10 +598,6 @@ class Fts5LexicalIndex:
 
 # -- PostgreSQL ---------------------------------------------------------------------------------
 
-#: Okapi BM25 parameters as FTS5's ``bm25()`` fixes them (k1 = 1.2, b = 0.75; sqlite.org/fts5.html
-#: section 5.1.1), so both engines rank alike.
-BM25_K1 = 1.2
-BM25_B = 0.75
 #: tsvector limits (PostgreSQL docs, "Text Search Types"): a lexeme takes at most 2,046 bytes,
 #: a position is at most 16,383 and a lexeme keeps at most 256 positions.
 _PG_MAX_LEXEME_BYTES = 2046
@@ -623,7 +664,7 @@ def build_pg_bm25_sql(table: str, where: str = "") -> str:
     "The Probabilistic Relevance Framework: BM25 and Beyond", 2009). Parameters: the terms
     (text[]), their idf (float8[]), the weights of columns A, B and C, the tsquery, then those
     of ``where`` (an ``AND ...`` fragment over ``l``)."""
-    k1, b = BM25_K1, BM25_B
+    k1, b = BM25_K1, BM25_B  # FTS5's, so both engines rank alike
     return f"""
         SELECT l.id, -sum(q.idf * f.f * {k1 + 1} / (f.f + {k1} * ({1 - b} + {b} * l.n_tokens
                    / greatest(st.avgdl, 1e-9)))) AS s
@@ -653,6 +694,9 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
 
     _CHUNKS, _TITLES, _ID = "chunks_lex", "titles_lex", "id"
     _MIGRATIONS = PG_LEXICAL_MIGRATIONS
+
+    def total_chunks(self) -> int:
+        return self._count_chunks()
 
     def _term_match(self, term: str) -> str:
         return build_tsquery([term])

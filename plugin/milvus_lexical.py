@@ -350,6 +350,9 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
 
     # -- vocabulary ------------------------------------------------------------------------------
 
+    def total_chunks(self) -> int:
+        return self._count_chunks()
+
     def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
         rows = select_in(
             self.store.connection(), "SELECT term, doc FROM mlex_vocab", "term", lexemes

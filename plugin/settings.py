@@ -160,6 +160,11 @@ class LexicalSettings(_Section):
     (the Milvus of ``milvus``: Lite under the data dir, or a server, which must be 2.5 or newer)
     with ``milvus_analyzer``: ``auto`` (the standard analyzer for every row and jieba for CJK
     rows, the query's script picks), ``standard`` or ``jieba``.
+
+    ``prune`` (FTS5): a search whose terms hold more than ``prune_min_postings`` postings ranks
+    only the rows that can reach its top (a MaxScore bound: the common terms' parts are added
+    to the rows holding a rarer term, in Python), with the same rows and scores as FTS5's full
+    ranking; off, every matching row is scored.
     """
 
     backend: Literal["fts5", "milvus"] = "fts5"
@@ -167,6 +172,8 @@ class LexicalSettings(_Section):
     title_weight: float = Field(2.0, ge=0.0, le=100.0)
     heading_weight: float = Field(2.0, ge=0.0, le=100.0)
     body_weight: float = Field(1.0, ge=0.0, le=100.0)
+    prune: bool = True
+    prune_min_postings: int = Field(20_000, ge=0, le=1_000_000_000)
 
 
 class EmbeddingSettings(_Section):

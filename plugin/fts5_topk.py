@@ -1,0 +1,285 @@
+"""FTS5's BM25 top ``k`` without scoring every matching row: a MaxScore bound over the query terms.
+
+``ORDER BY bm25(...) LIMIT k`` makes FTS5 score every row that matches the query, so the cost
+follows the postings of the query's terms: on a million passages a question holding "film" scores
+292,467 rows (about 0.5 µs a posting) to keep 50. Most of those rows hold nothing but the
+question's common words, and a term adds at most ``idf(term) * (k1 + 1)`` to a row's score
+(:func:`term_bound`), so a row holding only common terms can be ruled out once ``k`` rows are
+known to score more than all the common terms together could give it. That is MaxScore (Turtle
+and Flood, 1995), here on FTS5's own statements and numbers:
+
+1. the *floor*: FTS5 ranks the rows holding a rare (*essential*) term on the essential terms
+   alone; the ``k``-th of those scores is a lower bound of the ``k``-th best whole score (a
+   row's score is a sum of non-negative parts, one a term, and each part depends only on the
+   term and the row, so it is the same in any query that holds the term);
+2. the most common terms are *left out* while their bounds (and the must phrase's) sum to less
+   than the floor: no row without an essential term can reach the top ``k``;
+3. the top ``k`` is then merged from two FTS5 rankings: the rows holding an essential term by
+   their essential score (exact for the rows that hold no left-out term), and
+   ``(essential) AND (left out)``, which FTS5 scores on the whole query. Both touch only the
+   rows that hold an essential term; the left-out terms' postings are walked once each for
+   their document frequency, never scored.
+
+The rows and scores are those of ``ORDER BY bm25() LIMIT k`` (a tie at the ``k``-th score may be
+cut at another row, as FTS5's own sort may cut it; scores agree to rounding). Where nothing is
+common enough, the floor is too low, or the terms hold few postings, the caller runs the plain
+statement. Reference: ``bm25()`` in ``ext/fts5/fts5_aux.c``; sqlite.org/fts5.html section 5.1.1.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "Fts5Stats",
+    "Fts5TopK",
+    "fts5_varints",
+    "idf",
+    "strip_diacritics",
+    "term_bound",
+]
+
+#: Okapi BM25 parameters as FTS5's ``bm25()`` fixes them (k1 = 1.2, b = 0.75; sqlite.org/fts5.html
+#: section 5.1.1).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+#: FTS5's ``<table>_data`` records: the row count and token totals, and the segment structure
+#: (whose write counter moves with every committed write), which together key what was read
+_AVERAGES_ID, _STRUCTURE_ID = 1, 10
+#: a token as FTS5's ``unicode61`` tokenizer with ``tokenchars '-_.'`` reads it (letters,
+#: digits, ``-``, ``_``, ``.``); a query term of another shape (a phrase) is never left out
+_TOKEN = re.compile(r"[\w.\-]+")
+#: slack on a bound, so that float rounding never makes it smaller than what it bounds
+_SLACK = 1e-9
+#: the most document frequencies kept for one state of the table (more are read, not kept)
+_MAX_FREQS = 200_000
+#: a term may be left out when at least one row in this many holds it
+_COMMON = 100
+
+
+def strip_diacritics(term: str) -> str:
+    """What FTS5's ``remove_diacritics 2`` does to a token: combining marks removed after
+    canonical decomposition (ligatures such as ``ø`` and ``æ`` stay)."""
+    if term.isascii():
+        return term
+    decomposed = unicodedata.normalize("NFD", term)
+    return unicodedata.normalize(
+        "NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    )
+
+
+def fts5_varints(blob: bytes) -> list[int]:
+    """The SQLite varints in ``blob`` (big-endian, 7 bits a byte, a ninth byte of 8), as FTS5
+    writes its averages record (the row count, then each column's token total)."""
+    out: list[int] = []
+    i, n = 0, len(blob)
+    while i < n:
+        value = 0
+        for j in range(9):
+            byte = blob[i]
+            i += 1
+            if j == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def idf(rows: int, hits: int) -> float:
+    """FTS5's IDF: ``log((N - n + 0.5) / (n + 0.5))``, or 1e-6 where that is not positive."""
+    value = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return value if value > 0.0 else 1e-6
+
+
+def term_bound(rows: int, hits: int) -> float:
+    """The most a term held by ``hits`` of ``rows`` rows adds to a row's score: its IDF times
+    ``k1 + 1``, the limit of ``f (k1 + 1) / (f + k1 D)`` as the weighted count ``f`` grows."""
+    return idf(rows, hits) * (BM25_K1 + 1.0) * (1.0 + _SLACK) + _SLACK
+
+
+@dataclass(slots=True)
+class Fts5Stats:
+    """What the bound reads besides the rows, for one committed state of the table (``key``):
+    FTS5's row count and the document frequencies asked for so far."""
+
+    key: tuple[bytes, bytes]
+    rows: int
+    freqs: dict[str, int] = field(default_factory=dict)
+
+
+class Fts5TopK:
+    """The bounded top ``k`` of one FTS5 table (``table``, with its ``fts5vocab`` row table
+    ``vocab``), and the document frequencies it keeps.
+
+    A document frequency costs FTS5 a walk of the term's postings (10 ms for "film" in a million
+    rows); they are kept per state of the table, so a term asked for again costs a dictionary
+    lookup until the next committed write."""
+
+    def __init__(self, table: str, vocab: str) -> None:
+        self.table = table
+        self.vocab = vocab
+        self._lock = threading.Lock()
+        self._stats: Fts5Stats | None = None
+
+    # -- what bm25() reads ----------------------------------------------------------------------
+
+    def stats(self, conn: Any) -> Fts5Stats:
+        """The table's :class:`Fts5Stats` as ``conn`` sees it (read again after a write)."""
+        blocks = dict(
+            conn.execute(
+                f"SELECT id, block FROM {self.table}_data WHERE id IN (?, ?)",
+                (_AVERAGES_ID, _STRUCTURE_ID),
+            ).fetchall()
+        )
+        averages = bytes(blocks.get(_AVERAGES_ID) or b"")
+        key = (averages, bytes(blocks.get(_STRUCTURE_ID) or b""))
+        with self._lock:
+            if self._stats is not None and self._stats.key == key:
+                return self._stats
+        values = fts5_varints(averages)
+        stats = Fts5Stats(key, values[0] if values else 0)
+        with self._lock:
+            self._stats = stats
+        return stats
+
+    def doc_freqs(
+        self, conn: Any, lexemes: Sequence[str], stats: Fts5Stats | None = None
+    ) -> dict[str, int]:
+        """How many rows hold each lexeme (FTS5's folded form); absent: none."""
+        stats = stats or self.stats(conn)
+        missing = [t for t in dict.fromkeys(lexemes) if t not in stats.freqs]
+        found: dict[str, int] = {}
+        for i in range(0, len(missing), 500):
+            part = missing[i : i + 500]
+            found.update(
+                conn.execute(
+                    f"SELECT term, doc FROM {self.vocab} WHERE term IN "
+                    f"({','.join('?' * len(part))})",
+                    part,
+                ).fetchall()
+            )
+        counts = {t: int(found.get(t, 0)) for t in missing}
+        with self._lock:  # entries are only ever added, so the reads above need no lock
+            for term in missing[: max(_MAX_FREQS - len(stats.freqs), 0)]:
+                stats.freqs[term] = counts[term]
+        known = {t: counts[t] if t in counts else stats.freqs[t] for t in lexemes}
+        return {t: n for t, n in known.items() if n}
+
+    # -- the bounded top k ------------------------------------------------------------------------
+
+    def top(
+        self,
+        conn: Any,
+        *,
+        terms: Sequence[str],
+        must: str | None,
+        weights: Sequence[float],
+        k: int,
+        min_postings: int,
+        build_match: Callable[..., str],
+    ) -> list[tuple[int, float]] | None:
+        """``(rowid, bm25 score)`` of the top ``k`` rows of ``build_match(terms, must=must)``
+        as ``ORDER BY bm25(table, *weights) LIMIT k`` ranks them (negative scores, best
+        first), or None where the bound does not pay or cannot decide (fewer postings than
+        ``min_postings``, no common term, a bound above the scores): the caller then runs the
+        plain statement. Call it inside a read transaction, so that every statement reads one
+        state of the table."""
+        stats = self.stats(conn)
+        terms = [t for t in terms if t]
+        if not stats.rows or k < 1 or not terms:
+            return None
+        lexemes = [strip_diacritics(t) for t in terms]
+        single = [bool(_TOKEN.fullmatch(x)) for x in lexemes]
+        must_lexemes = _TOKEN.findall(strip_diacritics(must.lower())) if must else []
+        freqs = self.doc_freqs(
+            conn, [x for x, ok in zip(lexemes, single, strict=True) if ok] + must_lexemes, stats
+        )
+        postings = sum(freqs.get(x, 0) for x in lexemes)
+        if must:
+            postings = min(postings, min((freqs.get(x, 0) for x in must_lexemes), default=0))
+        if postings < max(min_postings, 1):
+            return None
+        copies = Counter(x for x, ok in zip(lexemes, single, strict=True) if ok and x in freqs)
+        # the terms that may be left out: the common ones, most postings first; one term of
+        # the query stays essential
+        common = sorted(
+            (x for x in copies if freqs[x] * _COMMON >= stats.rows), key=lambda x: (-freqs[x], x)
+        )
+        if len(common) == len(set(lexemes)):
+            common = common[:-1]
+        if not common:
+            return None
+        if not must:
+            must_bound = 0.0
+        elif len(must_lexemes) == 1 and must_lexemes[0] in freqs:
+            must_bound = term_bound(stats.rows, freqs[must_lexemes[0]])
+        else:  # a phrase: no more common than no row at all
+            must_bound = term_bound(stats.rows, 0)
+
+        def essential_top(out: Sequence[str]) -> list[tuple[int, float]]:
+            gone = set(out)
+            essential = [t for t, x in zip(terms, lexemes, strict=True) if x not in gone]
+            return self._ranked(conn, weights, build_match(essential, must=must), k)
+
+        # a lower bound of the k-th best score: the k-th best essential part with every common
+        # term left out (a row's whole score is at least its essential part)
+        first = essential_top(common)
+        if len(first) < k:
+            return None
+        floor = first[-1][1]
+        out: list[str] = []
+        bound = must_bound
+        for x in common:  # leave out the most common terms whose bounds stay under the floor
+            b = term_bound(stats.rows, freqs[x]) * copies[x]
+            if bound + b >= floor:
+                break
+            out.append(x)
+            bound += b
+        if not out:
+            return None
+        # rows holding an essential term and no left-out one score their essential part; rows
+        # holding both are ranked by FTS5 on the whole query; rows holding no essential term
+        # score at most ``bound``, under the floor
+        plain = first if len(out) == len(common) else essential_top(out)
+        gone = set(out)
+        essential = [t for t, x in zip(terms, lexemes, strict=True) if x not in gone]
+        left_out = [t for t, x in zip(terms, lexemes, strict=True) if x in gone]
+        both = self._ranked(
+            conn,
+            weights,
+            f"({build_match(essential, must=must)}) AND ({build_match(left_out)})",
+            k,
+        )
+        whole = dict(both)  # a row holding a left-out term: its whole score
+        scores = {**dict(plain), **whole}
+        if len(both) >= k:  # a row outside ``both`` holding a left-out term scores at most its
+            cut = both[-1][1]  # last; its essential part is lower still, so it stays below
+            scores = {r: v for r, v in scores.items() if r in whole or v > cut}
+        best = sorted(scores.items(), key=lambda r: (-r[1], r[0]))[:k]
+        if len(best) < k or best[-1][1] <= bound:
+            return None
+        return [(rowid, -score) for rowid, score in best]
+
+    def _ranked(
+        self, conn: Any, weights: Sequence[float], match: str, k: int
+    ) -> list[tuple[int, float]]:
+        """FTS5's top ``k`` ``(rowid, score)`` of ``match`` (scores positive, best first)."""
+        table = self.table
+        return conn.execute(
+            f"SELECT rowid, -bm25({table}, {', '.join('?' * len(weights))}) AS s "
+            f"FROM {table} WHERE {table} MATCH ? ORDER BY s DESC, rowid LIMIT ?",
+            [*weights, match, k],
+        ).fetchall()
