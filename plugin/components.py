@@ -299,7 +299,7 @@ class Components:
     def _build_embedder(self) -> Embedder:
         from hybridsag.embedder import make_embedder
 
-        embedder = make_embedder(self.settings)
+        embedder = make_embedder(self.settings, recorded=self._stored_fingerprint())
         if embedder is None:
             raise ConfigError("the dense path is off (embedding.model = 'none')")
         stored_model = self.store.get_meta(META_MODEL)

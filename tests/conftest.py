@@ -27,11 +27,19 @@ from tests.pgserver import (  # noqa: F401 - fixtures
 )
 
 
+@pytest.fixture(scope="session")
+def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's stand-in for the user's cache folder (``XDG_CACHE_HOME``): the onnx
+    export that ``embedding.backend = "auto"`` uses is made there once, at first use."""
+    return tmp_path_factory.mktemp("user-cache")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, _user_cache: Path) -> None:
     for name in list(os.environ):
         if name.upper().startswith("HYBRIDSAG_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_user_cache))
     monkeypatch.chdir(tmp_path)
 
 
@@ -50,13 +58,14 @@ def hs(settings: Settings) -> Iterator[HybridSearch]:
 
 
 @pytest.fixture(scope="session")
-def onnx_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def onnx_cache_dir(_user_cache: Path) -> Path:
     """An ``embedding.onnx_cache_dir`` holding the int8 ONNX export of the packaged model, made
-    once per session (the export takes tens of seconds) by the real export path."""
+    once per session (the export takes tens of seconds) by the real export path: the same
+    folder the default backend (``auto``) exports into, so the session exports once."""
     from hybridsag.onnx_embedder import build_onnx_model
     from hybridsag.settings import EmbeddingSettings
 
-    root = tmp_path_factory.mktemp("onnx-cache")
+    root = _user_cache / "hybridsag" / "onnx"
     build_onnx_model(
         Settings(
             data_dir=root / "unused",

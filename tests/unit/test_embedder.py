@@ -21,6 +21,7 @@ from hybridsag.embedder import (
     load_onnx_embedder,
     make_embedder,
     packaged_model_dir,
+    resolve_backend,
 )
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
 from hybridsag.onnx_embedder import OnnxEmbedder
@@ -30,6 +31,9 @@ BACKENDS = ["sentence-transformers", "onnx"]
 
 
 def settings_for(**embedding: object) -> Settings:
+    """Embedding settings; the backend is sentence-transformers unless named (these tests are
+    about that backend's loading; ``auto`` has tests of its own below)."""
+    embedding.setdefault("backend", "sentence-transformers")
     return Settings(embedding=EmbeddingSettings(**embedding))  # type: ignore[arg-type]
 
 
@@ -277,3 +281,28 @@ def test_check_dimension(embedder: Embedder) -> None:
         check_dimension(embedder, 768)
     assert "768" in str(info.value) and "384" in str(info.value)
     assert PACKAGED_MODEL in str(info.value)
+
+
+# -- embedding.backend = "auto" ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recorded", "backend", "quantize"),
+    [
+        (f"{PACKAGED_MODEL}|sentence-transformers-fp32", "sentence-transformers", True),
+        (f"{PACKAGED_MODEL}|onnx-int8", "onnx", True),
+        (f"{PACKAGED_MODEL}|onnx-fp32", "onnx", False),
+        (None, "onnx", True),  # a new index: onnxruntime is installed here (the onnx extra)
+    ],
+)
+def test_auto_takes_what_the_index_recorded_else_onnx(recorded, backend, quantize) -> None:
+    resolved = resolve_backend(Settings(), recorded)
+    assert (resolved.embedding.backend, resolved.embedding.quantize) == (backend, quantize)
+
+
+def test_auto_leaves_a_named_backend_alone_and_needs_a_local_folder_for_onnx() -> None:
+    named = Settings(embedding={"backend": "sentence-transformers"})
+    assert resolve_backend(named, f"{PACKAGED_MODEL}|onnx-int8") is named
+    # a Hugging Face cache name is no folder the onnx export can read: torch it is
+    hub = resolve_backend(Settings(embedding={"model": "no-such-org/no-such-model"}), None)
+    assert hub.embedding.backend == "sentence-transformers"

@@ -95,9 +95,14 @@ def test_the_export_folder_is_checksummed_and_complete(onnx_cache_dir: Path) -> 
     assert build_onnx_model(settings) == folder  # present and whole: nothing is exported again
 
 
-def test_default_cache_is_under_the_data_dir_and_keyed_by_precision(tmp_path: Path) -> None:
+def test_default_cache_is_the_users_and_keyed_by_precision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset, exports go to the user's cache (one for every data dir), else to the data dir
+    where that cannot be made."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     settings = Settings(data_dir=tmp_path / "data", embedding={"backend": "onnx"})
-    assert onnx_cache_root(settings) == (tmp_path / "data" / "cache" / "onnx").absolute()
+    assert onnx_cache_root(settings) == (tmp_path / "xdg" / "hybridsag" / "onnx").absolute()
     int8 = onnx_model_dir(settings)
     fp32 = onnx_model_dir(
         Settings(data_dir=tmp_path / "data", embedding={"backend": "onnx", "quantize": False})
@@ -106,7 +111,10 @@ def test_default_cache_is_under_the_data_dir_and_keyed_by_precision(tmp_path: Pa
     assert int8.name.startswith(f"{PACKAGED_MODEL}-int8-")
     assert fp32.name.startswith(f"{PACKAGED_MODEL}-fp32-")
     assert int8.name.split("-")[-1] != fp32.name.split("-")[-1]
-    assert not (tmp_path / "data").exists()  # naming the folder writes nothing
+    assert not (tmp_path / "data").exists()  # naming the folder writes nothing there
+    (tmp_path / "blocked").write_text("a file, not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "blocked"))
+    assert onnx_cache_root(settings) == (tmp_path / "data" / "cache" / "onnx").absolute()
 
 
 def test_verify_names_what_is_wrong(onnx_cache_dir: Path, tmp_path: Path) -> None:
@@ -181,7 +189,7 @@ def test_a_folder_that_is_not_a_model_fails_the_export_clearly(tmp_path: Path) -
 
 
 def test_embedding_caches_are_keyed_by_fingerprint(onnx_cache_dir: Path, tmp_path: Path) -> None:
-    torch_emb = make_embedder(Settings())
+    torch_emb = make_embedder(Settings(embedding={"backend": "sentence-transformers"}))
     onnx_emb = make_embedder(onnx_settings(onnx_cache_dir))
     assert torch_emb is not None and onnx_emb is not None
     texts = ["Cats purr and hunt mice.", "Reciprocal rank fusion merges ranked lists."]
