@@ -654,7 +654,10 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
                 if stored[0]
                 else "no vectors recorded yet"
             )
-            return f"{s.embedding.model}: files at {source}; {recorded}"
+            backend = state["parts"].embedding_backend()
+            if s.embedding.backend != backend:
+                backend = f"{backend}, as embedding.backend = {s.embedding.backend!r} chose"
+            return f"{s.embedding.model} ({backend}): files at {source}; {recorded}"
 
         def milvus_ok() -> str:
             if s.embedding.model == "none":

@@ -260,6 +260,13 @@ class Components:
             return None
         return self.dense_index()
 
+    def embedding_backend(self) -> str:
+        """The embedder backend this data dir uses: ``embedding.backend``, with ``auto``
+        resolved against what the index recorded (nothing is loaded)."""
+        from hybridsag.embedder import resolve_backend
+
+        return resolve_backend(self.settings, self._stored_fingerprint()).embedding.backend
+
     def _model_name(self) -> str:
         return self.settings.embedding.model
 

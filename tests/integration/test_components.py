@@ -510,6 +510,7 @@ def test_auto_keeps_the_backend_an_index_was_built_with(vector_index: Path) -> N
     other vectors), without being told."""
     with Components(_settings(vector_index)) as parts:
         assert parts.settings.embedding.backend == "auto"
+        assert parts.embedding_backend() == "sentence-transformers"
         assert parts.embedder().fingerprint == f"{MODEL}|sentence-transformers-fp32"
 
 
@@ -524,4 +525,5 @@ def test_auto_gives_a_new_index_the_onnx_backend(tmp_path: Path, onnx_cache_dir:
         hits = hs.search("how does the scheduler try a job again?", paths=["dense"]).results
         assert hits and hits[0].resource_id == "beta"
     with Components(_settings(tmp_path / "data")) as parts:
+        assert parts.embedding_backend() == "onnx"
         assert parts.embedder().fingerprint == f"{MODEL}|onnx-int8"
