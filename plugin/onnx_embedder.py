@@ -124,8 +124,10 @@ _ERROR_MARK = "hybridsag-onnx-error: "
 Precision = Literal["int8", "fp32"]
 
 
-def _precision(quantize: bool) -> Precision:
-    return "int8" if quantize else "fp32"
+def _precision(quantize: bool | None) -> Precision:
+    """``embedding.quantize`` as a precision: unset (None) is int8 for the onnx backend (the
+    ``auto`` backend sets it before an export is named)."""
+    return "fp32" if quantize is False else "int8"
 
 
 def _runtime() -> tuple[Any, Any]:
@@ -180,7 +182,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _source_digest(source: Path, quantize: bool) -> str:
+def _source_digest(source: Path, quantize: bool | None) -> str:
     digest = hashlib.sha256(f"{RECIPE}\nprecision={_precision(quantize)}\n".encode())
     for file in _source_files(source):
         digest.update(f"{file.relative_to(source).as_posix()}\0{_sha256(file)}\n".encode())
@@ -276,7 +278,7 @@ def build_onnx_model(settings: Settings) -> Path:
         logger.info(
             "exporting %s to ONNX (%s) into %s", cfg.model, _precision(cfg.quantize), folder
         )
-    _export_in_child(source, folder, quantize=cfg.quantize)
+    _export_in_child(source, folder, quantize=_precision(cfg.quantize) == "int8")
     problem = verify_onnx_model(folder)
     if problem is not None:
         raise ConfigError(
@@ -671,7 +673,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error("--source and --out go together")
             export_onnx_model(args.source, args.out, quantize=args.quantize is not False)
             return 0
-        settings = Settings()
+        from hybridsag.embedder import resolve_backend
+
+        settings = resolve_backend(Settings())  # auto: the export a new index would use
         if args.quantize is not None:
             embedding = settings.embedding.model_copy(update={"quantize": args.quantize})
             settings = settings.model_copy(update={"embedding": embedding})

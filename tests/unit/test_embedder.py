@@ -289,15 +289,24 @@ def test_check_dimension(embedder: Embedder) -> None:
 @pytest.mark.parametrize(
     ("recorded", "backend", "quantize"),
     [
-        (f"{PACKAGED_MODEL}|sentence-transformers-fp32", "sentence-transformers", True),
+        (f"{PACKAGED_MODEL}|sentence-transformers-fp32", "sentence-transformers", None),
         (f"{PACKAGED_MODEL}|onnx-int8", "onnx", True),
         (f"{PACKAGED_MODEL}|onnx-fp32", "onnx", False),
-        (None, "onnx", True),  # a new index: onnxruntime is installed here (the onnx extra)
+        (None, "onnx", False),  # a new index: onnxruntime is installed here (the onnx extra)
     ],
 )
 def test_auto_takes_what_the_index_recorded_else_onnx(recorded, backend, quantize) -> None:
     resolved = resolve_backend(Settings(), recorded)
     assert (resolved.embedding.backend, resolved.embedding.quantize) == (backend, quantize)
+
+
+def test_auto_gives_a_new_index_int8_only_when_asked() -> None:
+    """Unset, a new index gets the float32 export (torch's vectors); quantize = true asks for
+    int8; a named onnx keeps int8 as its default."""
+    asked = resolve_backend(Settings(embedding={"quantize": True}), None)
+    assert (asked.embedding.backend, asked.embedding.quantize) == ("onnx", True)
+    named = Settings(embedding={"backend": "onnx"})
+    assert make_embedder(named, backend="onnx").fingerprint == f"{PACKAGED_MODEL}|onnx-int8"
 
 
 def test_auto_leaves_a_named_backend_alone_and_needs_a_local_folder_for_onnx() -> None:

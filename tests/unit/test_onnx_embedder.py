@@ -210,6 +210,7 @@ def test_embedding_caches_are_keyed_by_fingerprint(onnx_cache_dir: Path, tmp_pat
 def test_the_module_command_builds_or_checks_the_configured_export(onnx_cache_dir: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDSAG_")}
     env["HYBRIDSAG_EMBEDDING__ONNX_CACHE_DIR"] = str(onnx_cache_dir)
+    env["HYBRIDSAG_EMBEDDING__BACKEND"] = "onnx"  # named: int8 (auto would take float32)
     done = subprocess.run(
         [sys.executable, "-m", "hybridsag.onnx_embedder"],
         capture_output=True, text=True, env=env, timeout=300, check=False,
