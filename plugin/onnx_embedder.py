@@ -65,6 +65,7 @@ from hybridsag.embedder_common import (
     check_encode_args,
     normalise_rows,
     readable_share,
+    resolve_backend,
     resolve_model,
 )
 from hybridsag.errors import ConfigError, DenseError
@@ -673,8 +674,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error("--source and --out go together")
             export_onnx_model(args.source, args.out, quantize=args.quantize is not False)
             return 0
-        from hybridsag.embedder import resolve_backend
-
         settings = resolve_backend(Settings())  # auto: the export a new index would use
         if args.quantize is not None:
             embedding = settings.embedding.model_copy(update={"quantize": args.quantize})

@@ -79,7 +79,9 @@ def test_the_export_folder_is_checksummed_and_complete(onnx_cache_dir: Path) -> 
     folder = onnx_model_dir(settings)
     assert folder.parent == onnx_cache_dir
     assert folder.name.startswith(f"{PACKAGED_MODEL}-int8-")
-    assert sorted(p.name for p in onnx_cache_dir.iterdir()) == [folder.name]  # no temp left over
+    names = [p.name for p in onnx_cache_dir.iterdir()]
+    assert folder.name in names  # (the float32 export of auto may sit beside it)
+    assert not [n for n in names if n.startswith(".")]  # no temporary folder left over
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         [MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CHECKSUM_FILE]
     )
