@@ -68,7 +68,6 @@ __all__ = [
 DEFAULT_EMBEDDER = AUTO_BACKEND
 
 
-
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into vectors for the dense path.

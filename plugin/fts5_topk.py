@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybridsag.store import select_in
+
 __all__ = [
     "BM25_B",
     "BM25_K1",
@@ -161,17 +163,8 @@ class Fts5TopK:
         """How many rows hold each lexeme (FTS5's folded form); absent: none."""
         stats = stats or self.stats(conn)
         missing = [t for t in dict.fromkeys(lexemes) if t not in stats.freqs]
-        found: dict[str, int] = {}
-        for i in range(0, len(missing), 500):
-            part = missing[i : i + 500]
-            found.update(
-                conn.execute(
-                    f"SELECT term, doc FROM {self.vocab} WHERE term IN "
-                    f"({','.join('?' * len(part))})",
-                    part,
-                ).fetchall()
-            )
-        counts = {t: int(found.get(t, 0)) for t in missing}
+        found = select_in(conn, f"SELECT term, doc FROM {self.vocab}", "term", missing)
+        counts = {t: int(found[t][1]) if t in found else 0 for t in missing}
         with self._lock:  # entries are only ever added, so the reads above need no lock
             for term in missing[: max(_MAX_FREQS - len(stats.freqs), 0)]:
                 stats.freqs[term] = counts[term]
@@ -229,10 +222,14 @@ class Fts5TopK:
         else:  # a phrase: no more common than no row at all
             must_bound = term_bound(stats.rows, 0)
 
-        def essential_top(out: Sequence[str]) -> list[tuple[int, float]]:
+        def split(out: Sequence[str]) -> tuple[list[str], list[str]]:
+            """The query's terms as (essential, left out), copies kept, for left-out lexemes."""
             gone = set(out)
-            essential = [t for t, x in zip(terms, lexemes, strict=True) if x not in gone]
-            return self._ranked(conn, weights, build_match(essential, must=must), k)
+            pairs = list(zip(terms, lexemes, strict=True))
+            return [t for t, x in pairs if x not in gone], [t for t, x in pairs if x in gone]
+
+        def essential_top(out: Sequence[str]) -> list[tuple[int, float]]:
+            return self._ranked(conn, weights, build_match(split(out)[0], must=must), k)
 
         # a lower bound of the k-th best score: the k-th best essential part with every common
         # term left out (a row's whole score is at least its essential part)
@@ -254,9 +251,7 @@ class Fts5TopK:
         # holding both are ranked by FTS5 on the whole query; rows holding no essential term
         # score at most ``bound``, under the floor
         plain = first if len(out) == len(common) else essential_top(out)
-        gone = set(out)
-        essential = [t for t, x in zip(terms, lexemes, strict=True) if x not in gone]
-        left_out = [t for t, x in zip(terms, lexemes, strict=True) if x in gone]
+        essential, left_out = split(out)
         both = self._ranked(
             conn,
             weights,

@@ -38,8 +38,7 @@ from __future__ import annotations
 import json
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -140,20 +139,6 @@ def build_best_chunks_sql(n_resources: int) -> str:
 #: the deepest top the bounded ranking (:mod:`hybridsag.fts5_topk`) is asked for; a deeper
 #: refill (filters left too few rows) runs the plain statement
 _PRUNE_MAX_DEPTH = 2000
-
-
-@contextmanager
-def _read_transaction(conn: Any) -> Iterator[None]:
-    """One read transaction around several statements (so they read one state of the index),
-    unless the connection is in a transaction already."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.execute("COMMIT")
 
 
 def _join_top(
@@ -455,7 +440,7 @@ class Fts5LexicalIndex:
 
         def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
             if s.prune and depth <= _PRUNE_MAX_DEPTH:
-                with _read_transaction(conn):
+                with self.store.snapshot():  # every statement of the bound reads one state
                     top = self._topk.top(
                         conn, terms=terms, must=must, weights=weights, k=depth,
                         min_postings=s.prune_min_postings, build_match=build_match,

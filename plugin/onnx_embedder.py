@@ -203,11 +203,10 @@ def onnx_cache_root(settings: Settings) -> Path:
     shared = Path(base).expanduser().absolute() / "hybridsag" / "onnx"
     try:
         shared.mkdir(parents=True, exist_ok=True)
+        usable = os.access(shared, os.W_OK | os.X_OK)
     except OSError:
-        return (settings.data_dir / "cache" / "onnx").expanduser().absolute()
-    if not os.access(shared, os.W_OK | os.X_OK):
-        return (settings.data_dir / "cache" / "onnx").expanduser().absolute()
-    return shared
+        usable = False
+    return shared if usable else (settings.data_dir / "cache" / "onnx").expanduser().absolute()
 
 
 def _model_dir(settings: Settings, source: Path) -> Path:

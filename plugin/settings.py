@@ -162,9 +162,9 @@ class LexicalSettings(_Section):
     rows, the query's script picks), ``standard`` or ``jieba``.
 
     ``prune`` (FTS5): a search whose terms hold more than ``prune_min_postings`` postings ranks
-    only the rows that can reach its top (a MaxScore bound: the common terms' parts are added
-    to the rows holding a rarer term, in Python), with the same rows and scores as FTS5's full
-    ranking; off, every matching row is scored.
+    only the rows that can reach its top (a MaxScore bound: FTS5 scores only the rows holding a
+    rarer term, on the whole query where they hold a common one too), with the same rows and
+    scores as FTS5's full ranking; off, every matching row is scored.
     """
 
     backend: Literal["fts5", "milvus"] = "fts5"

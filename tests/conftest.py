@@ -61,7 +61,8 @@ def hs(settings: Settings) -> Iterator[HybridSearch]:
 def onnx_cache_dir(_user_cache: Path) -> Path:
     """An ``embedding.onnx_cache_dir`` holding the int8 ONNX export of the packaged model, made
     once per session (the export takes tens of seconds) by the real export path: the same
-    folder the default backend (``auto``) exports into, so the session exports once."""
+    folder the default backend (``auto``) exports its float32 model into, so the session makes
+    each precision's export once."""
     from hybridsag.onnx_embedder import build_onnx_model
     from hybridsag.settings import EmbeddingSettings
 

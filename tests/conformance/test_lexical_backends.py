@@ -28,7 +28,7 @@ from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
 
-from tests.conformance.test_store_backends import WORDS, _corpus, _settings
+from tests.conformance.test_store_backends import WORDS, _corpus, _settings, indexed_twice
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -38,12 +38,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def pair(tmp_path: Path) -> Iterator[tuple[HybridSearch, HybridSearch]]:
     """The same 60 documents indexed on FTS5 and on Milvus full-text search."""
     docs = _corpus()
-    with HybridSearch(_settings(tmp_path / "fts5", None)) as fts5, HybridSearch(
-        _settings(tmp_path / "milvus", None, "milvus")
-    ) as milvus:
-        for search in (fts5, milvus):
-            assert search.ingest_documents(docs).indexed == 60
-        yield fts5, milvus
+    assert len(docs) == 60
+    with indexed_twice(
+        _settings(tmp_path / "fts5", None), _settings(tmp_path / "milvus", None, "milvus"), docs
+    ) as pair:
+        yield pair
 
 
 def _resources(hits: list) -> set[str]:

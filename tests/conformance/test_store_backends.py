@@ -8,6 +8,7 @@ consistency suites (``tests/integration/test_consistency*.py``) run on both back
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -51,6 +52,17 @@ def _corpus(n: int = 60, seed: int = 7) -> list:
             )
         )
     return docs
+
+
+@contextlib.contextmanager
+def indexed_twice(
+    first: Settings, second: Settings, docs: list
+) -> Iterator[tuple[HybridSearch, HybridSearch]]:
+    """Two searches, over ``first`` and ``second``, each with ``docs`` indexed (every one)."""
+    with HybridSearch(first) as a, HybridSearch(second) as b:
+        for search in (a, b):
+            assert search.ingest_documents(docs).indexed == len(docs)
+        yield a, b
 
 
 def _settings(data: Path, store_url: str | None, lexical: str = "fts5") -> Settings:
@@ -165,11 +177,10 @@ def test_delete_reingest_disable_on_every_lexical_path(hs: HybridSearch) -> None
 
 def test_postgres_ranks_and_scores_like_fts5(tmp_path: Path, postgres_url: str) -> None:
     docs = _corpus(120, seed=11)
-    with HybridSearch(_settings(tmp_path / "lite", None)) as lite, HybridSearch(
-        _settings(tmp_path / "pg", postgres_url)
-    ) as pg:
-        for search in (lite, pg):
-            assert search.ingest_documents(docs).indexed == 120
+    assert len(docs) == 120
+    with indexed_twice(
+        _settings(tmp_path / "lite", None), _settings(tmp_path / "pg", postgres_url), docs
+    ) as (lite, pg):
         a, b = lite.components.lexical, pg.components.lexical
         rng = random.Random(3)
         queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(40)]

@@ -17,7 +17,7 @@ from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
 
-from tests.conformance.test_store_backends import WORDS, _corpus
+from tests.conformance.test_store_backends import WORDS, _corpus, indexed_twice
 
 
 def _settings(data: Path, prune: bool) -> Settings:
@@ -32,12 +32,11 @@ def _settings(data: Path, prune: bool) -> Settings:
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HybridSearch, HybridSearch]]:
     root = tmp_path_factory.mktemp("bounded")
     docs = _corpus(240, seed=11)
-    with HybridSearch(_settings(root / "bounded", True)) as bounded, HybridSearch(
-        _settings(root / "plain", False)
-    ) as plain:
-        for search in (bounded, plain):
-            assert search.ingest_documents(docs).indexed == 240
-        yield bounded, plain
+    assert len(docs) == 240
+    with indexed_twice(
+        _settings(root / "bounded", True), _settings(root / "plain", False), docs
+    ) as pair:
+        yield pair
 
 
 def _hits(search: HybridSearch, terms: list[str], limit: int, filters: Filters, must=None):
