@@ -6,7 +6,8 @@ traffic or team-draft interleaving, an append-only event log, and reports.
 - :mod:`hybridsag.ab.online`: :class:`Experiments`, arm assignment, impressions and feedback;
 - :mod:`hybridsag.ab.interleave`: team-draft interleaving;
 - :mod:`hybridsag.ab.events`: the :class:`EventStore` protocol and its SQLite store;
-- :mod:`hybridsag.ab.report`: an experiment's report and chart.
+- :mod:`hybridsag.ab.report`: an experiment's report (per tenant or across tenants), its chart, and
+  the cache that keeps both until the next event.
 """
 
 from hybridsag.ab.arms import Arm, parse_arms

@@ -1,7 +1,9 @@
 """The A/B commands of the ``hybridsag`` CLI: ``hybridsag ab list`` and ``hybridsag ab report
 EXPERIMENT [--json]``, added through the ``hybridsag.commands`` entry point (:func:`register`).
-With ``--server URL`` they ask a running service; otherwise they read the event store under the
-data dir. (``eval --compare`` and ``eval --grid`` are flags of the eval command itself.)
+With ``--server URL`` they ask a running service (its report is the one the token may see, and
+nothing is written); otherwise they read the event store under the data dir, and ``ab report``
+writes report.json and report.png under ``<data_dir>/ab/EXPERIMENT`` (the only writer of those
+files). (``eval --compare`` and ``eval --grid`` are flags of the eval command itself.)
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def cmd_ab_report(args: argparse.Namespace, out: TextIO) -> int:
             report = client.experiment_report(args.experiment)
     else:
         with _experiments(settings) as exps:
-            report = exps.report(args.experiment)
+            report = exps.write_report(args.experiment)
     if args.json:
         print_json(report, out)
         return 0

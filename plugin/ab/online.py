@@ -19,6 +19,11 @@ Each such search is logged as an impression (experiment, arm, a fresh query id, 
 their positions) and answered with the query id, the experiment and the arm. Feedback
 (:meth:`Experiments.feedback`) names a query id and a position or chunk shown; an unknown query
 id, or a result that was not shown, is an :class:`~hybridsag.errors.InputError`.
+
+Reports (:meth:`Experiments.report`, :meth:`Experiments.chart`) count one tenant's traffic or,
+with no tenant, every tenant's; they write nothing, and are kept in a
+:class:`~hybridsag.ab.report.ReportCache` until the next event is logged.
+:meth:`Experiments.write_report` writes report.json and report.png (the CLI's ``ab report``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybridsag.ab.events import EventStore, make_event_store
 from hybridsag.ab.interleave import coin_seed, team_draft
+from hybridsag.ab.report import ReportCache
 from hybridsag.errors import ConfigError, InputError, NotFoundError
 from hybridsag.paths import check_path_names, check_weights
 from hybridsag.settings import ArmSettings, ExperimentSettings, Settings
@@ -132,6 +138,8 @@ class Experiments:
         self._owns_store = store is None
         self.store: EventStore = store if store is not None else make_event_store(settings)
         self._lock = threading.Lock()
+        #: reports and charts computed since the last event (:meth:`report`, :meth:`chart`)
+        self.report_cache = ReportCache()
         self._states: dict[str, ExperimentState] = {
             e.name: ExperimentState(e, e.active, "settings") for e in settings.ab.experiments
         }
@@ -279,7 +287,8 @@ class Experiments:
             a, b = exp.arms
             ra = hs.search(query, **options, **_arm_options(a)).as_dict()
             rb = hs.search(query, **options, **_arm_options(b)).as_dict()
-            out = _interleaved(ra, rb, a.name, b.name, exp.name, unit, query, top_k or len(ra["results"]))
+            limit = hs.settings.search.top_k if top_k is None else top_k
+            out = _interleaved(ra, rb, a.name, b.name, exp.name, unit, query, limit)
             arm_name = "interleaved"
         out.update(query_id=query_id, experiment=exp.name, arm=arm_name)
         self.store.append(
@@ -376,21 +385,55 @@ class Experiments:
 
     # -- reports -------------------------------------------------------------------------------
 
-    def report(self, name: str, *, write: bool = True) -> dict[str, Any]:
-        """The report of experiment ``name`` (:func:`hybridsag.ab.report.build_report`); with
-        ``write``, report.json and its chart are written under ``<data_dir>/ab/<name>/``."""
-        from hybridsag.ab.report import build_report, write_report
+    def report(self, name: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """The report of experiment ``name`` (:func:`hybridsag.ab.report.build_report`) over
+        ``tenant``'s traffic, or with ``None`` every tenant's, with :func:`chart_fields`. Kept in
+        :attr:`report_cache` until the next event is logged (in any experiment: the key is the
+        log's last seq; on a PostgreSQL log that replicas share, an event committed after one
+        with a higher seq shows from the next event on); writes nothing. NotFoundError for an
+        unknown experiment."""
+        state = self.get(name)
+        return dict(self._cached_report(state.definition, tenant, self.store.last_seq()))
+
+    def chart(self, name: str, *, tenant: str | None = None) -> bytes:
+        """The PNG chart of :meth:`report` (same scope, same cache). NotFoundError for an unknown
+        experiment, or when matplotlib is missing (the report's ``chart_note`` says so)."""
+        from hybridsag.ab.report import chart_png
 
         state = self.get(name)
-        report = build_report(
-            state.definition,
-            self.store.events(experiment=name),
-            alpha=self.settings.ab.alpha,
-            min_queries=self.settings.ab.min_queries,
-        )
-        if write:
-            report = write_report(report, self.settings.ab_dir / name)
-        return report
+        seq = self.store.last_seq()
+        report = self._cached_report(state.definition, tenant, seq)
+        if report["chart"] is None:
+            err = NotFoundError(f"no chart for experiment {name!r}: {report['chart_note']}")
+            err.loc = ["path", "name"]  # type: ignore[attr-defined]
+            raise err
+        return self.report_cache.get(("chart", name, tenant), seq, lambda: chart_png(report))
+
+    def write_report(self, name: str) -> dict[str, Any]:
+        """:meth:`report` of every tenant's traffic, written as report.json beside its chart
+        under ``<data_dir>/ab/<name>/`` (what ``hybridsag ab report`` does)."""
+        from hybridsag.ab.report import write_report
+
+        report = self.report(name)
+        png = self.chart(name) if report["chart"] is not None else None
+        return write_report(report, self.settings.ab_dir / name, png=png)
+
+    def _cached_report(
+        self, definition: ExperimentSettings, tenant: str | None, seq: int
+    ) -> dict[str, Any]:
+        from hybridsag.ab.report import build_report, chart_fields
+
+        def compute() -> dict[str, Any]:
+            report = build_report(
+                definition,
+                self.store.events(experiment=definition.name),
+                tenant=tenant,
+                alpha=self.settings.ab.alpha,
+                min_queries=self.settings.ab.min_queries,
+            )
+            return {**report, **chart_fields()}
+
+        return self.report_cache.get(("report", definition.name, tenant), seq, compute)
 
 
 def _arm_options(arm: ArmSettings) -> dict[str, Any]:

@@ -14,33 +14,57 @@ Wilson 95% interval, via ``scipy.stats.binomtest``) and the mean reciprocal rank
   test (``scipy.stats.binomtest`` against 1/2) gives the p-value.
 
 The evidence is enough when the p-value is below ``alpha`` and every arm (for interleaving: the
-deciding queries) has at least ``min_queries``. The report is a pure function of the events,
-so it reads the same through the CLI and the service. :func:`write_report` writes it as
-``report.json`` beside a chart (``report.png``, matplotlib from the ``ab`` extra) of the
-per-question differences and the running preference (or MRR difference).
+deciding queries) has at least ``min_queries``. The report is a pure function of the events and
+a tenant scope, so it reads the same through the CLI and the service: with a ``tenant`` it counts
+only that tenant's traffic (:func:`tenant_events`: its impressions, the feedback on them, and the
+experiment's own define/start/stop events); without one, every tenant's.
+
+:func:`chart_png` draws the chart (matplotlib from the ``ab`` extra) of the per-question
+differences and the running preference (or MRR difference); :func:`write_report` writes the
+report as ``report.json`` beside it (``report.png``), which only the CLI does. A
+:class:`ReportCache` keeps reports and charts while no event is logged: the service computes
+each at most once per state of the log.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
 import tempfile
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hybridsag.ab.events import Event
 from hybridsag.ab.interleave import credit
 from hybridsag.settings import ExperimentSettings
 
-__all__ = ["CHART_NAME", "REPORT_NAME", "build_report", "format_report", "write_report"]
+__all__ = [
+    "CHART_NAME",
+    "REPORT_NAME",
+    "ReportCache",
+    "build_report",
+    "chart_fields",
+    "chart_png",
+    "format_report",
+    "tenant_events",
+    "write_report",
+]
 
 REPORT_NAME = "report.json"
 CHART_NAME = "report.png"
 #: The most points of the running curve kept in the report (evenly thinned beyond).
 RUNNING_POINTS = 400
+#: Reports and charts a :class:`ReportCache` keeps by default: one report and one chart for
+#: each of 32 (experiment, tenant scope) pairs; a chart is some 40 KB of PNG.
+REPORT_CACHE_SIZE = 64
+
+V = TypeVar("V")
 
 
 def _r(value: float | None) -> float | None:
@@ -111,18 +135,41 @@ def _impressions(events: Iterable[Event]) -> tuple[list[Event], dict[str, set[in
     return impressions, clicks, last
 
 
+def tenant_events(events: Iterable[Event], tenant: str) -> list[Event]:
+    """The events of ``tenant``'s traffic, in log order: its impressions (an impression records
+    the tenant of the search), the feedback on them (feedback names its impression's query
+    id), and every ``experiment`` event (the definition and its start/stop, no one's traffic).
+    An admin's search records no tenant, so it is in no tenant's traffic."""
+    mine: set[str] = set()
+    out: list[Event] = []
+    for e in events:
+        if e.kind == "impression":
+            if e.body.get("tenant") != tenant or e.query_id is None:
+                continue
+            mine.add(e.query_id)
+        elif e.kind == "feedback" and e.query_id not in mine:
+            continue  # an impression is logged before any feedback on it
+        out.append(e)
+    return out
+
+
 def build_report(
     experiment: ExperimentSettings,
     events: Iterable[Event],
     *,
+    tenant: str | None = None,
     alpha: float = 0.05,
     min_queries: int = 30,
 ) -> dict[str, Any]:
-    """The report of ``experiment`` from its ``events`` (see the module docstring)."""
+    """The report of ``experiment`` from its ``events`` (see the module docstring): of
+    ``tenant``'s traffic only (:func:`tenant_events`), or with ``None`` of every tenant's."""
+    if tenant is not None:
+        events = tenant_events(events, tenant)
     impressions, clicks, last = _impressions(events)
     names = [a.name for a in experiment.arms]
     report: dict[str, Any] = {
         "experiment": experiment.name,
+        "tenant": tenant,
         "mode": experiment.mode,
         "arms": names,
         "definition": experiment.model_dump(mode="json"),
@@ -364,22 +411,101 @@ def chart_png(report: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def write_report(report: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """Write ``report.json`` and the chart (``report.png``) into ``folder``; returns the
-    report with ``chart`` set to the chart's file name (None, with ``chart_note``, when
-    matplotlib is missing)."""
-    out = dict(report)
-    try:
-        png = chart_png(report)
-    except ImportError as exc:
-        out["chart"] = None
-        out["chart_note"] = f"no chart: {exc.name} is missing; pip install 'hybridsag[ab]'"
-    else:
-        _atomic_write(folder / CHART_NAME, png)
-        out["chart"] = CHART_NAME
+def chart_fields() -> dict[str, Any]:
+    """What a report says of its chart: ``chart`` is the chart's file name (``report.png``,
+    written beside ``report.json`` by :func:`write_report`; the service draws the same chart at
+    ``GET /v1/experiments/NAME/chart``), or None with a ``chart_note`` when matplotlib is
+    missing. Looks for matplotlib without importing it."""
+    if importlib.util.find_spec("matplotlib") is None:
+        note = "no chart: matplotlib is missing; pip install 'hybridsag[ab]'"
+        return {"chart": None, "chart_note": note}
+    return {"chart": CHART_NAME}
+
+
+def write_report(
+    report: Mapping[str, Any], folder: Path, *, png: bytes | None = None
+) -> dict[str, Any]:
+    """Write ``report.json`` and the chart (``report.png``: ``png``, else drawn here) into
+    ``folder``; returns the report with :func:`chart_fields` set (no chart without
+    matplotlib)."""
+    out = {**report, **chart_fields()}
+    if out["chart"] is not None:
+        _atomic_write(folder / CHART_NAME, png if png is not None else chart_png(report))
     text = json.dumps(out, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
     _atomic_write(folder / REPORT_NAME, text.encode("utf-8"))
     return out
+
+
+class ReportCache:
+    """A thread-safe bounded LRU of reports and charts, each kept with the state of the event
+    log it was computed at (its last seq).
+
+    :meth:`get` returns the value kept for ``key`` when it was computed at ``state``, else
+    computes it (replacing the older one); callers asking for the same key and state while it
+    is being computed wait for that computation rather than start their own. At most ``size``
+    keys are kept, the least recently used dropped first. :meth:`counts` says, per kind (the
+    first item of a key) and outcome, how often a value was served from the cache (``hit``,
+    also when another caller's computation was awaited) or computed (``miss``). Values are
+    shared: callers must not change them.
+
+    >>> cache = ReportCache(2)
+    >>> cache.get(("report", "e", None), 7, lambda: {"queries": 1})
+    {'queries': 1}
+    >>> cache.get(("report", "e", None), 7, lambda: {"queries": 2}), cache.counts()
+    ({'queries': 1}, {('report', 'miss'): 1, ('report', 'hit'): 1})
+    """
+
+    def __init__(self, size: int = REPORT_CACHE_SIZE) -> None:
+        if size < 1:
+            raise ValueError(f"a report cache keeps at least 1 entry, got size={size}")
+        self.size = size
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
+        self._pending: dict[tuple[Hashable, int], Future[Any]] = {}
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """``(kind, "hit" | "miss") -> `` calls of :meth:`get` so far (a copy)."""
+        with self._lock:
+            return dict(self._counts)
+
+    def _count(self, key: tuple[Any, ...], outcome: str) -> None:
+        name = (str(key[0]), outcome)
+        self._counts[name] = self._counts.get(name, 0) + 1
+
+    def get(self, key: tuple[Any, ...], state: int, compute: Callable[[], V]) -> V:
+        """The value of ``key`` at log state ``state``: kept, awaited, or ``compute()``d (its
+        error propagates to every caller waiting for it, and nothing is kept)."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None and kept[0] == state:
+                self._kept.move_to_end(key)
+                self._count(key, "hit")
+                return kept[1]  # type: ignore[no-any-return]
+            pending = self._pending.get((key, state))
+            owner = pending is None
+            if pending is None:
+                pending = self._pending[(key, state)] = Future()
+            self._count(key, "miss" if owner else "hit")
+        if not owner:
+            return pending.result()  # type: ignore[no-any-return]
+        try:
+            value = compute()
+        except BaseException as exc:
+            with self._lock:
+                del self._pending[(key, state)]
+            pending.set_exception(exc)
+            raise
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None or kept[0] <= state:  # never replace a newer state with an older
+                self._kept[key] = (state, value)
+                self._kept.move_to_end(key)
+                while len(self._kept) > self.size:
+                    self._kept.popitem(last=False)
+            del self._pending[(key, state)]
+        pending.set_result(value)
+        return value
 
 
 def format_report(report: Mapping[str, Any]) -> str:

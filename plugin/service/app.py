@@ -780,7 +780,12 @@ def create_app(
     app.include_router(api)
     if reconciler is not None:
         app.include_router(ops)
-    app.include_router(experiments.build_router(prefix=API_PREFIX, reader=reader, admin=admin))
+    app.include_router(
+        experiments.build_router(
+            prefix=API_PREFIX, reader=reader, admin=admin, known_query=Depends(_known_query)
+        )
+    )
+    state.metrics.registry.register(experiments.ReportCacheMetrics(lambda: state.experiments))
     app.include_router(ui.router)
     _install_handlers(app)
     _install_metrics(app)

@@ -197,7 +197,8 @@ def test_report_is_identical_through_the_cli_and_the_service(
     buf = io.StringIO()
     assert main(["--data-dir", str(settings.data_dir), "ab", "report", "split-1"], out=buf) == 0
     assert via_service["summary"] in buf.getvalue()
-    assert (settings.ab_dir / "split-1" / "report.json").is_file()
+    assert (settings.ab_dir / "split-1" / "report.json").is_file()  # the CLI writes the files
+    assert (settings.ab_dir / "split-1" / "report.png").read_bytes().startswith(b"\x89PNG")
     assert main(["--data-dir", str(settings.data_dir), "ab", "report", "nope"]) == 2
 
 

@@ -11,7 +11,7 @@ from scipy.stats import binomtest
 
 from hybridsag.ab.arms import parse_arms
 from hybridsag.ab.events import SqliteEventStore
-from hybridsag.ab.interleave import coin_seed, credit, team_draft
+from hybridsag.ab.interleave import Interleaving, coin_seed, credit, team_draft
 from hybridsag.ab.offline import compare_runs, read_trec, write_trec
 from hybridsag.ab.report import build_report
 from hybridsag.ab.online import Experiments
@@ -54,27 +54,43 @@ def test_settings_file_arm(tmp_path: Path) -> None:
         parse_arms(f"bm25,{bad}")
 
 
-def test_team_draft_follows_the_paper() -> None:
+def test_team_draft_follows_the_paper_while_both_rankings_last() -> None:
     rng = random.Random(7)
     for trial in range(300):
         pool = [f"d{i}" for i in range(12)]
         a = rng.sample(pool, rng.randint(0, 8))
         b = rng.sample(pool, rng.randint(0, 8))
         r = team_draft(a, b, limit=10, seed=trial)
-        assert len(set(r.items)) == len(r.items) <= 10
-        na, nb = r.teams.count("a"), r.teams.count("b")
-        assert abs(na - nb) <= 1
-        # each team's picks, in order, are its ranking's best items not picked before
-        for team, ranking in (("a", a), ("b", b)):
-            taken: set[str] = set()
-            for item, t in zip(r.items, r.teams):
-                if t == team:
-                    assert item == next(x for x in ranking if x not in taken)
-                taken.add(item)
+        assert len(set(r.items)) == len(r.items) == min(10, len(set(a) | set(b)))
+        picks = {"a": 0, "b": 0}
+        for i, team in enumerate(r.teams):
+            taken = set(r.items[:i])
+            left = {t: [x for x in r if x not in taken] for t, r in (("a", a), ("b", b))}
+            # the team that picks is its ranking's best item not picked before ...
+            assert r.items[i] == left[team][0]
+            other = "b" if team == "a" else "a"
+            # ... and, while both rankings have items left, the team with fewer picks (a coin
+            # when even); once one has none, the other fills
+            if left[other]:
+                assert picks[team] <= picks[other]
+            picks[team] += 1
         assert r == team_draft(a, b, limit=10, seed=trial)  # the seed decides the coins
-    # stops when either ranking has nothing left, as the paper's loop does
-    assert team_draft(["x"], ["x", "y", "z"], limit=10, seed=1).items == ("x",)
-    assert team_draft([], ["y"], limit=10, seed=1).items == ()
+
+
+def test_team_draft_fills_from_the_other_ranking_when_one_runs_out() -> None:
+    assert team_draft([], ["y", "z"], limit=10, seed=1) == Interleaving(("y", "z"), ("b", "b"))
+    assert team_draft(["x", "y"], [], limit=10, seed=1) == Interleaving(("x", "y"), ("a", "a"))
+    assert team_draft(["x"], ["x", "y", "z"], limit=10, seed=1) == Interleaving(
+        ("x", "y", "z"), ("a", "b", "b")
+    )
+    assert team_draft(["a1", "a2", "a3", "a4"], ["b1"], limit=4, seed=1) == Interleaving(
+        ("a1", "b1", "a2", "a3"), ("a", "b", "a", "a")
+    )
+    assert team_draft([], [], limit=10, seed=1) == Interleaving((), ())
+    assert team_draft(["x"], ["y", "z"], limit=0, seed=1) == Interleaving((), ())
+    # credit is still by the team that picked: a click on a filled result credits its arm
+    filled = team_draft(["x"], ["x", "y", "z"], limit=10, seed=1)
+    assert credit(filled.teams, [3]) == {"b": 1}
     assert coin_seed("e", "u", "q") == coin_seed("e", "u", "q") != coin_seed("e", "u", "q2")
 
 
