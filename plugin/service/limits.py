@@ -4,7 +4,7 @@
 it refuses a request with both ``Content-Length`` and ``Transfer-Encoding`` (400), a body that
 is not JSON or NDJSON (415), one over ``server.max_body_bytes`` (413: a declared length before
 reading, and the bytes actually read whatever the framing), one that stops arriving
-(``server.body_timeout_s``: 408) and JSON nested deeper than :data:`MAX_JSON_DEPTH` (422), so
+(``server.body_timeout_s``: 408) and JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (422), so
 no handler and no JSON parser sees such a body. It sits inside the authentication middleware
 (:mod:`hybridsag.service.edge`): a request without a valid token is refused before any of its
 body is read.
@@ -20,23 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import accumulate
 from typing import Any, TypeVar
 
 from hybridsag.errors import HybridSagError, OverloadError
+from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
 
 __all__ = [
     "BODY_TYPES",
-    "MAX_JSON_DEPTH",
     "NDJSON_TYPES",
     "BodyGuard",
     "Gate",
     "GateTimeout",
-    "json_depth",
+    "error_body",
     "media_type",
     "send_error",
 ]
@@ -119,12 +117,6 @@ class Gate:
         self._pool.shutdown(wait=True)
 
 
-#: How deeply a JSON body (or one NDJSON line) may nest arrays and objects. A resource's
-#: metadata may nest ``hybridsag.writer.MAX_METADATA_DEPTH`` (32) levels inside the list and
-#: the resource that hold it; 64 leaves room for that and stays far below what Python's JSON
-#: parser and pydantic can recurse into (about 1,000 levels, where RecursionError ends them).
-MAX_JSON_DEPTH = 64
-
 #: Media types a request body may have (compared case-insensitively, parameters ignored): every
 #: body is JSON, or NDJSON where the endpoint takes it (``POST /v1/resources``).
 JSON_TYPES = frozenset({"application/json"})
@@ -171,42 +163,6 @@ def media_type(value: str | None) -> str | None:
     return kind or None
 
 
-# A JSON string from its opening quote: runs of plain characters or escape pairs, then the
-# closing quote if there is one. Possessive, and it cannot fail once it has started, so each
-# byte is looked at once (an unterminated string ends at the end of the text).
-_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
-_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
-_STEP = [0] * 256
-_STEP[ord("[")] = _STEP[ord("{")] = 1
-_STEP[ord("]")] = _STEP[ord("}")] = -1
-
-
-def json_depth(text: bytes) -> int:
-    """How deeply ``text`` (JSON, valid or not) nests arrays and objects: the most brackets
-    open at once outside strings, which is as deep as a JSON parser would recurse before it
-    stopped. Linear in the text and without recursion (the scanning runs in C: ``re`` and
-    ``bytes.translate``).
-
-    >>> json_depth(b'{"a": [1, {"b": "[[["}]}')
-    3
-    """
-    if text.count(b"[") + text.count(b"{") == 0:
-        return 0
-    brackets = _STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
-    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
-
-
-def too_deep(body: bytes, *, lines: bool, max_depth: int = MAX_JSON_DEPTH) -> int | None:
-    """The depth of ``body`` (of its deepest line, for NDJSON) when over ``max_depth``, else
-    None. Texts with at most ``max_depth`` opening brackets are not scanned."""
-    for part in body.split(b"\n") if lines else (body,):
-        if part.count(b"[") + part.count(b"{") > max_depth:
-            depth = json_depth(part)
-            if depth > max_depth:
-                return depth
-    return None
-
-
 def _header(scope: Any, name: bytes) -> list[bytes]:
     return [v for k, v in scope.get("headers", []) if k == name]
 
@@ -224,7 +180,7 @@ class BodyGuard:
       framing, the bytes actually read are counted: 413 as soon as they pass ``max_bytes``.
     - no byte for ``timeout_s`` while the body is still coming (a ``Content-Length`` larger
       than what was sent): 408.
-    - JSON nested deeper than :data:`MAX_JSON_DEPTH` (for NDJSON: a line): 422.
+    - JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (for NDJSON: a line): 422.
 
     Each refusal has the service's error shape and ``Connection: close``. The app then gets
     the body as one message.

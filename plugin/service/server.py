@@ -89,8 +89,8 @@ def header_timeout_protocol(timeout_s: float) -> type[H11Protocol]:
 
 
 def bind(settings: Settings) -> socket.socket:
-    """A socket bound to ``server.host``/``server.port`` (listening starts when the server
-    runs).
+    """A socket bound to ``server.host``/``server.port`` and listening (connections wait in
+    its backlog until the server runs).
 
     Raises:
         ConfigError: the address cannot be bound (the port is in use, the host is not an
@@ -102,6 +102,7 @@ def bind(settings: Settings) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((s.host, s.port))
+        sock.listen(2048)  # uvicorn's backlog: from here on, connections wait to be accepted
     except OSError as exc:
         sock.close()
         why = "the port is in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))

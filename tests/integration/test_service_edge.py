@@ -250,6 +250,20 @@ def test_deep_json_is_422_everywhere(url: str) -> None:
         assert c.get("/v1/resources/ok").status_code == 404  # nothing of a refused batch
 
 
+def test_a_deep_jsonl_line_through_the_cli_loses_only_that_line(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = tmp_path / "deep.jsonl"
+    deep = '{"_id": "cli/deep", "text": "t", "metadata": ' + '{"a": ' * 100 + "1" + "}" * 101
+    corpus.write_text(json.dumps({"_id": "cli/fine", "text": "fine"}) + "\n" + deep + "\n")
+    monkeypatch.setenv("HYBRIDSAG_SERVER__CLIENT_TOKEN", ADMIN)
+    out = io.StringIO()
+    assert main(["--server", url, "index", "--jsonl", str(corpus), "--json", "-q"], out=out) == 0
+    report = json.loads(out.getvalue())
+    assert report["indexed"] == 1
+    assert report["errors"] == {f"{corpus}:2": "the JSON nests 101 levels deep; at most 64 are accepted"}
+
+
 def _nest(depth: int) -> dict[str, Any]:
     value: dict[str, Any] = {"leaf": 1}
     for _ in range(depth):
