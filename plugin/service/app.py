@@ -274,7 +274,7 @@ _bearer = HTTPBearer(auto_error=False, description="a token from server.token or
 def _caller(role: str) -> Callable[..., Principal]:
     def caller(
         request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Security(_bearer),  # the schema's
+        credentials: HTTPAuthorizationCredentials | None = Security(_bearer),  # for the schema
     ) -> Principal:
         # the Gatekeeper authenticated every API request before its body was read
         principal: Principal | None = request.scope.get("state", {}).get("principal")
