@@ -163,6 +163,13 @@ class Edge:
         request_id = incoming if _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
         status: int | None = None
+        recorded = False
+
+        def record() -> None:
+            nonlocal recorded
+            if not recorded:
+                recorded = True
+                self._record(scope, status, time.perf_counter() - t0, request_id)
 
         async def send_with_headers(message: Any) -> None:
             nonlocal status
@@ -178,6 +185,8 @@ class Edge:
                 if b"content-security-policy" not in names:
                     headers.append((b"content-security-policy", DEFAULT_CSP))
                 message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                record()  # before the last byte goes out: a client that has the answer sees it
             await send(message)
 
         try:
@@ -195,10 +204,12 @@ class Edge:
             else:
                 status = 500
         finally:
-            self._record(scope, status, time.perf_counter() - t0, request_id)
+            record()
 
     def _record(self, scope: Any, status: int | None, seconds: float, request_id: str) -> None:
-        # 499: the client went away before any answer (nginx's convention)
+        """Count the answer and write its access-log line (latency: until its last body part
+        is handed to the server). 499: the client went away before any answer (nginx's
+        convention)."""
         code = str(status) if status is not None else "499"
         method, endpoint = scope["method"], self._endpoint(scope)
         self.metrics.requests.labels(method, endpoint, code).inc()
