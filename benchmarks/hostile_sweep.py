@@ -20,6 +20,17 @@ parent's RSS at that moment, which this script keeps small (big inputs are writt
 The run ends with a list of findings: a timeout, a
 traceback, a leaked sentinel secret, invalid UTF-8 on stdout, or a lost batch.
 
+The ``http`` group starts a real ``hybridsag serve`` on a free 127.0.0.1 port (a token, no
+model, ``server.header_timeout_s`` and ``server.body_timeout_s`` of 2 s) and speaks raw HTTP to
+it (issue 23): Content-Length with Transfer-Encoding, a 400 MiB chunked body without a token
+and one over the body limit with a token, 60 connections that never finish their headers, a
+body shorter than its Content-Length, deep JSON (a 100,000-deep array, metadata 5,000 deep, a
+deep NDJSON line, a deep search body) and content types (none, text/plain, upper-case JSON).
+Its rows give the HTTP status (``CLOSED``: the server closed without answering) in ``rc``, the
+answer's message in the stderr column, and the server's peak RSS (``VmHWM``, a running maximum)
+after the case; the expected status is in the notes and a different one is a finding, as is a
+traceback in the server's log.
+
 This is a benchmark script, not a test: it prints and never asserts.
 """
 
@@ -29,8 +40,10 @@ import argparse
 import json
 import os
 import resource
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -88,6 +101,8 @@ class Case:
     run: Run
     rest: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
+    #: an HTTP case's expected status (``rc`` is then the status the server answered)
+    expect: int | None = None
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -376,6 +391,199 @@ class Sweep:
             self.cases.append(Case(name, done, run, None, notes))
 
 
+TOKEN = "sweep-admin-token-0123456789"
+MIB = 1024 * 1024
+
+
+class HttpSweep:
+    """The raw-HTTP cases against one ``hybridsag serve`` (see the module docstring)."""
+
+    def __init__(self, base: Path, timeout: float) -> None:
+        self.base = base / "http"
+        self.base.mkdir(parents=True)
+        self.timeout = timeout
+        self.cases: list[Case] = []
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self.log = self.base / "serve.log"
+        env = _env({
+            "HYBRIDSAG_SERVER__TOKEN": TOKEN, "HYBRIDSAG_SERVER__RECONCILER": "false",
+            "HYBRIDSAG_SERVER__HEADER_TIMEOUT_S": "2", "HYBRIDSAG_SERVER__BODY_TIMEOUT_S": "2",
+        })
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [str(CLI), "--data-dir", str(self.base / "data"), "serve", "--port", str(self.port)],
+                cwd=self.base, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                preexec_fn=os.setsid,
+            )
+        deadline = time.monotonic() + max(self.timeout, 60)
+        while self.request("GET", "/readyz", auth=False)[0] != 200:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"hybridsag serve did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def connect(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+
+    def rss_mib(self) -> float:
+        """The server's peak RSS so far (``VmHWM``), MiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    @staticmethod
+    def head(method: str, path: str, headers: Sequence[str], *, auth: bool = True) -> bytes:
+        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", *headers]
+        if auth:
+            lines.append(f"Authorization: Bearer {TOKEN}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+    def read_answer(self, sock: socket.socket) -> tuple[int | str, bytes]:
+        """(status, body) of one response; ``CLOSED`` or ``TIMEOUT`` without one."""
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data:
+                piece = sock.recv(65536)
+                if not piece:
+                    return "CLOSED", data
+                data += piece
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            while len(body) < length and (piece := sock.recv(65536)):
+                body += piece
+            return int(head.split()[1]), body
+        except ConnectionResetError:
+            return "CLOSED", data
+        except TimeoutError:
+            return "TIMEOUT", data
+
+    def request(self, method: str, path: str, body: bytes = b"", headers: Sequence[str] = (),
+                *, auth: bool = True) -> tuple[int | str, bytes]:
+        try:
+            with self.connect() as sock:
+                length = [f"Content-Length: {len(body)}"] if body else []
+                sock.sendall(self.head(method, path, [*headers, *length], auth=auth) + body)
+                return self.read_answer(sock)
+        except OSError:
+            return "CLOSED", b""
+
+    def add(self, name: str, done: str, status: int | str, body: bytes, started: float,
+            expect: int, notes: Sequence[str] = ()) -> None:
+        try:
+            msg = json.loads(body)["detail"][0]["msg"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            msg = body[:70].decode("utf-8", "backslashreplace")
+        run = Run(status, body, str(msg).encode(), time.perf_counter() - started, self.rss_mib())
+        self.cases.append(Case(name, done, run, None, [f"expect {expect}", *notes], expect))
+
+    def stream(self, name: str, done: str, path: str, headers: Sequence[str], *, auth: bool,
+               expect: int) -> None:
+        """Headers, then 1 MiB chunks (up to 400) until the server answers or closes."""
+        started = time.perf_counter()
+        sent, status, body = 0, "TIMEOUT", b""
+        piece = b"%x\r\n%s\r\n" % (MIB, b" " * MIB)
+        with self.connect() as sock:
+            try:
+                sock.sendall(self.head("POST", path, [*headers, "Transfer-Encoding: chunked"],
+                                       auth=auth))
+                while sent < 400 * MIB and not select.select([sock], [], [], 0)[0]:
+                    sock.sendall(piece)
+                    sent += MIB
+            except OSError:
+                pass
+            status, body = self.read_answer(sock)
+        self.add(name, done, status, body, started, expect, [f"sent {sent / MIB:.0f} MiB"])
+
+    # ------------------------------------------------------------------ cases
+
+    def framing(self) -> None:
+        self.stream("http-cl-te", "POST /v1/resources CL: 1 + TE: chunked, 1 MiB chunks",
+                    "/v1/resources", ["Content-Type: application/json", "Content-Length: 1"],
+                    auth=True, expect=400)
+        self.stream("http-chunked-no-token", "POST /v1/search chunked, no token, 1 MiB chunks",
+                    "/v1/search", ["Content-Type: application/json"], auth=False, expect=401)
+        self.stream("http-chunked-over-limit", "POST /v1/resources chunked past 10 MiB, token",
+                    "/v1/resources", ["Content-Type: application/json"], auth=True, expect=413)
+
+    def slow(self) -> None:
+        started = time.perf_counter()
+        socks = [self.connect() for _ in range(60)]
+        for sock in socks:
+            sock.sendall(b"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1")
+        answers = [self.read_answer(sock)[0] for sock in socks]
+        for sock in socks:
+            sock.close()
+        shut = sum(a != "TIMEOUT" for a in answers)
+        status = answers[0] if len(set(answers)) == 1 else "/".join(sorted(map(str, set(answers))))
+        self.add("http-slow-headers", "60 connections, headers never finished (timeout 2 s)",
+                 status, b"", started, 408, [f"closed by the server: {shut}/60"])
+        started = time.perf_counter()
+        with self.connect() as sock:
+            sock.sendall(self.head("POST", "/v1/search", ["Content-Type: application/json",
+                                                          "Content-Length: 100"]) + b'{"query"')
+            status, body = self.read_answer(sock)
+        self.add("http-short-body", "Content-Length 100, 8 bytes sent (timeout 2 s)", status,
+                 body, started, 408)
+
+    def deep(self) -> None:
+        json_type = ["Content-Type: application/json"]
+        for name, done, path, body, kind in (
+            ("http-deep-array", "'[' * 100000 + ']' * 100000 to /v1/resources", "/v1/resources",
+             b"[" * 100_000 + b"]" * 100_000, json_type),
+            ("http-deep-metadata", "metadata nested 5,000 deep", "/v1/resources",
+             b'[{"_id": "d", "text": "t", "metadata": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5001
+             + b"]", json_type),
+            ("http-deep-ndjson", "NDJSON line nested 5,000 deep", "/v1/resources",
+             b'{"_id": "d", "text": "t", "m": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+             ["Content-Type: application/x-ndjson"]),
+            ("http-deep-search", "search filters nested 100,000 deep", "/v1/search",
+             b'{"query": "x", "filters": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", json_type),
+        ):
+            started = time.perf_counter()
+            status, answer = self.request("POST", path, body, kind)
+            self.add(name, done, status, answer, started, 422, [f"body {len(body):,} B"])
+
+    def content_types(self) -> None:
+        doc = json.dumps([{"_id": "ct", "text": "A document about content types."}]).encode()
+        for name, done, headers, expect in (
+            ("http-no-content-type", "POST /v1/resources, no Content-Type", [], 415),
+            ("http-text-plain", "POST /v1/resources, text/plain", ["Content-Type: text/plain"], 415),
+            ("http-upper-json", "POST /v1/resources, APPLICATION/JSON",
+             ["Content-Type: APPLICATION/JSON"], 200),
+        ):
+            started = time.perf_counter()
+            status, answer = self.request("POST", "/v1/resources", doc, headers)
+            self.add(name, done, status, answer, started, expect)
+
+    def run(self) -> list[Case]:
+        try:
+            for group in (self.framing, self.slow, self.deep, self.content_types):
+                group()
+        finally:
+            self.close()
+        log = self.log.read_bytes()
+        if b"Traceback (most recent call last)" in log:
+            self.cases[-1].notes.append("TRACEBACK in the server log")
+        return self.cases
+
+
 def _big_meta_line() -> Iterator[bytes]:
     """A JSONL line whose metadata value is 20 MiB, written 1 MiB at a time."""
     yield b'{"_id": "bad", "text": "A hostile document about harbours.", "metadata": {"k": "'
@@ -399,7 +607,12 @@ def _findings(cases: Sequence[Case]) -> list[str]:
         if c.rest is not None and c.rest[0] < c.rest[1]:
             out.append(f"{c.name}: batch not indexed ({c.rest[0]}/{c.rest[1]} normal items),"
                        f" exit {c.run.rc}")
-        if isinstance(c.run.rc, int) and c.run.rc not in (0, 2) and "doctor" not in c.name:
+        if c.expect is not None:
+            if c.run.rc != c.expect:
+                out.append(f"{c.name}: HTTP {c.run.rc}, expected {c.expect}")
+            if any("TRACEBACK" in n for n in c.notes):
+                out.append(f"{c.name}: traceback in the server log")
+        elif isinstance(c.run.rc, int) and c.run.rc not in (0, 2) and "doctor" not in c.name:
             out.append(f"{c.name}: exit {c.run.rc}")
     return out
 
@@ -435,14 +648,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="hostile-sweep-"))
     sweep = Sweep(base, args.timeout)
     groups = ["fifo", "symlinks", "big_file", "names", "jsonl", "gitignore", "million_lines",
-              "bad_args", "secrets"]
+              "bad_args", "secrets", "http"]
     started = time.perf_counter()
     try:
         for g in groups:
             if args.only and g not in args.only:
                 continue
             print(f"... {g}", file=sys.stderr, flush=True)
-            getattr(sweep, g)()
+            if g == "http":
+                sweep.cases.extend(HttpSweep(base, args.timeout).run())
+            else:
+                getattr(sweep, g)()
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

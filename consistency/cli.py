@@ -140,10 +140,11 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    """Run the HTTP service until SIGTERM/Ctrl-C, with this package's reconciler wired in."""
-    import logging
+    """Run the HTTP service until SIGTERM/Ctrl-C, with this package's reconciler wired in.
 
-    from hybridsag.cli import settings_from_args
+    Everything that can refuse comes before "serving" is printed: the settings, a missing token
+    (ConfigError, exit 2) and binding the address (a port in use: ConfigError, exit 2)."""
+    from hybridsag.cli import service_logging, settings_from_args
 
     from hybridsag.consistency.service import ServiceReconciler
 
@@ -153,19 +154,27 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     if args.port is not None:
         server["port"] = args.port
     settings = settings_from_args(args, **({"server": server} if server else {}))
-    from hybridsag.service import serve
+    from hybridsag.service.server import bind, build_server, serve
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    service_logging(args.verbose)
     s = settings.server
+    app_server = build_server(settings, reconciler=ServiceReconciler())
+    sock = bind(settings)
     if not s.auth:
         sys.stderr.write(
             "\n" + "!" * 78 + f"\nhybridsag: AUTH IS OFF (server.auth = false): every caller on "
             f"{s.host}:{s.port} is an ADMIN.\nOnly for a single-user machine; set "
             "HYBRIDSAG_SERVER__TOKEN to turn auth on.\n" + "!" * 78 + "\n\n"
         )
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
     sys.stderr.write(
-        f"hybridsag: serving {settings.data_dir} on http://{s.host}:{s.port} "
+        f"hybridsag: serving {settings.data_dir} on http://{shown}:{port} "
         f"(reconcile job {'on ' + repr(settings.consistency.cron) if s.reconciler else 'off'})\n"
     )
-    serve(settings, reconciler=ServiceReconciler())
+    sys.stderr.flush()
+    try:
+        serve(settings, sockets=[sock], server=app_server)
+    finally:
+        sock.close()
     return 0

@@ -55,6 +55,7 @@ __all__ = [
     "main",
     "print_json",
     "service_client",
+    "service_logging",
     "settings_from_args",
     "utf8_safe",
 ]
@@ -1037,6 +1038,19 @@ def _configure_logging(verbosity: int) -> None:
         _own_pymilvus_logs()
     elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport("pymilvus", _own_pymilvus_logs))
+
+
+def service_logging(verbosity: int) -> None:
+    """The logging of ``hybridsag serve``: the CLI's (:func:`_configure_logging`), with the
+    service's own records from INFO up (warm-up, the access log ``hybridsag.service.access``,
+    errors) and tracebacks always: a 5xx must be seen with its cause."""
+    _configure_logging(verbosity)
+    assert _HANDLER is not None
+    level = min(_HANDLER.level, logging.INFO)
+    _HANDLER.setLevel(level)
+    _HANDLER.setFormatter(_OneLineFormatter(tracebacks=True))
+    own = logging.getLogger("hybridsag")
+    own.setLevel(min(own.getEffectiveLevel(), level))
 
 
 def _own_records(record: logging.LogRecord) -> bool:

@@ -31,6 +31,7 @@ from hybridsag.errors import (
     OverloadError,
     ServiceError,
 )
+from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
 
 __all__ = ["JSONL_KEYS", "AsyncServiceClient", "ServiceClient", "search_body"]
 
@@ -237,6 +238,12 @@ class ServiceClient:
             for lineno, raw in enumerate(fh, start=1):
                 where = f"{path}:{lineno}"
                 if not raw.strip():
+                    continue
+                depth = too_deep(raw)
+                if depth is not None:  # the service would refuse the whole batch for it
+                    errors[where] = (
+                        f"the JSON nests {depth} levels deep; at most {MAX_JSON_DEPTH} are accepted"
+                    )
                     continue
                 try:
                     obj = json.loads(raw.decode("utf-8"))

@@ -506,7 +506,9 @@ class ServerSettings(_Section):
     over ``max_top_k`` and batches over ``max_batch`` get 422; at most
     ``search_concurrency`` searches run at once and ``search_queue`` wait, the rest get 429 with
     ``Retry-After: retry_after_s``, as do writes beyond ``max_pending_writes``; a search running
-    past ``search_timeout_s`` gets 503. On SIGTERM the service stops accepting, finishes the
+    past ``search_timeout_s`` gets 503. Slow clients: headers not complete within
+    ``header_timeout_s`` and a body that stalls for ``body_timeout_s`` get 408 and are
+    disconnected. ``/readyz`` runs its deep check at most once per ``ready_cache_s``. On SIGTERM the service stops accepting, finishes the
     requests in flight (up to ``shutdown_timeout_s``) and closes. ``reconciler`` runs the
     ``consistency.cron`` reconcile job inside the service. ``url``/``client_token``/
     ``client_timeout_s`` are the CLI's: with ``url`` set, search, index --jsonl, delete,
@@ -528,6 +530,26 @@ class ServerSettings(_Section):
     retry_after_s: int = Field(1, ge=1, le=3600)
     search_timeout_s: float = Field(30.0, gt=0, le=3600)
     shutdown_timeout_s: float = Field(30.0, gt=0, le=3600)
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="a request's headers must be complete this many seconds after they start "
+        "(or after the connection opens); else 408 and the connection is closed",
+    )
+    body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="a request body that sends no byte for this many seconds gets 408",
+    )
+    ready_cache_s: float = Field(
+        5.0,
+        ge=0,
+        le=3600,
+        description="/readyz runs its deep check (store, Milvus, one embedding) at most once "
+        "this often and answers from the last result in between",
+    )
     reconciler: bool = True
     url: str | None = None
     client_token: SecretStr | None = None

@@ -3,15 +3,25 @@
 The app holds one warm :class:`~hybridsag.search.HybridSearch`. Its lifespan builds it on a
 thread and runs one search (store, model, Milvus and judge loaded) while ``/healthz`` already
 answers and ``/readyz`` says 503 "warming up"; after that ``/readyz`` checks the store, Milvus
-and the model on every call. On shutdown it stops the reconcile job, lets every admitted search
-and write finish, and closes the search.
+and the model (one embedding), at most once per ``server.ready_cache_s``, and answers from the
+last check in between. Without a token it says only ready or not; the per-component checks and
+counts take what ``/metrics`` takes (an admin token, or none with ``server.public_metrics``).
+On shutdown it stops the reconcile job, lets every admitted search and write finish, and closes
+the search.
+
+Before any route, :mod:`hybridsag.service.edge` gives the request an id, authenticates API
+calls (before their body is read) and logs and counts every answer, and
+:class:`~hybridsag.service.limits.BodyGuard` reads and checks the body (framing, JSON content
+type, size, stalls, nesting). There is no ``/docs`` nor ``/redoc`` (Swagger UI and ReDoc load
+their code from a CDN): ``/openapi.json`` is the schema.
 
 Handlers hold no logic the Python API lacks: they check the caller's scope
 (:mod:`hybridsag.service.auth`), hand the call to a :class:`~hybridsag.service.limits.Gate`, and
 turn the result into the response model. One exception handler maps the ``HybridSagError`` tree
 to status codes (input 422, not found 404, auth 401/403, overload 429 with Retry-After,
-consistency refused 409, a backend or timeout 503, configuration 500); every error body has
-FastAPI's validation shape ``{"detail": [{"loc", "msg", "type"}]}``.
+consistency refused 409, a backend or timeout 503, configuration 500, every 5xx logged with
+its traceback); every error body has FastAPI's validation shape
+``{"detail": [{"loc", "msg", "type"}]}``.
 
 Reconcile and audit come from ``reconciler`` (a :class:`ReconcileHooks`), which the caller
 passes in: this package (``hybridsag``) never imports ``hybridsag.consistency``; the ``serve``
@@ -53,7 +63,8 @@ from hybridsag.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.service import experiments, ui
 from hybridsag.service.auth import Principal, TokenBook
-from hybridsag.service.limits import BodyLimit, Gate, GateTimeout
+from hybridsag.service.edge import Edge, Gatekeeper, bearer_token
+from hybridsag.service.limits import NDJSON_TYPES, BodyGuard, Gate, GateTimeout, media_type
 from hybridsag.service.metrics import CONTENT_TYPE, ServiceMetrics
 from hybridsag.service.models import (
     ErrorOut,
@@ -78,7 +89,7 @@ logger = logging.getLogger(__name__)
 
 _RESOURCES = TypeAdapter(list[ResourceIn])
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 413, 422, 429, 503)
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 408, 413, 415, 422, 429, 500, 503)
 }
 
 
@@ -136,6 +147,9 @@ class ServiceState:
         self.experiments: Experiments | None = None
         self.ready = False
         self.warm_error: str | None = None
+        #: the last deep check of /readyz: (time.monotonic() when done, checks)
+        self._checked: tuple[float, dict[str, str]] | None = None
+        self._checking = asyncio.Lock()
         self.searches = Gate(
             "search",
             workers=s.search_concurrency,
@@ -207,6 +221,16 @@ class ServiceState:
         assert self.experiments is not None  # built by warm() before ready
         return self.experiments
 
+    async def cached_checks(self) -> dict[str, str]:
+        """:meth:`checks`, run on a thread at most once per ``server.ready_cache_s`` (callers
+        that come while it runs wait for that run)."""
+        ttl = self.settings.server.ready_cache_s
+        async with self._checking:
+            if self._checked is None or time.monotonic() - self._checked[0] >= ttl:
+                checks = await anyio.to_thread.run_sync(self.checks)
+                self._checked = (time.monotonic(), checks)
+            return self._checked[1]
+
     def checks(self) -> dict[str, str]:
         """``/readyz``: the store, the Milvus lexical index (when it is on), Milvus and the model,
         each "ok ..." or the error."""
@@ -250,12 +274,14 @@ _bearer = HTTPBearer(auto_error=False, description="a token from server.token or
 def _caller(role: str) -> Callable[..., Principal]:
     def caller(
         request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Security(_bearer),
+        credentials: HTTPAuthorizationCredentials | None = Security(_bearer),  # for the schema
     ) -> Principal:
-        token = credentials.credentials if credentials is not None else None
-        principal = _state(request).tokens.principal(token).require(role)
-        request.state.principal = principal.name
-        return principal
+        # the Gatekeeper authenticated every API request before its body was read
+        principal: Principal | None = request.scope.get("state", {}).get("principal")
+        if principal is None:
+            token = credentials.credentials if credentials is not None else None
+            principal = _state(request).tokens.principal(token)
+        return principal.require(role)
 
     return caller
 
@@ -298,27 +324,51 @@ def healthz() -> HealthOut:
     return HealthOut()
 
 
-@probes.get("/readyz", response_model=ReadyOut, responses={503: {"model": ReadyOut}})
+def _metrics_rule(state: ServiceState, token: str | None) -> None:
+    """What ``/metrics`` and the detail of ``/readyz`` need: an admin token, unless
+    ``server.public_metrics``; AuthError or ForbiddenError otherwise."""
+    if not state.settings.server.public_metrics:
+        state.tokens.principal(token).require("admin")
+
+
+_READY = {
+    200: {"model": ReadyOut},
+    503: {"model": ReadyOut},
+    401: {"model": ErrorOut},
+    403: {"model": ErrorOut},
+}
+
+
+@probes.get("/readyz", response_model=ReadyOut, response_model_exclude_none=True, responses=_READY)
 async def readyz(request: Request) -> Response:
-    """Warm, and the store, Milvus and the model answer: 200; else 503 with the reason."""
+    """Warm, and the store, Milvus and the model answer: 200 ``{"ready": true}``; else 503.
+    Checked at most once per ``server.ready_cache_s``. With a token that may read ``/metrics``
+    (or none needed: ``server.public_metrics``, ``server.auth = false``) the answer also has
+    each check's result and the reconcile schedule; an unknown token or one without that right
+    gets 401/403. (The token is optional, so the schema declares none.)"""
     state = _state(request)
+    s = state.settings.server
+    token = bearer_token(request.headers.get("authorization"))
+    detailed = s.public_metrics or not state.tokens.enabled or token is not None
+    if detailed:
+        _metrics_rule(state, token)
     if not state.ready:
         why = state.warm_error or "warming up"
+        body = ReadyOut(ready=False, checks={"warm": why} if detailed else None)
         return JSONResponse(
-            ReadyOut(ready=False, checks={"warm": why}).model_dump(),
+            body.model_dump(exclude_none=True),
             status_code=503,
-            headers={"Retry-After": str(state.settings.server.retry_after_s)},
+            headers={"Retry-After": str(s.retry_after_s)},
         )
-    checks = await anyio.to_thread.run_sync(state.checks)
+    checks = await state.cached_checks()
     ok = all(not v.startswith("failed") for v in checks.values())
-    schedule = None
-    if state.reconciler is not None:
-        schedule = {
-            "scheduled": state.settings.server.reconciler,
-            "next_run": state.reconciler.next_run(),
-        }
-    body = ReadyOut(ready=ok, checks=checks, reconciler=schedule)
-    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+    body = ReadyOut(ready=ok)
+    if detailed:
+        schedule = None
+        if state.reconciler is not None:
+            schedule = {"scheduled": s.reconciler, "next_run": state.reconciler.next_run()}
+        body = ReadyOut(ready=ok, checks=checks, reconciler=schedule)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if ok else 503)
 
 
 @probes.get(
@@ -332,9 +382,7 @@ def metrics(
 ) -> Response:
     """Prometheus text format; needs an admin token unless server.public_metrics."""
     state = _state(request)
-    if not state.settings.server.public_metrics:
-        token = credentials.credentials if credentials is not None else None
-        state.tokens.principal(token).require("admin")
+    _metrics_rule(state, credentials.credentials if credentials is not None else None)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE)
 
 
@@ -428,13 +476,16 @@ async def _experiment_search(
 
 
 async def _documents(request: Request, caller: Principal, max_batch: int) -> list[Document]:
-    """The request's resources (a JSON list, or JSONL for ``application/x-ndjson``), checked
-    against the caller's scope; FieldError naming the entry and field otherwise."""
+    """The request's resources (a JSON list, or JSONL for ``application/x-ndjson``: lines split
+    on ``\\n`` only, as JSON strings may hold U+2028 or U+0085), checked against the caller's
+    scope; FieldError naming the entry and field otherwise. (BodyGuard has already refused a
+    body of another content type, too large or nested too deeply.)"""
     raw = await request.body()
-    kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    kind = media_type(request.headers.get("content-type")) or "application/json"
     try:
-        if kind in ("application/x-ndjson", "application/jsonl"):
-            items: Any = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+        if kind in NDJSON_TYPES:
+            lines = raw.decode("utf-8").split("\n")
+            items: Any = [json.loads(line) for line in lines if line.strip()]
         elif kind == "application/json":
             items = json.loads(raw.decode("utf-8"))
         else:
@@ -651,7 +702,11 @@ def _install_handlers(app: FastAPI) -> None:
             _state(request).metrics.rejected.labels(status=str(status)).inc()
             loc = []
         if status >= 500:
-            logger.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+            logger.error(
+                "%s %s failed (request %s): %s: %s", request.method, request.url.path,
+                request.scope.get("state", {}).get("request_id"), type(exc).__name__, exc,
+                exc_info=exc,
+            )
         kind = type(exc).__name__
         return JSONResponse(_detail(loc, str(exc), kind), status_code=status, headers=headers)
 
@@ -674,19 +729,6 @@ def _install_handlers(app: FastAPI) -> None:
         return JSONResponse(
             _detail(loc, msg, "http_error"), status_code=exc.status_code, headers=exc.headers
         )
-
-
-def _install_metrics(app: FastAPI) -> None:
-    @app.middleware("http")
-    async def count(request: Request, call_next: Callable[[Request], Any]) -> Response:
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        endpoint = getattr(route, "path", "unmatched")
-        state = _state(request)
-        state.metrics.requests.labels(request.method, endpoint, str(response.status_code)).inc()
-        state.metrics.latency.labels(request.method, endpoint).observe(time.perf_counter() - t0)
-        return response
 
 
 def _document_limits(app: FastAPI, settings: Settings) -> None:
@@ -773,21 +815,28 @@ def create_app(
         "over HTTP. Bearer tokens with roles read/write/admin; tenant-scoped tokens see only "
         "their tenant and ACL tags.",
         lifespan=lifespan,
+        docs_url=None,  # Swagger UI and ReDoc load their code from a CDN; /openapi.json stays
+        redoc_url=None,
     )
     app.state.service = state
     _document_limits(app, settings)
-    app.include_router(probes)
-    app.include_router(api)
-    if reconciler is not None:
-        app.include_router(ops)
-    app.include_router(
+    routers = [
+        probes,
+        api,
+        *([ops] if reconciler is not None else []),
         experiments.build_router(
             prefix=API_PREFIX, reader=reader, admin=admin, known_query=Depends(_known_query)
-        )
-    )
+        ),
+        ui.router,
+    ]
+    for router in routers:
+        app.include_router(router)
     state.metrics.registry.register(experiments.ReportCacheMetrics(lambda: state.experiments))
-    app.include_router(ui.router)
     _install_handlers(app)
-    _install_metrics(app)
-    app.add_middleware(BodyLimit, max_bytes=server.max_body_bytes)
+    # the last added runs first: Edge, then Gatekeeper (no token: 401 before the body is read),
+    # then BodyGuard (reads the body)
+    app.add_middleware(BodyGuard, max_bytes=server.max_body_bytes, timeout_s=server.body_timeout_s)
+    app.add_middleware(Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX)
+    routes = [route for router in routers for route in router.routes]
+    app.add_middleware(Edge, metrics=state.metrics, routes=routes)
     return app

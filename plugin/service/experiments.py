@@ -40,7 +40,7 @@ __all__ = ["ReportCacheMetrics", "build_router"]
 T = TypeVar("T")
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 413, 422, 429, 503)
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 408, 413, 415, 422, 429, 500, 503)
 }
 
 

@@ -1,8 +1,13 @@
-"""Request limits of the HTTP service: body size, and bounded work queues with 429s.
+"""Request limits of the HTTP service: the request body, and bounded work queues with 429s.
 
-:class:`BodyLimit` is pure ASGI middleware: a declared ``Content-Length`` over the limit is
-answered 413 before the body is read, and a body sent without a length (chunked) is read up to
-the limit first (413 once it passes), so an oversized request never reaches a handler.
+:class:`BodyGuard` is pure ASGI middleware that reads every request body before the app does:
+it refuses a request with both ``Content-Length`` and ``Transfer-Encoding`` (400), a body that
+is not JSON or NDJSON (415), one over ``server.max_body_bytes`` (413: a declared length before
+reading, and the bytes actually read whatever the framing), one that stops arriving
+(``server.body_timeout_s``: 408) and JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (422), so
+no handler and no JSON parser sees such a body. It sits inside the authentication middleware
+(:mod:`hybridsag.service.edge`): a request without a valid token is refused before any of its
+body is read.
 
 :class:`Gate` runs blocking work (a search, a write) on its own thread pool with a fixed number
 of workers and a fixed queue: work beyond ``workers + queue`` is refused at once with
@@ -21,8 +26,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from hybridsag.errors import HybridSagError, OverloadError
+from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
 
-__all__ = ["BodyLimit", "Gate", "GateTimeout"]
+__all__ = [
+    "BODY_TYPES",
+    "NDJSON_TYPES",
+    "BodyGuard",
+    "Gate",
+    "GateTimeout",
+    "error_body",
+    "media_type",
+    "send_error",
+]
 
 T = TypeVar("T")
 
@@ -102,81 +117,162 @@ class Gate:
         self._pool.shutdown(wait=True)
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for a request body over ``max_bytes``."""
+#: Media types a request body may have (compared case-insensitively, parameters ignored): every
+#: body is JSON, or NDJSON where the endpoint takes it (``POST /v1/resources``).
+JSON_TYPES = frozenset({"application/json"})
+NDJSON_TYPES = frozenset({"application/x-ndjson", "application/jsonl"})
+BODY_TYPES = JSON_TYPES | NDJSON_TYPES
 
-    def __init__(self, app: Any, *, max_bytes: int) -> None:
+
+def error_body(loc: list[str | int], msg: str, kind: str) -> bytes:
+    """An error answer in the service's one shape, ``{"detail": [{"loc", "msg", "type"}]}``."""
+    return json.dumps({"detail": [{"loc": loc, "msg": msg, "type": kind}]}).encode()
+
+
+async def send_error(
+    send: Any,
+    status: int,
+    loc: list[str | int],
+    msg: str,
+    kind: str,
+    *,
+    close: bool = True,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """Answer from ASGI middleware, before the app runs. ``close`` adds ``Connection: close``:
+    whatever body the client is still sending is never read (uvicorn drops the connection once
+    the answer is out)."""
+    body = error_body(loc, msg, kind)
+    out = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *headers,
+    ]
+    if close:
+        out.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": out})
+    await send({"type": "http.response.body", "body": body})
+
+
+def media_type(value: str | None) -> str | None:
+    """``Content-Type`` without its parameters, lower-cased (``APPLICATION/JSON; charset=utf-8``
+    is ``application/json``); None when the header is missing or blank."""
+    if value is None:
+        return None
+    kind = value.split(";", 1)[0].strip().lower()
+    return kind or None
+
+
+def _header(scope: Any, name: bytes) -> list[bytes]:
+    return [v for k, v in scope.get("headers", []) if k == name]
+
+
+class BodyGuard:
+    """ASGI middleware: every request body is read here, whole and bounded, before the app
+    sees a byte of it.
+
+    - ``Content-Length`` together with ``Transfer-Encoding``: 400, nothing read (the two
+      framings disagree about where the body ends: request smuggling).
+    - a body that is not JSON (no ``Content-Type``, or one outside :data:`BODY_TYPES`): 415.
+      This holds with auth on or off: a browser's cross-origin ``no-cors`` request cannot send
+      ``application/json``, so no page can post into the service.
+    - a declared ``Content-Length`` over ``max_bytes``: 413 before reading; and whatever the
+      framing, the bytes actually read are counted: 413 as soon as they pass ``max_bytes``.
+    - no byte for ``timeout_s`` while the body is still coming (a ``Content-Length`` larger
+      than what was sent): 408.
+    - JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (for NDJSON: a line): 422.
+
+    Each refusal has the service's error shape and ``Connection: close``. The app then gets
+    the body as one message.
+    """
+
+    def __init__(
+        self, app: Any, *, max_bytes: int, timeout_s: float, max_depth: int = MAX_JSON_DEPTH
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
+        self.max_depth = max_depth
 
-    def _too_large(self, size: str) -> bytes:
-        return json.dumps(
-            {
-                "detail": [
-                    {
-                        "loc": ["body"],
-                        "msg": f"request body is {size} bytes; the limit is {self.max_bytes} "
-                        "(server.max_body_bytes)",
-                        "type": "body_too_large",
-                    }
-                ]
-            }
-        ).encode()
-
-    async def _send_413(self, send: Any, size: str) -> None:
-        body = self._too_large(size)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
+    def _too_large(self, size: str) -> str:
+        return (
+            f"request body is {size} bytes; the limit is {self.max_bytes} (server.max_body_bytes)"
         )
-        await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0
-                if declared > self.max_bytes:
-                    await self._send_413(send, str(declared))
-                    return
-                await self.app(scope, receive, send)
-                return
-        # no Content-Length (chunked): read the body up to the limit first, then replay it
+        lengths = _header(scope, b"content-length")
+        chunked = bool(_header(scope, b"transfer-encoding"))
+        if lengths and chunked:
+            await send_error(
+                send, 400, ["header", "transfer-encoding"],
+                "the request has both Content-Length and Transfer-Encoding; send one",
+                "framing_conflict",
+            )
+            return
+        declared = int(lengths[0]) if lengths else 0  # h11 has checked it is digits
+        if declared > self.max_bytes:
+            await send_error(send, 413, ["body"], self._too_large(str(declared)), "body_too_large")
+            return
+        if not chunked and declared == 0:  # no body: nothing to read or check
+            await self.app(scope, receive, send)
+            return
+        types = _header(scope, b"content-type")
+        kind = media_type(types[0].decode("latin-1")) if types else None
+        if kind not in BODY_TYPES:
+            shown = "no Content-Type" if kind is None else f"Content-Type {kind!r}"
+            await send_error(
+                send, 415, ["header", "content-type"],
+                f"a request body must be JSON: {shown}; send application/json (POST "
+                "/v1/resources also takes application/x-ndjson, one resource a line)",
+                "unsupported_media_type",
+            )
+            return
         chunks: list[bytes] = []
         seen = 0
         while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                await self.app(scope, _replay([], message, receive), send)
+            try:
+                message = await asyncio.wait_for(receive(), self.timeout_s)
+            except asyncio.TimeoutError:
+                await send_error(
+                    send, 408, ["body"],
+                    f"no body byte for {self.timeout_s:g} s after {seen} bytes "
+                    "(server.body_timeout_s)",
+                    "body_timeout",
+                )
+                return
+            if message["type"] != "http.request":  # the client went away: nobody to answer
                 return
             body = message.get("body", b"")
             seen += len(body)
             if seen > self.max_bytes:
-                await self._send_413(send, f"more than {self.max_bytes}")
+                await send_error(
+                    send, 413, ["body"], self._too_large(f"more than {self.max_bytes}"),
+                    "body_too_large",
+                )
                 return
             chunks.append(body)
             if not message.get("more_body", False):
                 break
-        await self.app(scope, _replay(chunks, None, receive), send)
+        whole = b"".join(chunks)
+        depth = too_deep(whole, lines=kind in NDJSON_TYPES, max_depth=self.max_depth)
+        if depth is not None:
+            await send_error(
+                send, 422, ["body"],
+                f"the JSON nests {depth} levels deep; at most {self.max_depth} are accepted",
+                "json_too_deep",
+                close=False,
+            )
+            return
+        await self.app(scope, _replay(whole, receive), send)
 
 
-def _replay(chunks: list[bytes], first: Any, receive: Any) -> Any:
-    """A ``receive`` that gives the buffered body as one message, then defers to ``receive``."""
-    pending: list[Any] = [first] if first is not None else [
-        {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-    ]
+def _replay(body: bytes, receive: Any) -> Any:
+    """A ``receive`` that gives the buffered body as one message, then defers to ``receive``
+    (which reports the disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def replay() -> Any:
         if pending:

@@ -309,8 +309,11 @@ class HealthOut(_Body):
 
 
 class ReadyOut(_Body):
+    """``/readyz``: ready or not; with a token that may read ``/metrics``, each check's result
+    and the reconcile schedule too (left out otherwise)."""
+
     ready: bool
-    checks: dict[str, str]
+    checks: dict[str, str] | None = None
     reconciler: dict[str, Any] | None = None
 
 

@@ -3,20 +3,113 @@
 uvicorn handles SIGTERM and SIGINT: it stops accepting connections, waits for the requests in
 flight (up to ``server.shutdown_timeout_s``), then runs the app's lifespan shutdown, which
 finishes every admitted write before closing the store and Milvus.
+
+Slow clients: uvicorn's h11 protocol has a keep-alive timeout but none for a request's headers,
+so a client that opens a connection and sends half a request line holds it forever. The
+protocol here (:func:`header_timeout_protocol`) closes a connection whose request headers are
+not complete ``server.header_timeout_s`` after they started (or after the connection opened),
+answering 408 first. The body has its own limit (``server.body_timeout_s``, in
+:class:`~hybridsag.service.limits.BodyGuard`).
+
+:func:`bind` binds the listening socket before anything says "serving", so a port in use is a
+:class:`~hybridsag.errors.ConfigError` naming it (one line and exit 2 in the CLI).
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import socket
 from typing import Any
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from hybridsag.errors import ConfigError
 from hybridsag.search import HybridSearch
 from hybridsag.service.app import ReconcileHooks, create_app
+from hybridsag.service.limits import error_body
 from hybridsag.settings import Settings
 
-__all__ = ["build_server", "serve"]
+__all__ = ["bind", "build_server", "header_timeout_protocol", "serve"]
+
+
+def header_timeout_protocol(timeout_s: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline on request headers: ``timeout_s`` after a
+    connection opens, or after the first byte of a request on a kept-alive connection, the
+    headers must be complete, else the server answers 408 and closes the connection. Trickling
+    bytes does not move the deadline."""
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            if self._header_timer is None:
+                self._header_timer = self.loop.call_later(timeout_s, self._headers_too_slow)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self._arm()  # part of a request line or of headers: the clock runs
+            else:
+                self._disarm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _headers_too_slow(self) -> None:
+            self._header_timer = None
+            if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+                return
+            if self.conn.our_state is h11.IDLE:  # nothing sent on this request yet
+                body = error_body(
+                    ["header"],
+                    f"request headers not complete within {timeout_s:g} s "
+                    "(server.header_timeout_s)",
+                    "header_timeout",
+                )
+                self.transport.write(
+                    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+                )
+            self.transport.close()
+
+    return HeaderTimeoutProtocol
+
+
+def bind(settings: Settings) -> socket.socket:
+    """A socket bound to ``server.host``/``server.port`` and listening (connections wait in
+    its backlog until the server runs).
+
+    Raises:
+        ConfigError: the address cannot be bound (the port is in use, the host is not an
+            address of this machine), naming the address and the settings.
+    """
+    s = settings.server
+    family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((s.host, s.port))
+        sock.listen(2048)  # uvicorn's backlog: from here on, connections wait to be accepted
+    except OSError as exc:
+        sock.close()
+        why = "the port is in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise ConfigError(
+            f"cannot listen on {s.host}:{s.port}: {why} (server.host, server.port, --port)"
+        ) from None
+    return sock
 
 
 def build_server(
@@ -26,19 +119,24 @@ def build_server(
     search: HybridSearch | None = None,
 ) -> uvicorn.Server:
     """A not-yet-started uvicorn server for ``create_app(settings, reconciler=..., search=...)``
-    bound to ``server.host``/``server.port``."""
+    bound to ``server.host``/``server.port``.
+
+    Raises:
+        ConfigError: from :func:`~hybridsag.service.app.create_app` (auth on, no token).
+    """
     s = settings.server
     config = uvicorn.Config(
         create_app(settings, reconciler=reconciler, search=search),
         host=s.host,
         port=s.port,
+        http=header_timeout_protocol(s.header_timeout_s),
         lifespan="on",
         timeout_graceful_shutdown=int(s.shutdown_timeout_s),
         timeout_keep_alive=5,
         server_header=False,
         proxy_headers=False,
         log_config=None,  # the entry point configures logging
-        access_log=False,
+        access_log=False,  # the app writes its own (hybridsag.service.access)
     )
     return uvicorn.Server(config)
 
@@ -49,9 +147,15 @@ def serve(
     reconciler: ReconcileHooks | None = None,
     search: HybridSearch | None = None,
     sockets: list[socket.socket] | None = None,
+    server: uvicorn.Server | None = None,
 ) -> Any:
-    """Serve until SIGTERM/SIGINT (or ``should_exit``); ``sockets``: already bound sockets;
-    returns the stopped ``uvicorn.Server``."""
-    server = build_server(settings, reconciler=reconciler, search=search)
-    server.run(sockets=sockets)
+    """Serve until SIGTERM/SIGINT (or ``should_exit``) and return the stopped
+    ``uvicorn.Server``. ``sockets``: already bound sockets (default: :func:`bind`);
+    ``server``: one :func:`build_server` made (default: built here).
+
+    Raises:
+        ConfigError: no token with auth on, or the address cannot be bound.
+    """
+    server = server or build_server(settings, reconciler=reconciler, search=search)
+    server.run(sockets=sockets or [bind(settings)])
     return server

@@ -5,10 +5,17 @@ API with the bearer token typed into it (kept in the tab's ``sessionStorage`` on
 list beside each path's own top results (a one-path search per path), with each result's
 explain data shown on hover and on click, and every experiment's report with its chart. All
 text from the API is written with ``textContent``, never parsed as HTML.
+
+The page is sent with a Content-Security-Policy (:data:`PAGE_CSP`) that runs only its own
+inline script and style (by their SHA-256), talks to its own origin only, and may not be framed;
+every answer of the service also carries ``X-Frame-Options: DENY`` and ``nosniff``
+(:mod:`hybridsag.service.edge`).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 
@@ -18,7 +25,7 @@ from fastapi.responses import HTMLResponse
 from hybridsag import __version__
 from hybridsag.paths import PATHS, path_names
 
-__all__ = ["render_page", "router"]
+__all__ = ["PAGE_CSP", "render_page", "router"]
 
 router = APIRouter(include_in_schema=False)
 
@@ -144,6 +151,19 @@ document.getElementById('load').addEventListener('click', experiments);
 """
 
 
+def _sha256(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+
+#: The page's policy: its one inline script and style (by hash), API calls to its own origin,
+#: report charts as blob: images, nothing else; no framing, no <base>, forms post nowhere.
+PAGE_CSP = (
+    f"default-src 'none'; script-src {_sha256(_SCRIPT)}; style-src {_sha256(_STYLE)}; "
+    "connect-src 'self'; img-src 'self' blob:; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+
+
 def render_page(paths: list[str]) -> str:
     """The page, for these path columns beside the fused one."""
     names = json.dumps(paths).replace("</", "<\\/")
@@ -179,4 +199,4 @@ def ui(request: Request) -> HTMLResponse:
         p for p in path_names()
         if settings.embedding.model != "none" or not PATHS[p].needs_dense
     ]
-    return HTMLResponse(render_page(paths))
+    return HTMLResponse(render_page(paths), headers={"Content-Security-Policy": PAGE_CSP})
