@@ -4,9 +4,10 @@
 Every labelled dev set is captured once (``hybridsag.tuning.capture_set``: each path's hits and
 the SAG2 pool of every question, as a default search runs them). For each held-out set the judge
 (``hybridsag.tuning.fit_judge``) and the trust model (:func:`fit_trust`) are fitted on the other
-sets only; the held-out set's sag2 order is re-scored with that judge, and each fusion choice is
-scored on it with :func:`hybridsag.fusion.fuse`, the function a search runs. 2wiki is only ever
-a check set: scored with the models fitted on all dev sets, never fitted on.
+sets only; the held-out set's sag2 order is re-scored with that judge, and each fusion choice (a
+``[fusion]`` setting and a trust model) is scored on it with
+:func:`hybridsag.offline_runs.fused`, the search's own fusion step. 2wiki is only ever a check
+set: scored with the models fitted on all dev sets, never fitted on.
 
     python benchmarks/fusion_loso.py --report benchmarks/results/fusion_loso.md \\
         [--check SHARED/2wiki] [--write-model my_trust.json]
@@ -22,14 +23,16 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from hybridsag.fusion import fuse
 from hybridsag.fusion.trust import SIGNAL_NAMES, TrustModel, assess, trust_signals
 from hybridsag.judges.features import load_weights
+from hybridsag.offline_runs import fused
+from hybridsag.settings import FusionSettings
 from hybridsag.tuning import (
     CapturedQuery,
     CapturedSet,
@@ -62,9 +65,10 @@ def only(runs: Runs, paths: Sequence[str]) -> Runs:
 
 def sim_runs(q: CapturedQuery, judge: JudgeFit, views: Mapping) -> Runs:
     runs: Runs = {"sag2": sag2_hits(q, judge, views=views)}
+    captured = q.question.fusion_in.runs
     for name in ("dense", "title", "bm25"):
-        if name in q.runs:
-            runs[name] = q.runs[name]
+        if name in captured:
+            runs[name] = list(captured[name])
     return runs
 
 
@@ -121,41 +125,32 @@ def fit_trust(sets: Sequence[tuple[CapturedSet, JudgeFit]], *, l2: float = 1.0) 
     )
 
 
-Choice = Callable[[CapturedQuery, Runs, Mapping], list]
+#: A fusion choice: the ``[fusion]`` settings, the trust model and the paths fused.
+Choice = tuple[FusionSettings, TrustModel, Sequence[str]]
 
 
 def choices(model: TrustModel) -> dict[str, Choice]:
-    """The fusion choices compared: name -> fused hits of a captured question."""
+    """The fusion choices compared: name -> (settings, trust model, paths)."""
 
-    def old(q: CapturedQuery, runs: Runs, views: Mapping) -> list:
-        return fuse(only(runs, SEARCH_PATHS), query=q.text, chunks=views, k=10.0, depth=100,
-                    weights=OLD_WEIGHTS, judge_accept=0.5, judge_order=True)
-
-    def plain(method: str, norm: str = "minmax", k: float = 10.0) -> Choice:
-        def run(q: CapturedQuery, runs: Runs, views: Mapping) -> list:
-            return fuse(only(runs, SEARCH_PATHS), query=q.text, chunks=views, k=k, depth=100,
-                        weights=OLD_WEIGHTS, judge_accept=0.5, judge_order=False, method=method,
-                        normalisation=norm)
-        return run
+    def plain(method: str, norm: str = "minmax", *, judge_order: bool = False) -> Choice:
+        fusion = FusionSettings(k=10.0, depth=100, weights=OLD_WEIGHTS, judge_accept=0.5,
+                                judge_order=judge_order, method=method, normalisation=norm,
+                                trust=False)
+        return fusion, model, SEARCH_PATHS
 
     def trusted(method: str, norm: str = "minmax", hold: float = 0.5, k: float = 10.0,
-                base: Mapping[str, float] | None = None,
                 paths: Sequence[str] = SEARCH_PATHS) -> Choice:
         m = TrustModel(model.coefficients, model.bias, judge_hold_below=hold, source=model.source,
                        lexical_coefficients=model.lexical_coefficients,
                        lexical_bias=model.lexical_bias)
-        weights = dict(base or {"sag2": 1.0, "dense": 1.0, "title": 0.25, "bm25": 1.0})
-
-        def run(q: CapturedQuery, runs: Runs, views: Mapping) -> list:
-            runs = only(runs, paths)
-            t = assess(runs, KINDS, q.facts, weights=weights, model=m)
-            return fuse(runs, query=q.text, chunks=views, k=k, depth=100, judge_accept=0.5,
-                        judge_order=True, method=method, normalisation=norm, trust=t)
-        return run
+        fusion = FusionSettings(k=k, depth=100, judge_accept=0.5, judge_order=True,
+                                method=method, normalisation=norm, trust=True,
+                                weights={"sag2": 1.0, "dense": 1.0, "title": 0.25, "bm25": 1.0})
+        return fusion, m, paths
 
     with_bm25 = (*SEARCH_PATHS, "bm25")
     return {
-        "old defaults (rrf, judge order)": old,
+        "old defaults (rrf, judge order)": plain("rrf", judge_order=True),
         "rrf, no judge order": plain("rrf"),
         "convex minmax, no judge order": plain("convex"),
         "trust + rrf k10": trusted("rrf"),
@@ -177,29 +172,26 @@ def score_set(
     """(single paths' metrics, each choice's metrics, trust step ms per query)."""
     views = captured.views
     singles: dict[str, list] = {"sag2": [], "dense": [], "title": [], "bm25": []}
-    fused: dict[str, list] = {}
+    fused_runs: dict[str, list] = {}
     ch = choices(model)
     trust_ms = 0.0
     for q in captured.queries:
         runs = sim_runs(q, judge, views)
         for name in singles:
-            hits = runs.get(name) if name != "bm25" else q.runs.get("bm25")
+            hits = runs.get(name)
             singles[name].append((resource_ranking(hits or [], views)[:10], q.gold))
         t0 = time.perf_counter()
         assess(runs, KINDS, q.facts, weights={"sag2": 1.0, "dense": 1.0, "bm25": 1.0},
                model=model)
         trust_ms += (time.perf_counter() - t0) * 1000
-        for name, fn in ch.items():
-            r = old_runs = runs
-            if name.startswith("old"):
-                old_runs = sim_runs(q, old_judge, views)
-                r = old_runs
-            fused.setdefault(name, []).append(
-                (resource_ranking(fn(q, r, views), views)[:10], q.gold)
-            )
+        for name, (fusion, trust_model, paths) in ch.items():
+            r = sim_runs(q, old_judge, views) if name.startswith("old") else runs
+            fusion_in = replace(q.question.fusion_in, runs=only(r, paths))
+            hits = fused(fusion_in, fusion, model=trust_model)
+            fused_runs.setdefault(name, []).append((resource_ranking(hits, views), q.gold))
     return (
         {k: mean_metrics(v) for k, v in singles.items()},
-        {k: mean_metrics(v) for k, v in fused.items()},
+        {k: mean_metrics(v) for k, v in fused_runs.items()},
         trust_ms / max(len(captured.queries), 1),
     )
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Latency of the fusion trust step per search (``timings["trust_ms"]``: the query facts from the
-index and the embedder, then :func:`hybridsag.fusion.assess`), on an index ``hybridsag eval``
-built (``<out>/index``), over a set's questions.
+index and the embedder; :func:`hybridsag.fusion.assess`, pure arithmetic, is timed within
+``fusion_ms``), on an index ``hybridsag eval`` built (``<out>/index``), over a set's questions.
 
     python benchmarks/trust_latency.py --index /tmp/x/eval/pycode/index \\
         --data SHARED/pycode --limit 200

@@ -35,9 +35,9 @@ def fuse(
     """Fuse the paths' lists the way a search does: :func:`rrf` (``method="rrf"``) or
     :func:`~hybridsag.fusion.convex.convex` (``method="convex"``, scores normalised per query
     by ``normalisation``), then only the hits whose chunk is in ``chunks`` (the caller leaves
-    out what is deleted or filtered away), then :func:`apply_rules`. ``hybridsag eval
-    --tune-weights`` scores its grid with this function, so the recall it prints is the recall
-    a search with the chosen settings gets.
+    out what is deleted or filtered away), then :func:`apply_rules`. A search's fusion step
+    (``hybridsag.search.fuse_step``) calls it, and so does every offline grid through that step,
+    so the recall a grid prints is the recall a search with the chosen settings gets.
 
     ``trust`` (the per-query decision of :func:`hybridsag.fusion.trust.assess`) replaces
     ``weights`` with its own, and when the judge's order does not hold for this query it

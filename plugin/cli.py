@@ -562,7 +562,9 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     if args.tune_weights:
         from hybridsag.evaluation import tune_weights
 
-        summary = tune_weights(settings, Path(args.data), **common)  # type: ignore[arg-type]
+        summary = tune_weights(
+            settings, Path(args.data), method=args.grid_method, **common  # type: ignore[arg-type]
+        )
         if args.json:
             _print_json(summary, out)
         else:
@@ -572,8 +574,8 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
                 f"{', '.join(summary['fused_paths'])}: R@2 {c['recall@2']:.4f}  R@5 "
                 f"{c['recall@5']:.4f}  R@10 {c['recall@10']:.4f}\n"
             )
-            e = summary["equal_weights_k60"]
-            out.write(f"equal weights, k=60:  R@10 {e['recall@10']:.4f}\n")
+            e = summary["configured"]
+            out.write(f"the configured fusion ({e['method']}):  R@10 {e['recall@10']:.4f}\n")
             for name, m in summary["single_paths"].items():
                 out.write(f"{name} alone:  R@10 {m['recall@10']:.4f}\n")
             out.write("\nsettings to use (TOML):\n" + summary["settings_toml"])
@@ -731,9 +733,9 @@ def _add_compare_arguments(p: argparse.ArgumentParser) -> None:
         "--compare",
         metavar="A,B[,C...]",
         help="paired comparison of arms on the same questions: a path (sag2, dense, ...), "
-        "fused, a path set (sag2+dense), options (fused:k=30,dense=1.0,rounds=2,"
-        "judge_order=false), a settings file (*.toml) or a TREC run (*.trec); needs "
-        "hybridsag[ab]",
+        "fused, a path set (sag2+dense), options (fused:method=rrf,k=30,dense=1.0,rounds=2,"
+        "judge_order=false; k is rrf's: refused under convex), a settings file (*.toml) or a "
+        "TREC run (*.trec); needs hybridsag[ab]",
     )
     p.add_argument(
         "--stat-test",
@@ -745,9 +747,24 @@ def _add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--grid",
         action="store_true",
-        help="sweep RRF k, path weights and sag2 rounds for the --fuse paths; print the table",
+        help="sweep a fused search over the --fuse paths: the path weights and sag2 rounds, and "
+        "the --grid-method's own parameter (rrf: k; convex: the normalisation); every point is "
+        "fused as a search fuses, trust step included; print the best points",
     )
-    p.add_argument("--grid-k", help="--grid's RRF k values (default 10,30,60,100)")
+    p.add_argument(
+        "--grid-method",
+        choices=("convex", "rrf"),
+        help="the fusion method --grid and --tune-weights sweep (default: fusion.method)",
+    )
+    p.add_argument(
+        "--grid-k",
+        help="rrf only: --grid's RRF k values (default 10,30,60,100); refused for convex",
+    )
+    p.add_argument(
+        "--grid-normalisation",
+        help="convex only: --grid's normalisations, minmax,zscore (default: "
+        "fusion.normalisation); refused for rrf",
+    )
     p.add_argument("--grid-weights", help="--grid's weights per path (default 0,0.25,...,4)")
     p.add_argument("--grid-rounds", help="--grid's sag2 rounds (default 0,1,2)")
 
@@ -776,9 +793,12 @@ def _cmd_eval_compare(args: argparse.Namespace, settings: Any, out: TextIO) -> i
         text = format_compare(summary)
     else:
         fuse = [p.strip() for p in args.fuse.split(",") if p.strip()] if args.fuse else None
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"method": args.grid_method}
         if (ks := _floats(args.grid_k, "--grid-k")) is not None:
             options["ks"] = ks
+        if args.grid_normalisation is not None:
+            norms = args.grid_normalisation.split(",")
+            options["normalisations"] = tuple(n.strip() for n in norms if n.strip())
         if (ws := _floats(args.grid_weights, "--grid-weights")) is not None:
             if 1.0 not in ws:
                 raise InputError("--grid-weights must include 1 (weights are relative)")
@@ -912,7 +932,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tune-weights",
         action="store_true",
-        help="pick fusion weights and k for the --fuse paths on this labelled set; print settings",
+        help="pick the fusion weights and judge order of the --fuse paths (with rrf's k or "
+        "convex's normalisation: --grid-method) on this labelled set, each candidate fused as "
+        "a search fuses, trust step included; print the settings",
     )
     p.add_argument("--rounds", type=int, help="sag2 expansion rounds (0..2)")
     p.add_argument("--out", help="report folder (default <data-dir>/eval/<dataset>)")

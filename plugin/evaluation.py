@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import ConfigError, InputError, QueryError
+from hybridsag.metrics import NAMES, metrics_for
 from hybridsag.paths import PATHS, path_names
 from hybridsag.query import validate_query
 from hybridsag.settings import Settings
@@ -49,6 +50,7 @@ __all__ = [
     "load_dataset",
     "metrics_for",
     "open_eval_index",
+    "questions_of",
     "ranked_resources",
     "run_eval",
     "skipped_line",
@@ -56,7 +58,6 @@ __all__ = [
     "uses_vectors",
 ]
 
-KS = (1, 2, 5, 10)
 #: The chunk cap of an eval index: the largest ``chunking.max_chars`` allowed.
 PASSAGE_MAX_CHARS = 100_000
 #: The eval "path" that runs a whole fused search.
@@ -178,26 +179,6 @@ def load_dataset(
         types={q: types[q] for q, _ in queries if q in types},
         skipped=skipped,
     )
-
-
-def metrics_for(ranked: Sequence[str], gold: frozenset[str]) -> dict[str, float]:
-    """Recall@1/2/5/10, MRR@10 and nDCG@10 of one ranked id list against its gold set."""
-    out: dict[str, float] = {}
-    for k in KS:
-        out[f"recall@{k}"] = len(gold.intersection(ranked[:k])) / len(gold)
-    rr = 0.0
-    dcg = 0.0
-    found: set[str] = set()
-    for i, rid in enumerate(ranked[:10], start=1):
-        if rid in gold and rid not in found:  # a repeated id gains once (nDCG stays <= 1)
-            found.add(rid)
-            if rr == 0.0:
-                rr = 1.0 / i
-            dcg += 1.0 / math.log2(i + 1)
-    idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), 10) + 1))
-    out["mrr@10"] = rr
-    out["ndcg@10"] = dcg / idcg if idcg else 0.0
-    return out
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -471,12 +452,6 @@ def _resource_of(hit: Any) -> str:
     return str(rid) if rid else hit.chunk_id.rsplit("@", 1)[0]
 
 
-#: The grid ``--tune-weights`` searches: a weight per path (relative: the scale of all weights
-#: does not change RRF's order) and the RRF constant k.
-TUNE_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-TUNE_KS = (10.0, 30.0, 60.0, 100.0)
-
-
 def tune_weights(
     settings: Settings,
     data: Path,
@@ -486,133 +461,112 @@ def tune_weights(
     out: Path | None = None,
     judge: str | None = None,
     rounds: int | None = None,
+    method: str | None = None,
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> dict[str, Any]:
-    """Pick RRF fusion weights and k on a labelled set the team supplies (without the
-    per-query trust step: the printed settings switch it off, so a search with them gets the
-    recall measured here).
+    """Pick the fusion weights and ``judge_order`` (with k for rrf, the normalisation for
+    convex) of the fusion ``method`` (default ``fusion.method``) on a labelled set the team
+    supplies, the trust step as configured.
 
-    The paths run once per question as a fused search runs them (depth ``fusion.depth``);
-    every grid point (weights from :data:`TUNE_WEIGHTS` per path, k from :data:`TUNE_KS`) is
-    then scored offline with :func:`hybridsag.fusion.fuse` over the chunks a search would let
-    fusion see, the same RRF and bounded rules a search runs; with sag2 among the paths,
-    ``fusion.judge_order`` on and off are both tried. The point with the best mean Recall@10
-    wins (then Recall@5, then judge order on, then the smaller total change of the weights
-    from 1.0 and of k from 60). Returns the chosen settings, the recall it measured, and each
-    single path's and equal-weight RRF's recall for comparison.
+    The paths run once per question as a fused search over ``fuse`` runs them; every grid
+    point (:func:`hybridsag.offline_runs.grid`: a weight per path from ``GRID_WEIGHTS``,
+    relative; k from ``GRID_KS`` for rrf, minmax and zscore for convex; ``judge_order`` on and
+    off with sag2 among the paths) is scored with the search's own fusion step, so a search
+    with the printed settings gets the recall measured here. The best mean Recall@10 wins
+    (then Recall@5, judge order on, the smaller total change of the weights from 1.0 and of k
+    from 60, the configured normalisation). Returns the chosen settings and their recall, and
+    the configured fusion's and each single path's (its weight alone) for comparison.
+    InputError for an unknown method.
     """
-    import itertools
+    from hybridsag.fusion import NORMALISERS
+    from hybridsag.offline_runs import (
+        GRID_KS,
+        GRID_WEIGHTS,
+        Scored,
+        capture,
+        check_method,
+        describe,
+        fusion_variant,
+        grid,
+        relative_weights,
+        score,
+    )
 
-    from hybridsag.fusion import ChunkView, Hit
-    from hybridsag.fusion import fuse as fuse_hits
-
+    method = settings.fusion.method if method is None else method
+    check_method(method, (), where="--tune-weights")
     ds = load_dataset(data, limit=limit)
     out = Path(out) if out is not None else settings.data_dir / "eval" / f"{ds.name}-tune"
     out.mkdir(parents=True, exist_ok=True)
     fuse_paths = _fuse_paths(fuse, settings)
     settings = _apply_overrides(settings, judge, rounds)
     needs_dense = settings.embedding.model != "none" and _use_vectors(fuse_paths)
-    if settings.embedding.model == "none" and "dense" in fuse_paths:
-        fuse_paths = tuple(p for p in fuse_paths if p != "dense")
     hs, index_info = open_eval_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
-    depth = settings.fusion.depth
-    noop = lambda n: None  # noqa: E731
-    per_query: list[tuple[str, dict[str, list[Hit]], dict[str, ChunkView], frozenset[str]]] = []
     try:
-        tick = progress("paths", len(ds.queries)) if progress else noop
-        for qid, text in ds.queries:
-            # as a search runs them (dense hits join SAG2's judged pool)
-            runs = hs.run_paths(fuse_paths, text, limit=depth, filters=Filters()).runs
-            _records, _resources, views = hs.visible_chunks(runs, Filters())
-            per_query.append((text, runs, views, ds.qrels[qid]))
-            tick(1)
+        tick = progress("paths", len(ds.queries)) if progress else None
+        cap = capture(hs, questions_of(ds), fuse_paths, progress=tick)
     finally:
         hs.close()
-
-    def score(
-        weights: Sequence[float], k: float, judge_order: bool
-    ) -> tuple[float, float, float]:
-        options = settings.fusion.options(
-            weights=dict(zip(fuse_paths, weights)), k=k, judge_order=judge_order
-        )
-        options["method"] = "rrf"  # the grid is RRF's: weights and k, no per-query trust
-        r2 = r5 = r10 = 0.0
-        for text, runs, views, gold in per_query:
-            fused = fuse_hits(runs, query=text, chunks=views, **options)
-            top = _dedupe_resources([views[f.chunk_id].resource_id for f in fused])[:10]
-            r2 += len(gold.intersection(top[:2])) / len(gold)
-            r5 += len(gold.intersection(top[:5])) / len(gold)
-            r10 += len(gold.intersection(top)) / len(gold)
-        n = max(len(per_query), 1)
-        return r2 / n, r5 / n, r10 / n
-
+    paths, base = cap.paths, settings.fusion
     # judge_order only matters where a judge scored hits; on a tie it stays on (the robust one)
-    orders = (True, False) if "sag2" in fuse_paths else (settings.fusion.judge_order,)
-    results = []
-    for combo in itertools.product(TUNE_WEIGHTS, repeat=len(fuse_paths)):
-        if max(combo) != 1.0:
-            continue  # relative weights: the largest is 1
-        for k in TUNE_KS:
-            for judge_order in orders:
-                r2, r5, r10 = score(combo, k, judge_order)
-                change = sum(abs(w - 1.0) for w in combo) + abs(k - 60.0) / 100.0
-                results.append((r10, r5, judge_order, -change, r2, combo, k))
-    results.sort(reverse=True)
-    r10, r5, judge_order, _, r2, combo, k = results[0]
-    singles = {}
-    for j, name in enumerate(fuse_paths):
-        w = [0.0] * len(fuse_paths)
-        w[j] = 1.0
-        s2, s5, s10 = score(w, 60.0, settings.fusion.judge_order)
-        singles[name] = {"recall@2": round(s2, 4), "recall@5": round(s5, 4), "recall@10": round(s10, 4)}
-    e2, e5, e10 = score([1.0] * len(fuse_paths), 60.0, False)
-    weights = {name: w for name, w in zip(fuse_paths, combo)}
+    orders = (True, False) if "sag2" in paths else (base.judge_order,)
+    own = {"ks": GRID_KS} if method == "rrf" else {"normalisations": NORMALISERS}
+    points = grid(base, method, relative_weights(paths, GRID_WEIGHTS), judge_orders=orders, **own)
+
+    def preference(r: Scored) -> tuple[float, float, bool, float, bool]:
+        f, m = r.fusion, r.metrics
+        change = sum(abs(w - 1.0) for w in f.weights.values())
+        change += abs(f.k - 60.0) / 100.0 if method == "rrf" else 0.0
+        same_norm = f.normalisation == base.normalisation
+        return (m["recall@10"], m["recall@5"], f.judge_order, -change, same_norm)
+
+    def recalls(r: Scored) -> dict[str, float]:
+        return {key: round(r.metrics[key], 4) for key in ("recall@2", "recall@5", "recall@10")}
+
+    results = sorted((score(cap, p) for p in points), key=preference, reverse=True)
+    chosen = describe(results[0].fusion)
+    singles = {
+        name: recalls(score(cap, fusion_variant(base, method=method, weights={
+            p: float(p == name) for p in paths
+        })))
+        for name in paths
+    }  # fmt: skip
+    env = {f"HYBRIDSAG_FUSION__{k.upper()}": v for k, v in chosen.items()}
+    env["HYBRIDSAG_FUSION__TRUST"] = base.trust
+    toml = [f"{k} = {json.dumps(v)}" for k, v in chosen.items() if k != "weights"]
+    toml += [f"trust = {json.dumps(base.trust)}", "[fusion.weights]"]
     summary = {
         "dataset": ds.name,
         "questions": len(ds.queries),
         "index": index_info,
-        "fused_paths": list(fuse_paths),
-        "chosen": {
-            "k": k,
-            "weights": weights,
-            "judge_order": judge_order,
-            "recall@2": round(r2, 4),
-            "recall@5": round(r5, 4),
-            "recall@10": round(r10, 4),
-        },
-        "equal_weights_k60": {
-            "recall@2": round(e2, 4), "recall@5": round(e5, 4), "recall@10": round(e10, 4)
-        },
+        "fused_paths": list(paths),
+        "method": method,
+        "trust": base.trust,
+        "chosen": {**chosen, **recalls(results[0])},
+        "configured": {"method": base.method, **recalls(score(cap, base))},
         "single_paths": singles,
         "settings_env": {
-            "HYBRIDSAG_FUSION__K": str(k),
-            "HYBRIDSAG_FUSION__WEIGHTS": json.dumps(weights),
-            "HYBRIDSAG_FUSION__JUDGE_ORDER": str(judge_order).lower(),
-            "HYBRIDSAG_FUSION__METHOD": "rrf",
-            "HYBRIDSAG_FUSION__TRUST": "false",
+            k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()
         },
-        "settings_toml": "[fusion]\nmethod = \"rrf\"\ntrust = false\nk = %s\njudge_order = %s\n"
-        "[fusion.weights]\n%s\n" % (
-            k, str(judge_order).lower(), "\n".join(f"{p} = {w}" for p, w in weights.items())
-        ),
+        "settings_toml": "\n".join(["[fusion]", *toml, *(
+            f"{p} = {w}" for p, w in chosen["weights"].items()
+        )]) + "\n",  # fmt: skip
         "grid_points": len(results),
-        "top": [
-            {"k": gk, "weights": dict(zip(fuse_paths, gw)), "judge_order": go,
-             "recall@2": round(g2, 4), "recall@5": round(g5, 4), "recall@10": round(g10, 4)}
-            for g10, g5, go, _, g2, gw, gk in results[:15]
-        ],
+        "top": [{**describe(r.fusion), **recalls(r)} for r in results[:15]],
     }
     (out / "tune.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
     summary["out"] = str(out)
     return summary
 
 
-_METRICS = ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10")
+def questions_of(ds: Dataset) -> list[tuple[str, str, frozenset[str]]]:
+    """``(question id, text, gold)`` of every question of ``ds``, as
+    :func:`hybridsag.offline_runs.capture` takes them."""
+    return [(qid, text, ds.qrels[qid]) for qid, text in ds.queries]
 
 
 def _mean_metrics(per_query: Sequence[Mapping[str, float]]) -> dict[str, float]:
     n = max(len(per_query), 1)
-    return {key: round(sum(m[key] for m in per_query) / n, 4) for key in _METRICS}
+    return {key: round(sum(m[key] for m in per_query) / n, 4) for key in NAMES}
 
 
 def _aggregate(run: _PathRun) -> dict[str, Any]:

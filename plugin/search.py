@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from hybridsag.agent import DEFAULT_BUDGET, agent_text
 from hybridsag.components import Components
 from hybridsag.errors import HybridSagError, InputError, JudgeError, QueryError
-from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, Trust, fuse
-from hybridsag.paths import PATHS, PathResult, check_weights, path_names, path_spec
+from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
+from hybridsag.fusion import TrustModel, fuse
+from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
 from hybridsag.query import validate_query
-from hybridsag.settings import Settings
+from hybridsag.settings import FusionSettings, Settings
 from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord
 from hybridsag.tokenizer import has_cjk
-from hybridsag.trust import assess_query
+from hybridsag.trust import query_facts
 
 if TYPE_CHECKING:
     # the write side (chunker, folders, sources, writer) is imported by the methods that
@@ -41,12 +42,14 @@ if TYPE_CHECKING:
 __all__ = [
     "PATH_WORKERS",
     "ChunkSummary",
+    "FusionInput",
     "HybridSearch",
     "PathRuns",
     "ResourceDetail",
     "ResourceSummary",
     "SearchResponse",
     "SearchResult",
+    "fuse_step",
 ]
 
 log = logging.getLogger(__name__)
@@ -158,6 +161,51 @@ class PathRuns:
     stages: dict[str, dict[str, float]] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FusionInput:
+    """What the fusion step reads of one query (:meth:`HybridSearch.fusion_input`): the
+    validated query, each path's hits, the chunks fusion may see, the trust step's query facts
+    (``None`` when it was not asked for) and the paths whose corpus-wide scores a
+    tenant-scoped search hides."""
+
+    query: str
+    runs: Mapping[str, Sequence[Hit]]
+    views: Mapping[str, ChunkView]
+    facts: QueryFacts | None = None
+    hidden: frozenset[str] = frozenset()
+
+
+def fuse_step(
+    fusion_in: FusionInput,
+    fusion: FusionSettings,
+    model: TrustModel,
+    *,
+    weights: Mapping[str, float] | None = None,
+    judge_order: bool | None = None,
+) -> tuple[list[FusedHit], Trust | None]:
+    """The fusion step of a search, which every offline run calls too
+    (:mod:`hybridsag.offline_runs`), so that what they score is what a search returns: with
+    ``fusion.trust`` on, :func:`hybridsag.fusion.assess` under ``model`` weighs the paths from
+    ``weights`` (default ``fusion.weights``); then :func:`hybridsag.fusion.fuse` with
+    ``fusion``'s options (``judge_order`` overrides its own), by rank (RRF) when a path's
+    scores are hidden. Returns the ruled hits and the trust decision (``None`` with the step
+    off). ValueError: the step is on and ``fusion_in.facts`` is ``None``, or a bad option."""
+    chosen = fusion.weights if weights is None else weights
+    trust = None
+    if fusion.trust:
+        if fusion_in.facts is None:
+            raise ValueError("the trust step is on but the fusion input carries no query facts")
+        kinds = path_kinds(list(fusion_in.runs))
+        trust = assess(fusion_in.runs, kinds, fusion_in.facts, weights=chosen, model=model)
+    options = fusion.options(weights=chosen, judge_order=judge_order)
+    if fusion_in.hidden:
+        options["method"] = "rrf"
+    fused = fuse(
+        fusion_in.runs, query=fusion_in.query, chunks=fusion_in.views, trust=trust, **options
+    )
+    return fused, trust
 
 
 def _hits_of(future: Future[tuple[PathResult, float]]) -> list[Hit]:
@@ -600,27 +648,14 @@ class HybridSearch:
         ran = self.run_paths(names, query, limit=depth, filters=flt)
         timings, reasons = ran.timings, ran.reasons
         t_fuse = time.perf_counter()
-        records, resources, views = self.visible_chunks(ran.runs, flt)
-        trust = None
-        if s.fusion.trust:
-            t_trust = time.perf_counter()
-            trust = assess_query(
-                self.components,
-                query,
-                ran.runs,
-                weights=fusion_weights,
-                model=self.components.trust_model(),
-                filters=flt,
-            )
-            timings["trust_ms"] = round((time.perf_counter() - t_trust) * 1000, 3)
-        # a tenant's search shows no score that depends on the whole index (other tenants'
-        # documents included): ranks and RRF terms only for those paths, and it is fused by
-        # rank (RRF), since a convex combination reads those scores
-        hidden = frozenset(n for n in names if flt.tenant is not None and PATHS[n].corpus_scores)
-        options = s.fusion.options(weights=fusion_weights, judge_order=judge_order)
-        if hidden:
-            options["method"] = "rrf"
-        ruled = fuse(ran.runs, query=query, chunks=views, trust=trust, **options)
+        fusion_in, records, resources = self.fusion_input(
+            names, query, ran, flt, facts=s.fusion.trust
+        )
+        model = self.components.trust_model()
+        ruled, trust = fuse_step(
+            fusion_in, s.fusion, model, weights=fusion_weights, judge_order=judge_order
+        )
+        hidden = fusion_in.hidden
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []
         for f in ruled:
@@ -716,6 +751,27 @@ class HybridSearch:
             if (res := resources.get(r.resource_id)) is not None and filters.allows(res)
         }
         return records, resources, views
+
+    def fusion_input(
+        self, names: Sequence[str], query: str, ran: PathRuns, filters: Filters, *, facts: bool
+    ) -> tuple[FusionInput, dict[str, ChunkRecord], dict[str, ResourceRecord]]:
+        """What the fusion step reads of ``ran``, the runs of the paths ``names`` for the
+        validated ``query`` (a search and every offline capture build it here): the visible
+        chunks, the trust step's query facts when ``facts`` (:func:`hybridsag.trust.query_facts`,
+        the embedder asked only when an embedding path ran; timed as ``trust_ms``), the paths a
+        tenant filter hides; with the chunks' records and their resources."""
+        records, resources, views = self.visible_chunks(ran.runs, filters)
+        measured: QueryFacts | None = None
+        if facts:
+            t0 = time.perf_counter()
+            dense = any(PATHS[n].kind == "embedding" for n in ran.runs)
+            measured = query_facts(self.components, query, dense=dense, filters=filters)
+            ran.timings["trust_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        # a tenant's search shows no score that depends on the whole index (other tenants'
+        # documents included): ranks and RRF terms only for those paths, fused by rank
+        scoped = filters.tenant is not None
+        hidden = frozenset(n for n in names if scoped and PATHS[n].corpus_scores)
+        return FusionInput(query, ran.runs, views, measured, hidden), records, resources
 
     def _timed_path(
         self, name: str, query: str, limit: int, flt: Filters, peers: Mapping[str, Any]

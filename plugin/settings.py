@@ -254,10 +254,13 @@ class FusionSettings(_Section):
     the hits no judge saw, and decide everything in fusions without SAG2. They come from
     ``hybridsag eval --tune-weights`` on musique100 (never on 2wiki, the headline set), with
     the title path at a small floor instead of the 0 the grid preferred, so an exact title still
-    enters the fused list. Tune k, the weights and ``judge_order`` on your own labelled set with
-    ``--tune-weights``.
+    enters the fused list. Tune the weights and ``judge_order`` (and the method's own parameter:
+    k for rrf, the normalisation for convex) on your own labelled set with ``--tune-weights``.
     """
 
+    #: the RRF constant: read by "rrf", and under "convex" by a tenant-scoped search (fused by
+    #: rank), so a convex configuration may set it; a grid or an eval arm that sweeps it under
+    #: convex is refused (hybridsag.offline_runs.check_method)
     k: float = Field(10.0, ge=1.0, le=1000.0)
     depth: int = Field(100, ge=1, le=10_000)
     weights: dict[str, float] = Field(

@@ -11,19 +11,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hybridsag.errors import ConfigError, HybridSagError
-from hybridsag.fusion import DEFAULT_TRUST_MODEL, Hit, QueryFacts, Trust, TrustModel, assess
-from hybridsag.paths import path_kinds
+from hybridsag.fusion import DEFAULT_TRUST_MODEL, QueryFacts, TrustModel
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
     from hybridsag.store import Filters
 
-__all__ = ["assess_query", "load_trust_model", "query_facts"]
+__all__ = ["load_trust_model", "query_facts"]
 
 _CAP_WORD = re.compile(r"(?<![\w.])[A-Z][\w'’\-]*")
 _WORD = re.compile(r"\w+")
@@ -115,20 +113,3 @@ def load_trust_model(path: Path | None) -> TrustModel:
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"fusion.trust_model {p}: {type(exc).__name__}: {exc}") from None
-
-
-def assess_query(
-    parts: Parts,
-    query: str,
-    runs: Mapping[str, Sequence[Hit]],
-    *,
-    weights: Mapping[str, float],
-    model: TrustModel,
-    filters: Filters | None = None,
-) -> Trust:
-    """The trust step of one search: the query's facts (:func:`query_facts`; the embedder is
-    asked only when an embedding path ran) and :func:`hybridsag.fusion.assess` over ``runs``,
-    with each path's kind from the path registry."""
-    kinds = path_kinds(list(runs))
-    facts = query_facts(parts, query, dense="embedding" in kinds.values(), filters=filters)
-    return assess(runs, kinds, facts, weights=weights, model=model)

@@ -2,7 +2,8 @@
 
 Fitting the offline judge and comparing fusion methods across several labelled sets would mean
 running every path for every question again for each candidate setting. Instead,
-:func:`capture_set` runs each question once, as a default fused search runs it (the SAG2 loop
+:func:`capture_set` runs each question once with the offline engine
+(:func:`hybridsag.offline_runs.capture`), as a default fused search runs it (the SAG2 loop
 beside the dense path, whose top hits join its pool; the bm25 and title paths beside them), and
 keeps what every later experiment needs:
 
@@ -11,10 +12,10 @@ keeps what every later experiment needs:
   path's order under other weights is the pool sorted by the new probabilities (exact in
   passage mode, where the diversity re-rank has nothing to move; the pool itself was grown with
   the capture's weights);
-- every other path's hits (rank, raw and normalised score, detail);
-- the query-level facts the trust step reads from the index and the embedder
-  (:class:`hybridsag.trust.QueryFacts`);
-- what fusion's rules may read of every chunk seen (:class:`~hybridsag.fusion.ChunkView`).
+- what the search's fusion step reads (:class:`hybridsag.search.FusionInput`): every path's
+  hits, the query-level facts the trust step reads from the index and the embedder, and what
+  fusion's rules may read of every chunk seen, the pool's included; a fusion choice is scored
+  over them with :func:`hybridsag.offline_runs.fused`, the search's own fusion step.
 
 ``scripts/fit_judge.py`` and ``benchmarks/fusion_loso.py`` read these captures (cached by set,
 question limit and feature names). The capture's judge uses the hand-set weights for pass 1 and
@@ -27,14 +28,16 @@ import hashlib
 import pickle
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hybridsag.fusion import ChunkView, Hit
+from hybridsag.fusion import ChunkView, Hit, QueryFacts
 from hybridsag.judges.features import DENSE_FEATURES, FEATURE_NAMES, FeatureWeights
+from hybridsag.offline_runs import CapturedQuestion
+from hybridsag.search import FusionInput
 
 __all__ = [
     "CAPTURE_VERSION",
@@ -56,30 +59,38 @@ __all__ = [
 RANK_METRICS = ("recall@1", "recall@2", "recall@5", "recall@10", "ndcg@10")
 
 #: Bump when what a capture holds changes (older cached captures are then ignored).
-CAPTURE_VERSION = 3
+CAPTURE_VERSION = 4
 #: The paths a capture runs (sag2 joins the dense path's hits into its pool).
 CAPTURE_PATHS = ("sag2", "dense", "title", "bm25")
 
 
 @dataclass
 class CapturedQuery:
-    """One question: its text and gold resources, the SAG2 pool (features and ranks), the
-    other paths' hits and the trust step's query facts."""
+    """One question as the offline engine captured it (:class:`CapturedQuestion`: its runs,
+    the chunks fusion may see, the SAG2 pool's among them, the trust step's query facts) and
+    the SAG2 pool (features and ranks)."""
 
-    qid: str
-    text: str
-    gold: frozenset[str]
+    question: CapturedQuestion
     pool_ids: list[str]
     pool_x: np.ndarray
     pool_ranks: list[tuple[int, int, int]]  # (bm25 rank, expansion rank, round); 0 = none
-    runs: dict[str, list[Hit]]
-    facts: Any
+
+    @property
+    def gold(self) -> frozenset[str]:
+        return self.question.gold
+
+    @property
+    def facts(self) -> QueryFacts:
+        facts = self.question.fusion_in.facts
+        assert facts is not None  # a capture asks for the facts
+        return facts
 
 
 @dataclass
 class CapturedSet:
     name: str
     queries: list[CapturedQuery]
+    #: every captured question's chunk views (fusion's, and the SAG2 pools')
     views: dict[str, ChunkView]
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -92,15 +103,16 @@ def capture_set(
     depth: int = 100,
 ) -> CapturedSet:
     """Index ``folder`` (a BEIR-style set) in a temporary data dir and capture every question
-    (see the module docstring). Passage embeddings are cached under ``cache``; the capture
-    itself is cached under ``cache/captures``."""
+    with the offline engine (:func:`hybridsag.offline_runs.capture`, paths ``CAPTURE_PATHS``
+    at ``fusion.depth = depth``; see the module docstring). Passage embeddings are cached
+    under ``cache``; the capture itself is cached under ``cache/captures``."""
     from hybridsag.embed_cache import CachedEmbedder
     from hybridsag.embedder import make_embedder
-    from hybridsag.evaluation import load_dataset
+    from hybridsag.evaluation import load_dataset, questions_of
+    from hybridsag.offline_runs import capture
     from hybridsag.search import HybridSearch
     from hybridsag.settings import Settings
     from hybridsag.store import Filters
-    from hybridsag.trust import query_facts
 
     ds = load_dataset(folder, limit=limit)
     if limit is not None and limit >= len(load_dataset(folder).queries):
@@ -113,20 +125,19 @@ def capture_set(
         with path.open("rb") as fh:
             loaded: CapturedSet = pickle.load(fh)
         return loaded
-    queries: list[CapturedQuery] = []
-    views: dict[str, ChunkView] = {}
+    pools: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
             data_dir=Path(tmp),
             chunking={"mode": "passage"},
             judge={"weights_file": "hand-set"},
+            fusion={"depth": depth},
         )
         inner = make_embedder(settings)
         assert inner is not None
         with HybridSearch(settings, embedder=CachedEmbedder(inner, cache)) as hs:
             hs.ingest_jsonl(ds.corpus_path, mode="passage")
-            parts = hs.components
-            sag2 = parts.retriever("sag2")
+            sag2 = hs.components.retriever("sag2")
             judge = sag2.judge  # type: ignore[attr-defined]
             pool: dict[str, Any] = {}
 
@@ -143,32 +154,25 @@ def capture_set(
                     for c in cands
                 ]
 
-            sag2.trace.on_final_pool = on_pool  # type: ignore[attr-defined]
-            for qid, text in ds.queries:
+            def with_pool(qid: str, fusion_in: FusionInput) -> FusionInput:
+                pools[qid] = dict(pool)
                 pool.clear()
-                ran = hs.run_paths(CAPTURE_PATHS, text, limit=depth, filters=Filters())
-                _records, _resources, seen = hs.visible_chunks(ran.runs, Filters())
-                views.update(seen)
-                pool_views = {
-                    c: v for c, v in hs.visible_chunks(
-                        {"sag2": [Hit(c, "sag2", 1, 0.0, 0.0) for c in pool.get("ids", [])]},
-                        Filters(),
-                    )[2].items()
-                }
-                views.update(pool_views)
-                runs = {name: hits for name, hits in ran.runs.items() if name != "sag2"}
-                queries.append(
-                    CapturedQuery(
-                        qid=qid,
-                        text=text,
-                        gold=ds.qrels[qid],
-                        pool_ids=list(pool.get("ids", [])),
-                        pool_x=pool.get("x", np.zeros((0, len(FEATURE_NAMES)))),
-                        pool_ranks=list(pool.get("ranks", [])),
-                        runs=runs,
-                        facts=query_facts(parts, text),
-                    )
-                )
+                pool_hits = [Hit(c, "sag2", 1, 0.0, 0.0) for c in pools[qid].get("ids", [])]
+                _records, _resources, seen = hs.visible_chunks({"sag2": pool_hits}, Filters())
+                return replace(fusion_in, views={**seen, **fusion_in.views})
+
+            sag2.trace.on_final_pool = on_pool  # type: ignore[attr-defined]
+            cap = capture(hs, questions_of(ds), CAPTURE_PATHS, on_question=with_pool)
+    queries = [
+        CapturedQuery(
+            question=q,
+            pool_ids=list(pools[q.qid].get("ids", [])),
+            pool_x=pools[q.qid].get("x", np.zeros((0, len(FEATURE_NAMES)))),
+            pool_ranks=list(pools[q.qid].get("ranks", [])),
+        )
+        for q in cap.questions
+    ]
+    views = {cid: v for q in cap.questions for cid, v in q.fusion_in.views.items()}
     captured = CapturedSet(ds.name, queries, views, {"folder": str(folder), "limit": limit})
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as fh:

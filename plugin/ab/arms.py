@@ -10,8 +10,11 @@ An arm is written as one of:
   title and lexical sections (the index itself is the one every arm shares);
 - a TREC run file (``*.trec``, ``*.run``): another tool's answers, compared as they are;
 
-and any of the first three may take options after a colon: ``fused:k=30,dense=1.0`` (RRF ``k``,
-a path's fusion weight), ``rounds=N`` (SAG2 expansion rounds), ``judge_order=true|false``.
+and any of the first three may take options after a colon: ``fused:method=rrf,k=30,dense=1.0``
+(the fusion method, RRF's ``k``, a path's fusion weight), ``rounds=N`` (SAG2 expansion rounds),
+``judge_order=true|false``. A ``k`` the arm sets (as an option or in its settings file's
+``[fusion]``) under convex fusion, which does not read it, is refused naming the method, as a
+``normalisation`` under rrf is.
 Arms are separated by commas; a ``KEY=VALUE`` that follows an arm with options belongs to it,
 so ``sag2,dense,fused:k=30,dense=1.0`` is three arms. Each arm is labelled by its text.
 """
@@ -44,13 +47,14 @@ SEARCH_SECTIONS = ("fusion", "judge", "sag2", "search", "title", "lexical", "que
 @dataclass(frozen=True)
 class Arm:
     """One arm: ``alone`` runs the single path in ``paths`` by itself; otherwise a fused search
-    over ``paths`` (empty: ``search.paths``) with the optional ``weights``, RRF ``k``,
-    ``judge_order``, SAG2 ``rounds`` and settings file."""
+    over ``paths`` (empty: ``search.paths``) with the optional ``weights``, fusion ``method``,
+    RRF ``k``, ``judge_order``, SAG2 ``rounds`` and settings file."""
 
     label: str
     paths: tuple[str, ...] = ()
     alone: bool = False
     weights: Mapping[str, float] | None = None
+    method: str | None = None
     k: float | None = None
     rounds: int | None = None
     judge_order: bool | None = None
@@ -59,21 +63,28 @@ class Arm:
     run_file: Path | None = None
 
     def settings_for(self, base: Settings) -> Settings:
-        """``base`` with this arm's k, rounds and settings-file sections applied (InputError
-        names a value the settings refuse)."""
-        if self.k is None and self.rounds is None and not self.file_sections:
+        """``base`` with this arm's method, k, rounds and settings-file sections applied.
+        InputError names a value the settings refuse, and a fusion parameter the arm sets that
+        its fusion method does not read (a ``k`` under convex)."""
+        from hybridsag.offline_runs import check_method
+
+        if not self.file_sections and (self.method, self.k, self.rounds) == (None, None, None):
             return base
         data = base.model_dump()
         for section, values in self.file_sections.items():
             data[section] = {**data[section], **values}
-        if self.k is not None:
-            data["fusion"]["k"] = self.k
+        own = dict(self.file_sections.get("fusion", {}))
+        for name, value in (("method", self.method), ("k", self.k)):
+            if value is not None:
+                data["fusion"][name] = own[name] = value
         if self.rounds is not None:
             data["sag2"]["rounds"] = self.rounds
         try:
-            return type(base).model_validate(data)
+            settings = type(base).model_validate(data)
         except ValueError as exc:
             raise InputError(f"arm {self.label!r}: {exc}") from None
+        check_method(settings.fusion.method, own, where=f"arm {self.label!r}")
+        return settings
 
     def search_options(self) -> dict[str, Any]:
         """The per-call arguments of ``HybridSearch.search`` for a fused arm."""
@@ -160,13 +171,15 @@ def parse_arm(text: str) -> Arm:
         paths = (_check_path(head, label),)
         alone = True
     weights: dict[str, float] = {}
-    k = rounds = judge_order = None
+    k = rounds = judge_order = method = None
     for item in (o.strip() for o in options.split(",") if o.strip()) if options else ():
         key, eq, value = item.partition("=")
         key = key.strip()
         if not eq:
             raise InputError(f"arm {label!r}: option {item!r} must be KEY=VALUE")
-        if key == "k":
+        if key == "method":
+            method = value.strip()
+        elif key == "k":
             k = _number(value, "k")
         elif key == "rounds":
             number = _number(value, "rounds")
@@ -179,19 +192,20 @@ def parse_arm(text: str) -> Arm:
             weights[key] = _number(value, key)
         else:
             raise InputError(
-                f"arm {label!r}: unknown option {key!r}; valid: k, rounds, judge_order, or a "
-                f"path's weight ({', '.join(path_names())})"
+                f"arm {label!r}: unknown option {key!r}; valid: method, k, rounds, judge_order, "
+                f"or a path's weight ({', '.join(path_names())})"
             )
-    if alone and (k is not None or weights or judge_order is not None):
+    if alone and (k is not None or method is not None or weights or judge_order is not None):
         raise InputError(
-            f"arm {label!r}: {head} alone is not fused; k, weights and judge_order need a fused "
-            f"arm ({FUSED}:... or a path set such as {head}+title:...)"
+            f"arm {label!r}: {head} alone is not fused; method, k, weights and judge_order "
+            f"need a fused arm ({FUSED}:... or a path set such as {head}+title:...)"
         )
     return Arm(
         label=label,
         paths=paths,
         alone=alone,
         weights=weights or None,
+        method=method,
         k=k,
         rounds=rounds,
         judge_order=judge_order,

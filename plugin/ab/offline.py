@@ -1,7 +1,9 @@
 """Paired offline comparison of arms on one labelled set: ``hybridsag eval --compare`` and
 ``--grid``.
 
-Every arm (:mod:`hybridsag.ab.arms`) answers the same questions over one index. Per arm:
+Every arm (:mod:`hybridsag.ab.arms`) answers the same questions over one index; a fused arm
+is scored on the paths' runs captured once per run-level settings, with the search's own
+fusion step (:mod:`hybridsag.offline_runs`), as the grid's points are. Per arm:
 Recall@5, Recall@10 and nDCG@10. Per pair of arms (A vs B, in the order given): the mean
 difference A - B of each metric with a paired bootstrap 95% interval (``scipy.stats.bootstrap``
 over the per-question differences, percentile method, seeded), wins/losses/ties, and a paired
@@ -32,16 +34,25 @@ from typing import Any
 from hybridsag.ab.arms import Arm, parse_arms
 from hybridsag.errors import ConfigError, InputError
 from hybridsag.evaluation import (
-    TUNE_KS,
-    TUNE_WEIGHTS,
     Dataset,
     eval_versions,
     load_dataset,
     metrics_for,
     open_eval_index,
+    questions_of,
     ranked_resources,
     skipped_line,
     uses_vectors,
+)
+from hybridsag.offline_runs import (
+    DEPTH,
+    GRID_KS,
+    GRID_WEIGHTS,
+    Captures,
+    describe,
+    grid,
+    relative_weights,
+    score,
 )
 from hybridsag.paths import PATHS
 from hybridsag.settings import Settings
@@ -64,8 +75,6 @@ METRICS = ("recall@5", "recall@10", "ndcg@10")
 #: ranx's paired tests: "student" (paired t-test), "fisher" (randomization test).
 STAT_TESTS = ("student", "fisher")
 SHORT = {"recall@5": "R@5", "recall@10": "R@10", "ndcg@10": "nDCG@10"}
-#: Ranks kept per question (the metrics look at 10 at most).
-DEPTH = 10
 Progress = Callable[[str, int], Callable[[int], None]]
 
 
@@ -144,44 +153,6 @@ def _needs_dense(settings: Settings, arms: Sequence[Arm]) -> bool:
     return uses_vectors(wanted)
 
 
-class _Searches:
-    """One HybridSearch per distinct arm settings over the shared index, sharing the base's
-    embedder and dense index; closed together (the arms' first, then the base)."""
-
-    def __init__(self, base: Any) -> None:
-        self.base = base
-        self._made: list[tuple[Settings, Any]] = []
-
-    def for_settings(self, settings: Settings) -> Any:
-        from hybridsag.search import HybridSearch
-
-        if settings == self.base.settings:
-            return self.base
-        for made_settings, hs in self._made:
-            if made_settings == settings:
-                return hs
-        parts = self.base.components
-        shared: dict[str, Any] = {}
-        if parts.dense_enabled:
-            shared = {"embedder": parts.embedder(), "dense_index": parts.dense_index()}
-        hs = HybridSearch(settings, **shared)
-        self._made.append((settings, hs))
-        return hs
-
-    def close(self) -> None:
-        for _, hs in self._made:
-            hs.close()
-        self.base.close()
-
-
-def _run_arm(hs: Any, arm: Arm, text: str) -> list[str]:
-    if arm.alone:
-        res = hs.run_path(arm.paths[0], text, limit=DEPTH, filters=Filters())
-        return ranked_resources(res.hits)[:DEPTH]
-    resp = hs.search(text, top_k=DEPTH, explain=False, **arm.search_options())
-    return list(dict.fromkeys(r.resource_id for r in resp.results))[:DEPTH]
-
-
 def run_arms(
     settings: Settings,
     ds: Dataset,
@@ -190,8 +161,13 @@ def run_arms(
     *,
     progress: Progress | None = None,
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, list[float]], dict[str, Any]]:
-    """Index ``ds`` once and run every arm on every question: returns each arm's ranked
-    passage ids per question, its per-question latencies (ms) and the index figures."""
+    """Index ``ds`` once and answer every question with every arm: a path alone runs by
+    itself; a fused arm is scored on a capture of its paths (:mod:`hybridsag.offline_runs`:
+    the paths run once per distinct run-level settings, and each arm's fusion is scored on
+    them with the search's own fusion step). Returns each arm's ranked passage ids per
+    question, its per-question latencies in ms (a fused arm's: its capture's paths plus its
+    own fusion) and the index figures. InputError names an arm whose settings are refused (a
+    ``k`` under convex fusion among them)."""
     noop = lambda n: None  # noqa: E731
     runs: dict[str, dict[str, list[str]]] = {}
     latencies: dict[str, list[float]] = {}
@@ -203,25 +179,36 @@ def run_arms(
     live = [a for a in arms if a.run_file is None]
     if not live:
         return runs, latencies, {"passages": ds.passages, "imported_only": True}
+    for arm in live:  # refused before anything is indexed
+        arm.settings_for(settings)
     base, info = open_eval_index(
         settings, ds, out, needs_dense=_needs_dense(settings, live), progress=progress
     )
-    searches = _Searches(base)
+    captures = Captures(base, questions_of(ds))
     try:
         for arm in live:
-            hs = searches.for_settings(arm.settings_for(base.settings))
+            arm_settings = arm.settings_for(base.settings)
             tick = progress(arm.label, len(ds.queries)) if progress else noop
-            ranked: dict[str, list[str]] = {}
-            ms: list[float] = []
-            for qid, text in ds.queries:
-                t0 = time.perf_counter()
-                ranked[qid] = _run_arm(hs, arm, text)
-                ms.append((time.perf_counter() - t0) * 1000.0)
-                tick(1)
-            runs[arm.label] = ranked
-            latencies[arm.label] = ms
+            if arm.alone:
+                hs = captures.search_for(arm_settings)
+                ranked: dict[str, list[str]] = {}
+                ms: list[float] = []
+                for qid, text in ds.queries:
+                    t0 = time.perf_counter()
+                    res = hs.run_path(arm.paths[0], text, limit=DEPTH, filters=Filters())
+                    ranked[qid] = ranked_resources(res.hits)[:DEPTH]
+                    ms.append((time.perf_counter() - t0) * 1000.0)
+                    tick(1)
+                runs[arm.label], latencies[arm.label] = ranked, ms
+                continue
+            cap = captures.get(arm_settings, arm.paths or None, progress=tick)
+            scored = score(
+                cap, arm_settings.fusion, weights=arm.weights, judge_order=arm.judge_order
+            )
+            runs[arm.label] = dict(scored.ranked)
+            latencies[arm.label] = [q.ms + scored.fuse_ms[q.qid] for q in cap.questions]
     finally:
-        searches.close()
+        captures.close()
     return runs, latencies, info
 
 
@@ -495,83 +482,83 @@ def grid_search(
     data: Path,
     *,
     fuse: Sequence[str] | None = None,
-    ks: Sequence[float] = TUNE_KS,
-    weights: Sequence[float] = TUNE_WEIGHTS,
+    method: str | None = None,
+    ks: Sequence[float] | None = None,
+    normalisations: Sequence[str] | None = None,
+    weights: Sequence[float] = GRID_WEIGHTS,
     rounds: Sequence[int] = (0, 1, 2),
     limit: int | None = None,
     out: Path | None = None,
     top: int = 20,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Sweep RRF ``ks``, per-path ``weights`` (relative: the largest of a point is 1) and SAG2
-    ``rounds`` for a fused search over ``fuse`` (default ``search.paths``); the paths run once
-    per question and rounds value, every (k, weights) point is fused offline as a search fuses
-    (:func:`hybridsag.fusion.fuse`). Returns every point's R@5, R@10 and nDCG@10, best first
-    (``top`` of them in ``table``), and writes ``grid.json`` into ``out``."""
-    from hybridsag.fusion import fuse as fuse_hits
-
-    ds = load_dataset(data, limit=limit)
-    out = Path(out) if out is not None else settings.data_dir / "eval" / f"{ds.name}-grid"
-    out.mkdir(parents=True, exist_ok=True)
+    """Sweep a fused search over ``fuse`` (default ``search.paths``) for one fusion ``method``
+    (default ``fusion.method``): per-path ``weights`` (relative: the largest of a point is 1),
+    SAG2 ``rounds``, and the method's own parameter: RRF ``ks`` (default
+    :data:`~hybridsag.offline_runs.GRID_KS`) for rrf, ``normalisations`` (default the
+    configured one) for convex. The paths run once per question and rounds value, and every
+    point is scored with the search's own fusion step, trust included
+    (:mod:`hybridsag.offline_runs`). Returns every point's
+    R@5, R@10 and nDCG@10, best first (``top`` of them in ``table``), and writes ``grid.json``
+    into ``out``. InputError, before anything is indexed, for ``ks`` under convex or
+    ``normalisations`` under rrf (naming the method), an unknown path or a rounds value outside
+    0..2."""
+    method = settings.fusion.method if method is None else method
+    if ks is None and method == "rrf":
+        ks = GRID_KS
+    if normalisations is None and method == "convex":
+        normalisations = (settings.fusion.normalisation,)
     paths = tuple(fuse) if fuse else tuple(settings.search.paths)
     for p in paths:
         if p not in PATHS:
             raise InputError(f"unknown path {p!r} in --fuse; valid: {', '.join(PATHS)}")
     if settings.embedding.model == "none":
         paths = tuple(p for p in paths if not PATHS[p].needs_dense)
+    candidates = grid(
+        settings.fusion, method, relative_weights(paths, weights),
+        ks=ks or (), normalisations=normalisations or (),
+    )  # fmt: skip
     for r in rounds:
         if not 0 <= r <= 2:
             raise InputError(f"--grid-rounds {r} must be in 0..2")
     if "sag2" not in paths:
         rounds = (settings.sag2.rounds,)
+    ds = load_dataset(data, limit=limit)
+    out = Path(out) if out is not None else settings.data_dir / "eval" / f"{ds.name}-grid"
+    out.mkdir(parents=True, exist_ok=True)
     needs_dense = settings.embedding.model != "none" and uses_vectors(paths)
     base, info = open_eval_index(settings, ds, out, needs_dense=needs_dense, progress=progress)
-    searches = _Searches(base)
+    captures = Captures(base, questions_of(ds))
     points: list[dict[str, Any]] = []
-    combos = [c for c in itertools.product(weights, repeat=len(paths)) if max(c) == 1.0]
-    noop = lambda n: None  # noqa: E731
     try:
         for r in rounds:
-            data_r = base.settings.model_dump()
-            data_r["sag2"]["rounds"] = r
-            hs = searches.for_settings(type(base.settings).model_validate(data_r))
-            collected = []
-            tick = progress(f"rounds={r}", len(ds.queries)) if progress else noop
-            for qid, text in ds.queries:
-                runs = hs.run_paths(paths, text, limit=hs.settings.fusion.depth, filters=Filters()).runs
-                _records, _resources, views = hs.visible_chunks(runs, Filters())
-                collected.append((text, runs, views, ds.qrels[qid]))
-                tick(1)
-            for k in ks:
-                for combo in combos:
-                    options = hs.settings.fusion.options(weights=dict(zip(paths, combo)), k=k)
-                    sums = dict.fromkeys(METRICS, 0.0)
-                    for text, runs, views, gold in collected:
-                        fused = fuse_hits(runs, query=text, chunks=views, **options)
-                        ranked = list(dict.fromkeys(views[f.chunk_id].resource_id for f in fused))
-                        m = metrics_for(ranked[:DEPTH], gold)
-                        for key in METRICS:
-                            sums[key] += m[key]
-                    n = max(len(collected), 1)
-                    points.append(
-                        {
-                            "rounds": r,
-                            "k": k,
-                            "weights": dict(zip(paths, combo)),
-                            **{key: round(v / n, 6) for key, v in sums.items()},
-                        }
-                    )
+            run_settings = base.settings.model_copy(
+                update={"sag2": base.settings.sag2.model_copy(update={"rounds": r})}
+            )
+            tick = progress(f"rounds={r}", len(ds.queries)) if progress else None
+            cap = captures.get(run_settings, paths, progress=tick)
+            for point in candidates:
+                m = score(cap, point).metrics
+                points.append(
+                    {"rounds": r, **describe(point), **{k: round(m[k], 6) for k in METRICS}}
+                )
     finally:
-        searches.close()
+        captures.close()
     points.sort(
-        key=lambda p: (-p["recall@10"], -p["ndcg@10"], -p["recall@5"], p["rounds"], p["k"])
+        key=lambda p: (
+            -p["recall@10"], -p["ndcg@10"], -p["recall@5"], p["rounds"], p.get("k", 0.0)
+        )
+    )
+    axis = (
+        {"k": list(ks or ())} if method == "rrf" else {"normalisation": list(normalisations or ())}
     )
     summary = {
         "dataset": ds.name,
         "questions": len(ds.queries),
         "fused_paths": list(paths),
+        "method": method,
         "index": info,
-        "grid": {"k": list(ks), "weights": list(weights), "rounds": list(rounds)},
+        "grid": {"method": method, **axis, "weights": list(weights), "rounds": list(rounds)},
         "points": len(points),
         "table": points[:top],
         "out": str(out),
@@ -583,21 +570,24 @@ def grid_search(
 
 
 def format_grid(summary: Mapping[str, Any]) -> str:
-    """The grid's best points as a plain table."""
+    """The grid's best points as a plain table (the k column for rrf, the normalisation's for
+    convex)."""
     paths = summary["fused_paths"]
+    own = "k" if summary["method"] == "rrf" else "normalisation"
     lines = [
-        f"grid on {summary['dataset']} ({summary['questions']} questions): fused "
-        f"{'+'.join(paths)}, {summary['points']} points; best {len(summary['table'])}:"
+        f"grid on {summary['dataset']} ({summary['questions']} questions): {summary['method']} "
+        f"fusion of {'+'.join(paths)}, {summary['points']} points; best {len(summary['table'])}:"
     ]
     head = (
-        f"{'rounds':>6}{'k':>7}  "
+        f"{'rounds':>6}{'k' if own == 'k' else 'norm':>8}  "
         + "".join(f"{p:>8}" for p in paths)
         + "".join(f"{SHORT[m]:>10}" for m in METRICS)
     )
     lines += [head, "-" * len(head)]
     for p in summary["table"]:
+        value = f"{p[own]:g}" if own == "k" else p[own]
         lines.append(
-            f"{p['rounds']:>6}{p['k']:>7g}  "
+            f"{p['rounds']:>6}{value:>8}  "
             + "".join(f"{p['weights'][name]:>8g}" for name in paths)
             + "".join(f"{p[m] * 100:>9.2f}%" for m in METRICS)
         )

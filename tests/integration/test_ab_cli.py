@@ -62,13 +62,13 @@ def test_compare_table_and_grid(tmp_path: Path, beir: Path) -> None:
                      "--stat-test", "fisher", "--out", str(tmp_path / "t"), "-q")  # fmt: skip
     assert code == 0, text
     assert "paired fisher test (ranx)" in text and "bm25 vs sag2" in text and "nDCG@10" in text
-    code, text = run("eval", "--data", str(beir), "--grid", "--fuse", "bm25,title",
-                     "--grid-k", "10,60", "--grid-weights", "0,1", "--json",
-                     "--out", str(tmp_path / "g"), "-q")  # fmt: skip
+    code, text = run("eval", "--data", str(beir), "--grid", "--grid-method", "rrf",
+                     "--fuse", "bm25,title", "--grid-k", "10,60", "--grid-weights", "0,1",
+                     "--json", "--out", str(tmp_path / "g"), "-q")  # fmt: skip
     assert code == 0, text
     grid = json.loads(text)
     assert grid["fused_paths"] == ["bm25", "title"] and grid["points"] >= 2
-    assert {p["k"] for p in grid["table"]} == {10.0, 60.0}
+    assert grid["method"] == "rrf" and {p["k"] for p in grid["table"]} == {10.0, 60.0}
     best = grid["table"][0]["recall@10"]
     assert all(p["recall@10"] <= best for p in grid["table"])
     assert (tmp_path / "g" / "grid.json").is_file()
@@ -82,6 +82,11 @@ def test_compare_table_and_grid(tmp_path: Path, beir: Path) -> None:
         (["--compare", "bm25,sag2", "--grid"], "--grid"),
         (["--compare", "bm25,sag2", "--alpha", "0.7"], "0.7"),
         (["--grid", "--grid-weights", "0,2"], "--grid-weights"),
+        # k is RRF's: a convex grid (the default method) or arm cannot sweep it
+        (["--grid", "--grid-k", "10,60"], "method here is convex"),
+        (["--grid", "--grid-method", "convex", "--grid-k", "10"], "method here is convex"),
+        (["--grid", "--grid-method", "rrf", "--grid-normalisation", "zscore"], "here is rrf"),
+        (["--compare", "bm25,fused:k=30"], "method here is convex"),
     ],
 )
 def test_compare_bad_input_exits_2_naming_it(

@@ -42,7 +42,7 @@ def test_arm_texts() -> None:
 
 def test_settings_file_arm(tmp_path: Path) -> None:
     good = tmp_path / "arm.toml"
-    good.write_text("[fusion]\nk = 25\n[sag2]\nrounds = 2\n", encoding="utf-8")
+    good.write_text("[fusion]\nmethod = 'rrf'\nk = 25\n[sag2]\nrounds = 2\n", encoding="utf-8")
     arm = parse_arms(f"bm25,{good}")[1]
     from hybridsag.settings import Settings
 
