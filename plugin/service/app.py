@@ -3,8 +3,9 @@
 The app holds one warm :class:`~hybridsag.search.HybridSearch`. Its lifespan builds it on a
 thread and runs one search (store, model, Milvus and judge loaded) while ``/healthz`` already
 answers and ``/readyz`` says 503 "warming up"; after that ``/readyz`` checks the store, Milvus
-and the model on every call. On shutdown it stops the reconcile job, lets every admitted search
-and write finish, and closes the search.
+and the model on every call. On shutdown it stops the reconcile job, cancels the write in flight
+(a long ingest stops at its next cancellation point and is undone), lets every admitted search
+finish, and closes the search.
 
 Handlers hold no logic the Python API lacks: they check the caller's scope
 (:mod:`hybridsag.service.auth`), hand the call to a :class:`~hybridsag.service.limits.Gate`, and
@@ -22,6 +23,7 @@ command, registered by that package, wires its implementation in. Without hooks 
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -135,6 +137,8 @@ class ServiceState:
         #: the A/B experiments and their event store (hybridsag.ab), opened by warm()
         self.experiments: Experiments | None = None
         self.ready = False
+        #: set by close(): writes in flight are cancelled (hybridsag.writer's cancel event)
+        self.stopping = threading.Event()
         self.warm_error: str | None = None
         self.searches = Gate(
             "search",
@@ -174,7 +178,10 @@ class ServiceState:
         logger.info("warm in %.2f s; ready", time.perf_counter() - t0)
 
     def close(self) -> None:
-        """Stop the schedule, finish admitted work, close the search (if the app built it)."""
+        """Stop the schedule, cancel the write in flight (it stops at its next cancellation
+        point, undone: :class:`~hybridsag.errors.WriteCancelledError`), finish admitted work,
+        close the search (if the app built it)."""
+        self.stopping.set()  # a long write stops at its next cancellation point, undone
         self.ready = False
         if self.reconciler is not None:
             self.reconciler.stop_schedule()
@@ -511,7 +518,11 @@ async def ingest(
                 )
                 error.loc = ["body", i, "_id"]  # type: ignore[attr-defined]
                 raise error
-        return IngestOut.of(hs.ingest_documents(docs, mode=mode))  # type: ignore[arg-type]
+        # the shutdown sets state.stopping: a long write stops at its next cancellation point
+        report = hs.ingest_documents(
+            docs, mode=mode, cancel=state.stopping  # type: ignore[arg-type]
+        )
+        return IngestOut.of(report)
 
     return await state.writes.run(run)
 
