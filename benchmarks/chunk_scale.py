@@ -15,8 +15,8 @@ Each is chunked with the default settings (``fmt="text"``, ``markdown`` for ``co
 table gives seconds (best of ``--runs``), chunks, and MB/s. A linear chunker keeps MB/s about
 flat across the sizes; a quadratic one loses a factor of the size ratio. ``--compare FILE``
 also times another chunker module (say the one before issue 23:
-``git show 64738e2:plugin/chunker.py > /tmp/old_chunker.py``), skipping its runs over
-``--compare-max-s`` seconds at the previous size, and checks that both give the same chunks.
+``git show 64738e2:plugin/chunker.py > /tmp/old_chunker.py``), skipping a size where it would
+pass ``--compare-max-s`` seconds if quadratic, and checks that both give the same chunks.
 
     .venv/bin/python benchmarks/chunk_scale.py
     .venv/bin/python benchmarks/chunk_scale.py --compare /tmp/old_chunker.py --sizes 0.2,0.8,1.6
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--compare", help="another chunker module file to time beside this one")
-    ap.add_argument("--compare-max-s", type=float, default=20.0)
+    ap.add_argument("--compare-max-s", type=float, default=60.0)
     args = ap.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",")]
     other = _load(args.compare) if args.compare else None
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.shapes.split(","):
         fmt, build = SHAPES[name]
         skip_other = False
-        for mb in sizes:
+        for i, mb in enumerate(sizes):
             text = build(int(mb * MB))
             real_mb = len(text.encode("utf-8")) / MB
             seconds, chunks = _time(lambda: chunker.chunk_text(text, fmt=fmt), args.runs)
@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                     o_s, o_chunks = _time(lambda: other.chunk_text(text, fmt=fmt), 1)
                     same = [astuple(c) for c in o_chunks] == [astuple(c) for c in chunks]
                     line += f"  {o_s:>10.3f}  {'yes' if same else 'NO'}"
-                    skip_other = o_s > args.compare_max_s / 8  # the next size is 4x or more
+                    grow = (sizes[i + 1] / mb) ** 2 if i + 1 < len(sizes) else 1.0
+                    skip_other = o_s * grow > args.compare_max_s  # quadratic at the next size
             print(line, flush=True)
     return 0
 
