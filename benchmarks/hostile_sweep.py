@@ -344,6 +344,20 @@ class Sweep:
         except (ValueError, KeyError, TypeError):
             pass
 
+    def no_break(self) -> None:
+        """Issue 23: one 10 MB line with no sentence break (a period before a lowercase word
+        ends nothing), which took the chunker quadratic time (13 minutes at 9.5 MB)."""
+        def build(f: Path) -> None:
+            unit = "lorem ipsum dolor sit amet. " * 1000
+            with open(f / "nobreak.txt", "w", encoding="utf-8") as fh:
+                for _ in range(10_000_000 // len(unit)):
+                    fh.write(unit)
+        case = self.index_case("no-break-10mb", "10 MB single line, no sentence break; index",
+                               build, timeout=max(self.timeout, 300))
+        data = self.base / "no-break-10mb" / "data"
+        chunks = [r.get("chunks") for r in self.listed(data) if r["resource_id"] == "nobreak.txt"]
+        case.notes.insert(0, f"nobreak.txt chunks={chunks[0] if chunks else '?'}")
+
     def bad_args(self) -> None:
         folder, data = self.folder("bad-args")
         self.cli(["index", "-q", str(folder)], data)
@@ -648,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="hostile-sweep-"))
     sweep = Sweep(base, args.timeout)
     groups = ["fifo", "symlinks", "big_file", "names", "jsonl", "gitignore", "million_lines",
-              "bad_args", "secrets", "http"]
+              "no_break", "bad_args", "secrets", "http"]
     started = time.perf_counter()
     try:
         for g in groups:

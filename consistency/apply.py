@@ -375,18 +375,13 @@ class _Run:
                     continue
                 self._delete_ids(self.deletable(claim.vectors, undoing=(rid, p)), effects)
             with self.store.atomic() as c:
-                if p is not None:
-                    c.execute(
-                        "UPDATE resources SET pending_version = NULL "
-                        "WHERE resource_id = ? AND pending_version = ?",
-                        (rid, p),
-                    )
-                    c.execute(
-                        "DELETE FROM journal WHERE resource_id = ? AND op = 'ingest' "
-                        "AND version = ?",
-                        (rid, p),
-                    )
-                    self._bump(effects, "released_claims")
+                # the write path's own release (the claim, its journal row, a never-committed row)
+                released, dropped = self.writer.release_claim(
+                    c, rid, p, drop_uncommitted=claim.never_committed or p is not None,
+                    drop_title=True,
+                )
+                self._bump(effects, "released_claims", released)
+                self._bump(effects, "dropped_rows", dropped)
                 current = c.execute(
                     "SELECT pending_version FROM resources WHERE resource_id = ?", (rid,)
                 ).fetchone()
@@ -398,15 +393,6 @@ class _Run:
                         (jid, -1 if standing is None else standing),
                     )
                     self._bump(effects, "deleted_journal_rows", cur.rowcount)
-                row = c.execute(
-                    "SELECT id FROM resources WHERE resource_id = ? AND status = 'indexing' "
-                    "AND version = 0 AND pending_version IS NULL",
-                    (rid,),
-                ).fetchone()
-                if row is not None and (claim.never_committed or p is not None):
-                    self.lexical.remove_titles(c, [row[0]])
-                    c.execute("DELETE FROM resources WHERE id = ?", (row[0],))
-                    self._bump(effects, "dropped_rows")
             done += 1
         return done, skipped
 

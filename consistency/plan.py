@@ -24,7 +24,8 @@ read, sorts what does not belong into classes (:func:`build_plan` is the two tog
     ``titles_fts`` row (re-tokenized from the stored text).
 ``stuck_indexing``
     a claim (``pending_version``, a ``journal`` row, a never-committed ``indexing`` row) older than
-    ``consistency.indexing_timeout_s`` or whose owning process is gone from this host: its vectors
+    ``consistency.indexing_timeout_s`` or whose owning process is gone from this host (by the
+    owner id the claim records, :func:`hybridsag.writer.claim_abandoned`): its vectors
     are deleted, the claim released, a never-committed row dropped. Journal rows that no longer
     belong to a standing claim are listed here too.
 ``missing_vectors``
@@ -43,7 +44,6 @@ under the write lock before it deletes anything.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -52,8 +52,10 @@ from typing import Any, Literal
 from hybridsag.dense import DenseIndex
 from hybridsag.errors import StoreError
 from hybridsag.lexical import Fts5LexicalIndex
+from hybridsag.owners import pid_alive
 from hybridsag.settings import Settings
 from hybridsag.store import Store
+from hybridsag.writer import claim_abandoned
 
 __all__ = [
     "CLASSES",
@@ -266,20 +268,9 @@ class ReconcilePlan:
         }
 
 
-def owner_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (``kill(pid, 0)``; this process counts as
-    alive). A pid that exists but belongs to another user counts as alive."""
-    if pid == os.getpid():
-        return True
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+#: Whether process ``pid`` exists on this host (kept here for the lease; claims are judged by
+#: :func:`hybridsag.writer.claim_abandoned`, which survives pid reuse).
+owner_alive = pid_alive
 
 
 @dataclass(slots=True)
@@ -330,7 +321,7 @@ def read_state(store: Store, lexical: Fts5LexicalIndex, dense: DenseIndex | None
             }
             journal: dict[str, list[Mapping[str, Any]]] = {}
             for row in conn.execute(
-                "SELECT id, op, resource_id, version, step, pid, started_at, updated_at "
+                "SELECT id, op, resource_id, version, step, pid, started_at, updated_at, detail "
                 "FROM journal ORDER BY id"
             ):
                 journal.setdefault(row["resource_id"], []).append(row)
@@ -464,7 +455,9 @@ def _claims(
             started_at = min((j["started_at"] for j in claim_rows), default=res["updated_at"])
             age = max(0.0, now - float(started_at))
             pids = tuple(sorted({int(j["pid"]) for j in claim_rows}))
-            gone = bool(pids) and not any(owner_alive(pid) for pid in pids)
+            gone = bool(claim_rows) and all(
+                claim_abandoned(int(j["pid"]), j["detail"]) for j in claim_rows
+            )
             vectors = tuple(e for e in by_resource.get(rid, ()) if p is not None and e.version == p)
             claim = StuckClaim(
                 resource_id=rid,

@@ -42,16 +42,20 @@ path and 1-based line range. The rules:
 
 Mode ``"passage"`` returns the whole trimmed text as one chunk (benchmark corpora whose passages
 are given whole), cut at the hard caps. Everything here is pure Python and linear in the input
-size.
+size, whatever its shape (one 10 MB line without a sentence end, a million short lines, CJK
+without punctuation): a cut reads only its own window, the hard-cap check counts line breaks
+from the line table, the sentence splitter lets the regex engine skip terminators that can end
+nothing, and each line of a paragraph is looked at once (``benchmarks/chunk_scale.py``).
 """
 
 from __future__ import annotations
 
 import re
 import string
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Literal, get_args
 
 from hybridsag.fusion.markdown import atx_heading, fence_closes, fence_open
@@ -102,7 +106,25 @@ class Chunk:
 
 _CLOSERS = "\"'”’»)]}）】」』》〉〕"
 _OPENERS = "\"'“‘«([{（【「『《〈〔"
-_TERM_RE = re.compile("[.!?。！？；…]+[" + re.escape(_CLOSERS) + "]*")
+#: kana, CJK ideographs (extension A, unified, compatibility, extension B and on), hangul
+_CJK_CLASS = (
+    "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002fa1f"
+)
+_CJK_RE = re.compile(f"[{_CJK_CLASS}]")
+# A terminator run: terminators then closing quotes or brackets ("[.!?。！？；…]+[closers]*"),
+# matched whole (possessive) and only where one starts. Only the runs that may end a sentence
+# are found: two kinds _is_boundary always refuses are skipped by the regex engine, so that text
+# full of them ("3.14", "e.g. the", a period before a lowercase word a million times) costs no
+# Python call per run: a run without a Chinese terminator followed by a character that is
+# neither whitespace nor CJK, and a run of only "." and "…" followed by whitespace and an ASCII
+# lowercase letter.
+_CANDIDATE_RE = re.compile(
+    "[.!?。！？；…](?<![.!?。！？；…].)(?:"  # the first character of a run (never one inside it)
+    "(?:(?<=[。！？；])|[.!?…]*+[。！？；])[.!?。！？；…]*+[{c}]*+"
+    "|(?:(?<=[!?])|[.…]*+[!?])[.!?…]*+[{c}]*+(?![^\\s{k}])"
+    "|(?<=[.…])[.…]*+[{c}]*+(?![^\\s{k}])(?!\\s++[a-z])"
+    ")".format(c=re.escape(_CLOSERS), k=_CJK_CLASS)
+)
 _STRONG_TERMS = frozenset("。！？；")  # Chinese terminators end a sentence whatever follows
 _NO_SPLIT_BEFORE = frozenset(",，、:：;；")
 # Abbreviations that are followed by a capitalised name ("Dr. Smith"), and ones followed by a
@@ -130,15 +152,7 @@ Span = tuple[int, int]
 
 
 def _is_cjk(ch: str) -> bool:
-    o = ord(ch)
-    return (
-        0x3040 <= o <= 0x30FF  # kana
-        or 0x3400 <= o <= 0x4DBF
-        or 0x4E00 <= o <= 0x9FFF
-        or 0xF900 <= o <= 0xFAFF
-        or 0xAC00 <= o <= 0xD7AF  # hangul
-        or 0x20000 <= o <= 0x2FA1F
-    )
+    return _CJK_RE.match(ch) is not None
 
 
 def _trim(text: str, start: int, end: int) -> Span:
@@ -163,19 +177,21 @@ def _word_before(text: str, pos: int, lo: int) -> str:
 def _is_boundary(text: str, a: int, b: int, hi: int, lo: int) -> bool:
     """Whether the terminator run ``text[a:b]`` ends a sentence."""
     run = text[a:b]
-    for ch in run:
-        if ch in _STRONG_TERMS:
-            return True
-    if b < hi:
-        nxt = text[b]
-        if not nxt.isspace() and not _is_cjk(nxt):
-            return False  # 3.14, v2.3.1, e.g.x, file.py, "?)" mid-token
-    k = b
-    while k < hi and text[k].isspace():
-        k += 1
-    if k >= hi:
+    if not _STRONG_TERMS.isdisjoint(run):
         return True
-    follow = text[k]
+    if b >= hi:
+        return True
+    follow = text[b]
+    if not follow.isspace():
+        if not _is_cjk(follow):
+            return False  # 3.14, v2.3.1, e.g.x, file.py, "?)" mid-token
+    else:
+        k = b + 1
+        while k < hi and text[k].isspace():
+            k += 1
+        if k >= hi:
+            return True
+        follow = text[k]
     if follow in _NO_SPLIT_BEFORE:
         return False
     core = run.rstrip(_CLOSERS)
@@ -198,9 +214,10 @@ def _is_boundary(text: str, a: int, b: int, hi: int, lo: int) -> bool:
 
 
 def _sentence_spans(text: str, lo: int, hi: int, out: list[Span]) -> None:
-    """Append the trimmed sentence spans of the prose run ``text[lo:hi]`` to ``out``."""
+    """Append the trimmed sentence spans of the prose run ``text[lo:hi]`` to ``out``; ``lo``
+    starts a line (the run pattern looks one character back, to find where a run starts)."""
     start = lo
-    for m in _TERM_RE.finditer(text, lo, hi):
+    for m in _CANDIDATE_RE.finditer(text, lo, hi):
         a, b = m.span()
         if _is_boundary(text, a, b, hi, lo):
             s, e = _trim(text, start, b)
@@ -331,22 +348,22 @@ class _Caps:
 
 def _cut(text: str, s: int, e: int, size: int, max_lines: int) -> list[Span]:
     """``text[s:e]`` in trimmed pieces of at most ``size`` characters and ``max_lines`` lines,
-    cut at line ends, else at whitespace, else anywhere (a run with no space at all)."""
+    cut at line ends, else at whitespace, else anywhere (a run with no space at all).
+
+    Each piece reads only its own window (``size`` characters and one past): the work is
+    linear in ``e - s`` whatever the text holds (no newline, no space)."""
     pieces: list[Span] = []
     while s < e:
         s, e = _trim(text, s, e)
         if s >= e:
             break
         limit = min(e, s + size)
-        lines_end = s
-        for _ in range(max_lines):
-            m = _NEWLINE_RE.search(text, lines_end, e)
-            if m is None:
-                lines_end = e
-                break
-            lines_end = m.end()
-        else:
-            limit = min(limit, lines_end)
+        # the line cap: the end of the max_lines-th line break, when it comes before the limit
+        # (a break ending past the limit cannot lower it, so the search stops one past it)
+        breaks = islice(_NEWLINE_RE.finditer(text, s, min(e, limit + 1)), max_lines - 1, None)
+        nth = next(breaks, None)
+        if nth is not None:
+            limit = min(limit, nth.end())
         if limit >= e:
             pieces.append((s, e))
             break
@@ -443,21 +460,28 @@ def _pack(units: list[Unit], caps: _Caps, fits: Callable[[int, int], bool]) -> l
 def _merge_tiny(spans: list[Span], min_chars: int, fits: Callable[[int, int], bool]) -> list[Span]:
     """Each span shorter than ``min_chars`` joins the next span of its section (what it
     introduces: ``Output::`` before its code), else the previous one, when the union stays
-    within the hard caps; a section with one tiny span keeps it."""
-    out = list(spans)
-    i = 0
-    while i < len(out):
-        s, e = out[i]
-        if e - s < min_chars and len(out) > 1:
-            if i + 1 < len(out) and fits(s, max(e, out[i + 1][1])):
-                out[i + 1] = (s, max(e, out[i + 1][1]))
-                del out[i]
+    within the hard caps; a section with one tiny span keeps it. One pass: the span being
+    looked at grows by the next ones while it is tiny, and is then kept or given to the one
+    before it."""
+    out: list[Span] = []
+    n = len(spans)
+    j = 1  # the next span not looked at yet
+    cur: Span | None = spans[0] if spans else None
+    while cur is not None:
+        s, e = cur
+        if e - s < min_chars and n - j + len(out) > 0:
+            if j < n and fits(s, max(e, spans[j][1])):
+                cur = (s, max(e, spans[j][1]))
+                j += 1
                 continue
-            if i > 0 and fits(out[i - 1][0], max(e, out[i - 1][1])):
-                out[i - 1] = (out[i - 1][0], max(e, out[i - 1][1]))
-                del out[i]
+            if out and fits(out[-1][0], max(e, out[-1][1])):
+                out[-1] = (out[-1][0], max(e, out[-1][1]))
+                cur = spans[j] if j < n else None
+                j += 1
                 continue
-        i += 1
+        out.append(cur)
+        cur = spans[j] if j < n else None
+        j += 1
     return out
 
 
@@ -507,12 +531,28 @@ def _markdown_spans(
     def line_of(k: int) -> str:
         return text[starts[k] : ends[k]]
 
+    # whether the paragraph holds a list item or a quote line (then no setext underline makes
+    # it a title): each line is looked at once per paragraph, however many "===" lines follow
+    scan_para, scanned, marked = -1, 0, False  # the paragraph's first line, lines looked at
+
+    def para_has_item_or_quote() -> bool:
+        nonlocal scan_para, scanned, marked
+        if scan_para != para[0]:  # another paragraph (line numbers only grow)
+            scan_para, scanned, marked = para[0], 0, False
+        while not marked and scanned < len(para):
+            k = para[scanned]
+            scanned += 1
+            marked = _ITEM_RE.match(text, starts[k], ends[k]) is not None
+            marked = marked or line_of(k).lstrip().startswith(">")
+        return marked
+
     def fits(s: int, e: int) -> bool:
+        """Whether ``text[s:e]`` is within the hard caps; the line breaks it touches are
+        counted from the line table (breaks starting before ``e`` minus those ending by
+        ``s``), so a check costs a logarithm, not the span's length."""
         if e - s > caps.max_chars:
             return False
-        return text.count("\n", s, e) + text.count("\r", s, e) - text.count("\r\n", s, e) < (
-            caps.max_lines
-        )
+        return bisect_left(ends, e) - bisect_right(starts, s) + 1 < caps.max_lines
 
     def flush_para() -> None:
         nonlocal literal_indent
@@ -666,9 +706,7 @@ def _markdown_spans(
                     i += 1
                     continue
             if first in "=-" and para and _SETEXT_RE.match(line):
-                if not any(_ITEM_RE.match(text, starts[k], ends[k]) for k in para) and not any(
-                    line_of(k).lstrip().startswith(">") for k in para
-                ):
+                if not para_has_item_or_quote():
                     title = " ".join(line_of(k).strip() for k in para)
                     para.clear()
                     open_heading(1 if first == "=" else 2, title)

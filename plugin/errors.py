@@ -13,6 +13,7 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     ├── AuthError              HTTP service: a missing or unknown bearer token (401)
     │   └── ForbiddenError     a token without the role, tenant or ACL tag asked for (403)
     ├── OverloadError          HTTP service: too many requests in flight (retriable; 429)
+    ├── WriteCancelledError    a write stopped at a cancellation point (shutdown; retriable)
     ├── ServiceError           HTTP service: failed or unreachable, as the CLI client sees it
     ├── StoreError             the system of record (SQLite or PostgreSQL) failed
     │   └── CorruptStoreError  the data dir's store is damaged (not SQLite, truncated, empty)
@@ -52,6 +53,7 @@ __all__ = [
     "QueryError",
     "ServiceError",
     "StoreError",
+    "WriteCancelledError",
 ]
 
 
@@ -105,6 +107,19 @@ class OverloadError(HybridSagError):
     def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class WriteCancelledError(HybridSagError):
+    """A write stopped at a cancellation point because its ``cancel`` event was set (the service
+    shutting down): the batch in flight was undone as a failed one is, batches committed before
+    stay; ``report`` is their :class:`~hybridsag.writer.IngestReport` (None when unknown). The
+    same write may be sent again (retriable; the service answers 503)."""
+
+    default_retriable = True
+
+    def __init__(self, message: str, *, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class ServiceError(HybridSagError):

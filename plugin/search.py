@@ -31,6 +31,8 @@ from hybridsag.tokenizer import has_cjk
 from hybridsag.trust import query_facts
 
 if TYPE_CHECKING:
+    import threading
+
     # the write side (chunker, folders, sources, writer) is imported by the methods that
     # ingest, so that a search process never loads it
     from hybridsag.chunker import Format
@@ -402,12 +404,15 @@ class HybridSearch:
         mode: Literal["sag", "passage"] | None = None,
         progress: IngestProgress | Callable[[int], None] | None = None,
         skip_unchanged: bool = True,
+        cancel: threading.Event | None = None,
     ) -> IngestReport:
         """Ingest documents (built with :func:`~hybridsag.writer.make_document`); each is
         checked again on its own, so one bad item is reported in ``errors`` and the others are
-        indexed."""
+        indexed. Once ``cancel`` is set the ingest stops at its next cancellation point, undoes
+        the batch in flight and raises :class:`~hybridsag.errors.WriteCancelledError`
+        (:meth:`hybridsag.writer.Writer.ingest_many`)."""
         return self.components.writer().ingest_many(
-            docs, mode=mode, progress=progress, skip_unchanged=skip_unchanged
+            docs, mode=mode, progress=progress, skip_unchanged=skip_unchanged, cancel=cancel
         )
 
     def ingest_jsonl(

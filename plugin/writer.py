@@ -7,7 +7,13 @@ tokenizing and embedding happen before the lock is taken; inside it:
 ingest (per batch)
   1. *claim* (one transaction): each resource gets ``pending_version`` = one above anything it
      ever had (its version, an earlier pending one, its tombstone); a new resource row is created
-     ``indexing`` (invisible); a ``journal`` row records ``claimed``.
+     ``indexing`` (invisible); a ``journal`` row records ``claimed``, with the claim's owner (a
+     process id that survives pid reuse, :mod:`hybridsag.owners`) and its chunk count in
+     ``detail`` (JSON), so that anyone can tell an abandoned claim and the vector ids it may have
+     written. Before claiming, the claims of the batch's ids (on a writer's first batch: every
+     claim) whose owner is a dead process of this host are released
+     (:meth:`Writer.release_abandoned`): a process SIGKILLed mid-ingest holds nothing once the
+     next write runs.
   2. *vectors*: rows for the pending version go to the dense index (ids carry the version).
      A failure deletes the vectors written and releases the claim (compensation), then raises.
   3. *commit* (one transaction): for each resource whose claim still stands, old chunks and FTS
@@ -22,7 +28,15 @@ delete
   2. the resource's vectors are deleted; 3. one transaction removes chunks, FTS rows and the row.
 
 A crash between steps leaves a journal row (or a ``deleting``/``indexing`` status) that the
-reconciler finishes or undoes.
+reconciler finishes or undoes. Releasing a claim is one operation, :meth:`Writer.release_claim`,
+whether the write path undoes its own batch, releases an abandoned claim, or the reconciler
+releases a stuck one.
+
+Cancellation: :meth:`Writer.ingest_many` takes a ``cancel`` event (the service sets it when it
+shuts down), checked before each document is chunked, between chunk tokenizations, between
+embedding slices and before each store step; when set, the batch in flight is undone by the same
+compensation as a failure and :class:`~hybridsag.errors.WriteCancelledError` is raised (batches
+committed before stay).
 """
 
 from __future__ import annotations
@@ -45,8 +59,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from hybridsag.chunker import FORMATS, Chunk, Format, chunk_text
 from hybridsag.dense import MAX_ACL_TAG_BYTES, MAX_ACL_TAGS, MAX_CHUNK_ID_BYTES, MAX_TENANT_BYTES
 from hybridsag.dense import MAX_RESOURCE_ID_BYTES as DENSE_RESOURCE_ID_BYTES
-from hybridsag.errors import DenseError, IngestError, StoreError
+from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelledError
 from hybridsag.fusion.text import normalize_title
+from hybridsag.owners import owner_dead, pid_alive, this_owner
 from hybridsag.progress import IngestProgress, as_progress
 from hybridsag.store import Store, select_in
 
@@ -70,6 +85,7 @@ __all__ = [
     "Writer",
     "as_progress",
     "chunk_id_for",
+    "claim_abandoned",
     "make_document",
     "printable",
     "revalidate",
@@ -99,6 +115,37 @@ MAX_METADATA_DEPTH = 32
 def chunk_id_for(resource_id: str, version: int, ordinal: int) -> str:
     """Chunk ids carry the version, so a stale vector can never pass for a current one."""
     return f"{resource_id}@{version}#{ordinal}"
+
+
+def _claim_detail(chunks: int) -> str:
+    """A claim's journal ``detail``: its owner (this process) and how many chunks it writes."""
+    return json.dumps({"owner": this_owner(), "chunks": chunks})
+
+
+def _read_detail(detail: str | None) -> tuple[str | None, int | None]:
+    """(owner, chunk count) of a claim's journal ``detail``; None for what a row lacks (one
+    written before owners were recorded has neither)."""
+    try:
+        data = json.loads(detail) if detail else None
+    except ValueError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    owner, chunks = data.get("owner"), data.get("chunks")
+    return (
+        owner if isinstance(owner, str) else None,
+        chunks if isinstance(chunks, int) and chunks >= 0 else None,
+    )
+
+
+def claim_abandoned(pid: int, detail: str | None) -> bool:
+    """Whether the process that wrote a claim's journal row is gone from this host: judged by
+    the owner id in ``detail`` (:func:`hybridsag.owners.owner_dead`, safe across pid reuse,
+    reboots and hosts), or for a row without one by its ``pid`` alone."""
+    owner, _chunks = _read_detail(detail)
+    if owner is not None:
+        return owner_dead(owner)
+    return not pid_alive(pid)
 
 
 def printable(value: str) -> str:
@@ -439,6 +486,7 @@ class Writer:
         self._stored_dense = stored_dense if stored_dense is not None else dense
         self._embedder = embedder
         self._hook = step_hook
+        self._released_abandoned = False  # every abandoned claim released once (first batch)
 
     @property
     def embeds(self) -> bool:
@@ -455,8 +503,16 @@ class Writer:
 
     # -- ingest ---------------------------------------------------------------------------------
 
-    def prepare(self, doc: Document, *, mode: Literal["sag", "passage"] | None = None) -> _Prepared:
-        """Chunk and tokenize one document (no lock, no I/O)."""
+    def prepare(
+        self,
+        doc: Document,
+        *,
+        mode: Literal["sag", "passage"] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> _Prepared:
+        """Chunk and tokenize one document (no lock, no I/O); WriteCancelledError when
+        ``cancel`` is set before the last chunk is tokenized."""
+        _check_cancel(cancel, "while chunking")
         chunks = chunk_text(
             doc.text,
             fmt=doc.fmt,
@@ -468,12 +524,16 @@ class Writer:
             min_chars=self.chunking.min_chars,
         )
         lex = self.lexical
+        tokens = []
+        for c in chunks:
+            _check_cancel(cancel, "while tokenizing")
+            tokens.append(lex.chunk_tokens(doc.title, c.heading_path, c.text))
         return _Prepared(
             doc=doc,
             chunks=tuple(chunks),
             title_tokens=lex.title_tokens(doc.title),
             title_norm=normalize_title(doc.title),
-            chunk_tokens=tuple(lex.chunk_tokens(doc.title, c.heading_path, c.text) for c in chunks),
+            chunk_tokens=tuple(tokens),
         )
 
     def ingest_many(
@@ -484,33 +544,50 @@ class Writer:
         batch_size: int = 1000,
         skip_unchanged: bool = True,
         progress: IngestProgress | Callable[[int], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> IngestReport:
         """Ingest documents in batches; returns counts. Each item is checked again as
         :func:`make_document` checks it, and chunked, on its own: one that fails is reported in
         ``errors`` (by resource id, or ``#<position>`` when the id itself is bad) and the others
         go on. Raises on a store or dense failure after compensating the batch in flight
         (earlier batches stay committed). ``progress``: an :class:`IngestProgress`, or a
-        callable given the number of documents done."""
+        callable given the number of documents done.
+
+        ``cancel``: once set, the ingest stops at its next cancellation point (see the module
+        docstring): the batch in flight is undone and :class:`WriteCancelledError` is raised,
+        its ``report`` holding what earlier batches committed."""
         started = time.perf_counter()
         report = IngestReport()
         ticks = as_progress(progress)
         batch: dict[str, Document] = {}
-        for position, item in enumerate(docs):
-            try:
-                doc = revalidate(item, position)
-            except IngestError as exc:
-                report.errors[_where(item, position)] = str(exc)
-                ticks.prepared(1, 0)
-                continue
-            if doc.resource_id in batch:  # the same id twice in a batch: flush, keep order
-                report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged, ticks))
-                batch = {}
-            batch[doc.resource_id] = doc
-            if len(batch) >= batch_size:
-                report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged, ticks))
-                batch = {}
-        if batch:
-            report.merge(self._ingest_batch(list(batch.values()), mode, skip_unchanged, ticks))
+
+        def run(docs: list[Document]) -> None:
+            report.merge(self._ingest_batch(docs, mode, skip_unchanged, ticks, cancel))
+
+        try:
+            for position, item in enumerate(docs):
+                try:
+                    doc = revalidate(item, position)
+                except IngestError as exc:
+                    report.errors[_where(item, position)] = str(exc)
+                    ticks.prepared(1, 0)
+                    continue
+                if doc.resource_id in batch:  # the same id twice in a batch: flush, keep order
+                    run(list(batch.values()))
+                    batch = {}
+                batch[doc.resource_id] = doc
+                if len(batch) >= batch_size:
+                    run(list(batch.values()))
+                    batch = {}
+            if batch:
+                run(list(batch.values()))
+        except WriteCancelledError as exc:
+            report.seconds = time.perf_counter() - started
+            raise WriteCancelledError(
+                f"ingest cancelled {exc}: the batch in flight was undone, nothing of it is "
+                f"indexed; {report.indexed} resource(s) committed before it stay indexed",
+                report=report,
+            ) from None
         if self._dense is not None and report.vectors >= FLUSH_AFTER_VECTORS:
             self._dense().flush()
         if report.chunks >= FLUSH_AFTER_VECTORS:
@@ -558,12 +635,15 @@ class Writer:
         mode: Literal["sag", "passage"] | None,
         report: IngestReport,
         ticks: IngestProgress,
+        cancel: threading.Event | None,
     ) -> list[_Prepared]:
         """Chunk and tokenize each document; one that fails is reported and left out."""
         prepared = []
         for d in docs:
             try:
-                p = self.prepare(d, mode=mode)
+                p = self.prepare(d, mode=mode, cancel=cancel)
+            except WriteCancelledError:
+                raise
             except Exception as exc:  # noqa: BLE001 - pure CPU work on one document's text
                 log.warning("%s could not be chunked", printable(d.resource_id), exc_info=True)
                 report.errors[printable(d.resource_id)] = (
@@ -575,7 +655,9 @@ class Writer:
             ticks.prepared(1, len(p.chunks))
         return prepared
 
-    def _embed(self, prepared: list[_Prepared], ticks: IngestProgress) -> list[_Prepared]:
+    def _embed(
+        self, prepared: list[_Prepared], ticks: IngestProgress, cancel: threading.Event | None
+    ) -> list[_Prepared]:
         """``prepared`` with the vectors of their chunks, embedded in slices of
         :data:`EMBED_SLICE` so that the progress shows the embedding as it goes."""
         import numpy as np
@@ -588,6 +670,7 @@ class Writer:
         ticks.embedding(len(texts))
         parts = []
         for start in range(0, len(texts), EMBED_SLICE):
+            _check_cancel(cancel, "while embedding")
             part = texts[start : start + EMBED_SLICE]
             parts.append(embedder.encode(part, kind="passage"))
             ticks.embedded(len(part))
@@ -606,8 +689,10 @@ class Writer:
         mode: Literal["sag", "passage"] | None,
         skip_unchanged: bool,
         ticks: IngestProgress,
+        cancel: threading.Event | None = None,
     ) -> IngestReport:
         report = IngestReport()
+        _check_cancel(cancel, "before a batch")
         if skip_unchanged:
             same = self._unchanged(docs)
             report.unchanged = len(same)
@@ -616,17 +701,22 @@ class Writer:
                 ticks.prepared(len(same), 0)
         if not docs:
             return report
-        prepared = self._prepare_each(docs, mode, report, ticks)
+        prepared = self._prepare_each(docs, mode, report, ticks, cancel)
         if not prepared:
             return report
         dense = None
         if self._dense is not None and self._embedder is not None:
-            prepared = self._embed(prepared, ticks)
+            prepared = self._embed(prepared, ticks, cancel)
             dense = self._dense()
         with self.lock.hold():
+            _check_cancel(cancel, "while waiting for the write lock")
+            self.release_abandoned(
+                None if not self._released_abandoned else [p.doc.resource_id for p in prepared]
+            )
             claims = self._claim(prepared)
             written: list[str] = []  # what may be in the dense index: compensated on failure
             try:
+                _check_cancel(cancel, "after claiming")
                 if dense is not None:
                     rows = self._vector_rows(prepared, claims)
                     written = [r.chunk_id for r in rows]
@@ -635,6 +725,7 @@ class Writer:
                     if rows:  # a failed upsert wrote an unknown part: all ids are compensated
                         dense.upsert(rows)
                     report.vectors = len(written)
+                _check_cancel(cancel, "before the commit")
                 committed, lost, old_ids = self._commit(prepared, claims)
             except BaseException as exc:
                 self._compensate(dense, written, claims, exc)
@@ -696,7 +787,7 @@ class Writer:
                     )
                 else:
                     bumps.append((version, now, rid))
-                journal.append((rid, version, pid, now, now))
+                journal.append((rid, version, pid, now, now, _claim_detail(len(p.chunks))))
                 claims[rid] = version
             conn.executemany(
                 """INSERT INTO resources(resource_id, title, title_norm, source_uri,
@@ -710,8 +801,8 @@ class Writer:
                 bumps,
             )
             conn.executemany(
-                "INSERT INTO journal(op, resource_id, version, step, pid, started_at, updated_at)"
-                " VALUES ('ingest', ?, ?, 'claimed', ?, ?, ?)",
+                "INSERT INTO journal(op, resource_id, version, step, pid, started_at, updated_at,"
+                " detail) VALUES ('ingest', ?, ?, 'claimed', ?, ?, ?, ?)",
                 journal,
             )
         return claims
@@ -872,21 +963,115 @@ class Writer:
     def _release(self, claims: Mapping[str, int]) -> None:
         with self.store.atomic() as conn:
             for rid, version in claims.items():
-                conn.execute(
-                    "UPDATE resources SET pending_version = NULL WHERE resource_id = ? "
-                    "AND pending_version = ?",
-                    (rid, version),
-                )
-                conn.execute(
-                    "DELETE FROM resources WHERE resource_id = ? AND status = 'indexing' "
-                    "AND version = 0 AND pending_version IS NULL",
-                    (rid,),
-                )
-                conn.execute(
-                    "DELETE FROM journal WHERE resource_id = ? AND version = ? "
-                    "AND op = 'ingest'",
-                    (rid, version),
-                )
+                self.release_claim(conn, rid, version)
+
+    def release_claim(
+        self,
+        conn: Any,
+        resource_id: str,
+        version: int | None,
+        *,
+        drop_uncommitted: bool = True,
+        drop_title: bool = False,
+    ) -> tuple[int, int]:
+        """Release claim ``version`` of ``resource_id`` inside the caller's write transaction
+        (:meth:`Store.atomic`; the caller holds the write lock and has removed the vectors the
+        claim may have written): the pending version is cleared where it is still ``version``,
+        the claim's journal row is removed, and with ``drop_uncommitted`` a resource row that
+        was never committed (``indexing``, version 0) and holds no other claim is dropped (with
+        ``drop_title``, the reconciler's, also a title row under its id, which only a commit
+        writes). ``version`` None releases nothing and only drops such a row.
+
+        The one release of the write path's state machine: a batch undoing itself
+        (compensation), an abandoned claim (:meth:`release_abandoned`) and the reconciler's
+        stuck claims all come here. Returns (claims released, rows dropped)."""
+        released = dropped = 0
+        if version is not None:
+            cur = conn.execute(
+                "UPDATE resources SET pending_version = NULL WHERE resource_id = ? "
+                "AND pending_version = ?",
+                (resource_id, version),
+            )
+            released = max(cur.rowcount, 0)
+            conn.execute(
+                "DELETE FROM journal WHERE resource_id = ? AND version = ? AND op = 'ingest'",
+                (resource_id, version),
+            )
+        if drop_uncommitted:
+            row = conn.execute(
+                "SELECT id FROM resources WHERE resource_id = ? AND status = 'indexing' "
+                "AND version = 0 AND pending_version IS NULL",
+                (resource_id,),
+            ).fetchone()
+            if row is not None:
+                if drop_title:
+                    self.lexical.remove_titles(conn, [row[0]])
+                conn.execute("DELETE FROM resources WHERE id = ?", (row[0],))
+                dropped = 1
+        return released, dropped
+
+    def release_abandoned(self, resource_ids: Sequence[str] | None = None) -> list[str]:
+        """Release the ingest claims (of ``resource_ids``, or every one) whose owner is a dead
+        process of this host (:func:`claim_abandoned`): the vectors each may have written (its
+        journal row records how many chunks) are deleted, then it is released
+        (:meth:`release_claim`). A claim of a live process, of another host, or one recorded
+        without an owner and chunk count is left to the reconciler, and so is one whose vectors
+        could not be deleted (logged). The caller holds the write lock; the write path calls
+        this before every claim. Returns the ids whose claims were released, in order."""
+        with self.lock.hold():
+            conn = self.store.connection()
+            select = "SELECT resource_id, id, version, pid, detail FROM journal WHERE op = 'ingest'"
+            if resource_ids is None:
+                rows = list(conn.execute(select + " ORDER BY id"))
+                self._released_abandoned = True
+            else:
+                found = _rows_by_id(conn, select + " AND", resource_ids, many=True)
+                rows = sorted((r for rs in found.values() for r in rs), key=lambda r: r["id"])
+            abandoned: list[tuple[str, int, int]] = []
+            for r in rows:
+                _owner, chunks = _read_detail(r["detail"])
+                if chunks is not None and claim_abandoned(int(r["pid"]), r["detail"]):
+                    abandoned.append((r["resource_id"], int(r["version"]), chunks))
+            if not abandoned:
+                return []
+            current = _rows_by_id(
+                conn,
+                "SELECT resource_id, status, version FROM resources",
+                [rid for rid, _v, _n in abandoned],
+            )
+            abandoned = [
+                a for a in abandoned if a[0] in current and current[a[0]]["status"] != "deleting"
+            ]  # a delete finishes (purge) what it found; a row of no resource is the reconciler's
+            if not abandoned:
+                return []
+            vectors = [
+                chunk_id_for(rid, version, k)
+                for rid, version, chunks in abandoned
+                if version != current[rid]["version"]  # never the committed version's ids
+                for k in range(chunks)
+            ]
+            dense = self._vectors_to_remove() if vectors else None
+            if dense is not None:
+                try:
+                    dense.delete_ids(vectors)
+                except DenseError as exc:
+                    log.warning(
+                        "abandoned claims of %s left to the reconciler: deleting their "
+                        "vectors failed: %s",
+                        ", ".join(sorted({printable(a[0]) for a in abandoned})),
+                        exc,
+                    )
+                    return []
+            with self.store.atomic() as wconn:
+                for rid, version, _chunks in abandoned:
+                    self.release_claim(wconn, rid, version)
+            released = list(dict.fromkeys(rid for rid, _v, _n in abandoned))
+            log.info(
+                "released %d abandoned claim(s) of dead processes: %s",
+                len(abandoned),
+                ", ".join(printable(r) for r in released[:10]),
+            )
+            return released
 
     @staticmethod
     def _cleanup_vectors(
@@ -1045,6 +1230,12 @@ class Writer:
             )
             self.lexical.status_changed(conn, resource_id)
         return True
+
+
+def _check_cancel(cancel: threading.Event | None, where: str) -> None:
+    """WriteCancelledError saying ``where`` when ``cancel`` is set (a cancellation point)."""
+    if cancel is not None and cancel.is_set():
+        raise WriteCancelledError(where)
 
 
 def _embed_text(title: str, chunk: Chunk) -> str:

@@ -1,11 +1,12 @@
 """Child process of the crash tests: run one write and SIGKILL itself at one step.
 
-Usage: ``python -m tests.consistency_crash_child DATA_DIR OP STEP TARGET [TEXT]``
+Usage: ``python -m tests.consistency_crash_child [--lexical-only] DATA_DIR OP STEP TARGET [TEXT]``
 
 OP is ``ingest`` or ``delete``; STEP is a write-path step name given to the step hook (``claim``,
 ``vectors``, ``commit``, ``tombstone``, ``vectors_delete``, ``purge``) or ``upsert`` (the
 process dies inside ``dense.upsert`` after writing half of the rows). Exit code 3 means the
 write finished without reaching the step (a test failure); a kill shows as -9 to the parent.
+``--lexical-only``: no model and no Milvus (``embedding.model = "none"``), for a fast child.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 
+from hybridsag.search import HybridSearch
 from tests.consistency_support import (
     FaultyDense,
     clear_env,
@@ -26,10 +28,11 @@ from tests.consistency_support import (
 
 
 def main(argv: list[str]) -> int:
-    data_dir, op, step, target = argv[:4]
-    text = argv[4] if len(argv) > 4 else ""
+    lexical_only = argv[:1] == ["--lexical-only"]
+    data_dir, op, step, target = argv[lexical_only : lexical_only + 4]
+    text = argv[lexical_only + 4] if len(argv) > lexical_only + 4 else ""
     clear_env()
-    settings = make_settings(Path(data_dir))
+    settings = make_settings(Path(data_dir), model="none" if lexical_only else None)
 
     def hook(name: str, resource_id: str) -> None:
         if name == step and resource_id == target:
@@ -39,7 +42,10 @@ def main(argv: list[str]) -> int:
     if step == "upsert":
         inner = own_dense_index(settings)
         dense = FaultyDense(inner, upsert_fault="kill", only_resource=target)
-    hs = open_search(settings, dense_index=dense, step_hook=hook)
+    if lexical_only:
+        hs = HybridSearch(settings, step_hook=hook)
+    else:
+        hs = open_search(settings, dense_index=dense, step_hook=hook)
     if op == "ingest":
         hs.ingest(target, text, title=target.title())
     elif op == "delete":

@@ -59,10 +59,16 @@ def clear_env() -> None:
 
 
 def make_settings(
-    data_dir: Path, store_url: str | None = None, *, lexical: str = "fts5", **consistency: Any
+    data_dir: Path,
+    store_url: str | None = None,
+    *,
+    lexical: str = "fts5",
+    model: str | None = None,
+    **consistency: Any,
 ) -> Settings:
-    """Settings over ``data_dir``: Milvus Lite, the packaged model, fast retries; the store on
-    PostgreSQL when ``store_url`` is given, the lexical index on ``lexical``."""
+    """Settings over ``data_dir``: Milvus Lite, the packaged model (or ``model``: ``"none"``
+    switches the dense path off), fast retries; the store on PostgreSQL when ``store_url`` is
+    given, the lexical index on ``lexical``."""
     fields: dict[str, Any] = {"backoff_s": 0.01}
     fields.update(consistency)
     return Settings(
@@ -70,7 +76,7 @@ def make_settings(
         store={"url": store_url},
         lexical={"backend": lexical},
         milvus=MilvusSettings(uri=None),
-        embedding=EmbeddingSettings(model=MODEL),
+        embedding=EmbeddingSettings(model=model or MODEL),
         consistency=ConsistencySettings(**fields),
     )
 

@@ -6,8 +6,9 @@ answers and ``/readyz`` says 503 "warming up"; after that ``/readyz`` checks the
 and the model (one embedding), at most once per ``server.ready_cache_s``, and answers from the
 last check in between. Without a token it says only ready or not; the per-component checks and
 counts take what ``/metrics`` takes (an admin token, or none with ``server.public_metrics``).
-On shutdown it stops the reconcile job, lets every admitted search and write finish, and closes
-the search.
+On shutdown it stops the reconcile job, cancels the write in flight (a long ingest stops at its
+next cancellation point and is undone), lets every admitted search finish, and closes the
+search.
 
 Before any route, :mod:`hybridsag.service.edge` gives the request an id, authenticates API
 calls (before their body is read) and logs and counts every answer, and
@@ -32,6 +33,7 @@ command, registered by that package, wires its implementation in. Without hooks 
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -146,6 +148,8 @@ class ServiceState:
         #: the A/B experiments and their event store (hybridsag.ab), opened by warm()
         self.experiments: Experiments | None = None
         self.ready = False
+        #: set by close(): writes in flight are cancelled (hybridsag.writer's cancel event)
+        self.stopping = threading.Event()
         self.warm_error: str | None = None
         #: the last deep check of /readyz: (time.monotonic() when done, checks)
         self._checked: tuple[float, dict[str, str]] | None = None
@@ -188,7 +192,10 @@ class ServiceState:
         logger.info("warm in %.2f s; ready", time.perf_counter() - t0)
 
     def close(self) -> None:
-        """Stop the schedule, finish admitted work, close the search (if the app built it)."""
+        """Stop the schedule, cancel the write in flight (it stops at its next cancellation
+        point, undone: :class:`~hybridsag.errors.WriteCancelledError`), finish admitted work,
+        close the search (if the app built it)."""
+        self.stopping.set()  # a long write stops at its next cancellation point, undone
         self.ready = False
         if self.reconciler is not None:
             self.reconciler.stop_schedule()
@@ -562,7 +569,11 @@ async def ingest(
                 )
                 error.loc = ["body", i, "_id"]  # type: ignore[attr-defined]
                 raise error
-        return IngestOut.of(hs.ingest_documents(docs, mode=mode))  # type: ignore[arg-type]
+        # the shutdown sets state.stopping: a long write stops at its next cancellation point
+        report = hs.ingest_documents(
+            docs, mode=mode, cancel=state.stopping  # type: ignore[arg-type]
+        )
+        return IngestOut.of(report)
 
     return await state.writes.run(run)
 

@@ -8,8 +8,11 @@ turns an ``Authorization: Bearer`` value into a :class:`Principal` or raises
 
 Deny by default: a tenant-scoped principal's searches always carry its tenant and ACL tags
 (:meth:`Principal.scope_filters`); it may narrow them but never widen them, and it can read,
-write or delete only resources it could find (:meth:`Principal.can_see`). An admin (or everyone,
-with ``server.auth = false`` on 127.0.0.1) is unscoped, as the in-process Python API is.
+write or delete only resources it could find (:meth:`Principal.can_see`). A read token sees only
+``ready`` resources (:data:`READ_STATUSES`), on every path: its search may not ask for disabled
+ones, and ``GET /v1/resources/ID`` of a disabled one is a 404, both through
+:meth:`Principal.sees_status`. An admin (or everyone, with ``server.auth = false`` on 127.0.0.1) is
+unscoped, as the in-process Python API is.
 
 No message, log line or metric ever holds a token: principals are named by ``TokenSettings.name``.
 """
@@ -26,7 +29,12 @@ from hybridsag.errors import AuthError, ForbiddenError
 from hybridsag.settings import ROLES, ServerSettings
 from hybridsag.store import ResourceRecord
 
-__all__ = ["Principal", "TokenBook"]
+__all__ = ["READ_STATUSES", "Principal", "TokenBook"]
+
+#: The resource statuses a read token may see, in search results and resource reads alike: what
+#: a default search returns. Write tokens see every status of their tenant (they disable,
+#: enable and re-ingest their own resources); admins see everything.
+READ_STATUSES = frozenset({"ready"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +60,30 @@ class Principal:
             )
         return self
 
+    def sees_status(self, status: str) -> bool:
+        """Whether this principal may see a resource in ``status``: a read token only
+        :data:`READ_STATUSES`, every other role any. The one rule behind both
+        :meth:`scope_filters` (search) and :meth:`can_see` (resource reads)."""
+        return self.role != "read" or status in READ_STATUSES
+
     def can_see(self, record: ResourceRecord) -> bool:
-        """Whether a search by this principal could return ``record``: same tenant, and no ACL
-        tags or one it holds."""
+        """Whether this principal may see ``record`` (read it, or write over it): same tenant,
+        no ACL tags or one it holds, and a status it sees (:meth:`sees_status`)."""
         if not self.scoped:
             return True
-        return record.tenant == self.tenant and (
-            not record.acl or bool(set(record.acl) & set(self.acl))
+        return (
+            record.tenant == self.tenant
+            and (not record.acl or bool(set(record.acl) & set(self.acl)))
+            and self.sees_status(record.status)
         )
 
     def scope_filters(self, requested: Mapping[str, Any]) -> dict[str, Any]:
         """Search filters with this principal's tenant and ACL tags forced in.
 
-        A requested ``tenant`` other than the token's, an ACL tag the token lacks, or
-        ``disabled`` resources for a read-only token raise ForbiddenError; everything else
-        (metadata, resource ids, a subset of its tags) only narrows and is kept.
+        A requested ``tenant`` other than the token's, an ACL tag the token lacks, or a status
+        it does not see (:meth:`sees_status`: ``disabled`` for a read token) raise
+        ForbiddenError; everything else (metadata, resource ids, a subset of its tags) only
+        narrows and is kept.
         """
         out = dict(requested)
         if not self.scoped:
@@ -83,10 +100,11 @@ class Principal:
             out["acl"] = self.acl
         else:
             self.check_tags(asked, where="filters.acl")
-        if "disabled" in (out.get("statuses") or ()) and self.role == "read":
+        hidden = [s for s in out.get("statuses") or () if not self.sees_status(s)]
+        if hidden:
             raise _forbidden(
-                f"filters.statuses: token {self.name!r} (role 'read') cannot see disabled "
-                "resources",
+                f"filters.statuses: token {self.name!r} (role {self.role!r}) cannot see "
+                f"{hidden[0]} resources",
                 "body.filters.statuses",
             )
         return out

@@ -2,7 +2,8 @@
 
 uvicorn handles SIGTERM and SIGINT: it stops accepting connections, waits for the requests in
 flight (up to ``server.shutdown_timeout_s``), then runs the app's lifespan shutdown, which
-finishes every admitted write before closing the store and Milvus.
+cancels a write still running (it stops at its next cancellation point, undone) and waits for
+it before closing the store and Milvus.
 
 Slow clients: uvicorn's h11 protocol has a keep-alive timeout but none for a request's headers,
 so a client that opens a connection and sends half a request line holds it forever. The

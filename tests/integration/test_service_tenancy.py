@@ -168,3 +168,31 @@ def test_own_writes_land_in_own_tenant(url: str, name: str) -> None:
         assert c.get(f"/v1/resources/{rid}").status_code == 404
     with as_token(url, name) as c:
         assert c.delete(f"/v1/resources/{rid}").json()["action"] == "deleted"
+
+
+def test_a_read_token_sees_no_disabled_resource_on_any_path(url: str) -> None:
+    """Issue 23 item 8: search refused a read token ``statuses: ["disabled"]`` while
+    ``GET /v1/resources/ID`` gave it the disabled resource's text; one rule now says no to both."""
+    rid = "a/open"
+    with as_token(url, "a-write") as w:
+        assert w.post(f"/v1/resources/{rid}/disable").status_code == 200
+    try:
+        with as_token(url, "a-read") as c:
+            r = c.get(f"/v1/resources/{rid}")
+            assert r.status_code == 404, r.text
+            assert r.json()["detail"][0]["msg"] == f"no resource {rid!r}"  # as if missing
+            assert "zebra" not in r.text.lower()
+            r = c.post("/v1/search", json={"query": "zebra", "filters": {"statuses": ["disabled"]}})
+            assert r.status_code == 403 and "disabled" in r.json()["detail"][0]["msg"]
+            assert rid not in found(c)
+        with as_token(url, "a-write") as w:  # a write token still reads what it disabled
+            r = w.get(f"/v1/resources/{rid}")
+            assert r.status_code == 200 and r.json()["status"] == "disabled"
+            assert "zebra" in r.json()["chunks"][0]["text"].lower()
+            assert rid in found(w, filters={"statuses": ["disabled"]})
+    finally:
+        with as_token(url, "a-write") as w:
+            assert w.post(f"/v1/resources/{rid}/enable").status_code == 200
+    with as_token(url, "a-read") as c:
+        assert c.get(f"/v1/resources/{rid}").status_code == 200
+        assert rid in found(c)

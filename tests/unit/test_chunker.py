@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hybridsag import chunker
 from hybridsag.chunker import Chunk, chunk_text, rst_adornment, rst_title, split_sentences
@@ -675,3 +677,124 @@ def test_tiny_fragments_join_a_neighbour_of_their_section_only() -> None:
         ("B", "Tiny."),  # alone in its section: kept, never moved across a heading
         ("C", "Long enough sentence number one is here. " * 3),
     ][:2] + [("C", ("Long enough sentence number one is here. " * 3).strip())]
+
+
+# --------------------------------------------------------------------------- scale (issue 23)
+
+
+def _check_slices(text: str, chunks: list[Chunk]) -> None:
+    """The invariants of :func:`_check_invariants` that cost time linear in the text."""
+    data = text.encode("utf-8")
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+    for a, b in zip(chunks, chunks[1:]):
+        assert a.byte_start < b.byte_start and a.byte_end < b.byte_end
+    for c in chunks:
+        assert data[c.byte_start : c.byte_end].decode("utf-8") == c.text
+        assert c.text and c.text.strip() == c.text
+        assert c.end_line - c.start_line == len(re.findall(r"\r\n|\r|\n", c.text))
+
+
+def _shape(name: str) -> tuple[str, str]:
+    mb = 4_000_000
+    if name == "no-break":  # a period before a lowercase word ends nothing: one sentence
+        return "text", "lorem ipsum dolor sit amet. " * (mb // 28)
+    if name == "no-spaces":
+        return "text", "abcdefghijklmnopqrstuvwxyz" * (mb // 26)
+    if name == "code-line":  # 8 MB in one line of code over the hard cap: cut at spaces
+        return "markdown", "```\n" + "x = 1; y = 2; " * (2 * mb // 14) + "\n```\n"
+    if name == "cjk":  # 8 MB of Chinese without punctuation
+        return "text", "中文字符没有标点符号的长文本" * (2 * mb // 42)
+    # a paragraph with a list item, then 20,000 setext-like underlines: never a title
+    return "markdown", "word\n" * 20_000 + "- item\n" + "=\n" * 20_000
+
+
+#: shape -> (chunks, the longest chunk, the first chunk's byte range, the last chunk's text
+#: end). Before issue 23 these took 158 s, 218 s, 158 s, about 55 s and 121 s on a loaded
+#: 2-core machine (every piece searched to the end of its block, every underline scanned the
+#: whole paragraph); now a few tenths of a second each.
+LINEAR = {
+    "no-break": (7850, 509, (0, 509), "lorem ipsum dolor sit amet."),
+    "no-spaces": (7813, 512, (0, 512), "ghijklmnopqrstuvwxyz"),
+    "code-line": (3906, 2048, (0, 3), "x = 1; y = 2; \n```"),
+    "cjk": (5209, 512, (0, 1536), "符号的长文本中文字符没有标点符号的长文本"),
+    "setext": (297, 549, (0, 509), "="),
+}
+
+
+@pytest.mark.timeout(20)  # 30 to 1,000 times what it takes; a quadratic scan takes minutes
+@pytest.mark.parametrize("shape", sorted(LINEAR))
+def test_chunking_is_linear_in_the_text(shape: str) -> None:
+    fmt, text = _shape(shape)
+    chunks = chunk_text(text, fmt=fmt)
+    count, longest, first, last_end = LINEAR[shape]
+    assert len(chunks) == count
+    assert max(len(c.text) for c in chunks) == longest <= 4 * 512
+    assert (chunks[0].byte_start, chunks[0].byte_end) == first
+    assert chunks[-1].text.endswith(last_end)
+    assert {c.heading_path for c in chunks} == {""}
+    _check_slices(text, chunks)
+    if shape in ("no-break", "no-spaces", "cjk"):  # one sentence cut to the target, no overlap
+        assert all(len(c.text) <= 512 for c in chunks)
+        assert "".join("".join(c.text.split()) for c in chunks) == "".join(text.split())
+        assert {(c.start_line, c.end_line) for c in chunks} == {(1, 1)}
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs", "expected"),
+    [
+        # the line cap counts CRLF as one break, and a cut lands at a line end
+        ("a b\r\nc d\r\ne f\r\ng h", {"mode": "passage", "target_chars": 6, "max_lines": 2},
+         ["a b\r\nc d", "e f\r\ng h"]),
+        ("abcdefgh\r\nij", {"mode": "passage", "target_chars": 9, "max_lines": 1},
+         ["abcdefgh", "ij"]),
+        ("one\rtwo\rthree\rfour five six", {"fmt": "text", "target_chars": 10, "max_lines": 2},
+         ["one\rtwo", "three", "four five", "six"]),
+        # a code line over the hard cap is cut at spaces; the lone fences stay apart
+        ("```\n" + "tok " * 30 + "\n```", {"target_chars": 20, "max_chars": 40},
+         ["```", *["tok tok tok tok tok tok tok tok tok tok"] * 3, "```"]),
+        # an underline after a list item is text; after plain lines it makes a (bodiless) title
+        ("plain\nmore plain\n- item\n=\n=\n", {}, ["plain\nmore plain\n- item\n=\n="]),
+        ("plain\nmore plain\n=\n", {}, []),
+    ],
+)
+def test_cuts_at_the_caps(text: str, kwargs: dict[str, object], expected: list[str]) -> None:
+    chunks = chunk_text(text, overlap_chars=0, **kwargs)  # type: ignore[arg-type]
+    assert [c.text for c in chunks] == expected
+    _check_invariants(text, chunks)
+
+
+_PIECES = ["lorem", "ipsum.", "Dr.", "e.g.", "3.14", "中文", "安装完成。", "wait...", "what?!",
+           "x" * 40, "```", "~~~", "- item.", "> quote.", "# Title", "=====", "\t", " ", "  "]
+_ENDS = [" ", " ", "", "\n", "\r\n", "\r", "\n\n"]
+_DOCS = st.lists(
+    st.tuples(st.sampled_from(_PIECES), st.sampled_from(_ENDS)), max_size=60
+).map(lambda xs: "".join(a + b for a, b in xs))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    text=_DOCS,
+    fmt=st.sampled_from(["markdown", "rst", "text"]),
+    target=st.integers(10, 200),
+    max_lines=st.integers(1, 8),
+    data=st.data(),
+)
+def test_every_chunk_keeps_the_caps_and_the_text(
+    text: str, fmt: str, target: int, max_lines: int, data: st.DataObject
+) -> None:
+    max_chars = data.draw(st.integers(target, 3 * target))
+    for mode, overlap in (("sag", 0), ("sag", target // 3), ("passage", 0)):
+        chunks = chunk_text(
+            text, fmt=fmt, mode=mode, target_chars=target,  # type: ignore[arg-type]
+            overlap_chars=overlap, max_chars=max_chars, max_lines=max_lines,
+        )
+        _check_slices(text, chunks)
+        for c in chunks:
+            assert len(c.text) <= max_chars
+            assert c.end_line - c.start_line + 1 <= max_lines
+        if overlap == 0:
+            for a, b in zip(chunks, chunks[1:]):
+                assert a.byte_end <= b.byte_start
+            if mode == "passage" or fmt == "text":  # nothing is markup: every character kept
+                kept = "".join("".join(c.text.split()) for c in chunks)
+                assert kept == "".join(text.split())
