@@ -42,7 +42,7 @@ from hybridsag.lexical import Fts5LexicalIndex, LexicalIndex, PostgresLexicalInd
 from hybridsag.paths import check_path_names, check_weights, path_spec
 from hybridsag.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever
-from hybridsag.settings import Settings
+from hybridsag.settings import HTTP_EMBEDDERS, Settings
 from hybridsag.store import Store
 from hybridsag.tokenizer import Tokenizer
 from hybridsag.trust import load_trust_model
@@ -177,8 +177,8 @@ class Components:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close what was built (judges with connections, the dense index, the store). Safe to
-        call twice."""
+        """Close what was built (judges and embedders with connections, the dense index, the
+        store). Safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -186,8 +186,9 @@ class Components:
         with self._retrievers_lock:
             onces = list(self._retrievers.values())
         judges += [getattr(o.peek(), "judge", None) for o in onces]
-        for judge in {id(j): j for j in judges if j is not None}.values():
-            close = getattr(judge, "close", None)
+        closers = [*judges, self._embedder.peek()]  # a remote judge or embedder holds a client
+        for part in {id(p): p for p in closers if p is not None}.values():
+            close = getattr(part, "close", None)
             if callable(close):
                 close()
         dense = self._dense.peek()
@@ -315,7 +316,13 @@ class Components:
                 f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
                 f"this build embeds with {embedder.name!r}: rebuild the index"
             )
-        return _memo(self._checked_embedder(embedder))
+        embedder = self._checked_embedder(embedder)
+        if self.embedding_backend() in HTTP_EMBEDDERS and self.settings.embedding.http.cache:
+            from hybridsag.embed_cache import CachedEmbedder
+
+            # a remote embedder's passages are kept on disk by fingerprint and text hash
+            embedder = CachedEmbedder(embedder, self.settings.data_dir / "cache")
+        return _memo(embedder)
 
     def _build_dense_index(self) -> DenseIndex:
         from hybridsag.dense import LEGACY_COLLECTION, make_dense_index
