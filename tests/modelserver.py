@@ -98,15 +98,27 @@ class HashEncoder:
         return out / np.maximum(norms, 1e-12)
 
 
-def packaged_encoder() -> Callable[[Sequence[str]], np.ndarray]:
+def packaged_encoder(*, memo: bool = True) -> Callable[[Sequence[str]], np.ndarray]:
     """The packaged model through hybridsag's local embedder (``embedding.backend = "auto"``),
-    as ``hybridsag eval`` embeds with it: the vectors a local dense path would have."""
+    as ``hybridsag eval`` embeds with it: the vectors a local dense path would have. With
+    ``memo`` each text is embedded once per process (a stand-in's shortcut, so that a benchmark
+    that reranks the same passages for many questions measures the wiring, not the model)."""
     from hybridsag.embedder import make_embedder
     from hybridsag.settings import Settings
 
     embedder = make_embedder(Settings(data_dir="/tmp/modelserver-unused"))
     assert embedder is not None
-    return lambda texts: embedder.encode(list(texts), kind="passage")
+    seen: dict[str, np.ndarray] = {}
+
+    def encode(texts: Sequence[str]) -> np.ndarray:
+        if not memo:
+            return embedder.encode(list(texts), kind="passage")
+        todo = list(dict.fromkeys(t for t in texts if t not in seen))
+        if todo:
+            seen.update(zip(todo, embedder.encode(todo, kind="passage")))
+        return np.stack([seen[t] for t in texts])
+
+    return encode
 
 
 def _sigmoid(x: float) -> float:
@@ -323,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--model", choices=("hash", "packaged"), default="hash")
     ap.add_argument("--chat-scorer", choices=("words", "cosine"), default="cosine")
+    ap.add_argument("--no-memo", action="store_true", help="embed every text of every request")
     args = ap.parse_args(argv)
-    encoder = packaged_encoder() if args.model == "packaged" else HashEncoder()
+    encoder = packaged_encoder(memo=not args.no_memo) if args.model == "packaged" else HashEncoder()
     server = ModelServer(encoder=encoder, chat_scorer=args.chat_scorer, port=args.port)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
