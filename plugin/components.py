@@ -13,7 +13,10 @@ No heavy work where none is needed: the dense index opens from the dimension and
 in the index meta, so a delete, a disable, a reconcile plan or ``doctor`` never imports torch nor
 loads the model; only embedding (an ingest, a query, a backfill) does. The index-compatibility
 check lives here: an index built with another tokenizer (the store), another embedding model or
-another vector dimension refuses to open with :class:`~hybridsag.errors.IndexMismatchError`.
+another vector dimension refuses to open with :class:`~hybridsag.errors.IndexMismatchError`. A
+remote embedder (``embedding.backend`` openai, tei or ollama) is put behind a disk cache of
+passage vectors under ``<data_dir>/cache`` (``embedding.http.cache``), so a passage embedded
+once is not sent again (a rebuild, a re-index, a chunk that did not change).
 
 Index identity: every data dir gets an index id once (random, in the meta, :attr:`index_id`);
 its vectors live in a collection it owns and carry the id (:mod:`hybridsag.dense`), so data

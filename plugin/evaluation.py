@@ -8,6 +8,10 @@ fused search), reported as p50/p95. When the queries carry a ``type`` (2wiki's c
 compositional, inference, bridge_comparison), every path's metrics are also given per type
 (``by_type``). For SAG2, ``gold_in_pool_round<r>`` is the share of a question's gold in the
 judged pool after round ``r`` (a question whose loop stopped earlier counts its last pool).
+A path that called remote models (an HTTP embedder, a remote judge) gives, per query, each
+remote's calls, ms, tokens and cache answers (``judge/reranker.calls_per_query``, ...; the
+totals ``remote_calls_per_query`` and ``remote_ms_per_query``), and a ``remote a query:`` line
+in the table.
 
 The corpus is indexed into a fresh store under ``<out>/index`` in passage mode (one chunk per
 passage). Dense vectors are cached by (model, text hash) under ``<cache>`` so that repeated runs

@@ -65,8 +65,8 @@ from hybridsag.remote import (
     Reply,
     count_of,
     is_number,
-    metered,
     run_parallel,
+    unmetered,
 )
 from hybridsag.settings import HTTP_EMBEDDERS
 
@@ -241,7 +241,7 @@ class HttpEmbedder:
         was embedded yet: a set-up call, as loading a local model is, counted on no search's
         meter and never refused by its budget)."""
         if self._dimension is None:
-            with metered(None):
+            with unmetered():
                 self.encode([PROBE_TEXT], kind="query")
         assert self._dimension is not None
         return self._dimension

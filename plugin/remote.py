@@ -94,6 +94,7 @@ __all__ = [
     "remote_figures",
     "run_parallel",
     "submit",
+    "unmetered",
 ]
 
 _log = logging.getLogger(__name__)
@@ -308,12 +309,22 @@ _CURRENT: contextvars.ContextVar[QueryMeter | None] = contextvars.ContextVar(
 
 
 @contextmanager
-def metered(meter: QueryMeter | None) -> Iterator[QueryMeter | None]:
-    """Make ``meter`` the current one for the block (remote calls in it are counted there;
-    None: counted on no search, as a set-up call is)."""
+def metered(meter: QueryMeter) -> Iterator[QueryMeter]:
+    """Make ``meter`` the current one for the block (remote calls in it are counted there)."""
     token = _CURRENT.set(meter)
     try:
         yield meter
+    finally:
+        _CURRENT.reset(token)
+
+
+@contextmanager
+def unmetered() -> Iterator[None]:
+    """No meter for the block: a set-up call (an embedder learning its dimension) is counted
+    on no search and limited by no search's budget."""
+    token = _CURRENT.set(None)
+    try:
+        yield
     finally:
         _CURRENT.reset(token)
 

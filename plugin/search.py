@@ -617,23 +617,23 @@ class HybridSearch:
             raise QueryError(f"judge_order must be true or false, got {judge_order!r}")
         include_stale = s.search.include_stale if include_stale is None else include_stale
         depth = max(s.fusion.depth, top_k)
-        with metered(self._meter()) as meter:
+        with metered(self._meter()) as meter:  # every remote call is made by a path
             ran = self.run_paths(names, query, limit=depth, filters=flt)
-            timings, reasons = ran.timings, ran.reasons
-            t_fuse = time.perf_counter()
-            records, resources, views = self.visible_chunks(ran.runs, flt)
-            trust = None
-            if s.fusion.trust:
-                t_trust = time.perf_counter()
-                trust = assess_query(
-                    self.components,
-                    query,
-                    ran.runs,
-                    weights=fusion_weights,
-                    model=self.components.trust_model(),
-                    filters=flt,
-                )
-                timings["trust_ms"] = round((time.perf_counter() - t_trust) * 1000, 3)
+        timings, reasons = ran.timings, ran.reasons
+        t_fuse = time.perf_counter()
+        records, resources, views = self.visible_chunks(ran.runs, flt)
+        trust = None
+        if s.fusion.trust:
+            t_trust = time.perf_counter()
+            trust = assess_query(
+                self.components,
+                query,
+                ran.runs,
+                weights=fusion_weights,
+                model=self.components.trust_model(),
+                filters=flt,
+            )
+            timings["trust_ms"] = round((time.perf_counter() - t_trust) * 1000, 3)
         # a tenant's search shows no score that depends on the whole index (other tenants'
         # documents included): ranks and RRF terms only for those paths, and it is fused by
         # rank (RRF), since a convex combination reads those scores
