@@ -13,7 +13,10 @@ No heavy work where none is needed: the dense index opens from the dimension and
 in the index meta, so a delete, a disable, a reconcile plan or ``doctor`` never imports torch nor
 loads the model; only embedding (an ingest, a query, a backfill) does. The index-compatibility
 check lives here: an index built with another tokenizer (the store), another embedding model or
-another vector dimension refuses to open with :class:`~hybridsag.errors.IndexMismatchError`.
+another vector dimension refuses to open with :class:`~hybridsag.errors.IndexMismatchError`. A
+remote embedder (``embedding.backend`` openai, tei or ollama) is put behind a disk cache of
+passage vectors under ``<data_dir>/cache`` (``embedding.http.cache``), so a passage embedded
+once is not sent again (a rebuild, a re-index, a chunk that did not change).
 
 Index identity: every data dir gets an index id once (random, in the meta, :attr:`index_id`);
 its vectors live in a collection it owns and carry the id (:mod:`hybridsag.dense`), so data
@@ -42,7 +45,7 @@ from hybridsag.lexical import Fts5LexicalIndex, LexicalIndex, PostgresLexicalInd
 from hybridsag.paths import check_path_names, check_weights, path_spec
 from hybridsag.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever
-from hybridsag.settings import Settings
+from hybridsag.settings import HTTP_EMBEDDERS, Settings
 from hybridsag.store import Store
 from hybridsag.tokenizer import Tokenizer
 from hybridsag.trust import load_trust_model
@@ -177,8 +180,8 @@ class Components:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close what was built (judges with connections, the dense index, the store). Safe to
-        call twice."""
+        """Close what was built (judges and embedders with connections, the dense index, the
+        store). Safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -186,8 +189,9 @@ class Components:
         with self._retrievers_lock:
             onces = list(self._retrievers.values())
         judges += [getattr(o.peek(), "judge", None) for o in onces]
-        for judge in {id(j): j for j in judges if j is not None}.values():
-            close = getattr(judge, "close", None)
+        closers = [*judges, self._embedder.peek()]  # a remote judge or embedder holds a client
+        for part in {id(p): p for p in closers if p is not None}.values():
+            close = getattr(part, "close", None)
             if callable(close):
                 close()
         dense = self._dense.peek()
@@ -315,7 +319,13 @@ class Components:
                 f"the vectors at {self.settings.data_dir} were made by {stored_model!r}, "
                 f"this build embeds with {embedder.name!r}: rebuild the index"
             )
-        return _memo(self._checked_embedder(embedder))
+        embedder = self._checked_embedder(embedder)
+        if self.embedding_backend() in HTTP_EMBEDDERS and self.settings.embedding.http.cache:
+            from hybridsag.embed_cache import CachedEmbedder
+
+            # a remote embedder's passages are kept on disk by fingerprint and text hash
+            embedder = CachedEmbedder(embedder, self.settings.data_dir / "cache")
+        return _memo(embedder)
 
     def _build_dense_index(self) -> DenseIndex:
         from hybridsag.dense import LEGACY_COLLECTION, make_dense_index

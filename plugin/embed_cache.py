@@ -4,7 +4,8 @@ Benchmarks embed the same corpus again and again, and embedding is the slow part
 an index, so the cache turns a rebuild of an unchanged corpus into a disk read. Queries are never
 cached. The cache is a folder of ``.npy`` shards plus a JSON index, one folder per embedder
 fingerprint (model, backend and precision), so two backends whose vectors differ never share
-cached vectors.
+cached vectors. The composition root puts a remote embedder (``embedding.backend`` openai, tei,
+ollama) behind one under ``<data_dir>/cache``, so a re-index sends nothing it sent before.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class CachedEmbedder:
         """The wrapped embedder's :meth:`vocabulary_share` (``None`` when it has none)."""
         return _inner_vocabulary_share(self.inner, text)
 
+    def close(self) -> None:
+        """Close the wrapped embedder when it holds something to close (a remote client)."""
+        _close(self.inner)
+
     def _load(self) -> None:
         if self._loaded:
             return
@@ -82,6 +87,12 @@ class CachedEmbedder:
         return out.astype(np.float32, copy=False)
 
 
+def _close(inner: Any) -> None:
+    close = getattr(inner, "close", None)  # optional: only a remote embedder has a client
+    if callable(close):
+        close()
+
+
 def _inner_vocabulary_share(inner: Any, text: str) -> float | None:
     from hybridsag.embedder import vocabulary_share
 
@@ -108,6 +119,10 @@ class QueryMemo:
     @property
     def dimension(self) -> int:
         return int(self.inner.dimension)
+
+    def close(self) -> None:
+        """Close the wrapped embedder when it holds something to close (a remote client)."""
+        _close(self.inner)
 
     def vocabulary_share(self, text: str) -> float | None:
         """The wrapped embedder's :meth:`vocabulary_share`, remembered per text like a query's

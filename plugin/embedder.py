@@ -1,6 +1,9 @@
 """The ``Embedder`` extension point: text in, L2-normalised float32 vectors out.
 
-Two backends ship, chosen by ``embedding.backend``: ``sentence-transformers``
+Five backends ship, chosen by ``embedding.backend``. Three call a remote endpoint a team
+already runs: ``openai`` (an OpenAI-compatible ``/v1/embeddings``), ``tei`` (Hugging Face Text
+Embeddings Inference) and ``ollama`` (:mod:`hybridsag.http_embedder`). Two run locally:
+``sentence-transformers``
 (:class:`SentenceTransformerEmbedder`, torch, float32), which loads a sentence-transformers model
 from local files only (nothing is downloaded at run time), and ``onnx``
 (:class:`hybridsag.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 or float32; the query path
@@ -53,6 +56,7 @@ __all__ = [
     "EmbedderFactory",
     "SentenceTransformerEmbedder",
     "check_dimension",
+    "load_http_embedder",
     "load_onnx_embedder",
     "make_embedder",
     "normalise_rows",
@@ -262,12 +266,23 @@ def load_onnx_embedder(settings: Settings) -> Embedder:
     return OnnxEmbedder(settings)
 
 
+def load_http_embedder(settings: Settings) -> Embedder:
+    """Factory of the remote backends ``openai``, ``tei`` and ``ollama``
+    (:mod:`hybridsag.http_embedder`)."""
+    from hybridsag.http_embedder import HttpEmbedder
+
+    return HttpEmbedder(settings)
+
+
 EmbedderFactory = Callable[[Settings], Embedder]
 
 #: Backend name -> factory. ``make_embedder`` picks by name, never by guessing from the model.
 EMBEDDERS: dict[str, EmbedderFactory] = {
     "sentence-transformers": SentenceTransformerEmbedder,
     "onnx": load_onnx_embedder,
+    "openai": load_http_embedder,
+    "tei": load_http_embedder,
+    "ollama": load_http_embedder,
 }
 
 
@@ -283,8 +298,9 @@ def make_embedder(
 
     Raises:
         ConfigError: unknown ``backend`` (the message lists the valid ones), a missing model
-            folder, a model name not in the local cache, or the onnx backend without
-            ``pip install 'hybridsag[onnx]'``.
+            folder, a model name not in the local cache, the onnx backend without
+            ``pip install 'hybridsag[onnx]'``, or a remote backend without a usable
+            ``embedding.http.base_url``.
     """
     if settings.embedding.model == "none":
         return None

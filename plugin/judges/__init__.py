@@ -2,9 +2,11 @@
 
 A judge answers, for every candidate passage of the SAG2 loop, the probability that it is a
 necessary piece of the answer (:class:`~hybridsag.judges.base.Judge`). ``judge.name`` in the
-settings picks one from :data:`JUDGES`; the four that ship are registered here, in one place,
-each factory importing its module only when it is built (the cross-encoder's torch, the Jev
-judge's httpx are never imported by a search that does not use them). A team adds its own with
+settings picks one from :data:`JUDGES`; the six that ship are registered here, in one place,
+each factory importing its module only when it is built (the cross-encoder's torch, the remote
+judges' httpx are never imported by a search that does not use them). Three are remote: ``jev``
+(the hosted Jev API), ``reranker`` (a TEI, Cohere/Jina-style or vLLM reranking endpoint) and
+``chat`` (the Jev question asked of any model on an OpenAI-compatible chat endpoint). A team adds its own with
 :func:`register_judge`::
 
     register_judge("mine", lambda parts: MyJudge(parts.settings))
@@ -62,13 +64,29 @@ def _cross_encoder(parts: Parts) -> Judge:
     return build(parts)
 
 
+def _reranker(parts: Parts) -> Judge:
+    from hybridsag.judges.reranker import build
+
+    return build(parts)
+
+
+def _chat(parts: Parts) -> Judge:
+    from hybridsag.judges.chat import build
+
+    return build(parts)
+
+
 #: name -> factory. The built-in judges, registered in this one place.
 JUDGES: dict[str, JudgeFactory] = {
     "features": _features,
     "none": _none,
     "jev": _jev,
     "cross-encoder": _cross_encoder,
+    "reranker": _reranker,
+    "chat": _chat,
 }
+
+_BUILT_IN = frozenset(JUDGES)
 
 
 def register_judge(name: str, factory: JudgeFactory) -> None:
@@ -82,7 +100,7 @@ def register_judge(name: str, factory: JudgeFactory) -> None:
 
 def unregister_judge(name: str) -> None:
     """Remove a judge added with :func:`register_judge` (built-ins cannot be removed)."""
-    if name in ("features", "none", "jev", "cross-encoder"):
+    if name in _BUILT_IN:
         raise ConfigError(f"judge {name!r} ships with hybridsag and cannot be removed")
     JUDGES.pop(name, None)
 

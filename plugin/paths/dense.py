@@ -1,13 +1,25 @@
-"""The ``dense`` path: the query's embedding searched in the dense index (Milvus)."""
+"""The ``dense`` path: the query's embedding searched in the dense index (Milvus).
+
+In attach mode (``milvus.attach = true``: a team's own collection, its vectors made by the
+team's embedding model or endpoint) the team's rows are not hybridsag's chunks: a row is mapped
+to the chunk of the same id when the store holds one (a team that indexed with hybridsag's
+ids), else to a chunk of the resource the row names (``milvus.fields.resource_id``; the team
+indexes the same documents into hybridsag, under the same resource ids, for the lexical and
+title paths): the resource's only chunk, or the one whose words overlap the row's text
+(``milvus.fields.text``) most, or its first. Two rows on one chunk count once, at the better
+rank; a row whose resource hybridsag does not hold (or may not show) is left out. The hit's
+``detail["team_id"]`` keeps the row's own id.
+"""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING
 
 from hybridsag.fusion.types import Hit
 from hybridsag.paths.base import PathResult, Peers, elapsed_ms
-from hybridsag.store import Filters, Store
+from hybridsag.store import ChunkRecord, Filters, Store
 
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex
@@ -29,10 +41,14 @@ class DenseRetriever:
 
     name = "dense"
 
-    def __init__(self, store: Store, embedder: Embedder, index: DenseIndex) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder, index: DenseIndex, *, attached: bool = False
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.index = index
+        #: the index is a team's collection (attach mode): rows are mapped to chunks
+        self.attached = attached
 
     def retrieve(
         self, query: str, *, limit: int, filters: Filters, peers: Peers | None = None
@@ -68,6 +84,8 @@ class DenseRetriever:
     def _visible(self, raw: list[Hit], filters: Filters, limit: int) -> list[Hit]:
         """The hits whose chunk is current and whose resource passes ``filters`` now, re-ranked.
         A resource deleted between the two store reads is simply left out."""
+        if self.attached:
+            raw = self._team_rows_as_chunks(raw)
         chunks = self.store.chunks(h.chunk_id for h in raw)
         records = self.store.resources(c.resource_id for c in chunks.values())
         hits: list[Hit] = []
@@ -81,9 +99,60 @@ class DenseRetriever:
                 break
         return hits
 
+    def _team_rows_as_chunks(self, raw: list[Hit]) -> list[Hit]:
+        """Attach mode: each team row as the chunk it stands for (module docstring), in rank
+        order, each chunk once; rows that stand for no chunk of the store are dropped."""
+        own = self.store.chunks(h.chunk_id for h in raw)
+        wanted = sorted(
+            {str(h.detail.get("resource_id")) for h in raw if h.chunk_id not in own}
+            - {"None"}
+        )
+        firsts = self.store.first_chunks(wanted)
+        several: dict[str, list[ChunkRecord]] = {}
+        out: list[Hit] = []
+        seen: set[str] = set()
+        for h in raw:
+            if h.chunk_id in own:
+                chunk_id: str | None = h.chunk_id
+            else:
+                rid = str(h.detail.get("resource_id"))
+                first = firsts.get(rid)
+                if first is None:
+                    continue
+                chunk_id, count = first
+                text = h.detail.get("text")
+                if count > 1 and isinstance(text, str) and text:
+                    if rid not in several:
+                        several[rid] = self.store.resource_chunks(rid)
+                    chunk_id = _closest(text, several[rid]) or chunk_id
+            if chunk_id is None or chunk_id in seen:
+                continue
+            seen.add(chunk_id)
+            detail = {"resource_id": h.detail.get("resource_id"), "team_id": h.chunk_id}
+            out.append(Hit(chunk_id, h.path, h.rank, h.raw_score, h.score, detail))
+        return out
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def _closest(text: str, chunks: list[ChunkRecord]) -> str | None:
+    """The chunk whose words overlap ``text``'s most (Jaccard; the first on a tie)."""
+    words = set(_WORDS.findall(text.lower()))
+    best, best_share = None, -1.0
+    for chunk in chunks:
+        theirs = set(_WORDS.findall(chunk.text.lower()))
+        union = len(words | theirs)
+        share = len(words & theirs) / union if union else 0.0
+        if share > best_share:
+            best, best_share = chunk.chunk_id, share
+    return best
+
 
 def build(parts: Parts) -> DenseRetriever:
     """Registry factory (the embedder and the dense index are built here, once). The index
     opens first: when Milvus cannot be opened the path fails without loading the model."""
     index = parts.dense_index()
-    return DenseRetriever(parts.store, parts.embedder(), index)
+    return DenseRetriever(
+        parts.store, parts.embedder(), index, attached=parts.settings.milvus.attach
+    )

@@ -31,7 +31,9 @@ probability at or below its rank (so scores never rise down the list the selecti
 or ``judge``).
 
 If the judge fails for good, the path returns BM25 order with ``degraded`` and the reason, or
-raises when ``judge.on_failure = "raise"``. A judge that answered but went on without part of
+raises when ``judge.on_failure = "raise"``; a judge stopped by the search's remote budget
+(:class:`~hybridsag.errors.BudgetError`) always degrades: BM25 order in the first round, the
+last round's judgement in a later one. A judge that answered but went on without part of
 its evidence (the offline judge without the query embedding) reports why in ``degraded`` too.
 """
 
@@ -47,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.chunker import split_sentences
-from hybridsag.errors import ConfigError, HybridSagError, JudgeError
+from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeError
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
 from hybridsag.judges.simple import UnavailableJudge
@@ -263,7 +265,7 @@ class Sag2Retriever:
         try:
             self._judge_pool(query, run, provisional=None)
         except JudgeError as exc:
-            if self.judge_settings.on_failure == "raise":
+            if self._raises(exc):
                 raise
             return self._bm25_order(first[:limit], f"{type(exc).__name__}: {exc}", run)
         expanded: set[str] = set()
@@ -278,6 +280,11 @@ class Sag2Retriever:
         if self.trace.on_final_pool is not None:
             self.trace.on_final_pool(query, [c.candidate() for c in run.pool.values()])
         return self._result(ordered, selection, limit, run)
+
+    def _raises(self, exc: JudgeError) -> bool:
+        """Whether a judge failure propagates: under ``judge.on_failure = "raise"``, unless it
+        is the search's remote budget (:class:`BudgetError`), which always degrades."""
+        return self.judge_settings.on_failure == "raise" and not isinstance(exc, BudgetError)
 
     # -- the steps --------------------------------------------------------------------------------
 
@@ -350,7 +357,7 @@ class Sag2Retriever:
         try:
             self._judge_pool(query, run, provisional=dict(run.probs))
         except JudgeError as exc:
-            if self.judge_settings.on_failure == "raise":
+            if self._raises(exc):
                 raise
             run.degraded.append(f"{type(exc).__name__}: {exc} (round {round_}; kept {kept})")
             run.judge_failed = True

@@ -3,7 +3,10 @@
 Requests and latency per endpoint (the route template, never a resource id or a token), each
 path's latency and the judge's calls and failures from every search, degraded searches per path,
 rejected (429) requests, reconcile outcomes, and the index size read from the store at scrape
-time.
+time. Remote models (an HTTP embedder, a remote judge), from each search's ``usage["remote"]``:
+calls (retries included), tokens, answers from a cache and the time each search spent in them,
+labelled by remote (``judge/reranker``, ``embedder/tei``, ...), and the searches their remote
+budget degraded.
 """
 
 from __future__ import annotations
@@ -83,6 +86,26 @@ class ServiceMetrics:
         self.reconcile = Counter(
             "hybridsag_reconcile_runs", "Reconcile runs by outcome", ["outcome"], registry=r
         )
+        # remote models (a small, separate addition: hybridsag.remote's per-search meter)
+        self.remote_calls = Counter(
+            "hybridsag_remote_calls", "HTTP calls to remote models by searches, retries included",
+            ["remote"], registry=r,
+        )
+        self.remote_tokens = Counter(
+            "hybridsag_remote_tokens", "Tokens remote models reported for searches",
+            ["remote", "kind"], registry=r,
+        )
+        self.remote_cached = Counter(
+            "hybridsag_remote_cached", "Remote answers taken from a cache by searches",
+            ["remote"], registry=r,
+        )
+        self.remote_latency = Histogram(
+            "hybridsag_remote_seconds", "Time one search spent in calls to a remote model",
+            ["remote"], buckets=_BUCKETS, registry=r,
+        )
+        self.budget_spent = Counter(
+            "hybridsag_remote_budget_spent", "Searches degraded by their remote budget", registry=r
+        )
         r.register(_IndexSize(counts))
 
     def observe_search(self, response: Mapping[str, Any]) -> None:
@@ -97,6 +120,20 @@ class ServiceMetrics:
             self.degraded.labels(path=path).inc()
             if path == "sag2" and "Judge" in reason:
                 self.judge_failures.inc()
+        self._observe_remote(response.get("usage", {}))
+
+    def _observe_remote(self, usage: Mapping[str, Any]) -> None:
+        """Count one search's remote calls, tokens, cache answers, time and spent budget."""
+        for remote, entry in (usage.get("remote") or {}).items():
+            self.remote_calls.labels(remote=remote).inc(int(entry.get("calls", 0) or 0))
+            for kind in ("input", "output"):
+                tokens = int(entry.get(f"{kind}_tokens", 0) or 0)
+                self.remote_tokens.labels(remote=remote, kind=kind).inc(tokens)
+            self.remote_cached.labels(remote=remote).inc(int(entry.get("cached", 0) or 0))
+            self.remote_latency.labels(remote=remote).observe(float(entry.get("ms", 0.0)) / 1000)
+        budget = usage.get("remote_budget") or {}
+        if budget.get("spent"):
+            self.budget_spent.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -27,7 +27,7 @@ from hybridsag.consistency import (
     latest_report,
     list_reports,
 )
-from hybridsag.dense import VectorRow, lite_path
+from hybridsag.dense import VectorRow
 from hybridsag.errors import ConsistencyError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import (
@@ -45,6 +45,7 @@ from tests.consistency_support import (
     open_search,
     shared_embedder,
 )
+from tests.teamcollection import create_team_collection
 
 CORPUS = {
     name: f"The {name} page says that {name}word is kept in drawer number {n}."
@@ -360,32 +361,15 @@ def test_a_held_lease_refuses_a_run_until_it_expires(hs: HybridSearch) -> None:
 
 
 def _team_collection(settings: Settings, rows: int) -> None:
-    from milvus_lite.server_manager import server_manager_instance
-    from pymilvus import DataType, MilvusClient
-
-    path = lite_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    client = MilvusClient(str(path))
-    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
-    schema.add_field("resource_id", DataType.VARCHAR, max_length=64)
-    schema.add_field("text", DataType.VARCHAR, max_length=512)
-    schema.add_field("title", DataType.VARCHAR, max_length=128)
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=384)
-    index = client.prepare_index_params()
-    index.add_index(field_name="vector", index_type="HNSW", metric_type="COSINE",
-                    params={"M": 16, "efConstruction": 200})
-    client.create_collection("team_docs", schema=schema, index_params=index)
-    client.insert(
-        "team_docs",
+    create_team_collection(
+        settings,
         [
             {"id": f"t{i}", "resource_id": f"team{i}", "text": f"team text {i}",
              "title": f"Team {i}", "vector": _vec(100 + i)}
             for i in range(rows)
         ],
-    )
-    client.close()
-    server_manager_instance.release_server(str(path.resolve()))
+        dim=384,
+    )  # fmt: skip
 
 
 def test_attach_mode_refuses_apply_unless_writes_are_allowed(tmp_path: Path) -> None:

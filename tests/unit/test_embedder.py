@@ -18,6 +18,7 @@ from hybridsag.embedder import (
     Embedder,
     SentenceTransformerEmbedder,
     check_dimension,
+    load_http_embedder,
     load_onnx_embedder,
     make_embedder,
     packaged_model_dir,
@@ -221,9 +222,13 @@ def test_registry_and_unknown_backend() -> None:
     assert EMBEDDERS == {
         "sentence-transformers": SentenceTransformerEmbedder,
         "onnx": load_onnx_embedder,
+        "openai": load_http_embedder,
+        "tei": load_http_embedder,
+        "ollama": load_http_embedder,
     }
-    with pytest.raises(ConfigError, match=r"'openai'.*\['onnx', 'sentence-transformers'\]"):
-        make_embedder(settings_for(), backend="openai")
+    valid = r"\['ollama', 'onnx', 'openai', 'sentence-transformers', 'tei'\]"
+    with pytest.raises(ConfigError, match=r"'cohere'.*" + valid):
+        make_embedder(settings_for(), backend="cohere")
 
 
 def test_backend_comes_from_settings_by_name(onnx_cache_dir: Path) -> None:
@@ -235,7 +240,7 @@ def test_backend_comes_from_settings_by_name(onnx_cache_dir: Path) -> None:
     assert type(make_embedder(settings_for(backend="onnx"), backend="sentence-transformers")) is (
         SentenceTransformerEmbedder
     )
-    with pytest.raises(ConfigError, match=r"'torch'.*\['onnx', 'sentence-transformers'\]"):
+    with pytest.raises(ConfigError, match=r"'torch'.*\['ollama', 'onnx', 'openai'"):
         make_embedder(settings_for(backend="torch"))
 
 

@@ -126,7 +126,7 @@ def test_ranges_are_checked(kwargs: dict[str, object], field: str) -> None:
     [
         ({"search": {"paths": ["bm25", "nope"]}}, r"unknown path 'nope' in search\.paths; valid: bm25, sag2"),
         ({"fusion": {"weights": {"nope": 1.0}}}, r"unknown path 'nope' in fusion\.weights"),
-        ({"judge": {"name": "nope"}}, r"unknown judge 'nope' \(judge\.name\); valid: cross-encoder"),
+        ({"judge": {"name": "nope"}}, r"unknown judge 'nope' \(judge\.name\); valid: chat, cross-encoder, features, jev, none, reranker"),
     ],
 )
 def test_names_are_checked_against_the_registries(
