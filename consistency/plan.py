@@ -4,7 +4,9 @@ against the resource table. Plan, then apply: this module only reads.
 :func:`read_state` reads one SQLite snapshot (resources, chunks, the lexical index's chunk and
 title rowids, tombstones, journal) and then every ``(chunk_id, resource_id, version)`` in the dense
 index (``DenseIndex.iter_entries``, Strong consistency); :func:`diff`, a pure function of what was
-read, sorts what does not belong into classes (:func:`build_plan` is the two together):
+read, sorts what does not belong into classes (:func:`build_plan` is the two together). A
+resource is named by its store key throughout (:func:`hybridsag.store.resource_key`: tenant and
+id), in the store's rows and in what the dense index lists alike:
 
 ``orphan_vectors``
     a vector whose resource is absent (and not covered by a tombstone), or whose chunk row is
@@ -93,7 +95,8 @@ ITER_BATCH = 5000
 
 @dataclass(frozen=True, slots=True)
 class VectorEntry:
-    """One stored vector: its chunk id, resource id and version."""
+    """One stored vector: its chunk id, its resource's key (:func:`hybridsag.store.resource_key`,
+    the id in tenant ``""``) and version."""
 
     chunk_id: str
     resource_id: str

@@ -331,11 +331,16 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
         _print_json([r.as_dict() for r in rows], out)
         return 0
     width = max([len("RESOURCE"), *(len(r.record.resource_id) for r in rows)])
-    out.write(f"{'RESOURCE':<{width}}  {'STATUS':<9} {'VER':>4} {'CHUNKS':>6}  SOURCE\n")
+    # a resource is (tenant, id): the tenant column shows where any resource has one
+    tenants = any(r.record.tenant for r in rows)
+    tw = max([len("TENANT"), *(len(r.record.tenant) for r in rows)]) if tenants else 0
+    head = f"{'TENANT':<{tw}}  " if tenants else ""
+    out.write(f"{head}{'RESOURCE':<{width}}  {'STATUS':<9} {'VER':>4} {'CHUNKS':>6}  SOURCE\n")
     for r in rows:
         rec = r.record
+        lead = f"{rec.tenant or '-':<{tw}}  " if tenants else ""
         out.write(
-            f"{rec.resource_id:<{width}}  {rec.status:<9} {rec.version:>4} {r.chunks:>6}  "
+            f"{lead}{rec.resource_id:<{width}}  {rec.status:<9} {rec.version:>4} {r.chunks:>6}  "
             f"{rec.source_uri or '-'}\n"
         )
     out.write(f"{len(rows)} resources\n")
@@ -348,9 +353,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
     _require_index(settings)
     with HybridSearch(settings) as hs:
-        detail = hs.get_resource(args.resource_id)
+        detail = hs.get_resource(args.resource_id, tenant=args.tenant or "")
     if detail is None:
-        raise InputError(f"no such resource: {args.resource_id!r}")
+        raise InputError(f"no such resource: {args.resource_id!r}" + _of_tenant(args.tenant))
     if args.json:
         _print_json(detail.as_dict(), out)
         return 0
@@ -507,7 +512,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     if client is not None:
         with client:
             try:
-                done = client.delete(args.resource_id)["done"]
+                done = client.delete(args.resource_id, tenant=args.tenant)["done"]
             except NotFoundError:
                 done = False
     else:
@@ -515,12 +520,20 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
 
         _require_index(settings)
         with HybridSearch(settings) as hs:
-            done = hs.delete(args.resource_id)
+            done = hs.delete(args.resource_id, tenant=args.tenant or "")
     if args.json:
-        _print_json({"resource_id": args.resource_id, "deleted": done}, out)
+        _print_json(
+            {"resource_id": args.resource_id, "tenant": args.tenant or "", "deleted": done}, out
+        )
     else:
-        out.write(("deleted " if done else "no such resource: ") + args.resource_id + "\n")
+        said = "deleted " if done else "no such resource: "
+        out.write(said + args.resource_id + _of_tenant(args.tenant) + "\n")
     return 0 if done else 2
+
+
+def _of_tenant(tenant: str | None) -> str:
+    """`` (tenant T)`` for a message about a resource of tenant ``T``, else nothing."""
+    return f" (tenant {tenant!r})" if tenant else ""
 
 
 def cmd_rebuild_vectors(args: argparse.Namespace, out: TextIO) -> int:
@@ -869,6 +882,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="one resource's record and chunks")
     p.add_argument("resource_id")
+    p.add_argument("--tenant", help="the resource's tenant (default: none)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_show)
 
@@ -908,6 +922,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("delete", help="delete a resource on every path")
     p.add_argument("resource_id")
+    p.add_argument(
+        "--tenant",
+        help="the resource's tenant (default: none; through --server: the token's own)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_delete)
 

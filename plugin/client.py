@@ -266,18 +266,31 @@ class ServiceClient:
         if batch:
             yield batch
 
-    def resource(self, resource_id: str) -> dict[str, Any]:
-        """``GET /v1/resources/{id}``; NotFoundError when missing or out of scope."""
-        return self._call("GET", f"/v1/resources/{_quote(resource_id)}")
+    def resource(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """``GET /v1/resources/{id}`` of ``tenant`` (None: the token's own, or ``""`` for an
+        admin); NotFoundError when missing or out of scope."""
+        return self._call(
+            "GET", f"/v1/resources/{_quote(resource_id)}", params=_tenant_param(tenant)
+        )
 
-    def delete(self, resource_id: str) -> dict[str, Any]:
-        """``DELETE /v1/resources/{id}``; NotFoundError when missing or out of scope."""
-        return self._call("DELETE", f"/v1/resources/{_quote(resource_id)}")
+    def delete(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """``DELETE /v1/resources/{id}`` of ``tenant`` (as :meth:`resource`); NotFoundError
+        when missing or out of scope."""
+        return self._call(
+            "DELETE", f"/v1/resources/{_quote(resource_id)}", params=_tenant_param(tenant)
+        )
 
-    def set_enabled(self, resource_id: str, enabled: bool) -> dict[str, Any]:
-        """``POST /v1/resources/{id}/enable`` or ``/disable``."""
+    def set_enabled(
+        self, resource_id: str, enabled: bool, *, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """``POST /v1/resources/{id}/enable`` or ``/disable`` of ``tenant`` (as
+        :meth:`resource`)."""
         action = "enable" if enabled else "disable"
-        return self._call("POST", f"/v1/resources/{_quote(resource_id)}/{action}")
+        return self._call(
+            "POST",
+            f"/v1/resources/{_quote(resource_id)}/{action}",
+            params=_tenant_param(tenant),
+        )
 
     def reconcile(self, *, dry_run: bool = True, force: bool = False) -> dict[str, Any]:
         """``POST /v1/reconcile``: the audit report; ConsistencyError when refused."""
@@ -387,6 +400,11 @@ class AsyncServiceClient:
         )
         body.update(format="agent", budget=budget)
         return (await self._post("/v1/search", body)).text
+
+
+def _tenant_param(tenant: str | None) -> dict[str, str]:
+    """The ``tenant`` query parameter of a ``/v1/resources/{id}`` call (none for None)."""
+    return {} if tenant is None else {"tenant": tenant}
 
 
 def _quote(resource_id: str) -> str:

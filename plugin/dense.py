@@ -31,6 +31,13 @@ their chunk ids never collide); one made by an older build, without ``index_id``
 is filtered on the id as well, so even a row planted under another id is never seen, planned over
 nor deleted by this data dir.
 
+Resources: a row carries a resource's public id and its tenant in two fields (``resource_id``,
+``tenant``), as rows always did. Where a resource is named alone (``delete_resource(s)``,
+``iter_entries``) it is named by the store's key (:func:`~hybridsag.store.resource_key`: the id
+in tenant ``""``, else tenant and id), which :func:`resources_expression` turns into both fields,
+so two tenants' ``notes`` are never confused. In attach mode the team's ``milvus.fields.tenant``
+field plays the tenant (a team collection without one holds tenant ``""`` only).
+
 Filters become a Milvus boolean expression built by :func:`filter_expression`; every string is
 written as a double-quoted literal by :func:`quote_literal`, so no user string can change the
 expression's structure. Scores: ``raw_score`` is the Milvus distance; ``score`` is higher-is-better
@@ -52,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import Settings
+from hybridsag.store import resource_key, split_key
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymilvus import MilvusClient
@@ -76,6 +84,7 @@ __all__ = [
     "milvus_retriable",
     "quote_literal",
     "release_milvus",
+    "resources_expression",
 ]
 
 T = TypeVar("T")
@@ -132,7 +141,9 @@ def default_collection(index_id: str) -> str:
 class VectorRow:
     """One chunk's vector and the metadata the dense path filters on.
 
-    ``acl`` empty means public; ``tenant`` is compared exactly.
+    ``resource_id`` is the resource's public id within ``tenant`` (its key is
+    :func:`~hybridsag.store.resource_key` of the two); ``acl`` empty means public; ``tenant`` is
+    compared exactly.
     """
 
     chunk_id: str
@@ -148,8 +159,9 @@ class DenseFilter:
     """Visibility filter applied inside the vector store's own query.
 
     - ``tenant``: only rows of this tenant (None: any tenant).
-    - ``resource_ids``: only rows of these resources (None: any; an empty tuple: none at all).
-    - ``exclude_resource_ids``: never rows of these resources.
+    - ``resource_ids``: only rows of these public ids (of ``tenant`` when it is set, of any
+      tenant otherwise; None: any; an empty tuple: none at all).
+    - ``exclude_resource_ids``: never rows of these public ids.
     - ``acl_any``: None means no ACL check; otherwise a row is visible when its ``acl`` is empty
       (public) or shares at least one tag with ``acl_any``.
     """
@@ -195,11 +207,13 @@ class DenseIndex(Protocol):
         ...
 
     def delete_resource(self, resource_id: str) -> None:
-        """Delete every row of one resource; a resource with no rows is not an error."""
+        """Delete every row of the resource whose key (:func:`~hybridsag.store.resource_key`)
+        is ``resource_id``; a resource with no rows is not an error."""
         ...
 
     def delete_resources(self, resource_ids: Sequence[str]) -> None:
-        """Delete every row of several resources at once (the reconciler's batches)."""
+        """Delete every row of several resources (by key) at once (the reconciler's
+        batches)."""
         ...
 
     def search(
@@ -211,7 +225,7 @@ class DenseIndex(Protocol):
         ...
 
     def iter_entries(self, batch_size: int = 1000) -> Iterator[tuple[str, str, int]]:
-        """Every stored ``(chunk_id, resource_id, version)``, read with Strong consistency, in
+        """Every stored ``(chunk_id, resource key, version)``, read with Strong consistency, in
         batches of ``batch_size``. Order is unspecified."""
         ...
 
@@ -287,6 +301,30 @@ def filter_expression(
         else:
             parts.append(public)
     return " and ".join(f"({p})" for p in parts)
+
+
+def resources_expression(
+    keys: Sequence[str], *, resource_field: str = F_RESOURCE, tenant_field: str | None = F_TENANT
+) -> str:
+    """The Milvus expression matching the rows of the resources whose store keys are ``keys``
+    (:func:`~hybridsag.store.resource_key`): per tenant, its tenant and its public ids ("" when
+    ``keys`` name nothing). ``tenant_field`` None (a team collection without one): only the
+    keys of tenant ``""`` can match.
+
+    >>> resources_expression(["notes", "acme\\x1fnotes"])
+    '(tenant == "" and resource_id in ["notes"]) or (tenant == "acme" and resource_id in ["notes"])'
+    """
+    by_tenant: dict[str, list[str]] = {}
+    for key in dict.fromkeys(keys):
+        tenant, resource_id = split_key(key)
+        by_tenant.setdefault(tenant, []).append(resource_id)
+    if tenant_field is None:
+        plain = by_tenant.get("", [])
+        return f"{resource_field} in {_quote_list(plain)}" if plain else ""
+    return " or ".join(
+        f"({tenant_field} == {quote_literal(tenant)} and {resource_field} in {_quote_list(ids)})"
+        for tenant, ids in by_tenant.items()
+    )
 
 
 def lite_path(settings: Settings) -> Path:
@@ -983,7 +1021,12 @@ class MilvusDenseIndex:
         ids = list(dict.fromkeys(resource_ids))
         for start in range(0, len(ids), DELETE_BATCH):
             part = ids[start : start + DELETE_BATCH]
-            expr = self._scoped(f"{self._f_resource} in {_quote_list(part)}")
+            matching = resources_expression(
+                part, resource_field=self._f_resource, tenant_field=self._f_tenant
+            )
+            if not matching:
+                continue  # no row can be of these (a team collection without a tenant field)
+            expr = self._scoped(f"({matching})")
             self._call(
                 "delete by resource",
                 lambda expr=expr: client.delete(
@@ -1065,18 +1108,21 @@ class MilvusDenseIndex:
         return detail
 
     def iter_entries(self, batch_size: int = 1000) -> Iterator[tuple[str, str, int]]:
-        """See :meth:`DenseIndex.iter_entries`. In attach mode the version is 0 (unknown)."""
+        """See :meth:`DenseIndex.iter_entries` (each resource named by its store key, made of
+        the row's id and tenant). In attach mode the version is 0 (unknown)."""
         client = self._ready()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"iter_entries batch_size={batch_size!r} must be an int >= 1")
-        output = [self._f_resource] + ([self._f_version] if self._f_version else [])
+        output = [self._f_resource] + [f for f in (self._f_version, self._f_tenant) if f]
         rows = iterate_rows(
             client, self._call, self._collection, self._scoped(""), output,
             batch_size=batch_size, timeout=self._timeout,
         )
         for row in rows:
             version = int(row[self._f_version]) if self._f_version else 0
-            yield str(row[self._f_id]), str(row[self._f_resource]), version
+            tenant = str(row[self._f_tenant] or "") if self._f_tenant else ""
+            key = resource_key(str(row[self._f_resource]), tenant)
+            yield str(row[self._f_id]), key, version
 
     def count(self) -> int:
         """See :meth:`DenseIndex.count`."""

@@ -13,6 +13,10 @@ ids relative to ``docs/``. Either way a file has one id, whichever folder was na
 file that still exists, nor one ingested through the API or JSONL: it is reported and skipped.
 A resource whose file is gone (the folder was moved) is taken over by the file now at its id.
 
+**Tenants.** All of the above is per tenant (``index DIR --tenant T``): a tenant's folder ids,
+roots and pruning see only that tenant's resources, so two tenants indexing folders whose files
+share relative paths each keep their own resources.
+
 **Pruning.** After a folder is indexed, the resources indexed from files under it whose files
 are gone from disk are deleted through the write path (tombstoned, then removed on every path)
 and listed in ``IngestReport.pruned``. A file that still exists is never pruned, even when it is
@@ -56,9 +60,9 @@ class FolderPlan:
         return id_root(file, self.indexed, self.root)
 
 
-def plan_folder(store: Store, scan: FolderScan) -> FolderPlan:
-    """The roots of a scanned folder's files, from the folders indexed before."""
-    indexed = tuple(Path(r) for r in store.folder_roots())
+def plan_folder(store: Store, scan: FolderScan, *, tenant: str = "") -> FolderPlan:
+    """The roots of a scanned folder's files, from the folders ``tenant`` indexed before."""
+    indexed = tuple(Path(r) for r in store.folder_roots(tenant=tenant))
     named = scan.folder.parent if scan.single_file else scan.folder
     holding = [r for r in indexed if named == r or named.is_relative_to(r)]
     root = max(holding, key=lambda r: len(r.parts)) if holding else named
@@ -95,7 +99,7 @@ def taken_by(existing: ResourceRecord | None, doc: Document) -> str | None:
 
 def _free_ids(store: Store, docs: Iterable[Document], errors: SourceErrors) -> Iterator[Document]:
     for doc in docs:
-        reason = taken_by(store.get_resource(doc.resource_id), doc)
+        reason = taken_by(store.get_resource(doc.resource_id, tenant=doc.tenant), doc)
         if reason is None:
             yield doc
         else:
@@ -117,12 +121,17 @@ def _ticking(
 
 
 def _prune(
-    store: Store, delete: Callable[[str], bool], plan: FolderPlan, report: IngestReport
+    store: Store,
+    delete: Callable[[str], bool],
+    plan: FolderPlan,
+    report: IngestReport,
+    tenant: str,
 ) -> None:
-    """Delete the resources indexed from files under the folder whose files are gone."""
+    """Delete the resources of ``tenant`` indexed from files under the folder whose files are
+    gone (``delete`` takes a resource key)."""
     gone = [
-        r.resource_id
-        for r in store.folder_resources(str(plan.scan.folder))
+        r
+        for r in store.folder_resources(str(plan.scan.folder), tenant=tenant)
         if r.status in _PRUNABLE and (r.source_uri is None or not os.path.lexists(r.source_uri))
     ]
     if not gone:
@@ -133,9 +142,9 @@ def _prune(
             "of it kept (an unmounted or emptied folder?); delete them with hybridsag delete"
         )
         return
-    for rid in gone:
-        if delete(rid):
-            report.pruned.append(rid)
+    for record in gone:
+        if delete(record.key):
+            report.pruned.append(record.resource_id)
 
 
 def ingest_path(
@@ -159,7 +168,7 @@ def ingest_path(
     errors = SourceErrors()
     converter = DocumentConverter.from_settings(settings)
     scan = scan_folder(Path(path), errors, converts=True)
-    plan = plan_folder(store, scan)
+    plan = plan_folder(store, scan, tenant=tenant)
     ticks = as_progress(progress)
     ticks.start(len(scan.files))
     docs = iter_files(
@@ -177,5 +186,5 @@ def ingest_path(
     report.root = str(plan.root)
     report.notes.extend(plan.notes)
     if prune and not scan.single_file:
-        _prune(store, writer.delete, plan, report)
+        _prune(store, writer.delete, plan, report, tenant)
     return report

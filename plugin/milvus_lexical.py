@@ -16,6 +16,9 @@ one analyzer for every row and query. The column weights of ``lexical`` (title, 
 are kept by repeating each part of the text that many times (rounded), the usual way to give a
 single-field BM25 field weights.
 
+A row carries its resource's public id and tenant (``resource_id``, ``tenant``); a resource named
+alone is named by its store key, turned into both by :func:`hybridsag.dense.resources_expression`.
+
 Rows are written and deleted by the same write path as the FTS5 rows: the ``add_*``/``remove_*``
 methods run inside the store's write transaction and write to Milvus before it commits. A Milvus
 failure raises :class:`~hybridsag.errors.LexicalError`, which rolls the transaction back (the
@@ -57,11 +60,12 @@ from hybridsag.dense import (
     milvus_retriable,
     quote_literal,
     release_milvus,
+    resources_expression,
 )
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex, strip_diacritics
 from hybridsag.settings import LexicalSettings, Settings
-from hybridsag.store import Filters, Store, select_in
+from hybridsag.store import Filters, Store, select_in, split_key
 from hybridsag.tokenizer import Tokenizer, has_cjk
 
 if TYPE_CHECKING:
@@ -484,7 +488,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             depth = min(depth * 4, MAX_LIMIT)
 
     def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
-        expr = filter_expression(DenseFilter(resource_ids=tuple(resource_ids)))
+        expr = resources_expression(resource_ids)
         found = self._bm25(
             self._chunks_coll,
             " ".join(terms),
@@ -536,8 +540,9 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             )
 
     def _delete_resource(self, collection: str, resource_id: str) -> None:
-        """Delete every row of one resource (all versions, orphans too) from ``collection``."""
-        self._delete(collection, expr=filter_expression(DenseFilter(resource_ids=(resource_id,))))
+        """Delete every row of one resource (its store key; all versions, orphans too) from
+        ``collection``."""
+        self._delete(collection, expr=resources_expression([resource_id]))
 
     def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
         """Index chunks ``(chunks.id, tokens)``: the terms and vocabulary in the store, the text
@@ -589,7 +594,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
                 {
                     F_ID: rowid,
                     F_CHUNK: row[1],
-                    F_RESOURCE: row[2],
+                    F_RESOURCE: split_key(row[2])[1],
                     F_TENANT: row[6],
                     F_ACL: list(json.loads(row[7] or "[]")),
                     F_STATUS: row[8],
@@ -618,7 +623,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
                 {
                     F_ID: rowid,
                     F_VERSION: int(row[2]),
-                    F_RESOURCE: row[1],
+                    F_RESOURCE: split_key(row[1])[1],
                     F_TENANT: row[4],
                     F_ACL: list(json.loads(row[5] or "[]")),
                     F_STATUS: row[6],

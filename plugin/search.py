@@ -27,7 +27,7 @@ from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_n
 from hybridsag.query import validate_query
 from hybridsag.remote import QueryMeter, metered, submit
 from hybridsag.settings import FusionSettings, Settings
-from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord
+from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord, resource_key
 from hybridsag.tokenizer import has_cjk
 from hybridsag.trust import query_facts
 
@@ -88,6 +88,9 @@ class SearchResult:
     rrf_rank: int = 0
     #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
     text_truncated: bool = False
+    #: the resource's tenant (``""``: un-tenanted); a resource is ``(tenant, resource_id)``, so
+    #: two results may share a ``resource_id`` in two tenants
+    tenant: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -321,6 +324,9 @@ class HybridSearch:
     ``embedder``, ``dense_index``, ``judge`` and ``step_hook`` go to the components made here.
     Safe to share between threads: the parts are built once on first use, under locks.
 
+    A resource is ``(tenant, resource_id)`` (:mod:`hybridsag.store`): every method that names
+    one takes its ``tenant`` (default ``""``, the un-tenanted resources), and results carry it.
+
     >>> hs = HybridSearch(Settings(data_dir=Path("/tmp/hs-doc")))   # doctest: +SKIP
     >>> hs.ingest("faq", "Reset with `E-1234`.", title="FAQ")        # doctest: +SKIP
     >>> hs.search("E-1234").results[0].resource_id                   # doctest: +SKIP
@@ -468,15 +474,20 @@ class HybridSearch:
             prune=prune,
         )
 
-    def delete(self, resource_id: str) -> bool:
-        """Delete a resource on every path; False when it did not exist."""
-        return self.components.writer().delete(resource_id)
+    def delete(self, resource_id: str, *, tenant: str = "") -> bool:
+        """Delete the resource ``resource_id`` of ``tenant`` on every path; False when it did
+        not exist (another tenant's resource of that id is another resource, left alone)."""
+        return self.components.writer().delete(resource_key(resource_id, tenant))
 
-    def disable(self, resource_id: str) -> bool:
-        return self.components.writer().set_enabled(resource_id, False)
+    def disable(self, resource_id: str, *, tenant: str = "") -> bool:
+        """Hide the resource ``resource_id`` of ``tenant`` from every search, keeping it; False
+        when it does not exist."""
+        return self.components.writer().set_enabled(resource_key(resource_id, tenant), False)
 
-    def enable(self, resource_id: str) -> bool:
-        return self.components.writer().set_enabled(resource_id, True)
+    def enable(self, resource_id: str, *, tenant: str = "") -> bool:
+        """Make a disabled resource ``resource_id`` of ``tenant`` searchable again; False when
+        it does not exist."""
+        return self.components.writer().set_enabled(resource_key(resource_id, tenant), True)
 
     # -- resources ----------------------------------------------------------------------------
 
@@ -499,18 +510,18 @@ class HybridSearch:
         )
         return [ResourceSummary(record, chunks) for record, chunks in rows]
 
-    def get_resource(self, resource_id: str) -> ResourceDetail | None:
-        """One resource's record and a summary of its current chunks; ``None`` when there is no
-        such resource."""
+    def get_resource(self, resource_id: str, *, tenant: str = "") -> ResourceDetail | None:
+        """The record of the resource ``resource_id`` of ``tenant`` and a summary of its current
+        chunks; ``None`` when there is no such resource."""
         store = self.components.store
-        record = store.get_resource(resource_id)
+        record = store.get_resource(resource_id, tenant=tenant)
         if record is None:
             return None
         chunks = tuple(
             ChunkSummary(
                 c.chunk_id, c.ordinal, c.heading_path, c.start_line, c.end_line, len(c.text)
             )
-            for c in store.resource_chunks(resource_id)
+            for c in store.resource_chunks(resource_id, tenant=tenant)
         )
         return ResourceDetail(record, chunks, stale=_is_stale(record))
 
@@ -520,13 +531,15 @@ class HybridSearch:
         """Resources (in all and per status), chunks and tombstones in the store."""
         return self.components.store.counts()
 
-    def resource(self, resource_id: str) -> ResourceRecord | None:
-        """The stored record of one resource (any status), or None."""
-        return self.components.store.get_resource(resource_id)
+    def resource(self, resource_id: str, *, tenant: str = "") -> ResourceRecord | None:
+        """The stored record of the resource ``resource_id`` of ``tenant`` (any status), or
+        None."""
+        return self.components.store.get_resource(resource_id, tenant=tenant)
 
-    def resource_chunks(self, resource_id: str) -> list[ChunkRecord]:
-        """The chunks of a resource's current version, in order."""
-        return self.components.store.resource_chunks(resource_id)
+    def resource_chunks(self, resource_id: str, *, tenant: str = "") -> list[ChunkRecord]:
+        """The chunks of the current version of the resource ``resource_id`` of ``tenant``, in
+        order."""
+        return self.components.store.resource_chunks(resource_id, tenant=tenant)
 
     # -- search -------------------------------------------------------------------------------
 
@@ -686,7 +699,7 @@ class HybridSearch:
         results: list[SearchResult] = []
         for f in ruled:
             rec = records[f.chunk_id]
-            stale = _is_stale(resources[rec.resource_id])
+            stale = _is_stale(resources[rec.key])
             if stale and not include_stale:
                 continue
             results.append(
@@ -767,18 +780,20 @@ class HybridSearch:
         self, runs: Mapping[str, Sequence[Hit]], filters: Filters
     ) -> tuple[dict[str, ChunkRecord], dict[str, ResourceRecord], dict[str, ChunkView]]:
         """What fusion may see of the runs' chunks (ranks up to ``fusion.depth``): their
-        records, their resources, and a :class:`ChunkView` of each chunk whose resource still
-        exists and passes ``filters`` (the post-fusion check)."""
+        records, their resources (by key), and a :class:`ChunkView` of each chunk whose resource
+        still exists and passes ``filters`` (the post-fusion check). A view's ``resource_id`` is
+        the resource's key (:func:`~hybridsag.store.resource_key`: the id in tenant ``""``), so
+        that fusion never takes two tenants' resources of one id for one."""
         depth = self.settings.fusion.depth
         store = self.components.store
         ids = dict.fromkeys(h.chunk_id for hits in runs.values() for h in hits if h.rank <= depth)
         records = store.chunks(ids)
-        resources = store.resources(r.resource_id for r in records.values())
+        resources = store.resources(r.key for r in records.values())
         # chunks and resources are two reads: a resource deleted between them is simply gone
         views = {
-            cid: ChunkView(cid, r.resource_id, r.title, r.heading_path, r.text, r.ordinal)
+            cid: ChunkView(cid, r.key, r.title, r.heading_path, r.text, r.ordinal)
             for cid, r in records.items()
-            if (res := resources.get(r.resource_id)) is not None and filters.allows(res)
+            if (res := resources.get(r.key)) is not None and filters.allows(res)
         }
         return records, resources, views
 
@@ -880,6 +895,7 @@ class HybridSearch:
             stale=stale,
             rrf_rank=fused.rrf_rank,
             text_truncated=len(rec.text) > max_text,
+            tenant=rec.tenant,
         )
 
 

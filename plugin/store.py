@@ -11,6 +11,33 @@ Every write goes through :meth:`Store.atomic` (``BEGIN IMMEDIATE`` .. ``COMMIT``
 ``atomic()`` is a SAVEPOINT). Connections are per thread. A resource is visible only when
 ``status = 'ready'``; every read path filters on it.
 
+Resource identity is ``(tenant, resource_id)``: two tenants may each hold ``notes``, and a caller
+scoped to a tenant addresses only that tenant's ids (another tenant's id is simply not in its
+namespace). Every table keys a resource by one string, its *key* (:func:`resource_key`): the id
+itself in the un-tenanted namespace ``""`` (so an index without tenants, every benchmark set
+among them, stores exactly what it always stored), else ``tenant + KEY_SEP + id``, where
+:data:`KEY_SEP` is the control character U+001F, which no tenant and no id may hold
+(:func:`hybridsag.writer.make_document` refuses control characters), so the pair is always
+recovered (:func:`split_key`) and no tenant's key equals an un-tenanted id. The column
+``resource_id`` of ``resources``, ``chunks``, ``tombstones`` and ``journal`` holds the key; the
+records (:class:`ResourceRecord`, :class:`ChunkRecord`) give the public id and the tenant, and
+their ``key``. The reconciler, the write path and the lexical index work on keys alone.
+
+Chunk ids are shown to users, so they stay printable: ``<id>@<version>#<ordinal>`` in tenant
+``""`` and ``<id>@<version>#<ordinal>@<tenant>`` otherwise, with ``%``, ``@`` and ``#`` of the
+tenant written ``%25``, ``%40``, ``%23`` (:func:`chunk_id_for`). The two forms never meet: an
+un-tenanted chunk id ends in ``#<digits>``, a tenant's in ``@<tenant>`` with no ``#`` after the
+ordinal; and a tenant's id is read back from the right (the tenant after the last ``@``).
+
+The vector and full-text rows in Milvus carry the public id and the tenant as two fields, as
+they always did; :mod:`hybridsag.dense` turns a key into both (and back, when it lists its rows).
+An index written before identity was per tenant (the key of every resource was its id) is
+rewritten by the migration ``0005_tenant_keys``: the keys of tenant resources in ``resources``,
+``chunks``, ``journal`` and ``tombstones`` become ``tenant + KEY_SEP + id``; chunk ids are kept
+(a chunk id names one chunk for its life: its Milvus primary key, A/B events that name it), so
+nothing in Milvus moves; and a tombstone at the old key keeps the highest version it reached, so
+that a resource ``""``/``notes`` made later never reuses one of those chunk ids.
+
 One set of store operations serves both databases. The SQL is written once, in the common part of
 SQLite's and PostgreSQL's dialects (``?`` placeholders, ``INSERT .. ON CONFLICT``); a
 :class:`Backend` supplies what differs: connections, how a write transaction starts (SQLite's
@@ -37,22 +64,87 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from hybridsag.errors import CorruptStoreError, IndexMismatchError, QueryError, StoreError
+from hybridsag.errors import (
+    CorruptStoreError,
+    IndexMismatchError,
+    InputError,
+    QueryError,
+    StoreError,
+)
 
 __all__ = [
     "Backend",
     "ChunkRecord",
     "Filters",
+    "KEY_SEP",
     "MIGRATIONS",
     "ResourceRecord",
     "STATUSES",
     "SqliteBackend",
     "Store",
     "check_store_file",
+    "chunk_id_for",
+    "chunk_id_suffix",
     "is_postgres_url",
     "placeholders",
+    "public_id_sql",
+    "resource_key",
     "select_in",
+    "split_key",
 ]
+
+#: Between the tenant and the id in a resource key (see the module docstring): U+001F, a
+#: control character, which no tenant and no id may hold.
+KEY_SEP = "\x1f"
+#: What a tenant's characters become in its chunk ids (``%`` first, so the escape is reversible).
+_CHUNK_ID_ESCAPES = (("%", "%25"), ("@", "%40"), ("#", "%23"))
+
+
+def resource_key(resource_id: str, tenant: str = "") -> str:
+    """The key the store keys a resource by: ``resource_id`` in tenant ``""``, else
+    ``tenant + KEY_SEP + resource_id``. Example: ``resource_key("notes", "acme")`` ->
+    ``"acme\\x1fnotes"``; ``resource_key("notes")`` -> ``"notes"``. InputError for an id or a
+    tenant holding :data:`KEY_SEP` (no stored one does: such a key could name another
+    tenant's resource)."""
+    if KEY_SEP in resource_id or KEY_SEP in tenant:
+        what = "resource id" if KEY_SEP in resource_id else "tenant"
+        value = resource_id if KEY_SEP in resource_id else tenant
+        raise InputError(f"{what} {value!r:.80} holds control character {KEY_SEP!r}")
+    return f"{tenant}{KEY_SEP}{resource_id}" if tenant else resource_id
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``(tenant, resource_id)`` of a resource key (:func:`resource_key` undone)."""
+    tenant, sep, resource_id = key.partition(KEY_SEP)
+    return (tenant, resource_id) if sep else ("", key)
+
+
+def chunk_id_suffix(tenant: str) -> str:
+    """What a chunk id of ``tenant`` ends with after its ordinal: ``""`` for tenant ``""``,
+    else ``@`` and the tenant with ``%``, ``@`` and ``#`` percent-escaped."""
+    for char, escaped in _CHUNK_ID_ESCAPES:
+        tenant = tenant.replace(char, escaped)
+    return f"@{tenant}" if tenant else ""
+
+
+def chunk_id_for(key: str, version: int, ordinal: int) -> str:
+    """The id of chunk ``ordinal`` of version ``version`` of the resource ``key``:
+    ``<id>@<version>#<ordinal>`` in tenant ``""``, ``<id>@<version>#<ordinal>@<tenant>``
+    otherwise (see the module docstring). Chunk ids carry the version, so a stale vector can
+    never pass for a current one. Example: ``chunk_id_for(resource_key("a@b", "t#1"), 2, 0)``
+    -> ``"a@b@2#0@t%231"``."""
+    tenant, resource_id = split_key(key)
+    return f"{resource_id}@{version}#{ordinal}{chunk_id_suffix(tenant)}"
+
+
+def public_id_sql(alias: str) -> str:
+    """The SQL of the public id of the resources row aliased ``alias`` (its key without the
+    tenant; the same text in SQLite and PostgreSQL)."""
+    return (
+        f"(CASE WHEN {alias}.tenant = '' THEN {alias}.resource_id "
+        f"ELSE substr({alias}.resource_id, length({alias}.tenant) + 2) END)"
+    )
+
 
 STATUSES = ("indexing", "ready", "failed", "disabled", "deleting")
 #: Statuses a caller may ask to search; ``indexing``/``failed``/``deleting`` never are.
@@ -158,6 +250,48 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX resources_source_root ON resources(source_root);
         """,
     ),
+    (
+        # Identity becomes (tenant, resource_id) (see the module docstring). A tenant's
+        # resource was keyed by its id; it is keyed by tenant + KEY_SEP + id from now on, in
+        # every table. Its tombstone (a delete in flight) is copied to the new key. The old key
+        # keeps a tombstone at the highest version the resource reached, so a resource of
+        # tenant "" with that id never makes one of its chunk ids again (chunk ids are kept, as
+        # are the Milvus rows, which already carry the id and the tenant apart). Rows of tenant
+        # "" are left as they are.
+        "0005_tenant_keys",
+        f"""
+        INSERT INTO tombstones(resource_id, version, deleted_at)
+            SELECT r.tenant || '{KEY_SEP}' || t.resource_id, t.version, t.deleted_at
+            FROM tombstones t JOIN resources r ON r.resource_id = t.resource_id
+            WHERE r.tenant <> '';
+        UPDATE tombstones SET version = (
+                SELECT CASE WHEN r.pending_version > r.version THEN r.pending_version
+                            ELSE r.version END
+                FROM resources r WHERE r.resource_id = tombstones.resource_id)
+            WHERE EXISTS (
+                SELECT 1 FROM resources r
+                WHERE r.resource_id = tombstones.resource_id AND r.tenant <> ''
+                  AND (r.version > tombstones.version OR r.pending_version > tombstones.version));
+        INSERT INTO tombstones(resource_id, version, deleted_at)
+            SELECT r.resource_id,
+                   CASE WHEN r.pending_version > r.version THEN r.pending_version
+                        ELSE r.version END,
+                   r.updated_at
+            FROM resources r
+            WHERE r.tenant <> ''
+              AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.resource_id = r.resource_id);
+        UPDATE journal SET resource_id = (
+                SELECT r.tenant || '{KEY_SEP}' || r.resource_id FROM resources r
+                WHERE r.resource_id = journal.resource_id)
+            WHERE resource_id IN (SELECT resource_id FROM resources WHERE tenant <> '');
+        UPDATE chunks SET resource_id = (
+                SELECT r.tenant || '{KEY_SEP}' || r.resource_id FROM resources r
+                WHERE r.resource_id = chunks.resource_id)
+            WHERE resource_id IN (SELECT resource_id FROM resources WHERE tenant <> '');
+        UPDATE resources SET resource_id = tenant || '{KEY_SEP}' || resource_id
+            WHERE tenant <> '';
+        """,
+    ),
 )
 
 _MIGRATIONS_TABLE = (
@@ -234,6 +368,9 @@ def _check_meta_value(key: str, value: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ResourceRecord:
+    """A stored resource: ``resource_id`` is its public id within ``tenant`` (:attr:`key` is
+    what the store keys it by)."""
+
     resource_id: str
     title: str
     title_norm: str
@@ -253,10 +390,15 @@ class ResourceRecord:
     #: the folder the id of a folder resource is relative to (``None``: API or JSONL ingest)
     source_root: str | None = None
 
+    @property
+    def key(self) -> str:
+        """The store's key of this resource (:func:`resource_key`)."""
+        return resource_key(self.resource_id, self.tenant)
+
     @classmethod
     def from_row(cls, row: Any) -> ResourceRecord:
         return cls(
-            resource_id=row["resource_id"],
+            resource_id=split_key(row["resource_id"])[1],
             title=row["title"],
             title_norm=row["title_norm"],
             source_uri=row["source_uri"],
@@ -278,7 +420,8 @@ class ResourceRecord:
 
 @dataclass(frozen=True, slots=True)
 class ChunkRecord:
-    """A stored chunk joined with its resource: everything a result shows."""
+    """A stored chunk joined with its resource: everything a result shows (``resource_id``
+    the public id within ``tenant``; :attr:`key` the store's key of the resource)."""
 
     chunk_id: str
     resource_id: str
@@ -296,6 +439,18 @@ class ChunkRecord:
     tenant: str
     status: str
 
+    @property
+    def key(self) -> str:
+        """The store's key of this chunk's resource (:func:`resource_key`)."""
+        return resource_key(self.resource_id, self.tenant)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ChunkRecord:
+        """A record from a row of ``_CHUNK_SELECT`` (whose ``resource_id`` is the key)."""
+        values = list(row)
+        values[1] = split_key(values[1])[1]
+        return cls(*values)
+
 
 @dataclass(frozen=True, slots=True)
 class Filters:
@@ -303,8 +458,9 @@ class Filters:
 
     ``tenant``: only that tenant's resources. ``acl``: the caller's tags; a resource with tags is
     visible only when it shares one, a resource without tags is public. ``metadata``: equality on
-    top-level metadata keys. ``resource_ids``: only these. ``statuses``: ``("ready",)`` unless a
-    caller also asks for ``disabled`` ones.
+    top-level metadata keys. ``resource_ids``: only these public ids, of ``tenant`` when it is
+    set, of any tenant otherwise. ``statuses``: ``("ready",)`` unless a caller also asks for
+    ``disabled`` ones.
     """
 
     tenant: str | None = None
@@ -412,8 +568,13 @@ class Filters:
             parts.append(fragment)
             params.extend(values)
         if self.resource_ids is not None:
-            parts.append(f"{alias}.resource_id IN ({placeholders(len(self.resource_ids))})")
-            params.extend(self.resource_ids)
+            marks = placeholders(len(self.resource_ids))
+            if self.tenant is not None:  # the keys of that tenant's ids: the unique index
+                parts.append(f"{alias}.resource_id IN ({marks})")
+                params.extend(resource_key(rid, self.tenant) for rid in self.resource_ids)
+            else:  # those ids in any tenant
+                parts.append(f"{public_id_sql(alias)} IN ({marks})")
+                params.extend(self.resource_ids)
         return " AND ".join(parts), params
 
     def allows(self, record: ResourceRecord) -> bool:
@@ -787,34 +948,41 @@ class Store:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def get_resource(self, resource_id: str) -> ResourceRecord | None:
+    def get_resource(self, resource_id: str, *, tenant: str = "") -> ResourceRecord | None:
+        """The resource ``resource_id`` of ``tenant`` (any status), or None."""
         row = (
             self.connection()
-            .execute("SELECT * FROM resources WHERE resource_id = ?", (resource_id,))
+            .execute(
+                "SELECT * FROM resources WHERE resource_id = ?",
+                (resource_key(resource_id, tenant),),
+            )
             .fetchone()
         )
         return None if row is None else ResourceRecord.from_row(row)
 
-    def resources(self, resource_ids: Iterable[str]) -> dict[str, ResourceRecord]:
+    def resources(self, keys: Iterable[str]) -> dict[str, ResourceRecord]:
+        """The resources of these keys (:func:`resource_key`) that exist, by key."""
         rows = select_in(
-            self.connection(), "SELECT resource_id, * FROM resources", "resource_id", resource_ids
+            self.connection(), "SELECT resource_id, * FROM resources", "resource_id", keys
         )
-        return {rid: ResourceRecord.from_row(row) for rid, row in rows.items()}
+        return {key: ResourceRecord.from_row(row) for key, row in rows.items()}
 
     def chunks(self, chunk_ids: Iterable[str]) -> dict[str, ChunkRecord]:
         """Chunk records (with title, tenant and status of their resource) by chunk id, for the
         chunks that exist and belong to their resource's current version."""
         rows = select_in(self.connection(), _CHUNK_SELECT, "c.chunk_id", chunk_ids)
-        return {cid: ChunkRecord(*row) for cid, row in rows.items()}
+        return {cid: ChunkRecord.from_row(row) for cid, row in rows.items()}
 
-    def resource_chunks(self, resource_id: str) -> list[ChunkRecord]:
+    def resource_chunks(self, resource_id: str, *, tenant: str = "") -> list[ChunkRecord]:
+        """The chunks of the current version of ``resource_id`` of ``tenant``, in order."""
         rows = self.connection().execute(
-            f"{_CHUNK_SELECT} WHERE c.resource_id = ? ORDER BY c.ordinal", (resource_id,)
+            f"{_CHUNK_SELECT} WHERE c.resource_id = ? ORDER BY c.ordinal",
+            (resource_key(resource_id, tenant),),
         )
-        return [ChunkRecord(*row) for row in rows]
+        return [ChunkRecord.from_row(row) for row in rows]
 
     def resources_by_title(self, title_norm: str, filters: Filters, *, limit: int) -> list[str]:
-        """Ids of the resources visible under ``filters`` whose normalised title is
+        """Keys of the resources visible under ``filters`` whose normalised title is
         ``title_norm``, oldest first, at most ``limit``."""
         filter_sql, params = filters.sql("r")
         rows = self.connection().execute(
@@ -825,8 +993,8 @@ class Store:
         return [row[0] for row in rows]
 
     def first_chunks(self, resource_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
-        """Each resource's first chunk (current version) and how many chunks it has:
-        ``{resource_id: (chunk_id, count)}``; resources without chunks are absent."""
+        """Each resource's first chunk (current version) and how many chunks it has, by key:
+        ``{key: (chunk_id, count)}``; resources without chunks are absent."""
         out: dict[str, tuple[str, int]] = {}
         if not resource_ids:
             return out
@@ -865,21 +1033,24 @@ class Store:
         """The size of the database (SQLite: the file and its WAL; PostgreSQL: the tables)."""
         return self.backend.bytes_on_disk(self.connection())
 
-    def folder_roots(self) -> list[str]:
-        """The folders whose files' ids are relative to them (``source_root`` of any resource)."""
+    def folder_roots(self, *, tenant: str = "") -> list[str]:
+        """The folders whose files' ids are relative to them (``source_root`` of any resource
+        of ``tenant``)."""
         rows = self.connection().execute(
-            "SELECT DISTINCT source_root FROM resources WHERE source_root IS NOT NULL"
+            "SELECT DISTINCT source_root FROM resources WHERE source_root IS NOT NULL "
+            "AND tenant = ?",
+            (tenant,),
         )
         return sorted(row[0] for row in rows)
 
-    def folder_resources(self, folder: str) -> list[ResourceRecord]:
-        """Resources indexed from a folder (``source_root`` set) whose source file lies under
-        ``folder`` (an absolute path), in any status."""
+    def folder_resources(self, folder: str, *, tenant: str = "") -> list[ResourceRecord]:
+        """Resources of ``tenant`` indexed from a folder (``source_root`` set) whose source
+        file lies under ``folder`` (an absolute path), in any status."""
         prefix = folder.rstrip("/") + "/"
         rows = self.connection().execute(
-            "SELECT * FROM resources WHERE source_root IS NOT NULL "
+            "SELECT * FROM resources WHERE source_root IS NOT NULL AND tenant = ? "
             "AND substr(source_uri, 1, ?) = ? ORDER BY id",
-            (len(prefix), prefix),
+            (tenant, len(prefix), prefix),
         )
         return [ResourceRecord.from_row(row) for row in rows]
 
@@ -892,8 +1063,10 @@ class Store:
         limit: int | None = None,
     ) -> list[tuple[ResourceRecord, int]]:
         """Resources (oldest first) with their current version's chunk count, filtered by
-        exact ``tenant``, ``statuses`` and an id ``prefix``; at most ``limit``."""
-        where, params = ["1 = 1"], []
+        exact ``tenant``, ``statuses`` and an id ``prefix`` (of the public ids); at most
+        ``limit``."""
+        where: list[str] = ["1 = 1"]
+        params: list[Any] = []
         if tenant is not None:
             where.append("r.tenant = ?")
             params.append(tenant)
@@ -901,7 +1074,7 @@ class Store:
             where.append(f"r.status IN ({','.join('?' * len(statuses))})")
             params.extend(statuses)
         if prefix:
-            where.append("substr(r.resource_id, 1, ?) = ?")
+            where.append(f"substr({public_id_sql('r')}, 1, ?) = ?")
             params.extend((len(prefix), prefix))
         sql = (
             "SELECT r.*, (SELECT count(*) FROM chunks c WHERE c.resource_id = r.resource_id "
@@ -916,6 +1089,7 @@ class Store:
         return [(ResourceRecord.from_row(row), int(row["n_chunks"])) for row in rows]
 
     def iter_resource_ids(self, statuses: Sequence[str] | None = None) -> Iterator[str]:
+        """The keys of every resource (of ``statuses``), oldest first."""
         sql = "SELECT resource_id FROM resources"
         params: list[Any] = []
         if statuses:

@@ -37,6 +37,12 @@ shuts down), checked before each document is chunked, between chunk tokenization
 embedding slices and before each store step; when set, the batch in flight is undone by the same
 compensation as a failure and :class:`~hybridsag.errors.WriteCancelledError` is raised (batches
 committed before stay).
+
+reconciler finishes or undoes.
+
+A resource is ``(tenant, resource_id)``: every statement here names it by its key
+(:func:`~hybridsag.store.resource_key`; the id itself in tenant ``""``), so two tenants' ``notes``
+are two resources; reports name the public id.
 """
 
 from __future__ import annotations
@@ -63,7 +69,14 @@ from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelled
 from hybridsag.fusion.text import normalize_title
 from hybridsag.owners import owner_dead, pid_alive, this_owner
 from hybridsag.progress import IngestProgress, as_progress
-from hybridsag.store import Store, select_in
+from hybridsag.store import (
+    Store,
+    chunk_id_for,
+    chunk_id_suffix,
+    resource_key,
+    select_in,
+    split_key,
+)
 
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex, VectorRow
@@ -93,9 +106,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: A chunk id is ``<resource_id>@<version>#<ordinal>`` (:func:`chunk_id_for`): the suffix takes
-#: at most 31 bytes (an int64 version has 19 digits, an ordinal 10), so a resource id may take
-#: what is left of Milvus' primary key (:data:`~hybridsag.dense.MAX_CHUNK_ID_BYTES`).
+#: A chunk id is ``<resource_id>@<version>#<ordinal>``, followed by ``@<tenant>`` (escaped) for a
+#: tenant's resource (:func:`~hybridsag.store.chunk_id_for`): the version and ordinal take at
+#: most 31 bytes (an int64 version has 19 digits, an ordinal 10), so a resource id and its
+#: tenant's suffix may take what is left of Milvus' primary key
+#: (:data:`~hybridsag.dense.MAX_CHUNK_ID_BYTES`).
 CHUNK_ID_SUFFIX_BYTES = 32
 MAX_RESOURCE_ID_BYTES = min(MAX_CHUNK_ID_BYTES - CHUNK_ID_SUFFIX_BYTES, DENSE_RESOURCE_ID_BYTES)
 #: A bulk ingest that wrote this many vectors (chunks) seals them (DenseIndex.flush, and the
@@ -110,11 +125,6 @@ MAX_SOURCE_URI_CHARS = 4_096  # PATH_MAX on Linux
 MAX_METADATA_BYTES = 64 * 1024
 MAX_METADATA_KEYS = 256
 MAX_METADATA_DEPTH = 32
-
-
-def chunk_id_for(resource_id: str, version: int, ordinal: int) -> str:
-    """Chunk ids carry the version, so a stale vector can never pass for a current one."""
-    return f"{resource_id}@{version}#{ordinal}"
 
 
 def _claim_detail(chunks: int) -> str:
@@ -180,6 +190,11 @@ class Document:
     content_sha256: str = ""
     metadata_json: str = "{}"
     acl_json: str = "[]"
+
+    @property
+    def key(self) -> str:
+        """The store's key of this resource (:func:`~hybridsag.store.resource_key`)."""
+        return resource_key(self.resource_id, self.tenant)
 
 
 def _utf8(name: str, value: str) -> bytes:
@@ -264,7 +279,8 @@ def make_document(
     """Validate one resource at the edge; :class:`IngestError` names the bad value.
 
     Limits are counted where the stores count them: the resource id in UTF-8 bytes so that its
-    chunk ids fit Milvus' primary key (:data:`MAX_RESOURCE_ID_BYTES`), the tenant and each ACL
+    chunk ids fit Milvus' primary key (:data:`MAX_RESOURCE_ID_BYTES`, for a tenant's resource
+    with the tenant's chunk id suffix counted in), the tenant and each ACL
     tag in bytes (:data:`~hybridsag.dense.MAX_TENANT_BYTES`,
     :data:`~hybridsag.dense.MAX_ACL_TAG_BYTES`), at most :data:`~hybridsag.dense.MAX_ACL_TAGS`
     tags, metadata within :data:`MAX_METADATA_BYTES` / :data:`MAX_METADATA_KEYS` /
@@ -283,6 +299,13 @@ def make_document(
         raise IngestError(f"text of {resource_id!r} holds a NUL character")
     text_bytes = _utf8(f"text of {resource_id!r}:", text)
     _check_text_field("tenant", tenant, max_bytes=MAX_TENANT_BYTES, allow_empty=True)
+    if tenant:  # its chunk ids end with the tenant: the id gets what is left
+        size = len(resource_id.encode("utf-8")) + len(chunk_id_suffix(tenant).encode("utf-8"))
+        if size > MAX_RESOURCE_ID_BYTES:
+            raise IngestError(
+                f"resource_id {resource_id!r:.60} with tenant {tenant!r:.60} is {size} bytes in "
+                f"UTF-8 (its chunk ids hold both), the limit is {MAX_RESOURCE_ID_BYTES}"
+            )
     if isinstance(acl, str):
         tags: tuple[Any, ...] = (acl,)
     elif isinstance(acl, Iterable) and not isinstance(acl, Mapping):
@@ -572,10 +595,10 @@ class Writer:
                     report.errors[_where(item, position)] = str(exc)
                     ticks.prepared(1, 0)
                     continue
-                if doc.resource_id in batch:  # the same id twice in a batch: flush, keep order
+                if doc.key in batch:  # the same resource twice in a batch: flush, keep order
                     run(list(batch.values()))
                     batch = {}
-                batch[doc.resource_id] = doc
+                batch[doc.key] = doc
                 if len(batch) >= batch_size:
                     run(list(batch.values()))
                     batch = {}
@@ -596,15 +619,15 @@ class Writer:
         return report
 
     def _unchanged(self, docs: Sequence[Document]) -> set[str]:
-        """Ids of ``docs`` whose stored resource already holds the same content, title,
+        """Keys of ``docs`` whose stored resource already holds the same content, title,
         metadata, tenant, ACL and source. A source file whose stat changed with its content
         unchanged (a ``touch``, a copy) only has its size and mtime refreshed, so that the stale
         check, which reads nothing but ``stat``, sees it as current again."""
-        current = self.store.resources(d.resource_id for d in docs)
+        current = self.store.resources(d.key for d in docs)
         same = set()
         refresh = []
         for d in docs:
-            rec = current.get(d.resource_id)
+            rec = current.get(d.key)
             if (
                 rec is not None
                 and rec.status in ("ready", "disabled")
@@ -617,9 +640,9 @@ class Writer:
                 and rec.source_uri == d.source_uri
                 and rec.source_root == d.source_root
             ):
-                same.add(d.resource_id)
+                same.add(d.key)
                 if (rec.source_mtime_ns, rec.source_size) != (d.source_mtime_ns, d.source_size):
-                    refresh.append((d.source_mtime_ns, d.source_size, d.resource_id, rec.version))
+                    refresh.append((d.source_mtime_ns, d.source_size, d.key, rec.version))
         if refresh:
             with self.lock.hold(), self.store.atomic() as conn:
                 conn.executemany(
@@ -696,7 +719,7 @@ class Writer:
         if skip_unchanged:
             same = self._unchanged(docs)
             report.unchanged = len(same)
-            docs = [d for d in docs if d.resource_id not in same]
+            docs = [d for d in docs if d.key not in same]
             if same:
                 ticks.prepared(len(same), 0)
         if not docs:
@@ -711,7 +734,7 @@ class Writer:
         with self.lock.hold():
             _check_cancel(cancel, "while waiting for the write lock")
             self.release_abandoned(
-                None if not self._released_abandoned else [p.doc.resource_id for p in prepared]
+                None if not self._released_abandoned else [p.doc.key for p in prepared]
             )
             claims = self._claim(prepared)
             written: list[str] = []  # what may be in the dense index: compensated on failure
@@ -721,7 +744,7 @@ class Writer:
                     rows = self._vector_rows(prepared, claims)
                     written = [r.chunk_id for r in rows]
                     for p in prepared:
-                        self._step("vectors", p.doc.resource_id)
+                        self._step("vectors", p.doc.key)
                     if rows:  # a failed upsert wrote an unknown part: all ids are compensated
                         dense.upsert(rows)
                     report.vectors = len(written)
@@ -732,27 +755,27 @@ class Writer:
                 raise
             if lost and dense is not None:
                 lost_ids = [
-                    chunk_id_for(p.doc.resource_id, claims[p.doc.resource_id], c.ordinal)
+                    chunk_id_for(p.doc.key, claims[p.doc.key], c.ordinal)
                     for p in prepared
-                    if p.doc.resource_id in lost
+                    if p.doc.key in lost
                     for c in p.chunks
                 ]
                 self._cleanup_vectors(dense, lost_ids, report, "vectors of a lost claim")
             if old_ids and dense is not None:
                 self._cleanup_vectors(dense, old_ids, report, "the previous version's vectors")
-        for rid in lost:
-            report.errors[rid] = (
+        for key in lost:
+            report.errors[printable(split_key(key)[1])] = (
                 "not indexed: the resource was deleted (or re-ingested) while this ingest ran; "
                 "what it wrote was removed"
             )
         report.indexed = len(committed)
-        report.chunks = sum(len(p.chunks) for p in prepared if p.doc.resource_id in committed)
+        report.chunks = sum(len(p.chunks) for p in prepared if p.doc.key in committed)
         return report
 
     def _claim(self, prepared: Sequence[_Prepared]) -> dict[str, int]:
         now = time.time()
         pid = os.getpid()
-        rids = [p.doc.resource_id for p in prepared]
+        rids = [p.doc.key for p in prepared]
         claims: dict[str, int] = {}
         with self.store.atomic() as conn:
             rows = _rows_by_id(
@@ -761,7 +784,7 @@ class Writer:
             tombs = _rows_by_id(conn, "SELECT resource_id, version FROM tombstones", rids)
             new_rows, bumps, journal = [], [], []
             for p in prepared:
-                rid = p.doc.resource_id
+                rid = p.doc.key
                 self._step("claim", rid)
                 row, tomb = rows.get(rid), tombs.get(rid)
                 version = 1 + max(
@@ -815,11 +838,11 @@ class Writer:
 
         rows = []
         for p in prepared:
-            version = claims[p.doc.resource_id]
+            version = claims[p.doc.key]
             for c, vec in zip(p.chunks, p.vectors if p.vectors is not None else []):
                 rows.append(
                     VectorRow(
-                        chunk_id=chunk_id_for(p.doc.resource_id, version, c.ordinal),
+                        chunk_id=chunk_id_for(p.doc.key, version, c.ordinal),
                         resource_id=p.doc.resource_id,
                         version=version,
                         tenant=p.doc.tenant,
@@ -836,7 +859,7 @@ class Writer:
         committed: set[str] = set()
         lost: set[str] = set()
         with self.store.atomic() as conn:
-            rids = [p.doc.resource_id for p in prepared]
+            rids = [p.doc.key for p in prepared]
             rows = _rows_by_id(
                 conn,
                 "SELECT resource_id, id, pending_version, status, version FROM resources",
@@ -844,14 +867,14 @@ class Writer:
             )
             keep: list[_Prepared] = []
             for p in prepared:
-                rid = p.doc.resource_id
+                rid = p.doc.key
                 self._step("commit", rid)
                 row = rows.get(rid)
                 if row is None or row["pending_version"] != claims[rid] or row["status"] == "deleting":
                     lost.add(rid)
                 else:
                     keep.append(p)
-            kept = [p.doc.resource_id for p in keep]
+            kept = [p.doc.key for p in keep]
             old = _rows_by_id(conn, "SELECT resource_id, id, chunk_id FROM chunks", kept, many=True)
             old_ids = [r["chunk_id"] for rs in old.values() for r in rs]
             self.lexical.remove_chunks(conn, (r["id"] for rs in old.values() for r in rs))
@@ -876,23 +899,23 @@ class Writer:
                         p.doc.tenant,
                         p.doc.acl_json,
                         p.doc.metadata_json,
-                        claims[p.doc.resource_id],
+                        claims[p.doc.key],
                         now,
-                        p.doc.resource_id,
+                        p.doc.key,
                     )
                     for p in keep
                 ],
             )
-            row_of = {p.doc.resource_id: rows[p.doc.resource_id] for p in keep}
+            row_of = {p.doc.key: rows[p.doc.key] for p in keep}
             # only a resource committed before has a title row to replace
             self.lexical.remove_titles(conn, (r["id"] for r in row_of.values() if r["version"]))
             self.lexical.add_titles(
-                conn, ((row_of[p.doc.resource_id]["id"], p.title_tokens) for p in keep)
+                conn, ((row_of[p.doc.key]["id"], p.title_tokens) for p in keep)
             )
             chunk_rows = []
             fts_tokens: list[ChunkTokens] = []
             for p in keep:
-                rid, version = p.doc.resource_id, claims[p.doc.resource_id]
+                rid, version = p.doc.key, claims[p.doc.key]
                 for c, tokens in zip(p.chunks, p.chunk_tokens):
                     chunk_rows.append(
                         (
@@ -934,7 +957,7 @@ class Writer:
             conn.executemany("DELETE FROM tombstones WHERE resource_id = ?", [(r,) for r in tombs])
             conn.executemany(
                 "DELETE FROM journal WHERE resource_id = ? AND version = ? AND op = 'ingest'",
-                [(p.doc.resource_id, claims[p.doc.resource_id]) for p in prepared],
+                [(p.doc.key, claims[p.doc.key]) for p in prepared],
             )
             committed.update(kept)
         return committed, lost, old_ids
@@ -1093,7 +1116,8 @@ class Writer:
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """Embed and write the vectors of current chunks (all, or of ``resource_ids``); used
+        """Embed and write the vectors of current chunks (all, or of the resources whose keys
+        are ``resource_ids``); used
         when the dense path is switched on for an existing index and by the reconciler for
         ready resources whose vectors are missing. Returns the number of vectors written. A
         chunk whose resource moved to another version meanwhile is skipped (its vector is
@@ -1128,7 +1152,7 @@ class Writer:
             batch = [
                 VectorRow(
                     chunk_id=r["chunk_id"],
-                    resource_id=r["resource_id"],
+                    resource_id=split_key(r["resource_id"])[1],
                     version=r["version"],
                     tenant=r["tenant"],
                     acl=tuple(json.loads(r["acl"])),
@@ -1163,7 +1187,8 @@ class Writer:
     # -- delete, disable, enable --------------------------------------------------------------
 
     def delete(self, resource_id: str) -> bool:
-        """Delete a resource everywhere; False when it did not exist. Invisible from step 1."""
+        """Delete the resource whose key is ``resource_id`` everywhere; False when it did not
+        exist. Invisible from step 1."""
         with self.lock.hold():
             now = time.time()
             with self.store.atomic() as conn:
@@ -1199,7 +1224,8 @@ class Writer:
         return True
 
     def purge(self, resource_id: str) -> None:
-        """Remove chunks, FTS rows and the row of a tombstoned resource (delete's last step)."""
+        """Remove chunks, FTS rows and the row of a tombstoned resource (delete's last step;
+        ``resource_id`` is its key)."""
         with self.store.atomic() as conn:
             self._step("purge", resource_id)
             self.lexical.remove_resource_chunks(conn, resource_id)
@@ -1212,7 +1238,8 @@ class Writer:
             conn.execute("DELETE FROM journal WHERE resource_id = ?", (resource_id,))
 
     def set_enabled(self, resource_id: str, enabled: bool) -> bool:
-        """Disable (invisible, kept) or enable a resource; False when it does not exist."""
+        """Disable (invisible, kept) or enable the resource whose key is ``resource_id``; False
+        when it does not exist."""
         with self.lock.hold(), self.store.atomic() as conn:
             row = conn.execute(
                 "SELECT status FROM resources WHERE resource_id = ?", (resource_id,)
@@ -1221,8 +1248,8 @@ class Writer:
                 if row is None:
                     return False
                 raise IngestError(
-                    f"resource {resource_id!r} is {row[0]!r}; only ready or disabled ones "
-                    "can be enabled or disabled"
+                    f"resource {split_key(resource_id)[1]!r} is {row[0]!r}; only ready or "
+                    "disabled ones can be enabled or disabled"
                 )
             conn.execute(
                 "UPDATE resources SET status = ?, updated_at = ? WHERE resource_id = ?",

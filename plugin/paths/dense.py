@@ -87,11 +87,11 @@ class DenseRetriever:
         if self.attached:
             raw = self._team_rows_as_chunks(raw)
         chunks = self.store.chunks(h.chunk_id for h in raw)
-        records = self.store.resources(c.resource_id for c in chunks.values())
+        records = self.store.resources(c.key for c in chunks.values())
         hits: list[Hit] = []
         for h in raw:
             chunk = chunks.get(h.chunk_id)
-            record = records.get(chunk.resource_id) if chunk is not None else None
+            record = records.get(chunk.key) if chunk is not None else None
             if record is None or not filters.allows(record):
                 continue
             hits.append(Hit(h.chunk_id, self.name, len(hits) + 1, h.raw_score, h.score, h.detail))

@@ -88,7 +88,7 @@ _CAP_RUN = re.compile(r"\b[A-Z][\w'’\-]*(?:\s+[A-Z][\w'’\-]*)+")
 @dataclass
 class _Cand:
     chunk_id: str
-    resource_id: str
+    resource_id: str  # the resource's key (hybridsag.store.resource_key)
     title: str
     heading_path: str
     text: str
@@ -543,7 +543,7 @@ class Sag2Retriever:
                 if rec is None:
                     continue
                 cand = _Cand(
-                    h.chunk_id, rec.resource_id, rec.title, rec.heading_path, rec.text, round=round_
+                    h.chunk_id, rec.key, rec.title, rec.heading_path, rec.text, round=round_
                 )
                 pool[h.chunk_id] = cand
             if rank_field == "bm25" and not cand.bm25_rank:

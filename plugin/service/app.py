@@ -40,7 +40,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal, Protocol
 
 import anyio
-from fastapi import APIRouter, Depends, FastAPI, Request, Security
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -560,12 +560,15 @@ async def ingest(
     hs = state.hs()
 
     def run() -> IngestOut:
+        # ids are per tenant: a document lands in the caller's own tenant, where another
+        # tenant's ids do not exist; only a resource of its own tenant that its ACL tags do
+        # not reach is refused (it may not overwrite what it cannot read)
         for i, doc in enumerate(docs):
-            existing = hs.resource(doc.resource_id)
+            existing = hs.resource(doc.resource_id, tenant=doc.tenant)
             if existing is not None and not caller.can_see(existing):
                 error = ForbiddenError(
-                    f"body[{i}]: resource id {doc.resource_id!r} is held by another tenant or "
-                    "ACL group"
+                    f"body[{i}]: resource id {doc.resource_id!r} is held by an ACL group "
+                    f"token {caller.name!r} is not in"
                 )
                 error.loc = ["body", i, "_id"]  # type: ignore[attr-defined]
                 raise error
@@ -578,20 +581,38 @@ async def ingest(
     return await state.writes.run(run)
 
 
-def _visible(hs: HybridSearch, caller: Principal, resource_id: str) -> None:
-    record = hs.resource(resource_id)
+#: The ``tenant`` query parameter of the ``/resources/{id}`` routes.
+_TENANT = Query(
+    None,
+    max_length=256,
+    description="the tenant whose resource `resource_id` is (a resource is (tenant, id): two "
+    "tenants may each hold one id). An admin token names it (default \"\", the un-tenanted "
+    "resources); a tenant-scoped token addresses its own tenant only (another is 403)",
+)
+
+
+def _tenant_of(caller: Principal, tenant: str | None) -> str:
+    """The tenant a ``/resources/{id}`` call addresses (see :data:`_TENANT`)."""
+    return caller.check_tenant(tenant, where="query.tenant")
+
+
+def _visible(hs: HybridSearch, caller: Principal, resource_id: str, tenant: str) -> None:
+    record = hs.resource(resource_id, tenant=tenant)
     if record is None or not caller.can_see(record):
         raise NotFoundError(f"no resource {resource_id!r}")
 
 
 @api.get("/resources/{resource_id:path}", response_model=ResourceOut, tags=["resources"])
-async def get_resource(resource_id: str, request: Request, caller: Principal = reader) -> Any:
+async def get_resource(
+    resource_id: str, request: Request, caller: Principal = reader, tenant: str | None = _TENANT
+) -> Any:
     """A resource's status, version and current chunks (404 when missing or out of scope)."""
     state = _state(request)
     hs = state.hs()
+    scope = _tenant_of(caller, tenant)
 
     def run() -> ResourceOut:
-        record = hs.resource(resource_id)
+        record = hs.resource(resource_id, tenant=scope)
         if record is None or not caller.can_see(record):
             raise NotFoundError(f"no resource {resource_id!r}")
         return ResourceOut(
@@ -605,20 +626,23 @@ async def get_resource(resource_id: str, request: Request, caller: Principal = r
             content_sha256=record.content_sha256,
             updated_at=record.updated_at,
             error=record.error,
-            chunks=hs.resource_chunks(resource_id),
+            chunks=hs.resource_chunks(resource_id, tenant=scope),
         )
 
     return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
 
 
-def _write_route(action: str, call: Callable[[HybridSearch, str], bool]) -> Callable[..., Any]:
-    async def handler(resource_id: str, request: Request, caller: Principal = writer) -> WriteOut:
+def _write_route(action: str, call: Callable[..., bool]) -> Callable[..., Any]:
+    async def handler(
+        resource_id: str, request: Request, caller: Principal = writer, tenant: str | None = _TENANT
+    ) -> WriteOut:
         state = _state(request)
         hs = state.hs()
+        scope = _tenant_of(caller, tenant)
 
         def run() -> WriteOut:
-            _visible(hs, caller, resource_id)
-            if not call(hs, resource_id):
+            _visible(hs, caller, resource_id, scope)
+            if not call(hs, resource_id, tenant=scope):
                 raise NotFoundError(f"no resource {resource_id!r}")
             return WriteOut(resource_id=resource_id, done=True, action=action)  # type: ignore[arg-type]
 

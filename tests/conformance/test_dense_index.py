@@ -27,10 +27,12 @@ from hybridsag.dense import (
     lite_path,
     make_dense_index,
     quote_literal,
+    resources_expression,
 )
 from hybridsag.embedder import Embedder, make_embedder
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
+from hybridsag.store import resource_key
 from tests.consistency_support import create_legacy_collection
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture shared with integration/
 
@@ -447,6 +449,44 @@ def test_delete_resources_in_one_call(open_index) -> None:
     assert index.count() == 1
 
 
+def test_resources_are_named_by_tenant_and_id(open_index) -> None:
+    """Two tenants' rows of one public id: a resource named by its store key is only its own
+    tenant's; a row's tenant and id come back as that key."""
+    index = open_index()
+    index.upsert(
+        [
+            row("r@1#0@t1", unit(0), resource_id="R", tenant="t1"),
+            row("r@1#0@t2", unit(5), resource_id="R", tenant="t2"),
+            row("r@1#0", unit(10), resource_id="R"),
+        ]
+    )
+    assert sorted(index.iter_entries()) == [
+        ("r@1#0", "R", 1), ("r@1#0@t1", "t1\x1fR", 1), ("r@1#0@t2", "t2\x1fR", 1)
+    ]
+    # a filter names public ids (with the tenant apart), as every path's filter does
+    assert ids(index.search(unit(0), limit=5, filter=DenseFilter(resource_ids=("R",)))) == [
+        "r@1#0@t1", "r@1#0@t2", "r@1#0"
+    ]
+    assert ids(
+        index.search(unit(0), limit=5, filter=DenseFilter(tenant="t2", resource_ids=("R",)))
+    ) == ["r@1#0@t2"]
+    index.delete_resource(resource_key("R", "t1"))
+    assert sorted(c for c, _, _ in index.iter_entries()) == ["r@1#0", "r@1#0@t2"]
+    index.delete_resources(["R"])  # the un-tenanted R
+    assert [c for c, _, _ in index.iter_entries()] == ["r@1#0@t2"]
+
+
+def test_resources_expression_exact_text() -> None:
+    assert resources_expression(["a", "t\x1fb", "t\x1fc", "a"]) == (
+        '(tenant == "" and resource_id in ["a"]) or (tenant == "t" and resource_id in ["b", "c"])'
+    )
+    assert resources_expression(["a", "t\x1fb"], resource_field="src", tenant_field=None) == (
+        'src in ["a"]'
+    )
+    assert resources_expression(["t\x1fb"], tenant_field=None) == ""  # no such row there
+    assert resources_expression([]) == ""
+
+
 def test_iter_entries_and_count(open_index) -> None:
     index = open_index()
     expected = {(f"c{i:02d}", f"r{i % 4}", i) for i in range(23)}
@@ -511,7 +551,7 @@ def test_expression_injection_is_harmless(open_index) -> None:
         assert len(others) == total - 1 and f"n{i}" not in ids(others)
         acl_hits = ids(index.search(unit(0), limit=50, filter=DenseFilter(acl_any=(rid,))))
         assert acl_hits == only
-    index.delete_resource(NASTY[4])  # 'x"] or resource_id != "'
+    index.delete_resource(resource_key(NASTY[4], NASTY[4]))  # 'x"] or resource_id != "'
     assert index.count() == total - 1
     assert "n4" not in {c for c, _, _ in index.iter_entries()}
 
@@ -579,7 +619,10 @@ def test_attach_mode_reads_a_team_collection(open_index, make_settings) -> None:
         index.search(unit(0), limit=3, filter=DenseFilter(exclude_resource_ids=("s1",)))
     ) == ["d2", "d3"]
     assert index.count() == 3
-    assert sorted(index.iter_entries()) == [("d1", "s1", 0), ("d2", "s2", 0), ("d3", "s3", 0)]
+    # a resource is named by its key: the team's tenant field holds the tenant
+    assert sorted(index.iter_entries()) == [
+        ("d1", "acme\x1fs1", 0), ("d2", "acme\x1fs2", 0), ("d3", "beta\x1fs3", 0)
+    ]
 
     # writes are refused without milvus.allow_writes, and nothing changed
     for attempt in (
@@ -600,7 +643,9 @@ def test_attach_mode_reads_a_team_collection(open_index, make_settings) -> None:
     )
     writer = open_index(DIM, writable)
     writer.delete_ids(["d2"])
-    writer.delete_resource("s3")
+    writer.delete_resource("s3")  # the un-tenanted s3: there is none
+    assert index.count() == 2
+    writer.delete_resource(resource_key("s3", "beta"))
     assert index.count() == 1
     assert ids(index.search(unit(0), limit=3)) == ["d1"]
 

@@ -26,7 +26,7 @@ from hybridsag.milvus_lexical import (
 )
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.store import Filters, resource_key, split_key
 
 from tests.conformance.test_store_backends import WORDS, _corpus, _settings, indexed_twice
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture
@@ -86,11 +86,13 @@ def test_must_terms_best_chunks_and_ranks_follow_the_protocol(pair) -> None:
     texts = {c.chunk_id: c.text for c in hs.components.store.chunks(h.chunk_id for h in hits).values()}
     assert all("lantern" in texts[h.chunk_id] for h in hits)
     assert all(h.score >= hits[i + 1].score for i, h in enumerate(hits[:-1]))
-    rids = [f"doc-{i:03d}" for i in range(0, 60, 5)]
-    best = lexical.best_chunks(rids, terms)
-    assert best and set(best) <= set(rids)
-    for rid, chunk_id in best.items():
-        assert chunk_id.startswith(f"{rid}@")
+    # resources named by their store keys (the corpus's resources belong to red and blue)
+    keys = [resource_key(f"doc-{i:03d}", ("red", "blue")[i % 2]) for i in range(0, 60, 5)]
+    best = lexical.best_chunks(keys, terms)
+    assert best and set(best) <= set(keys)
+    for key, chunk_id in best.items():
+        tenant, rid = split_key(key)
+        assert chunk_id.startswith(f"{rid}@") and chunk_id.endswith(f"@{tenant}")
 
 
 def test_the_query_script_picks_the_analyzer(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from hybridsag.consistency import Lease
 from hybridsag.errors import ConsistencyError, IndexMismatchError, StoreError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters, Store
+from hybridsag.store import Filters, Store, resource_key, split_key
 from hybridsag.writer import make_document
 
 WORDS = (
@@ -90,8 +90,14 @@ def test_migrations_apply_once_and_a_reopen_applies_none(tmp_path: Path, store_u
     first = Store(where, tokenizer_fingerprint="tok/1")
     try:
         names = [r[0] for r in first.connection().execute("SELECT name FROM migrations ORDER BY name")]
-        assert names == ["0001_initial", "0002_chunk_vectors", "0003_reconcile_lease", "0004_source_root"]
-        assert first.get_meta("schema_version") == "0004_source_root"
+        assert names == [
+            "0001_initial",
+            "0002_chunk_vectors",
+            "0003_reconcile_lease",
+            "0004_source_root",
+            "0005_tenant_keys",
+        ]
+        assert first.get_meta("schema_version") == "0005_tenant_keys"
     finally:
         first.close()
     again = Store(where, tokenizer_fingerprint="tok/1")
@@ -101,6 +107,97 @@ def test_migrations_apply_once_and_a_reopen_applies_none(tmp_path: Path, store_u
         again.close()
     with pytest.raises(IndexMismatchError, match="tok/1"):
         Store(where, tokenizer_fingerprint="tok/2")
+
+
+def test_a_resource_is_unique_by_tenant_and_id(tmp_path: Path, store_url: str | None) -> None:
+    """Two tenants (and the un-tenanted namespace) each hold ``notes``; each is written, read
+    and deleted alone, and the database itself refuses a second row of one (tenant, id)."""
+    with HybridSearch(_settings(tmp_path / "data", store_url)) as search:
+        for tenant in ("red", "blue", ""):
+            search.ingest("notes", f"the {tenant or 'plain'} lantern note", tenant=tenant)
+        store = search.components.store
+        records = {t: store.get_resource("notes", tenant=t) for t in ("red", "blue", "")}
+        assert {t: (r.resource_id, r.tenant, r.version) for t, r in records.items()} == {
+            t: ("notes", t, 1) for t in ("red", "blue", "")
+        }
+        search.ingest("notes", "the red lantern note, again", tenant="red")
+        assert [store.get_resource("notes", tenant=t).version for t in ("red", "blue", "")] == [
+            2, 1, 1
+        ]
+        hits = search.search("lantern", paths=["bm25"], filters={"resource_ids": ["notes"]})
+        assert sorted((r.tenant, r.chunk_id) for r in hits.results) == [
+            ("", "notes@1#0"), ("blue", "notes@1#0@blue"), ("red", "notes@2#0@red")
+        ]
+        with pytest.raises(store.errors), store.atomic() as conn:
+            conn.execute(
+                "INSERT INTO resources(resource_id, tenant, status, created_at, updated_at) "
+                "VALUES (?, 'red', 'ready', 0, 0)",
+                (records["red"].key,),
+            )
+        assert search.delete("notes", tenant="blue")
+        assert store.get_resource("notes", tenant="blue") is None
+        assert store.get_resource("notes", tenant="red") is not None
+        assert store.get_resource("notes") is not None
+
+
+def test_the_tenant_keys_migration_rewrites_only_tenant_rows(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    """Rows written as builds before 0005 wrote them (a tenant's resource keyed by its id),
+    then the migration: the tenant's keys move in every table, its chunk ids stay, the old key
+    keeps a tombstone at the highest version it reached; the un-tenanted rows are untouched."""
+    where = store_url or str(tmp_path / "s.sqlite3")
+    store = Store(where, tokenizer_fingerprint="tok/1")
+    try:
+        with store.atomic() as conn:
+            conn.execute(
+                "INSERT INTO resources(id, resource_id, tenant, status, version, pending_version,"
+                " created_at, updated_at) VALUES (1, 'notes', 'a', 'ready', 3, 4, 0, 5), "
+                "(2, 'plain', '', 'ready', 1, NULL, 0, 0), "
+                "(3, 'going', 'b', 'deleting', 2, NULL, 0, 6)"
+            )
+            conn.execute(
+                "INSERT INTO chunks(id, chunk_id, resource_id, version, ordinal, text, start_line,"
+                " end_line, byte_start, byte_end, content_sha256) VALUES "
+                "(1, 'notes@3#0', 'notes', 3, 0, 'x', 0, 0, 0, 0, ''), "
+                "(2, 'plain@1#0', 'plain', 1, 0, 'y', 0, 0, 0, 0, '')"
+            )
+            conn.execute(
+                "INSERT INTO tombstones VALUES ('notes', 2, 1), ('going', 2, 6), ('gone', 7, 2)"
+            )
+            conn.execute(
+                "INSERT INTO journal(op, resource_id, version, step, pid, started_at, updated_at) "
+                "VALUES ('ingest', 'notes', 4, 'claimed', 1, 0, 0), "
+                "('delete', 'going', 2, 'tombstoned', 1, 0, 0)"
+            )
+            conn.execute("DELETE FROM migrations WHERE name = '0005_tenant_keys'")
+        plain_before = tuple(store.connection().execute(
+            "SELECT * FROM resources WHERE id = 2").fetchone())
+    finally:
+        store.close()
+    store = Store(where, tokenizer_fingerprint="tok/1")
+    try:
+        conn = store.connection()
+        rows = conn.execute("SELECT id, resource_id, tenant FROM resources ORDER BY id").fetchall()
+        assert [tuple(r) for r in rows] == [
+            (1, "a\x1fnotes", "a"), (2, "plain", ""), (3, "b\x1fgoing", "b")
+        ]
+        assert tuple(conn.execute("SELECT * FROM resources WHERE id = 2").fetchone()) == (
+            plain_before
+        )
+        chunks = conn.execute("SELECT chunk_id, resource_id FROM chunks ORDER BY id").fetchall()
+        assert [tuple(c) for c in chunks] == [("notes@3#0", "a\x1fnotes"), ("plain@1#0", "plain")]
+        tombs = conn.execute("SELECT resource_id, version FROM tombstones ORDER BY resource_id")
+        assert sorted(tuple(t) for t in tombs) == [
+            ("a\x1fnotes", 2), ("b\x1fgoing", 2), ("going", 2), ("gone", 7), ("notes", 4)
+        ]
+        journal = conn.execute("SELECT op, resource_id FROM journal ORDER BY id").fetchall()
+        assert [tuple(j) for j in journal] == [("ingest", "a\x1fnotes"), ("delete", "b\x1fgoing")]
+        record = store.get_resource("notes", tenant="a")
+        assert record is not None and (record.resource_id, record.key) == ("notes", "a\x1fnotes")
+        assert store.get_resource("notes") is None
+    finally:
+        store.close()
 
 
 def test_a_nested_atomic_rolls_back_only_its_own_part(tmp_path: Path, store_url: str | None) -> None:
@@ -142,9 +239,10 @@ def test_filters_apply_inside_the_lexical_query(hs: HybridSearch, filters: dict,
     lexical = hs.components.lexical
     terms = lexical.query_terms("apple orchard river stone lantern")
     hits = lexical.search(terms, limit=100, filters=Filters.from_mapping(filters))
-    got = {h.detail["resource_id"] for h in hits}
+    got = {split_key(h.detail["resource_id"])[1] for h in hits}  # a hit names the resource key
     everything = {
-        h.detail["resource_id"] for h in lexical.search(terms, limit=100, filters=Filters())
+        split_key(h.detail["resource_id"])[1]
+        for h in lexical.search(terms, limit=100, filters=Filters())
     }
     want = {rid for rid in everything if expected(int(rid.split("-")[1]))}
     assert got == want
@@ -153,22 +251,22 @@ def test_filters_apply_inside_the_lexical_query(hs: HybridSearch, filters: dict,
 
 def test_delete_reingest_disable_on_every_lexical_path(hs: HybridSearch) -> None:
     store = hs.components.store
-    title = store.get_resource("doc-005").title
+    title = store.get_resource("doc-005", tenant="blue").title
     assert any(r.resource_id == "doc-005" for r in hs.search(title, paths=["title"]).results)
-    assert hs.delete("doc-005")
-    assert store.get_resource("doc-005") is None
+    assert hs.delete("doc-005", tenant="blue")
+    assert store.get_resource("doc-005", tenant="blue") is None
     assert store.counts()["tombstones"] == 1
     assert all(r.resource_id != "doc-005" for r in hs.search(title, paths=["title", "bm25"]).results)
-    assert not store.resource_chunks("doc-005")
+    assert not store.resource_chunks("doc-005", tenant="blue")
     # a re-ingest replaces the text: the old words are gone, the new ones found
-    hs.ingest("doc-006", "brandnewword appears here once", title="Fresh")
+    hs.ingest("doc-006", "brandnewword appears here once", title="Fresh", tenant="red")
     assert hs.search("brandnewword", paths=["bm25"]).results[0].resource_id == "doc-006"
-    assert store.get_resource("doc-006").version == 2
-    assert [c.version for c in store.resource_chunks("doc-006")] == [2]
+    assert store.get_resource("doc-006", tenant="red").version == 2
+    assert [c.version for c in store.resource_chunks("doc-006", tenant="red")] == [2]
     # disabled: invisible, kept; enabled: back
-    assert hs.disable("doc-006")
+    assert hs.disable("doc-006", tenant="red")
     assert not hs.search("brandnewword", paths=["bm25"]).results
-    assert hs.enable("doc-006")
+    assert hs.enable("doc-006", tenant="red")
     assert hs.search("brandnewword", paths=["bm25"]).results[0].resource_id == "doc-006"
 
 
@@ -200,8 +298,9 @@ def test_postgres_ranks_and_scores_like_fts5(tmp_path: Path, postgres_url: str) 
             tb = b.search_titles(terms, limit=10, filters=Filters())
             assert [r for r, _ in ta] == [r for r, _ in tb], query
             assert [s for _, s in ta] == pytest.approx([s for _, s in tb], rel=1e-9)
-            rids = [f"doc-{i:03d}" for i in range(0, 120, 7)]
-            assert a.best_chunks(rids, terms) == b.best_chunks(rids, terms)
+            keys = [resource_key(f"doc-{i:03d}", ("red", "blue")[i % 2]) for i in range(0, 120, 7)]
+            best = a.best_chunks(keys, terms)
+            assert best == b.best_chunks(keys, terms) and best
         assert compared > 300  # the queries really matched
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.store import Filters, split_key
 
 from tests.conformance.test_store_backends import WORDS, _corpus, indexed_twice
 
@@ -88,14 +88,15 @@ def test_writes_are_seen_by_the_next_bounded_search(pair) -> None:
     terms = bounded.components.lexical.query_terms(f"{WORDS[0]} {WORDS[1]} {WORDS[9]}")
     before = _hits(bounded, terms, 10, Filters())
     assert before == _hits(plain, terms, 10, Filters())
-    doomed = {rid for _, rid, _, _ in before[:3]}
+    doomed = {key for _, key, _, _ in before[:3]}  # a lexical hit names its resource's key
     for search in (bounded, plain):
-        for rid in sorted(doomed):
-            search.delete(rid)
+        for key in sorted(doomed):
+            tenant, rid = split_key(key)
+            assert search.delete(rid, tenant=tenant)
     after = _hits(bounded, terms, 10, Filters())
     assert after == _hits(plain, terms, 10, Filters())
     assert not {rid for _, rid, _, _ in after} & doomed
-    again = [d for d in _corpus(240, seed=11) if d.resource_id in doomed]
+    again = [d for d in _corpus(240, seed=11) if d.key in doomed]
     for search in (bounded, plain):
         assert search.ingest_documents(again).indexed == len(again)
     assert _hits(bounded, terms, 10, Filters()) == _hits(plain, terms, 10, Filters())

@@ -57,10 +57,14 @@ def test_list_with_filters_and_show(docs: Path, tmp_path: Path) -> None:
     code, text = run("list")
     assert code == 0
     lines = text.splitlines()
-    assert lines[0].split() == ["RESOURCE", "STATUS", "VER", "CHUNKS", "SOURCE"]
-    assert lines[1].split() == ["intro.md", "ready", "1", "2", str(docs.resolve() / "intro.md")]
-    assert lines[3].split() == ["j1", "ready", "1", "1", "-"]
+    # a resource is (tenant, id): the tenant column is there because some resources have one
+    assert lines[0].split() == ["TENANT", "RESOURCE", "STATUS", "VER", "CHUNKS", "SOURCE"]
+    intro = ["acme", "intro.md", "ready", "1", "2", str(docs.resolve() / "intro.md")]
+    assert lines[1].split() == intro
+    assert lines[3].split() == ["-", "j1", "ready", "1", "1", "-"]
     assert lines[-1] == "3 resources"
+    code, text = run("list", "--tenant", "")  # the un-tenanted ones only: no tenant column
+    assert text.splitlines()[0].split() == ["RESOURCE", "STATUS", "VER", "CHUNKS", "SOURCE"]
     rows = json.loads(run("list", "--tenant", "acme", "--json")[1])
     assert [r["resource_id"] for r in rows] == ["intro.md", "kms/encrypt.rst"]
     assert rows[0] == {
@@ -79,13 +83,14 @@ def test_list_with_filters_and_show(docs: Path, tmp_path: Path) -> None:
     assert json.loads(run("list", "--status", "disabled", "--json")[1]) == []
     assert run("list", "--status", "gone")[0] == 2  # argparse names the valid choices
 
-    code, text = run("show", "intro.md")
+    assert run("show", "intro.md")[0] == 2  # no un-tenanted intro.md: acme's is another resource
+    code, text = run("show", "intro.md", "--tenant", "acme")
     assert code == 0
     assert "resource:  intro.md" in text and "status:    ready" in text
     assert f"root:      {docs.resolve()}" in text and "tenant:    acme" in text
     chunks = "  #0    lines 3-3, 16 chars  [Intro]\n  #1    lines 7-7, 11 chars  [Intro > More]\n"
     assert text.endswith(chunks)
-    detail = json.loads(run("show", "kms/encrypt.rst", "--json")[1])
+    detail = json.loads(run("show", "kms/encrypt.rst", "--tenant", "acme", "--json")[1])
     assert (detail["resource_id"], detail["stale"], len(detail["chunks"])) == (
         "kms/encrypt.rst",
         False,
@@ -93,8 +98,17 @@ def test_list_with_filters_and_show(docs: Path, tmp_path: Path) -> None:
     )
     assert detail["chunks"][0]["chars"] == len("The quetzal key.")
     (docs / "kms" / "encrypt.rst").write_text("changed\n", "utf-8")
-    assert "(source file changed: stale)" in run("show", "kms/encrypt.rst")[1]
+    shown = run("show", "kms/encrypt.rst", "--tenant", "acme")[1]
+    assert "(source file changed: stale)" in shown
     assert run("show", "nope")[0] == 2
+    # delete names the tenant too: acme's intro.md goes, and only with its tenant named
+    assert run("delete", "intro.md")[0] == 2
+    code, text = run("delete", "intro.md", "--tenant", "acme")
+    assert code == 0 and text == "deleted intro.md (tenant 'acme')\n"
+    assert [r["resource_id"] for r in json.loads(run("list", "--json")[1])] == [
+        "kms/encrypt.rst",
+        "j1",
+    ]
 
 
 def test_list_and_get_resource_api(hs: HybridSearch, docs: Path) -> None:

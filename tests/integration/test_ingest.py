@@ -53,8 +53,10 @@ def test_ingest_with_all_fields(hs: HybridSearch) -> None:
         fmt="text",
     )
     assert (report.indexed, report.unchanged, report.errors) == (1, 0, {})
-    assert report.chunks == len(hs.components.store.resource_chunks("kb/faq-7")) >= 1
-    rec = hs.components.store.get_resource("kb/faq-7")
+    store = hs.components.store
+    assert report.chunks == len(store.resource_chunks("kb/faq-7", tenant="acme")) >= 1
+    assert store.get_resource("kb/faq-7") is None  # acme's, not the un-tenanted one
+    rec = store.get_resource("kb/faq-7", tenant="acme")
     assert rec is not None
     assert (rec.title, rec.tenant, rec.acl, rec.status, rec.version) == (
         "Device FAQ",
@@ -98,11 +100,11 @@ def test_reingesting_unchanged_content_is_skipped(hs: HybridSearch) -> None:
     hs.ingest("doc", "Same text.", **args)
     again = hs.ingest("doc", "Same text.", **args)
     assert (again.indexed, again.unchanged, again.chunks) == (0, 1, 0)
-    rec = hs.components.store.get_resource("doc")
+    rec = hs.components.store.get_resource("doc", tenant="x")
     assert rec is not None and rec.version == 1
     changed_meta = hs.ingest("doc", "Same text.", **{**args, "metadata": {"k": 2}})
     assert (changed_meta.indexed, changed_meta.unchanged) == (1, 0)
-    rec = hs.components.store.get_resource("doc")
+    rec = hs.components.store.get_resource("doc", tenant="x")
     assert rec is not None and rec.version == 2 and dict(rec.metadata) == {"k": 2}
 
 

@@ -100,8 +100,9 @@ RESOURCES = sqlite3.connect(":memory:", check_same_thread=False)
 RESOURCES.execute(
     "CREATE TABLE resources(resource_id TEXT, tenant TEXT, acl TEXT, metadata TEXT, status TEXT)"
 )
-RESOURCES.execute(
-    """INSERT INTO resources VALUES ('r1', 'acme', '["eng"]', '{"k": 1, "s": "x"}', 'ready')"""
+RESOURCES.execute(  # the key of acme's r1 (hybridsag.store.resource_key)
+    """INSERT INTO resources VALUES ('acme' || char(31) || 'r1', 'acme', '["eng"]',
+        '{"k": 1, "s": "x"}', 'ready')"""
 )
 RECORD = ResourceRecord(
     "r1", "T", "t", None, None, None, "", "acme", ("eng",), {"k": 1, "s": "x"}, "ready", 1,
@@ -120,7 +121,7 @@ def test_filters_build_or_raise_a_query_error_and_always_run(data: Any) -> None:
     where, params = flt.sql("r")
     rows = RESOURCES.execute(f"SELECT resource_id FROM resources r WHERE {where}", params)
     found = [row[0] for row in rows]
-    assert found == (["r1"] if flt.allows(RECORD) else [])  # SQL and Python agree
+    assert found == ([RECORD.key] if flt.allows(RECORD) else [])  # SQL and Python agree
     expr = filter_expression(
         DenseFilter(tenant=flt.tenant, resource_ids=flt.resource_ids, acl_any=flt.acl)
     )

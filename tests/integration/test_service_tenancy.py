@@ -1,6 +1,7 @@
 """Tenancy over HTTP: two tenants, four tokens (read and write for each), every endpoint tried
 across tenants. Nothing of the other tenant is ever returned, changed or deleted; a token never
-sees resources with ACL tags it lacks; a caller cannot widen its own filters."""
+sees resources with ACL tags it lacks; a caller cannot widen its own filters. Ids are per tenant:
+a write token that ingests another tenant's id makes a resource of its own."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def snapshot(url: str) -> dict[str, Any]:
     """Every resource as the admin sees it (status, version, tenant, acl, hash)."""
     with client(url, ADMIN) as c:
         out = {}
-        for rid in DOCS:
-            r = c.get(f"/v1/resources/{rid}")
+        for rid, (tenant, _acl) in DOCS.items():
+            r = c.get(f"/v1/resources/{rid}", params={"tenant": tenant})
             assert r.status_code == 200, r.text
             j = r.json()
             out[rid] = (j["status"], j["version"], j["tenant"], j["acl"], j["content_sha256"])
@@ -139,7 +140,15 @@ def test_writes_across_tenants_change_nothing(url: str, name: str) -> None:
                 r = c.request(method, path)
                 assert r.status_code == want, (method, path, r.text)
             r = c.post("/v1/resources", json=[{"_id": rid, "text": "overwritten"}])
-            assert r.status_code == 403, (rid, r.text)
+            if TOKENS[name]["role"] == "read":
+                assert r.status_code == 403, (rid, r.text)
+            elif DOCS[rid][0] == TOKENS[name]["tenant"]:  # its tenant's, in an ACL group it lacks
+                assert r.status_code == 403, (rid, r.text)
+                assert r.json()["detail"][0]["loc"] == ["body", 0, "_id"]
+            else:  # another tenant's id: in its own tenant a new resource of its own
+                assert r.status_code == 200 and r.json()["indexed"] == 1, (rid, r.text)
+                assert c.get(f"/v1/resources/{rid}").json()["tenant"] == TOKENS[name]["tenant"]
+                assert c.delete(f"/v1/resources/{rid}").status_code == 200
         if TOKENS[name]["role"] == "write":
             other = "b" if TOKENS[name]["tenant"] == "a" else "a"
             r = c.post("/v1/resources", json=[{"_id": "new", "text": "x", "tenant": other}])

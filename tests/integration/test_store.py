@@ -9,7 +9,7 @@ import pytest
 from hybridsag.errors import IndexMismatchError, QueryError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import MIGRATIONS, Filters, Store
+from hybridsag.store import MIGRATIONS, Filters, Store, resource_key, split_key
 
 FP = "test-tokenizer/1"
 
@@ -90,7 +90,7 @@ RESOURCES: dict[str, dict[str, Any]] = {
 def filled(hs: HybridSearch) -> HybridSearch:
     for rid, fields in RESOURCES.items():
         hs.ingest(rid, f"Shared body text of {rid}.", title=rid, **fields)
-    assert hs.disable("off")
+    assert hs.disable("off", tenant="t1")
     return hs
 
 
@@ -98,12 +98,12 @@ def _sql_ids(store: Store, flt: Filters) -> set[str]:
     where, params = flt.sql("r")
     sql = f"SELECT r.resource_id FROM resources r WHERE {where}"
     rows = store.connection().execute(sql, params)
-    return {r[0] for r in rows}
+    return {split_key(r[0])[1] for r in rows}
 
 
 def _py_ids(store: Store, flt: Filters) -> set[str]:
-    records = store.resources(RESOURCES)
-    return {rid for rid, rec in records.items() if flt.allows(rec)}
+    records = store.resources(resource_key(rid, f["tenant"]) for rid, f in RESOURCES.items())
+    return {rec.resource_id for rec in records.values() if flt.allows(rec)}
 
 
 @pytest.mark.parametrize(
@@ -127,6 +127,8 @@ def _py_ids(store: Store, flt: Filters) -> set[str]:
         ({"metadata": {"missing": "x"}}, set()),
         ({"resource_ids": ("pub", "t2-ops", "off", "ghost")}, {"pub", "t2-ops"}),
         ({"resource_ids": ()}, set()),
+        ({"resource_ids": ("t1-open", "pub"), "tenant": "t1"}, {"t1-open"}),  # its own ids only
+        ({"resource_ids": ("t1-open",), "tenant": "t2"}, set()),
         ({"statuses": ("ready", "disabled"), "tenant": "t1"}, {"t1-open", "t1-team", "off"}),
         ({"statuses": ("disabled",)}, {"off"}),
     ],
