@@ -5,8 +5,9 @@ concurrent clients against a 2wiki index served by ``hybridsag serve``; per phas
 p50/p95/p99 per operation, each retrieval path's server-side p50/p95, 429s, errors and the
 server's memory. Then a reconcile (orphans must be 0) and the check that no search returned a
 resource whose delete had been acknowledged before the search began. Then SIGKILL in the middle
-of 8-client load, a restart (time to ready), the reconciler's plan of what the crash left, its
-apply, and the check that every acknowledged ingest is there and every acknowledged delete gone.
+of 8-client load and a restart (time to ready), ``--crashes`` times (2); then the reconciler's
+plan of what the crashes left, its apply, a second plan (it must be clean), and the check that
+every acknowledged ingest is there and every acknowledged delete is gone.
 Last, a CLI search through the warm service against a cold in-process CLI search.
 
     python benchmarks/service_load.py --work /tmp/service-bench [--duration 30]
@@ -211,6 +212,7 @@ def main() -> int:
         help="a setting for the service, e.g. HYBRIDSAG_SERVER__SEARCH_CONCURRENCY=2 (repeat)",
     )
     ap.add_argument("--phases-only", action="store_true", help="skip the crash and CLI parts")
+    ap.add_argument("--crashes", type=int, default=2, help="SIGKILLs under 8-client load, each restarted")
     ap.add_argument("--out", default="service_load.json", help="result file name in --work")
     args = ap.parse_args()
     extra_env = dict(pair.split("=", 1) for pair in args.server_env)
@@ -281,30 +283,38 @@ def main() -> int:
     q = queries[0]
     results["cli_warm_client_search_ms"] = timed_cli(["search", q, "-k", "5"], env_client, 7)
 
-    # SIGKILL in the middle of 8-client load, then restart
-    crash_log = Log()
+    # SIGKILL in the middle of 8-client load, then restart (--crashes times), then check
+    crashes = []
+    crash_logs: list[Log] = []
+    for _ in range(args.crashes):
+        crash_log = Log()
+        crash_logs.append(crash_log)
 
-    async def crash() -> None:
-        task = asyncio.ensure_future(load(svc.url, 8, args.duration, traffic, crash_log))
-        await asyncio.sleep(args.duration / 2)
-        assert svc.proc is not None
-        svc.proc.send_signal(signal.SIGKILL)
-        await task
+        async def crash() -> None:
+            task = asyncio.ensure_future(load(svc.url, 8, args.duration, traffic, crash_log))
+            await asyncio.sleep(args.duration / 2)
+            assert svc.proc is not None
+            svc.proc.send_signal(signal.SIGKILL)
+            await task
 
-    asyncio.run(crash())
-    svc.proc.wait(60)
-    results["crash"] = {
-        "acked_ingests": len(crash_log.acked_ingest),
-        "acked_deletes": len(crash_log.acked_delete),
-        "stale_hits": stale_hits(crash_log),
-    }
-    results["crash"]["restart_to_ready_s"] = round(svc.start(), 2)
+        asyncio.run(crash())
+        svc.proc.wait(60)
+        crashes.append(
+            {
+                "acked_ingests": len(crash_log.acked_ingest),
+                "acked_deletes": len(crash_log.acked_delete),
+                "stale_hits": stale_hits(crash_log),
+                "restart_to_ready_s": round(svc.start(), 2),
+            }
+        )
     _, plan = svc.call("POST", "/v1/reconcile", json={})
-    results["crash"]["plan_after_restart"] = plan["counts_before"]
+    results["crash"] = {"runs": crashes, "plan_after_restarts": plan["counts_before"]}
     _, applied = svc.call("POST", "/v1/reconcile", json={"apply": True, "force": True})
     results["crash"]["after_apply"] = applied["counts_after"]
-    acked_in = {rid for lg in [*all_logs, crash_log] for rid in lg.acked_ingest}
-    acked_del = {rid for lg in [*all_logs, crash_log] for rid in lg.acked_delete}
+    _, again = svc.call("POST", "/v1/reconcile", json={})
+    results["crash"]["plan_after_apply"] = again["counts_before"]
+    acked_in = {rid for lg in [*all_logs, *crash_logs] for rid in lg.acked_ingest}
+    acked_del = {rid for lg in [*all_logs, *crash_logs] for rid in lg.acked_delete}
     lost = [rid for rid in sorted(acked_in - acked_del) if svc.call("GET", f"/v1/resources/{rid}")[0] != 200]
     back = [rid for rid in sorted(acked_del) if svc.call("GET", f"/v1/resources/{rid}")[0] != 404]
     results["crash"]["acked_ingests_lost"] = len(lost)
