@@ -348,6 +348,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.render import stale_words
     from hybridsag.search import HybridSearch
 
     settings = _settings(args)
@@ -363,7 +364,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     fields = {
         "resource": rec.resource_id,
         "title": rec.title,
-        "status": rec.status + (" (source file changed: stale)" if detail.stale else ""),
+        "status": rec.status + (f" (stale: {stale_words(detail.stale_reason)})" * detail.stale),
         "version": rec.version,
         "source": rec.source_uri or "-",
         "root": rec.source_root or "-",
@@ -895,7 +896,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant")
     p.add_argument("--acl", action="append", help="caller's ACL tag (repeat)")
     p.add_argument("--meta", action="append", help="metadata equality KEY=VALUE (repeat)")
-    p.add_argument("--include-stale", action="store_true", default=None)
+    p.add_argument(
+        "--include-stale",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show results whose source file changed since indexing, marked stale (default: "
+        "search.include_stale, on); --no-include-stale hides them and says how many",
+    )
     p.add_argument(
         "--judge-order",
         action=argparse.BooleanOptionalAction,

@@ -180,6 +180,10 @@ class SearchOut(_Body):
     #: the per-query trust step's decision (weights, judge_holds, dense_share, signals); empty
     #: when ``fusion.trust`` is off
     trust: dict[str, Any] = {}
+    #: results held back because their source files changed since indexing (``include_stale``
+    #: off): how many, and each one's chunk_id, resource_id, tenant and reason
+    stale_hidden: int = 0
+    stale_hidden_ids: list[dict[str, Any]] = []
     results: list[SearchResult]
     #: under an experiment: the id feedback names, the experiment, the arm ("interleaved" for
     #: an interleaving experiment) and, when interleaved, the arm of each result

@@ -99,7 +99,12 @@ def test_list_with_filters_and_show(docs: Path, tmp_path: Path) -> None:
     assert detail["chunks"][0]["chars"] == len("The quetzal key.")
     (docs / "kms" / "encrypt.rst").write_text("changed\n", "utf-8")
     shown = run("show", "kms/encrypt.rst", "--tenant", "acme")[1]
-    assert "(source file changed: stale)" in shown
+    assert "status:    ready (stale: the source file was changed on disk since it was indexed)" in shown
+    (docs / "kms" / "encrypt.rst").unlink()
+    shown = run("show", "kms/encrypt.rst", "--tenant", "acme")[1]
+    assert "status:    ready (stale: the source file was deleted on disk since it was indexed)" in shown
+    detail = json.loads(run("show", "kms/encrypt.rst", "--tenant", "acme", "--json")[1])
+    assert (detail["stale"], detail["stale_reason"]) == (True, "deleted on disk")
     assert run("show", "nope")[0] == 2
     # delete names the tenant too: acme's intro.md goes, and only with its tenant named
     assert run("delete", "intro.md")[0] == 2
