@@ -183,6 +183,7 @@ def ingest_path(
     free = _free_ids(store, docs, errors)
     report = writer.ingest_many(_ticking(free, errors, ticks), progress=ticks)
     report.errors.update(errors.errors)
+    report.warnings.extend(errors.warnings)
     report.root = str(plan.root)
     report.notes.extend(plan.notes)
     if prune and not scan.single_file:
