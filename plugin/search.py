@@ -20,14 +20,28 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.agent import DEFAULT_BUDGET, agent_text
 from hybridsag.components import Components
-from hybridsag.errors import BudgetError, HybridSagError, InputError, JudgeError, QueryError
+from hybridsag.errors import (
+    BudgetError,
+    HybridSagError,
+    InputError,
+    JudgeError,
+    NotFoundError,
+    QueryError,
+)
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
 from hybridsag.fusion import TrustModel, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
 from hybridsag.query import validate_query
 from hybridsag.remote import QueryMeter, metered, submit
 from hybridsag.settings import FusionSettings, Settings
-from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord, resource_key
+from hybridsag.store import (
+    STATUSES,
+    ChunkRecord,
+    Exclusion,
+    Filters,
+    ResourceRecord,
+    resource_key,
+)
 from hybridsag.tokenizer import has_cjk
 from hybridsag.trust import query_facts
 
@@ -517,8 +531,41 @@ class HybridSearch:
 
     def delete(self, resource_id: str, *, tenant: str = "") -> bool:
         """Delete the resource ``resource_id`` of ``tenant`` on every path; False when it did
-        not exist (another tenant's resource of that id is another resource, left alone)."""
-        return self.components.writer().delete(resource_key(resource_id, tenant))
+        not exist (another tenant's resource of that id is another resource, left alone).
+
+        A folder resource whose file still exists stays deleted: the file is excluded from
+        its folder (listed by :meth:`exclusions`), so the next index of the folder leaves it
+        out, until :meth:`include` lifts it."""
+        return self.components.writer().delete(resource_key(resource_id, tenant), exclude=True)
+
+    def exclusions(
+        self, *, tenant: str | None = None, resource_id: str | None = None
+    ) -> list[Exclusion]:
+        """The folder files deleted by hand while they stayed on disk, kept out of their
+        folders' index (of exact ``tenant`` and id ``resource_id`` when given)."""
+        return self.components.store.exclusions(tenant=tenant, resource_id=resource_id)
+
+    def include(self, resource_id: str, *, tenant: str = "") -> IngestReport:
+        """Lift the exclusion of the folder file ``resource_id`` of ``tenant`` and index the
+        file again (its root, the ACL it had), as its folder's index would
+        (:func:`hybridsag.folders.include_file`).
+
+        Raises:
+            NotFoundError: no file of that id is excluded.
+        """
+        from hybridsag.folders import include_file
+
+        parts = self.components
+        lifted, report = include_file(
+            parts.store, parts.writer(), self.settings, resource_id, tenant=tenant
+        )
+        if not lifted:
+            raise NotFoundError(
+                f"no excluded file {resource_id!r}"
+                + (f" of tenant {tenant!r}" if tenant else "")
+                + "; hybridsag list --excluded shows them"
+            )
+        return report
 
     def disable(self, resource_id: str, *, tenant: str = "") -> bool:
         """Hide the resource ``resource_id`` of ``tenant`` from every search, keeping it; False

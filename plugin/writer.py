@@ -384,8 +384,8 @@ class IngestReport:
     """What an ingest did. ``errors`` maps a resource id or file to the reason it was not
     indexed; ``warnings`` lists what went wrong without losing anything indexed (a cleanup step
     that failed and was left to the reconciler). A folder ingest also gives the ``root`` its ids
-    are relative to, the ids it ``pruned`` (their files are gone) and ``notes`` on how ids were
-    chosen."""
+    are relative to, the ids it ``pruned`` (their files are gone), the ids it left out as
+    ``excluded`` (deleted by hand) and ``notes`` on how ids were chosen."""
 
     indexed: int = 0
     unchanged: int = 0
@@ -397,6 +397,8 @@ class IngestReport:
     root: str | None = None
     pruned: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: folder files left out because they were deleted by hand (``hybridsag include`` lifts it)
+    excluded: list[str] = field(default_factory=list)
 
     def merge(self, other: IngestReport) -> None:
         self.indexed += other.indexed
@@ -407,6 +409,7 @@ class IngestReport:
         self.warnings.extend(other.warnings)
         self.pruned.extend(other.pruned)
         self.notes.extend(other.notes)
+        self.excluded.extend(other.excluded)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -420,6 +423,7 @@ class IngestReport:
             "root": self.root,
             "pruned": list(self.pruned),
             "notes": list(self.notes),
+            "excluded": list(self.excluded),
         }
 
 
@@ -1186,19 +1190,36 @@ class Writer:
 
     # -- delete, disable, enable --------------------------------------------------------------
 
-    def delete(self, resource_id: str) -> bool:
+    def delete(self, resource_id: str, *, exclude: bool = False) -> bool:
         """Delete the resource whose key is ``resource_id`` everywhere; False when it did not
-        exist. Invisible from step 1."""
+        exist. Invisible from step 1.
+
+        ``exclude`` (a delete asked for by hand, :meth:`HybridSearch.delete`): a folder
+        resource whose file still exists, or whose root is not a folder on this host (a
+        client's synced folder: the file cannot be looked at here), is also excluded from its
+        folder (:meth:`~hybridsag.store.Store.add_exclusion`, in the tombstone's transaction),
+        so that the next index of the folder does not bring it back. Pruning and the
+        reconciler delete resources whose files are gone, without it."""
         with self.lock.hold():
             now = time.time()
             with self.store.atomic() as conn:
                 self._step("tombstone", resource_id)
                 row = conn.execute(
-                    "SELECT version, pending_version FROM resources WHERE resource_id = ?",
+                    "SELECT version, pending_version, source_uri, source_root, tenant, acl "
+                    "FROM resources WHERE resource_id = ?",
                     (resource_id,),
                 ).fetchone()
                 if row is None:
                     return False
+                if exclude and _stays_deleted(row["source_uri"], row["source_root"]):
+                    self.store.add_exclusion(
+                        conn,
+                        tenant=row["tenant"],
+                        source_root=row["source_root"],
+                        path=split_key(resource_id)[1],
+                        acl_json=row["acl"],
+                        now=now,
+                    )
                 version = max(row[0], row[1] or 0)
                 conn.execute(
                     "UPDATE resources SET status = 'deleting', updated_at = ? "
@@ -1256,6 +1277,19 @@ class Writer:
                 ("ready" if enabled else "disabled", time.time(), resource_id),
             )
             self.lexical.status_changed(conn, resource_id)
+        return True
+
+
+def _stays_deleted(source_uri: str | None, source_root: str | None) -> bool:
+    """Whether a folder resource deleted by hand must be excluded from its folder: its file
+    still exists, or its root is no folder here (its file cannot be looked at)."""
+    if source_root is None:
+        return False  # from the API or JSONL: no folder brings it back
+    try:
+        return (source_uri is not None and os.path.lexists(source_uri)) or not os.path.isdir(
+            source_root
+        )
+    except ValueError:  # a NUL in a path
         return True
 
 

@@ -263,10 +263,12 @@ class IngestOut(_Body):
     errors: dict[str, str]
     warnings: list[str] = Field(default_factory=list)
     seconds: float
-    #: folder ingest only (never over HTTP): the root of the ids, the ids pruned, notes
+    #: folder ingest only: the root of the ids, the ids pruned, notes, and the files left out
+    #: because they were deleted by hand (excluded until ``hybridsag include``)
     root: str | None = None
     pruned: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    excluded: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, report: IngestReport) -> IngestOut:

@@ -109,7 +109,10 @@ def test_list_with_filters_and_show(docs: Path, tmp_path: Path) -> None:
     # delete names the tenant too: acme's intro.md goes, and only with its tenant named
     assert run("delete", "intro.md")[0] == 2
     code, text = run("delete", "intro.md", "--tenant", "acme")
-    assert code == 0 and text == "deleted intro.md (tenant 'acme')\n"
+    assert code == 0 and text == (
+        "deleted intro.md (tenant 'acme')\n  its file is still on disk: it stays out of the "
+        "index of its folder (run: hybridsag include intro.md --tenant acme to bring it back)\n"
+    )
     assert [r["resource_id"] for r in json.loads(run("list", "--json")[1])] == [
         "kms/encrypt.rst",
         "j1",
