@@ -54,7 +54,8 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 #: The first key line of a front matter block: YAML ``key:`` (plain or quoted key), TOML
 #: ``key =`` or a ``[table]``.
 _YAML_KEY = re.compile(r"""(?:[^\s#:'"\[\]{},&*!|>%@`-][^:#]*|"[^"]*"|'[^']*'):(?:[ \t]|$)""")
-_TOML_KEY = re.compile(r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:[ \t]*\.[ \t]*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*[ \t]*=|\[""")
+_TOML_PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+_TOML_KEY = re.compile(rf"{_TOML_PART}(?:[ \t]*\.[ \t]*{_TOML_PART})*[ \t]*=|\[")
 
 
 def fence_open(line: str) -> str | None:

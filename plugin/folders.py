@@ -45,6 +45,7 @@ from hybridsag.store import Exclusion, ResourceRecord, Store
 from hybridsag.writer import Document, IngestProgress, IngestReport, Writer, as_progress, printable
 
 __all__ = [
+    "PRUNABLE",
     "FolderPlan",
     "include_file",
     "ingest_path",
@@ -55,7 +56,7 @@ __all__ = [
 
 _MIB = 1024 * 1024
 #: Statuses a prune deletes (``indexing`` and ``deleting`` belong to a write in flight).
-_PRUNABLE = ("ready", "disabled", "failed")
+PRUNABLE = ("ready", "disabled", "failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +92,11 @@ def plan_folder(store: Store, scan: FolderScan, *, tenant: str = "") -> FolderPl
     return FolderPlan(scan=scan, root=root, indexed=indexed, notes=tuple(notes))
 
 
-def taken_by(existing: ResourceRecord | None, doc: Document) -> str | None:
-    """Why the folder file ``doc`` may not replace the resource ``existing`` under its id, or
-    ``None`` when it may (no such resource, the same file, or a file that is gone)."""
-    if existing is None or existing.source_uri == doc.source_uri:
+def taken_by(existing: ResourceRecord | None, source_uri: str | None) -> str | None:
+    """Why the folder file at ``source_uri`` may not replace the resource ``existing`` under
+    its id, or ``None`` when it may (no such resource, the same file, or a file that is
+    gone)."""
+    if existing is None or existing.source_uri == source_uri:
         return None
     if existing.source_root is None:
         return (
@@ -168,7 +170,7 @@ def include_file(
 
 def _free_ids(store: Store, docs: Iterable[Document], errors: SourceErrors) -> Iterator[Document]:
     for doc in docs:
-        reason = taken_by(store.get_resource(doc.resource_id, tenant=doc.tenant), doc)
+        reason = taken_by(store.get_resource(doc.resource_id, tenant=doc.tenant), doc.source_uri)
         if reason is None:
             yield doc
         else:
@@ -201,7 +203,7 @@ def _prune(
     gone = [
         r
         for r in store.folder_resources(str(plan.scan.folder), tenant=tenant)
-        if r.status in _PRUNABLE and (r.source_uri is None or not os.path.lexists(r.source_uri))
+        if r.status in PRUNABLE and (r.source_uri is None or not os.path.lexists(r.source_uri))
     ]
     if not gone:
         return

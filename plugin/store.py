@@ -5,7 +5,8 @@ share.
 Tables (named migrations in :data:`MIGRATIONS`): ``resources``, ``chunks``, ``chunk_vectors``,
 ``tombstones``, ``journal`` (what the write path was doing, for crash recovery), ``meta`` (schema,
 tokenizer, embedder), ``reconcile_lease`` and ``exclusions`` (folder files deleted by hand while
-they still exist: :class:`Exclusion`, kept out of their folder until lifted). The lexical index's own tables (FTS5) are created by
+they still exist: :class:`Exclusion`, kept out of their folder until lifted). The lexical
+index's own tables (FTS5) are created by
 :mod:`hybridsag.lexical` through :meth:`Store.migrate`, which owns every statement on them.
 
 Every write goes through :meth:`Store.atomic` (``BEGIN IMMEDIATE`` .. ``COMMIT``; a nested
@@ -1104,6 +1105,13 @@ class Store:
             (tenant,),
         )
         return sorted(row[0] for row in rows)
+
+    def source_roots(self) -> list[tuple[str, str]]:
+        """``(tenant, source_root)`` of every folder any resource was indexed from, sorted."""
+        rows = self.connection().execute(
+            "SELECT DISTINCT tenant, source_root FROM resources WHERE source_root IS NOT NULL"
+        )
+        return sorted((row[0], row[1]) for row in rows)
 
     def folder_resources(self, folder: str, *, tenant: str = "") -> list[ResourceRecord]:
         """Resources of ``tenant`` indexed from a folder (``source_root`` set) whose source

@@ -12,8 +12,7 @@ import pytest
 
 from hybridsag.search import HybridSearch
 from tests.cli_support import lexical_only, run  # noqa: F401
-from tests.servicesupport import ADMIN, running_service
-from tests.settings_support import clean_env_settings
+from tests.servicesupport import ADMIN, folder_service_settings, running_service
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("lexical_only")]
 
@@ -68,13 +67,7 @@ def test_a_deleted_file_survives_the_next_index_is_listed_and_comes_back(docs: P
 
 
 def test_a_delete_through_the_service_stays_too(tmp_path: Path, docs: Path) -> None:
-    settings = clean_env_settings(
-        data_dir=tmp_path / "data",
-        embedding={"model": "none"},
-        server={"token": ADMIN, "reconciler": False},
-    )
-    with HybridSearch(settings) as hs:
-        assert hs.ingest_folder(docs).indexed == 3
+    settings = folder_service_settings(tmp_path / "data", docs)
     with running_service(settings) as url:
         r = httpx.delete(
             f"{url}/v1/resources/intro.md", headers={"Authorization": f"Bearer {ADMIN}"}

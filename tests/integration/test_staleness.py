@@ -21,7 +21,7 @@ from hybridsag.cli import main
 from hybridsag.render import render_response
 from hybridsag.search import HybridSearch, SearchResponse
 from hybridsag.service.models import SearchOut
-from tests.servicesupport import ADMIN, running_service
+from tests.servicesupport import ADMIN, folder_service_settings, running_service
 from tests.settings_support import clean_env_settings
 
 pytestmark = pytest.mark.timeout(120)
@@ -123,13 +123,7 @@ def test_the_cli_says_how_many_results_it_hid(
 def test_through_a_service_the_hidden_count_reaches_the_cli(
     tmp_path: Path, docs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = clean_env_settings(
-        data_dir=tmp_path / "data",
-        embedding={"model": "none"},
-        server={"token": ADMIN, "reconciler": False},
-    )
-    with HybridSearch(settings) as hs:
-        assert hs.ingest_folder(docs).indexed == 3
+    settings = folder_service_settings(tmp_path / "data", docs)
     _touch_all(docs)
     monkeypatch.setenv("HYBRIDSAG_SERVER__CLIENT_TOKEN", ADMIN)
     with running_service(settings) as url:
