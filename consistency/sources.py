@@ -37,17 +37,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hybridsag.errors import IngestError
-from hybridsag.folders import PRUNABLE, FolderPlan, plan_folder, taken_by, without_excluded
-from hybridsag.formats import DocumentConverter
+from hybridsag.folders import (
+    PRUNABLE,
+    FolderPlan,
+    plan_folder,
+    read_files,
+    taken_by,
+    without_excluded,
+)
 from hybridsag.search import STALE_DELETED, stale_reason
 from hybridsag.settings import Settings
-from hybridsag.sources import SourceErrors, iter_files, scan_folder
+from hybridsag.sources import SourceErrors, scan_folder
 from hybridsag.store import ResourceRecord, Store, resource_key
-from hybridsag.writer import Document, printable
+from hybridsag.writer import Document, printable, same_document
 
 __all__ = ["SourceDrift", "SourceItem", "read_sources", "source_documents", "source_guard"]
 
-_MIB = 1024 * 1024
 #: Statuses whose file is compared with the index (a write in flight is the write path's).
 _CURRENT = ("ready", "disabled")
 
@@ -129,34 +134,10 @@ def source_documents(
     items: Iterable[SourceItem], settings: Settings, errors: SourceErrors
 ) -> list[Document]:
     """The documents the files of ``items`` make now, read as a folder index reads them (each
-    under its own root, tenant and ACL); what cannot be read goes to ``errors``."""
-    converter = DocumentConverter.from_settings(settings)
-    docs: list[Document] = []
-    max_bytes = int(settings.ingest.max_file_mb * _MIB)
-    for item in items:
-        root = Path(item.source_root)
-        docs.extend(
-            iter_files(
-                [Path(item.source_uri)],
-                errors,
-                root_of=lambda _f, root=root: root,
-                max_file_bytes=max_bytes,
-                tenant=item.tenant,
-                acl=item.acl,
-                converter=converter,
-            )
-        )
-    return docs
-
-
-def _same(record: ResourceRecord, doc: Document) -> bool:
-    """Whether ``doc`` is what ``record`` indexed (the write path's own test of an unchanged
-    document, less the stat)."""
-    return (
-        record.content_sha256 == doc.content_sha256
-        and record.title == doc.title
-        and dict(record.metadata) == dict(doc.metadata)
-    )
+    under its own root, tenant and ACL: :func:`hybridsag.folders.read_files`); what cannot be
+    read goes to ``errors``."""
+    entries = ((Path(i.source_uri), Path(i.source_root), i.tenant, i.acl) for i in items)
+    return list(read_files(entries, settings, errors))
 
 
 class _Reader:
@@ -244,7 +225,7 @@ class _Reader:
             return 0
         doc = self.read_one(item)
         if doc is not None:
-            (self.touched if _same(record, doc) else self.changed).append(item)
+            (self.touched if same_document(record, doc) else self.changed).append(item)
         return 0
 
     def new_files(

@@ -50,6 +50,7 @@ __all__ = [
     "include_file",
     "ingest_path",
     "plan_folder",
+    "read_files",
     "taken_by",
     "without_excluded",
 ]
@@ -152,20 +153,34 @@ def include_file(
         if not os.path.lexists(file):
             report.errors[ex.path] = f"{printable(str(file))} is gone: nothing to index"
             continue
-        docs = iter_files(
-            [file],
-            errors,
-            root_of=lambda _f, root=root: root,
-            max_file_bytes=int(settings.ingest.max_file_mb * _MIB),
-            tenant=tenant,
-            acl=ex.acl,
-            converter=DocumentConverter.from_settings(settings),
-        )
+        docs = read_files([(file, root, tenant, ex.acl)], settings, errors)
         done = writer.ingest_many(_free_ids(store, docs, errors))
         done.errors.update(errors.errors)
         done.warnings.extend(errors.warnings)
         report.merge(done)
     return lifted, report
+
+
+def read_files(
+    entries: Iterable[tuple[Path, Path, str, tuple[str, ...]]],
+    settings: Settings,
+    errors: SourceErrors,
+) -> Iterator[Document]:
+    """The documents folder files make now, each entry ``(file, the root its id is relative
+    to, tenant, ACL)`` read as a folder index reads it (:func:`hybridsag.sources.iter_files`,
+    ``ingest.max_file_mb`` and the formats bounds); what cannot be read goes to ``errors``."""
+    converter = DocumentConverter.from_settings(settings)
+    max_bytes = int(settings.ingest.max_file_mb * _MIB)
+    for file, root, tenant, acl in entries:
+        yield from iter_files(
+            [file],
+            errors,
+            root_of=lambda _f, root=root: root,
+            max_file_bytes=max_bytes,
+            tenant=tenant,
+            acl=acl,
+            converter=converter,
+        )
 
 
 def _free_ids(store: Store, docs: Iterable[Document], errors: SourceErrors) -> Iterator[Document]:

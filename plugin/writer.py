@@ -70,6 +70,7 @@ from hybridsag.fusion.text import normalize_title
 from hybridsag.owners import owner_dead, pid_alive, this_owner
 from hybridsag.progress import IngestProgress, as_progress
 from hybridsag.store import (
+    ResourceRecord,
     Store,
     chunk_id_for,
     chunk_id_suffix,
@@ -102,6 +103,7 @@ __all__ = [
     "make_document",
     "printable",
     "revalidate",
+    "same_document",
 ]
 
 log = logging.getLogger(__name__)
@@ -260,6 +262,22 @@ def _metadata_json(resource_id: str, meta: dict[str, Any]) -> str:
     if size > MAX_METADATA_BYTES:
         raise IngestError(f"{where} is {size} bytes as JSON, the limit is {MAX_METADATA_BYTES}")
     return text
+
+
+def same_document(record: ResourceRecord, doc: Document) -> bool:
+    """Whether ``doc`` holds what the stored ``record`` indexed: the same text (its hash),
+    title, metadata, tenant, ACL and source (its file's stat aside). The write path skips such
+    a document (refreshing only the stat); the reconciler calls a changed file whose document
+    is the same "touched"."""
+    return (
+        record.content_sha256 == doc.content_sha256
+        and record.title == doc.title
+        and dict(record.metadata) == dict(doc.metadata)
+        and record.tenant == doc.tenant
+        and record.acl == doc.acl
+        and record.source_uri == doc.source_uri
+        and record.source_root == doc.source_root
+    )
 
 
 def make_document(
@@ -636,13 +654,7 @@ class Writer:
                 rec is not None
                 and rec.status in ("ready", "disabled")
                 and rec.pending_version is None
-                and rec.content_sha256 == d.content_sha256
-                and rec.title == d.title
-                and dict(rec.metadata) == dict(d.metadata)
-                and rec.tenant == d.tenant
-                and rec.acl == d.acl
-                and rec.source_uri == d.source_uri
-                and rec.source_root == d.source_root
+                and same_document(rec, d)
             ):
                 same.add(d.key)
                 if (rec.source_mtime_ns, rec.source_size) != (d.source_mtime_ns, d.source_size):
