@@ -1,7 +1,7 @@
 """Consistency: reconcile plan/apply, the single-flight lease, the scheduler and audit reports.
 
-``build_plan`` diffs the dense index, the FTS tables and the chunk rows against the resource table
-(reads only); ``apply_plan`` runs a plan in bounded, retried, re-checked batches behind the
+``build_plan`` diffs the dense index, the FTS tables and the chunk rows against the resource table,
+and the folder resources against their files (``read_sources``; reads only); ``apply_plan`` runs a plan in bounded, retried, re-checked batches behind the
 mass-delete guard; ``Reconciler`` puts lease, plan, apply, re-plan and the JSON audit report
 together; ``run_scheduler`` runs it on a cron. This package imports ``hybridsag`` (plugin) and
 ``hybridsag.fusion``; they never import it.
@@ -42,8 +42,10 @@ if TYPE_CHECKING:
     from hybridsag.consistency.reports import (
         latest_report,
         list_reports,
+        report_exit_code,
         write_report,
     )
+    from hybridsag.consistency.sources import SourceDrift, SourceItem, read_sources
     from hybridsag.consistency.scheduler import (
         build_scheduler,
         cron_trigger,
@@ -82,7 +84,13 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "hybridsag.consistency.reports": (
         "latest_report",
         "list_reports",
+        "report_exit_code",
         "write_report",
+    ),
+    "hybridsag.consistency.sources": (
+        "SourceDrift",
+        "SourceItem",
+        "read_sources",
     ),
     "hybridsag.consistency.scheduler": (
         "build_scheduler",
@@ -102,6 +110,8 @@ __all__ = [
     "ReconcilePlan",
     "ReconcileReport",
     "Reconciler",
+    "SourceDrift",
+    "SourceItem",
     "StoreState",
     "StuckClaim",
     "TombstonedLeftover",
@@ -114,8 +124,10 @@ __all__ = [
     "diff",
     "latest_report",
     "list_reports",
+    "read_sources",
     "read_state",
     "reconcile_once",
+    "report_exit_code",
     "run_scheduler",
     "write_report",
 ]

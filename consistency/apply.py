@@ -6,7 +6,17 @@ Before anything is changed, :func:`check_apply_allowed` refuses (``ConsistencyEr
 - when the store holds nothing at all (no resource, tombstone, chunk or journal row) but the plan
   would delete vectors: an empty or wrong data dir must never wipe a collection, ``force`` or not;
 - without ``force``, when the plan would delete more than ``consistency.max_delete_share`` of the
-  collection's vectors (or of the chunk rows), or more than ``consistency.max_delete_count``.
+  collection's vectors (or of the chunk rows), or more than ``consistency.max_delete_count``;
+- without ``force``, when the source drift would delete every resource of a folder root whose
+  files are gone, or more than one and more than ``consistency.max_delete_share`` of them (an
+  unmounted disk looks like a folder whose files all vanished), or more than
+  ``consistency.max_delete_count`` in all (:func:`hybridsag.consistency.sources.source_guard`).
+
+Source drift is repaired through the write path: a resource whose file is gone is deleted
+(``Writer.delete``: tombstone, vectors, rows) after checking again that the file is still gone;
+a changed, touched or new file is read again and ingested (``Writer.ingest_many``, which
+re-indexes what changed and only refreshes the stat of a touched file); a new file is checked
+again against the exclusions and the ids other files hold.
 
 Then each class is applied in batches of ``consistency.batch_size`` items. Every batch holds the
 writer's :class:`~hybridsag.writer.WriteLock` (so it never races an ingest or a delete: the write
@@ -23,12 +33,14 @@ running the same plan twice, or a fresh plan after it, changes nothing more.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hybridsag.consistency.lease import Lease
+from hybridsag.consistency.sources import SourceItem, source_documents, source_guard
 from hybridsag.consistency.plan import (
     ChunkRow,
     FtsRow,
@@ -40,7 +52,9 @@ from hybridsag.consistency.plan import (
 )
 from hybridsag.dense import DenseIndex
 from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, StoreError
+from hybridsag.folders import taken_by, without_excluded
 from hybridsag.settings import Settings
+from hybridsag.sources import SourceErrors
 from hybridsag.store import Store, select_in
 from hybridsag.writer import Writer
 
@@ -78,7 +92,8 @@ class BatchResult:
 class ReconcileReport:
     """What :func:`apply_plan` did. ``totals`` counts effects (``deleted_vectors``,
     ``purged_resources``, ``released_claims``, ``dropped_rows``, ``deleted_journal_rows``,
-    ``deleted_chunks``, ``deleted_fts_rows``, ``repaired_fts_rows``, ``backfilled_vectors``);
+    ``deleted_chunks``, ``deleted_fts_rows``, ``repaired_fts_rows``, ``backfilled_vectors``,
+    ``deleted_sources``, ``reindexed_sources``, ``indexed_sources``, ``refreshed_sources``);
     ``errors`` lists the batches that failed after their retries."""
 
     batches: tuple[BatchResult, ...]
@@ -124,6 +139,12 @@ def check_apply_allowed(plan: ReconcilePlan, settings: Settings, *, force: bool 
         )
     if force:
         return
+    refused = source_guard(plan.sources, c.max_delete_share, c.max_delete_count)
+    if refused is not None:
+        raise ConsistencyError(
+            f"reconcile refused by the mass-delete guard: {refused}, then rerun with --force "
+            "(apply_plan(force=True)) to delete them"
+        )
     rows = len(plan.orphan_chunks) + sum(len(x.chunk_rowids) for x in plan.tombstoned_leftovers)
     for what, count, of in (("vectors", n, total), ("chunk rows", rows, plan.chunks)):
         if not count:
@@ -176,6 +197,11 @@ def apply_plan(
         weight=lambda m: len(m.chunk_ids),
         locked=False,  # re-embedding runs outside the lock; the backfill locks its writes
     )
+    run.each("source_deleted", plan.sources.deleted, run.source_deleted)
+    # ingest embeds outside the lock and takes it for its writes, as the write path always does
+    run.each("source_changed", plan.sources.changed, run.source_ingest, locked=False)
+    run.each("source_touched", plan.sources.touched, run.source_ingest, locked=False)
+    run.each("source_new", plan.sources.new, run.source_new, locked=False)
     return ReconcileReport(
         batches=tuple(run.batches),
         totals=dict(run.totals),
@@ -214,6 +240,7 @@ class _Run:
         self.dense = dense
         self.writer = writer
         self.lexical = writer.lexical
+        self.settings = settings
         self.cfg = settings.consistency
         self.lease = lease
         self.started = time.perf_counter()
@@ -465,6 +492,59 @@ class _Run:
                     lex.add_titles(c, [(item.rowid, lex.title_tokens(row["title"]))])
                 done += 1
         self._bump(effects, "repaired_fts_rows", done)
+        return done, len(batch) - done
+
+    def source_deleted(self, batch: list[SourceItem], effects: dict[str, int]) -> tuple[int, int]:
+        done = 0
+        current = self.store.resources(item.key for item in batch)
+        for item in batch:
+            r = current.get(item.key)
+            if r is None or r.source_uri != item.source_uri or os.path.lexists(item.source_uri):
+                continue  # deleted, re-indexed from elsewhere, or its file is back
+            done += self.writer.delete(item.key)
+        self._bump(effects, "deleted_sources", done)
+        return done, len(batch) - done
+
+    def _ingest_files(self, items: list[SourceItem], effects: dict[str, int], fresh: str) -> int:
+        """Read the files of ``items`` again and ingest them; counts ``fresh`` (re-indexed)
+        and ``refreshed_sources`` (stat only); a file that cannot be read now is an error of
+        the run. Returns the files done."""
+        errors = SourceErrors()
+        report = self.writer.ingest_many(source_documents(items, self.settings, errors))
+        self._bump(effects, fresh, report.indexed)
+        self._bump(effects, "refreshed_sources", report.unchanged)
+        for where, why in {**errors.errors, **report.errors}.items():
+            self.errors.append(f"source {where}: {why}")
+        return report.indexed + report.unchanged
+
+    def source_ingest(self, batch: list[SourceItem], effects: dict[str, int]) -> tuple[int, int]:
+        """Changed (or touched) files: their resources ingested again from the file as it is
+        now (a touched file only has its stat refreshed)."""
+        current = self.store.resources(item.key for item in batch)
+        items = [
+            i
+            for i in batch
+            if (r := current.get(i.key)) is not None and r.source_uri == i.source_uri
+        ]
+        done = self._ingest_files(items, effects, "reindexed_sources")
+        return done, len(batch) - done
+
+    def source_new(self, batch: list[SourceItem], effects: dict[str, int]) -> tuple[int, int]:
+        """New files: indexed unless excluded or their id was taken since the plan."""
+        by_tenant: dict[str, list[SourceItem]] = {}
+        for item in batch:
+            by_tenant.setdefault(item.tenant, []).append(item)
+        items: list[SourceItem] = []
+        for tenant, group in by_tenant.items():
+            kept = set(
+                without_excluded(
+                    self.store, [(i.source_root, i.path) for i in group], tenant=tenant
+                )[0]
+            )
+            items.extend(i for i in group if (i.source_root, i.path) in kept)
+        current = self.store.resources(item.key for item in items)
+        items = [i for i in items if taken_by(current.get(i.key), i.source_uri) is None]
+        done = self._ingest_files(items, effects, "indexed_sources")
         return done, len(batch) - done
 
     def missing_vectors(

@@ -4,8 +4,11 @@ They reach the CLI through the ``hybridsag.commands`` entry-point group (pyproje
 CLI (:mod:`hybridsag.cli`) loads every ``register(subparsers)`` published there and never names
 this package, so the layering rule "plugin never imports consistency" holds.
 
-Exit codes: 0 done; 1 failed (a batch error, the store or Milvus failing, no report for
-``audit``); 2 refused (lease held, attach mode, mass-delete guard) or bad input.
+Exit codes, for cron (:func:`~hybridsag.consistency.reports.report_exit_code`, one function for
+``reconcile`` and ``audit`` alike): 0 clean (nothing to repair, or all of it repaired); 1 the
+plan has work (a dry run found some, or some is left after a run: index drift or source drift
+alike); 2 error (refused: lease held, attach mode, mass-delete guard; a batch that failed; bad
+input). ``audit`` with no report yet exits 1.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from hybridsag.consistency.reports import report_exit_code
 from hybridsag.errors import ConsistencyError, InputError, NotFoundError
 
 __all__ = ["cmd_audit", "cmd_reconcile", "cmd_serve", "register"]
@@ -44,21 +48,59 @@ def register(sub: Any) -> None:
     p.set_defaults(fn=cmd_serve)
 
 
+def _work(counts: dict[str, Any]) -> str:
+    """The classes of ``counts`` with work, in words (``"1 source_changed, 3 orphan_fts_rows"``),
+    or ``"none"``."""
+    return ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "none"
+
+
+def _headline(report: dict[str, Any], mode: str) -> str:
+    """The first line: what was looked at and every class with work (index and source drift)."""
+    totals = report.get("totals_before") or {}
+    head = f"reconcile {mode} of {report.get('data_dir')} at {report.get('started_at')}: "
+    before = report.get("counts_before")
+    if before is None:
+        return head + "no plan was made (see the errors below)"
+    head += (
+        f"{totals.get('collection_size', 0)} vectors, {totals.get('resources', 0)} resources, "
+        f"{totals.get('chunks', 0)} chunks; "
+    )
+    if report.get("dry_run"):
+        return head + (f"to repair: {_work(before)}" if any(before.values()) else "clean")
+    after = report.get("counts_after") or {}
+    return head + f"found: {_work(before)}; left after the run: {_work(after)}"
+
+
+def _sources_lines(sources: dict[str, Any] | None) -> list[str]:
+    """What the source drift says that is no work: roots not checked, touched, skipped."""
+    if not sources:
+        return []
+    lines = [f"  not checked: {x['root']}: {x['why']}" for x in sources.get("not_checked", [])]
+    if sources.get("touched"):
+        lines.append(
+            f"  touched: {sources['touched']} file(s) whose bytes did not change (a run "
+            "refreshes their recorded stat)"
+        )
+    for x in sources.get("skipped", [])[:5]:
+        lines.append(f"  skipped source {x['where']}: {x['why']}")
+    more = sources.get("skipped_count", 0) - min(5, len(sources.get("skipped", [])))
+    if more > 0:
+        lines.append(f"  ... and {more} more skipped (see the report)")
+    return lines
+
+
 def _format(report: dict[str, Any]) -> str:
     before = report.get("counts_before") or {}
     after = report.get("counts_after") or {}
-    totals = report.get("totals_before") or {}
     mode = "dry run" if report.get("dry_run") else ("forced run" if report.get("force") else "run")
-    lines = [
-        f"reconcile {mode} of {report.get('data_dir')} at {report.get('started_at')}: "
-        f"{totals.get('collection_size', 0)} vectors, {totals.get('resources', 0)} resources, "
-        f"{totals.get('chunks', 0)} chunks; {totals.get('vectors_to_delete', 0)} vectors to delete",
-        f"  {'class':<22}{'before':>8}{'after':>8}  sample",
-    ]
+    lines = [_headline(report, mode), f"  {'class':<22}{'before':>8}{'after':>8}  sample"]
     samples = report.get("samples_before") or {}
     for name in before:
         sample = ", ".join(samples.get(name, [])[:3])
         lines.append(f"  {name:<22}{before[name]:>8}{after.get(name, 0):>8}  {sample}")
+    lines.extend(_sources_lines(report.get("sources_after") or report.get("sources_before")))
+    if report.get("would_refuse"):
+        lines.append(f"  a run would be refused: {report['would_refuse']}")
     if report.get("apply"):
         done = ", ".join(f"{k} {v}" for k, v in sorted(report["apply"]["totals"].items()))
         lines.append(f"  applied: {done or 'nothing to do'}")
@@ -103,7 +145,7 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
         print_json(report, out)
     else:
         out.write(_format(report))
-    return 0 if report["ok"] else 1
+    return report_exit_code(report)
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
@@ -136,7 +178,7 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
         print_json(report, out)
     else:
         out.write(_format(report))
-    return 0
+    return report_exit_code(report)
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,5 +1,6 @@
 """The reconcile plan: the dense index, the lexical index's rows and the chunk rows diffed
-against the resource table. Plan, then apply: this module only reads.
+against the resource table, and the folder resources against their files. Plan, then apply:
+this module only reads.
 
 :func:`read_state` reads one SQLite snapshot (resources, chunks, the lexical index's chunk and
 title rowids, tombstones, journal) and then every ``(chunk_id, resource_id, version)`` in the dense
@@ -37,6 +38,13 @@ id), in the store's rows and in what the dense index lists alike:
 
 Claims that are neither stuck nor finished are reported as ``pending_claims`` and left alone.
 
+``source_deleted`` / ``source_changed`` / ``source_new``
+    source drift (:mod:`hybridsag.consistency.sources`, read by :func:`build_plan` after the
+    index): a folder resource whose file is gone from disk, one whose file now makes another
+    document, a file under a folder root with no resource. Repaired through the write path;
+    ``sources`` also holds what is said but is no work (touched files, skipped files, roots not
+    checked).
+
 Why the order "SQLite first, then Milvus": the write path writes vectors before it commits chunk
 rows, so a chunk committed before the snapshot has its vector before the Milvus read and is never
 reported missing by mistake. The opposite mistake (a vector written after the snapshot looks
@@ -51,6 +59,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from hybridsag.consistency.sources import SourceDrift, read_sources
 from hybridsag.dense import DenseIndex
 from hybridsag.errors import StoreError
 from hybridsag.lexical import Fts5LexicalIndex
@@ -85,6 +94,9 @@ CLASSES: tuple[str, ...] = (
     "orphan_fts_rows",
     "missing_fts_rows",
     "missing_vectors",
+    "source_deleted",
+    "source_changed",
+    "source_new",
 )
 
 #: Sample ids kept per class in counts/reports.
@@ -181,7 +193,8 @@ class ReconcilePlan:
 
     ``collection_size`` is the number of vectors read; ``store_empty`` is true when the store has
     no resource, tombstone, chunk or journal row at all (then no vector may be deleted, see the
-    mass-delete guard). ``dense_checked`` is false when the dense path is off.
+    mass-delete guard). ``dense_checked`` is false when the dense path is off. ``sources`` is
+    the source drift (empty when not read).
     """
 
     built_at: float
@@ -203,6 +216,7 @@ class ReconcilePlan:
     stuck_indexing: tuple[StuckClaim, ...] = ()
     missing_vectors: tuple[MissingVectors, ...] = ()
     pending_claims: tuple[StuckClaim, ...] = field(default=())
+    sources: SourceDrift = field(default_factory=SourceDrift)
 
     # -- summaries -------------------------------------------------------------------------------
 
@@ -234,6 +248,9 @@ class ReconcilePlan:
             "orphan_fts_rows": len(self.orphan_fts_rows),
             "missing_fts_rows": len(self.missing_fts_rows),
             "missing_vectors": sum(len(x.chunk_ids) for x in self.missing_vectors),
+            "source_deleted": len(self.sources.deleted),
+            "source_changed": len(self.sources.changed),
+            "source_new": len(self.sources.new),
         }
 
     def samples(self, limit: int = SAMPLE_SIZE) -> dict[str, list[str]]:
@@ -248,6 +265,9 @@ class ReconcilePlan:
             "orphan_fts_rows": [x.label for x in self.orphan_fts_rows[:limit]],
             "missing_fts_rows": [x.label for x in self.missing_fts_rows[:limit]],
             "missing_vectors": missing[:limit],
+            "source_deleted": [x.label for x in self.sources.deleted[:limit]],
+            "source_changed": [x.label for x in self.sources.changed[:limit]],
+            "source_new": [x.label for x in self.sources.new[:limit]],
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -267,6 +287,7 @@ class ReconcilePlan:
             "counts": self.counts(),
             "samples": self.samples(),
             "pending_claims": len(self.pending_claims),
+            "sources": self.sources.summary(),
             "empty": self.is_empty,
         }
 
@@ -368,9 +389,11 @@ def build_plan(
     settings: Settings,
     *,
     now: float | None = None,
+    sources: bool = True,
 ) -> ReconcilePlan:
     """Diff the dense index, the lexical index's rows and the chunk rows against the resource
-    table: :func:`read_state`, then the pure :func:`diff`.
+    table: :func:`read_state`, then the pure :func:`diff`; then, with ``sources``, the folder
+    resources against their files (:func:`hybridsag.consistency.sources.read_sources`).
 
     Reads only. ``dense`` None (the dense path is off, or this data dir never recorded vectors)
     skips every vector class. ``now`` (epoch seconds) is the clock claims are aged against
@@ -387,7 +410,8 @@ def build_plan(
     started = time.perf_counter()
     state = read_state(store, lexical, dense)
     plan = diff(state, settings, now=time.time() if now is None else now)
-    return replace(plan, seconds=time.perf_counter() - started)
+    drift = read_sources(store, settings) if sources else SourceDrift()
+    return replace(plan, sources=drift, seconds=time.perf_counter() - started)
 
 
 def diff(state: StoreState, settings: Settings, *, now: float) -> ReconcilePlan:

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.components import Components
-from hybridsag.consistency.apply import ReconcileReport, apply_plan
+from hybridsag.consistency.apply import ReconcileReport, apply_plan, check_apply_allowed
 from hybridsag.consistency.lease import Lease, new_owner_id
 from hybridsag.consistency.plan import ReconcilePlan, build_plan
 from hybridsag.consistency.reports import REPORT_FORMAT, latest_report, write_report
@@ -113,11 +113,14 @@ class Reconciler:
         """Plan (and unless ``dry_run`` take the lease, apply, and plan again), then write and
         return the audit report.
 
-        The report holds ``counts_before``/``counts_after`` by class, ``samples_before``/
-        ``samples_after`` (first 10 ids per class), ``apply`` (batches, totals, errors),
+        The report holds ``counts_before``/``counts_after`` by class (the source drift
+        classes among them), ``samples_before``/``samples_after`` (first 10 ids per class),
+        ``sources_before``/``sources_after`` (touched and skipped files, roots not checked),
+        ``apply`` (batches, totals, errors),
         ``durations``, ``errors``, ``settings`` (secrets masked), ``dry_run``, ``ok`` and the
         file's ``path``. A dry run does not take the lease (it changes nothing) and reports the
-        same plan before and after.
+        same plan before and after, with ``would_refuse``: why a run would be refused (the
+        mass-delete guard, attach mode), or None.
 
         Raises:
             ConsistencyError: refused (lease held, attach mode, mass-delete guard); a report
@@ -133,6 +136,7 @@ class Reconciler:
         after: ReconcilePlan | None = None
         applied: ReconcileReport | None = None
         failure: BaseException | None = None
+        would_refuse: str | None = None
 
         def timed(name: str, fn: Any) -> Any:
             t0 = time.perf_counter()
@@ -144,6 +148,10 @@ class Reconciler:
         try:
             if dry_run:
                 before = after = timed("plan_s", self.plan)
+                try:  # say what a run would refuse, so that cron hears of it from the dry run
+                    check_apply_allowed(before, self.settings, force=force)
+                except ConsistencyError as exc:
+                    would_refuse = str(exc)
             else:
                 with self.lease().held() as lease:
                     before = timed("plan_s", self.plan)
@@ -179,6 +187,7 @@ class Reconciler:
             "force": force,
             "ok": not errors,
             "refused": refused,
+            "would_refuse": would_refuse,
             "started_at": _iso(started_at),
             "finished_at": _iso(time.time()),
             "counts_before": before.counts() if before else None,
@@ -190,6 +199,9 @@ class Reconciler:
             "pending_claims_after": (
                 [c.resource_id for c in after.pending_claims[:10]] if after else None
             ),
+            # source drift that is no work but is said: touched, skipped, roots not checked
+            "sources_before": before.sources.summary() if before else None,
+            "sources_after": after.sources.summary() if after else None,
             "apply": applied.as_dict() if applied else None,
             "durations": durations,
             "errors": errors,

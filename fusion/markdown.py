@@ -14,20 +14,48 @@ The rules (CommonMark, with one deliberate widening):
   the end of the text;
 - an **ATX heading** is up to three spaces, one to six ``#``, then a space, a tab or the end of
   the line; its text has the closing ``#`` run (after a space) removed. Lines inside a fence are
-  never headings.
+  never headings;
+- **front matter** (:func:`front_matter`) is a block at the very top (after a BOM): a line
+  ``---`` then YAML up to a line ``---`` or ``...``, or a line ``+++`` then TOML up to a line
+  ``+++``, closed within :data:`MAX_FRONT_MATTER_CHARS` characters, whose first line that is
+  neither blank nor a comment looks like a key (``title: x``; TOML ``title = "x"`` or
+  ``[table]``) or that is empty. It is markup: no chunk holds it and no heading lies in it. A
+  document that opens with a thematic break and a paragraph is not taken for it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["atx_heading", "atx_headings", "fence_closes", "fence_open", "first_h1"]
+__all__ = [
+    "MAX_FRONT_MATTER_CHARS",
+    "FrontMatter",
+    "atx_heading",
+    "atx_headings",
+    "fence_closes",
+    "fence_open",
+    "first_h1",
+    "front_matter",
+]
+
+#: Front matter must close within this many characters from the top (64 Ki): a ``---`` line
+#: further down is a thematic break, not the end of a metadata block, and a parser is never
+#: handed more than this.
+MAX_FRONT_MATTER_CHARS = 64 * 1024
 
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _ATX_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+#: The first key line of a front matter block: YAML ``key:`` (plain or quoted key), TOML
+#: ``key =`` or a ``[table]``.
+_YAML_KEY = re.compile(r"""(?:[^\s#:'"\[\]{},&*!|>%@`-][^:#]*|"[^"]*"|'[^']*'):(?:[ \t]|$)""")
+_TOML_PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+_TOML_KEY = re.compile(rf"{_TOML_PART}(?:[ \t]*\.[ \t]*{_TOML_PART})*[ \t]*=|\[")
 
 
 def fence_open(line: str) -> str | None:
@@ -92,8 +120,63 @@ def atx_headings(text: str) -> list[tuple[int, str]]:
 
 
 def first_h1(text: str) -> str | None:
-    """The text of the first non-empty level-1 ATX heading outside code fences, or None."""
-    for level, title in atx_headings(text):
+    """The text of the first non-empty level-1 ATX heading outside code fences and front
+    matter (a ``# comment`` of YAML is no heading), or None."""
+    fm = front_matter(text)
+    for level, title in atx_headings(text if fm is None else text[fm.end :]):
         if level == 1 and title:
             return title
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FrontMatter:
+    """A front matter block (:func:`front_matter`): its ``kind``, the character range of its
+    ``body`` (between the fence lines) and ``end``, where the document's text starts (after
+    the closing fence line and its line break). Offsets index the text given, a BOM
+    included."""
+
+    kind: Literal["yaml", "toml"]
+    body_start: int
+    body_end: int
+    end: int
+
+
+def front_matter(text: str) -> FrontMatter | None:
+    """The front matter block at the top of ``text`` (see the module docstring), or None.
+
+    >>> front_matter("---\\ntitle: A\\n---\\n# Body")
+    FrontMatter(kind='yaml', body_start=4, body_end=13, end=17)
+    >>> front_matter("---\\nNot a key here.\\n---\\n") is None
+    True
+    """
+    begin = 1 if text.startswith("\ufeff") else 0
+    first = _LINE.match(text, begin)
+    assert first is not None  # _LINE matches the empty string
+    opener = first.group().rstrip()
+    if opener == "---":
+        kind: Literal["yaml", "toml"] = "yaml"
+        closers: tuple[str, ...] = ("---", "...")
+        key = _YAML_KEY
+    elif opener == "+++":
+        kind, closers, key = "toml", ("+++",), _TOML_KEY
+    else:
+        return None
+    limit = begin + MAX_FRONT_MATTER_CHARS
+    body_start = pos = first.end()
+    keyed: bool | None = None  # whether the first content line is a key (None: none yet)
+    while pos < len(text) and pos < limit:
+        m = _LINE.match(text, pos)
+        assert m is not None
+        line = m.group()
+        stripped = line.strip()
+        if line.rstrip("\r\n").rstrip() in closers and line[:1] not in (" ", "\t"):
+            if keyed is False:
+                return None
+            return FrontMatter(kind, body_start, pos, m.end())
+        if keyed is None and stripped and not stripped.startswith("#"):
+            keyed = key.match(stripped) is not None
+        if m.end() == pos:  # the last line, without a break: the block never closed
+            break
+        pos = m.end()
     return None

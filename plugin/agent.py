@@ -16,6 +16,10 @@ and the MCP ``search`` tool all write the same text::
       § (top of the file)
         [2] lines 1-5: "..."
 
+A result whose file changed on disk since it was indexed is marked on its file line
+(``(stale: the file was deleted on disk since it was indexed)``); results held back as stale are
+counted in a ``note:`` line under the header, so an empty answer never hides them.
+
 Files come in the order of their best result, headings within a file likewise, and each result
 keeps its rank ``[n]``, so "read the top 3 to 5 first" still works. Every piece of indexed text
 (ids, titles, headings, quotes) is flattened to one line with control characters removed, so a
@@ -127,6 +131,13 @@ def agent_text(response: Mapping[str, Any], budget: int = DEFAULT_BUDGET) -> str
         f"({_clip(_one_line(why), 160)}); results may be incomplete."
         for name, why in dict(response.get("reasons", {})).items()
     ]
+    hidden = response.get("stale_hidden") or 0
+    if isinstance(hidden, int) and hidden > 0:
+        notes.append(
+            f"note: {hidden} result{'s' if hidden != 1 else ''} hidden because the source "
+            f"file{'s' if hidden != 1 else ''} changed on disk since indexing; re-index (or "
+            "search with include_stale) to see them."
+        )
     if not results:
         lines = [
             f'No results for "{query}" (paths: {paths}).',
@@ -219,8 +230,20 @@ def _file_line(rid: str, r: Mapping[str, Any]) -> str:
     if r.get("source_uri"):
         parts.append(f"file: {_clip(_one_line(r['source_uri']), 300)}")
     if r.get("stale"):
-        parts.append("(stale: the file changed since it was indexed)")
+        parts.append(_stale_note(r.get("stale_reason")))
     return "  ".join(parts)
+
+
+def _stale_note(reason: object) -> str:
+    """The file line's stale mark: ``(stale: the file was deleted on disk since it was
+    indexed)`` and the like (a reason the layout does not know is said generically)."""
+    if reason == "deleted on disk":
+        return "(stale: the file was deleted on disk since it was indexed)"
+    if reason == "changed on disk":
+        return "(stale: the file changed on disk since it was indexed)"
+    if isinstance(reason, str) and reason:
+        return f"(stale: the file is {_clip(_one_line(reason), 60)})"
+    return "(stale: the file changed since it was indexed)"
 
 
 def _footer(rest: Sequence[Mapping[str, Any]]) -> str:

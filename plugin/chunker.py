@@ -19,8 +19,8 @@ path and 1-based line range. The rules:
 - a code block (fence lines included) that fits the target is one unit that may share a chunk with
   prose; a longer one is a chunk of its own, whole up to the hard cap; beyond it, it is cut at line
   ends into pieces of about equal size (so no piece is a short tail); nothing overlaps into or out
-  of code. Code is: fenced blocks, YAML front matter, and in reST the literal block after a
-  paragraph ending in ``::``, doctest blocks (``>>>``) and the content of code directives;
+  of code. Code is: fenced blocks, and in reST the literal block after a paragraph ending in
+  ``::``, doctest blocks (``>>>``) and the content of code directives;
 - **hard caps**: no chunk is longer than ``max_chars`` (default ``4 * target_chars``) or spans
   more than ``max_lines`` lines (200): a longer run without a sentence end (a million short
   lines) is cut at line ends into target-sized pieces, a longer line at whitespace, a run with
@@ -29,8 +29,11 @@ path and 1-based line range. The rules:
   ``Output::``, a lone fence line) joins the next chunk of its section, else the previous one,
   within the hard caps; a section whose whole body is tiny keeps it; a sentence ending in ``:``
   just before a code block stays with that code;
-- **markup is not text**: Markdown HTML comments (``<!-- YAML ... -->``), lines made only of
-  HTML tags (``<a id="x"></a>``) and link reference definitions (``[name]: url``); reST labels
+- **markup is not text**: Markdown front matter (a YAML ``---`` or TOML ``+++`` block at the
+  top, :func:`hybridsag.fusion.markdown.front_matter`; folder ingest takes the title and
+  metadata from it, :mod:`hybridsag.front_matter`), HTML comments (``<!-- YAML ... -->``),
+  lines made only of HTML tags (``<a id="x"></a>``) and link reference definitions
+  (``[name]: url``); reST labels
   (``.. _name:``), comments, substitution definitions, directive lines and their options
   (``.. note::``, ``:maxdepth: 1``), the content of directives that is markup too
   (``toctree``, ``image``, ``raw``, autodoc, ...) and the bare ``::`` that announces a literal
@@ -58,7 +61,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Literal, get_args
 
-from hybridsag.fusion.markdown import atx_heading, fence_closes, fence_open
+from hybridsag.fusion.markdown import atx_heading, fence_closes, fence_open, front_matter
 
 __all__ = [
     "DEFAULT_MAX_LINES",
@@ -610,6 +613,7 @@ def _markdown_spans(
             k -= 1
         return k
 
+    fm = front_matter(text) if markdown else None
     i = 0
     while i < n:
         s, e = starts[i], ends[i]
@@ -675,14 +679,9 @@ def _markdown_spans(
                 i = last + 1
                 continue
         if markdown:
-            if i == 0 and line.rstrip() == "---":  # YAML front matter, kept like code
-                j = 1
-                while j < n and line_of(j).rstrip() not in ("---", "..."):
-                    j += 1
-                if j < n:
-                    add_code(_code_units(text, 0, j, starts, ends, caps))
-                    i = j + 1
-                    continue
+            if i == 0 and fm is not None:  # YAML/TOML front matter: markup, in no chunk
+                i = bisect_left(starts, fm.end)
+                continue
             if first == "<":
                 if lead.startswith("<!--"):  # an HTML comment: markup (Node's <!-- YAML -->)
                     flush_para()
@@ -805,8 +804,8 @@ def chunk_text(
 
     Args:
         text: the whole resource, decoded from UTF-8.
-        fmt: ``"markdown"`` recognises ATX and setext headings, thematic breaks, YAML front
-            matter and HTML comments; ``"rst"`` reStructuredText section titles, transitions,
+        fmt: ``"markdown"`` recognises ATX and setext headings, thematic breaks, YAML and TOML
+            front matter and HTML comments; ``"rst"`` reStructuredText section titles, transitions,
             explicit markup and literal blocks; ``"text"`` has no headings. All recognise blank
             lines and code fences.
         mode: ``"sag"`` packs sentences; ``"passage"`` returns the whole trimmed text as one

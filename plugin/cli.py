@@ -312,6 +312,8 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"  note: {note}\n")
     for rid in pruned:
         out.write(f"  removed {rid}: its file is gone\n")
+    for rid in report.get("excluded", []):
+        out.write(f"  excluded {rid}: deleted by hand (hybridsag include {rid} brings it back)\n")
     for where, why in sorted(report["errors"].items()):
         out.write(f"  skipped {where}: {why}\n")
     for warning in report.get("warnings", []):
@@ -324,9 +326,12 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
     _require_index(settings)
     with HybridSearch(settings) as hs:
+        if args.excluded:
+            return _list_excluded(hs.exclusions(tenant=args.tenant), args, out)
         rows = hs.list_resources(
             tenant=args.tenant, status=args.status, prefix=args.prefix, limit=args.limit
         )
+        excluded = len(hs.exclusions(tenant=args.tenant))
     if args.json:
         _print_json([r.as_dict() for r in rows], out)
         return 0
@@ -344,10 +349,31 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
             f"{rec.source_uri or '-'}\n"
         )
     out.write(f"{len(rows)} resources\n")
+    if excluded:
+        out.write(
+            f"{excluded} file{'s' if excluded != 1 else ''} deleted by hand and kept out of "
+            "the index: hybridsag list --excluded\n"
+        )
+    return 0
+
+
+def _list_excluded(rows: Sequence[Any], args: argparse.Namespace, out: TextIO) -> int:
+    """``list --excluded``: the folder files ``delete`` keeps out of their folders' index."""
+    rows = [r for r in rows if not args.prefix or r.path.startswith(args.prefix)]
+    rows = rows[: args.limit] if args.limit else rows
+    if args.json:
+        _print_json([r.as_dict() for r in rows], out)
+        return 0
+    width = max([len("RESOURCE"), *(len(r.path) for r in rows)])
+    out.write(f"{'TENANT':<8}  {'RESOURCE':<{width}}  STATUS    SOURCE\n")
+    for r in rows:
+        out.write(f"{r.tenant or '-':<8}  {r.path:<{width}}  excluded  {r.source_uri}\n")
+    out.write(f"{len(rows)} excluded (hybridsag include ID brings one back)\n")
     return 0
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    from hybridsag.render import stale_words
     from hybridsag.search import HybridSearch
 
     settings = _settings(args)
@@ -363,7 +389,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     fields = {
         "resource": rec.resource_id,
         "title": rec.title,
-        "status": rec.status + (" (source file changed: stale)" if detail.stale else ""),
+        "status": rec.status + (f" (stale: {stale_words(detail.stale_reason)})" * detail.stale),
         "version": rec.version,
         "source": rec.source_uri or "-",
         "root": rec.source_root or "-",
@@ -509,6 +535,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
 
     settings = _settings(args)
     client = service_client(settings)
+    excluded = False
     if client is not None:
         with client:
             try:
@@ -521,14 +548,52 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
         _require_index(settings)
         with HybridSearch(settings) as hs:
             done = hs.delete(args.resource_id, tenant=args.tenant or "")
+            excluded = done and bool(
+                hs.exclusions(tenant=args.tenant or "", resource_id=args.resource_id)
+            )
     if args.json:
         _print_json(
-            {"resource_id": args.resource_id, "tenant": args.tenant or "", "deleted": done}, out
+            {"resource_id": args.resource_id, "tenant": args.tenant or "", "deleted": done}
+            | ({"excluded": excluded} if client is None else {}),
+            out,
         )
     else:
         said = "deleted " if done else "no such resource: "
         out.write(said + args.resource_id + _of_tenant(args.tenant) + "\n")
+        if client is None and excluded:
+            out.write(_excluded_note(args.resource_id, args.tenant))
     return 0 if done else 2
+
+
+def _excluded_note(resource_id: str, tenant: str | None) -> str:
+    """What ``delete`` says of a folder file it excluded, naming the command that lifts it."""
+    flag = f" --tenant {tenant}" if tenant else ""
+    return (
+        "  its file is still on disk: it stays out of the index of its folder "
+        f"(run: hybridsag include {resource_id}{flag} to bring it back)\n"
+    )
+
+
+def cmd_include(args: argparse.Namespace, out: TextIO) -> int:
+    """``include ID``: lift the exclusion a ``delete`` left on a folder file and index it."""
+    settings = _settings(args)
+    if service_client(settings) is not None:
+        raise InputError("include runs in-process; through --server it is not offered yet")
+    from hybridsag.search import HybridSearch
+
+    _require_index(settings)
+    with HybridSearch(settings) as hs:
+        report = hs.include(args.resource_id, tenant=args.tenant or "").as_dict()
+    if args.json:
+        _print_json(report, out)
+        return 0 if not report["errors"] else 1
+    out.write(
+        f"included {args.resource_id}{_of_tenant(args.tenant)} again: indexed "
+        f"{report['indexed']}, {report['unchanged']} unchanged\n"
+    )
+    for where, why in sorted(report["errors"].items()):
+        out.write(f"  skipped {where}: {why}\n")
+    return 0 if not report["errors"] else 1
 
 
 def _of_tenant(tenant: str | None) -> str:
@@ -877,6 +942,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", choices=STATUSES, help="only resources in this status")
     p.add_argument("--prefix", help="only ids starting with this")
     p.add_argument("--limit", type=int, help="at most this many")
+    p.add_argument(
+        "--excluded",
+        action="store_true",
+        help="list the folder files deleted by hand, kept out of their folders' index",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_list)
 
@@ -895,7 +965,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant")
     p.add_argument("--acl", action="append", help="caller's ACL tag (repeat)")
     p.add_argument("--meta", action="append", help="metadata equality KEY=VALUE (repeat)")
-    p.add_argument("--include-stale", action="store_true", default=None)
+    p.add_argument(
+        "--include-stale",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show results whose source file changed since indexing, marked stale (default: "
+        "search.include_stale, on); --no-include-stale hides them and says how many",
+    )
     p.add_argument(
         "--judge-order",
         action=argparse.BooleanOptionalAction,
@@ -928,6 +1004,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_delete)
+
+    p = sub.add_parser(
+        "include", help="bring back a folder file that delete keeps out of its folder's index"
+    )
+    p.add_argument("resource_id")
+    p.add_argument("--tenant", help="the file's tenant (default: none)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_include)
 
     p = sub.add_parser(
         "rebuild-vectors",

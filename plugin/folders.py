@@ -23,6 +23,12 @@ and listed in ``IngestReport.pruned``. A file that still exists is never pruned,
 now ignored, hidden or unreadable (search marks it stale; ``hybridsag delete`` removes it).
 Resources of other folders, and those from the API or JSONL, are never touched. A walk that
 finds no file at all prunes nothing (an unmounted disk looks like an empty folder).
+
+**Exclusions.** A folder file whose resource was deleted by hand while the file stayed
+(``hybridsag delete``, :meth:`hybridsag.writer.Writer.delete` with ``exclude``) is left out of
+every later index of its folder and listed in ``IngestReport.excluded``, until ``hybridsag
+include`` lifts it (:func:`include_file`). :func:`without_excluded` is the one check: folder
+index, folder sync through the service, watched folders and the reconciler all call it.
 """
 
 from __future__ import annotations
@@ -35,14 +41,23 @@ from pathlib import Path
 from hybridsag.formats import DocumentConverter
 from hybridsag.settings import Settings
 from hybridsag.sources import FolderScan, SourceErrors, id_root, iter_files, scan_folder
-from hybridsag.store import ResourceRecord, Store
+from hybridsag.store import Exclusion, ResourceRecord, Store
 from hybridsag.writer import Document, IngestProgress, IngestReport, Writer, as_progress, printable
 
-__all__ = ["FolderPlan", "ingest_path", "plan_folder", "taken_by"]
+__all__ = [
+    "PRUNABLE",
+    "FolderPlan",
+    "include_file",
+    "ingest_path",
+    "plan_folder",
+    "read_files",
+    "taken_by",
+    "without_excluded",
+]
 
 _MIB = 1024 * 1024
 #: Statuses a prune deletes (``indexing`` and ``deleting`` belong to a write in flight).
-_PRUNABLE = ("ready", "disabled", "failed")
+PRUNABLE = ("ready", "disabled", "failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +93,11 @@ def plan_folder(store: Store, scan: FolderScan, *, tenant: str = "") -> FolderPl
     return FolderPlan(scan=scan, root=root, indexed=indexed, notes=tuple(notes))
 
 
-def taken_by(existing: ResourceRecord | None, doc: Document) -> str | None:
-    """Why the folder file ``doc`` may not replace the resource ``existing`` under its id, or
-    ``None`` when it may (no such resource, the same file, or a file that is gone)."""
-    if existing is None or existing.source_uri == doc.source_uri:
+def taken_by(existing: ResourceRecord | None, source_uri: str | None) -> str | None:
+    """Why the folder file at ``source_uri`` may not replace the resource ``existing`` under
+    its id, or ``None`` when it may (no such resource, the same file, or a file that is
+    gone)."""
+    if existing is None or existing.source_uri == source_uri:
         return None
     if existing.source_root is None:
         return (
@@ -97,9 +113,79 @@ def taken_by(existing: ResourceRecord | None, doc: Document) -> str | None:
     return None
 
 
+def without_excluded(
+    store: Store, files: Iterable[tuple[str, str]], *, tenant: str = ""
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Which folder files of ``tenant`` may be indexed: of the ``(root, relative path)``
+    pairs ``files`` (the root a file's id is relative to, and that id), the ones that are not
+    excluded (deleted by hand while the file stayed: :meth:`Store.exclusions`), in order, and
+    the ids of those that are. The one check every way a folder reaches the index makes
+    (folder index, sync, watch, reconcile)."""
+    excluded = store.excluded_paths(tenant=tenant)
+    kept: list[tuple[str, str]] = []
+    left_out: list[str] = []
+    for root, rel in files:
+        if (root, rel) in excluded:
+            left_out.append(rel)
+        else:
+            kept.append((root, rel))
+    return kept, left_out
+
+
+def include_file(
+    store: Store,
+    writer: Writer,
+    settings: Settings,
+    resource_id: str,
+    *,
+    tenant: str = "",
+) -> tuple[list[Exclusion], IngestReport]:
+    """Lift the exclusions of the folder file ``resource_id`` of ``tenant`` and index the file
+    again from where it was (its root, with the ACL it had), as its folder's index would.
+    Returns the lifted exclusions (empty: there was none) and the ingest report (a file gone
+    meanwhile, or whose id another file took, is in its ``errors``)."""
+    lifted = store.remove_exclusions(resource_id, tenant=tenant)
+    report = IngestReport()
+    for ex in lifted:
+        errors = SourceErrors()
+        root = Path(ex.source_root)
+        file = root / ex.path
+        if not os.path.lexists(file):
+            report.errors[ex.path] = f"{printable(str(file))} is gone: nothing to index"
+            continue
+        docs = read_files([(file, root, tenant, ex.acl)], settings, errors)
+        done = writer.ingest_many(_free_ids(store, docs, errors))
+        done.errors.update(errors.errors)
+        done.warnings.extend(errors.warnings)
+        report.merge(done)
+    return lifted, report
+
+
+def read_files(
+    entries: Iterable[tuple[Path, Path, str, tuple[str, ...]]],
+    settings: Settings,
+    errors: SourceErrors,
+) -> Iterator[Document]:
+    """The documents folder files make now, each entry ``(file, the root its id is relative
+    to, tenant, ACL)`` read as a folder index reads it (:func:`hybridsag.sources.iter_files`,
+    ``ingest.max_file_mb`` and the formats bounds); what cannot be read goes to ``errors``."""
+    converter = DocumentConverter.from_settings(settings)
+    max_bytes = int(settings.ingest.max_file_mb * _MIB)
+    for file, root, tenant, acl in entries:
+        yield from iter_files(
+            [file],
+            errors,
+            root_of=lambda _f, root=root: root,
+            max_file_bytes=max_bytes,
+            tenant=tenant,
+            acl=acl,
+            converter=converter,
+        )
+
+
 def _free_ids(store: Store, docs: Iterable[Document], errors: SourceErrors) -> Iterator[Document]:
     for doc in docs:
-        reason = taken_by(store.get_resource(doc.resource_id, tenant=doc.tenant), doc)
+        reason = taken_by(store.get_resource(doc.resource_id, tenant=doc.tenant), doc.source_uri)
         if reason is None:
             yield doc
         else:
@@ -132,7 +218,7 @@ def _prune(
     gone = [
         r
         for r in store.folder_resources(str(plan.scan.folder), tenant=tenant)
-        if r.status in _PRUNABLE and (r.source_uri is None or not os.path.lexists(r.source_uri))
+        if r.status in PRUNABLE and (r.source_uri is None or not os.path.lexists(r.source_uri))
     ]
     if not gone:
         return
@@ -169,10 +255,16 @@ def ingest_path(
     converter = DocumentConverter.from_settings(settings)
     scan = scan_folder(Path(path), errors, converts=True)
     plan = plan_folder(store, scan, tenant=tenant)
+    keyed: dict[tuple[str, str], Path] = {}
+    for file in scan.files:
+        root = plan.root_of(file)
+        keyed[(str(root), file.relative_to(root).as_posix())] = file
+    kept, excluded = without_excluded(store, keyed, tenant=tenant)
+    files = [keyed[k] for k in kept]
     ticks = as_progress(progress)
-    ticks.start(len(scan.files))
+    ticks.start(len(files))
     docs = iter_files(
-        scan.files,
+        files,
         errors,
         root_of=plan.root_of,
         max_file_bytes=int(settings.ingest.max_file_mb * _MIB),
@@ -183,8 +275,10 @@ def ingest_path(
     free = _free_ids(store, docs, errors)
     report = writer.ingest_many(_ticking(free, errors, ticks), progress=ticks)
     report.errors.update(errors.errors)
+    report.warnings.extend(errors.warnings)
     report.root = str(plan.root)
     report.notes.extend(plan.notes)
+    report.excluded.extend(excluded)
     if prune and not scan.single_file:
         _prune(store, writer.delete, plan, report, tenant)
     return report

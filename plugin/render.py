@@ -14,6 +14,10 @@ is there in words, and a snippet:
   one re-wrapped paragraph; ``…`` marks text left out. Terms are highlighted (bold) only when
   ``color`` is on (the CLI turns it on when stdout is a terminal).
 - ``brief``: one line per result, no snippet and no why.
+- **Stale, said.** A result whose source file changed on disk says so under it ("stale: the
+  source file was deleted on disk since it was indexed"); results held back as stale
+  (``include_stale`` off) are counted under the header: "N results hidden: sources changed since
+  indexing (re-index, or --include-stale)".
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ from hybridsag.fusion.markdown import fence_open
 from hybridsag.fusion.rules import RULE_REASONS
 from hybridsag.search import SearchResponse, SearchResult
 
-__all__ = ["SNIPPET_CHARS", "SNIPPET_LINES", "describe_paths", "render_response", "snippet"]
+__all__ = [
+    "SNIPPET_CHARS",
+    "SNIPPET_LINES",
+    "describe_paths",
+    "render_response",
+    "snippet",
+    "stale_hidden_line",
+    "stale_words",
+]
 
 #: Most characters of a prose snippet.
 SNIPPET_CHARS = 320
@@ -56,6 +68,8 @@ def render_response(
         f"{n} result{'' if n == 1 else 's'} for {resp.query!r} via {', '.join(resp.paths)} {took}"
     ]
     lines.extend(f"  degraded: {name}: {why}" for name, why in _reasons(resp.reasons))
+    if resp.stale_hidden:
+        lines.append(f"  {stale_hidden_line(resp.stale_hidden)}")
     pattern = _terms_pattern(terms)
     for r in resp.results:
         head = f"{r.rank:>2}. {_bold(r.title or r.resource_id, color)}"
@@ -71,12 +85,29 @@ def render_response(
         for rule in r.rules:
             lines.append(f"{_INDENT}rule {rule}: {RULE_REASONS.get(rule, rule)}")
         if r.stale:
-            lines.append(f"{_INDENT}stale: the source file changed since it was indexed")
+            lines.append(f"{_INDENT}stale: {stale_words(r.stale_reason)}")
         for line in snippet(r.text, pattern, width=width - len(_INDENT)):
             lines.append(_INDENT + _highlight(line, pattern, color))
         if r.text_truncated:
             lines.append(f"{_INDENT}(text cut to search.max_text_chars)")
     return "\n".join(lines) + "\n"
+
+
+def stale_hidden_line(n: int) -> str:
+    """What the CLI says of ``n`` results held back as stale (``SearchResponse.stale_hidden``)."""
+    return (
+        f"{n} result{'' if n == 1 else 's'} hidden: sources changed since indexing "
+        "(re-index, or --include-stale)"
+    )
+
+
+def stale_words(reason: str | None) -> str:
+    """A stale result's or resource's state in words, from its ``stale_reason``."""
+    if reason is None:
+        return "the source file changed since it was indexed"
+    if reason.endswith(" on disk") and not reason.startswith(("no longer", "unreadable")):
+        return f"the source file was {reason} since it was indexed"
+    return f"the source file is {reason}"
 
 
 def _reasons(reasons: Mapping[str, str]) -> list[tuple[str, str]]:

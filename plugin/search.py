@@ -20,14 +20,28 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.agent import DEFAULT_BUDGET, agent_text
 from hybridsag.components import Components
-from hybridsag.errors import BudgetError, HybridSagError, InputError, JudgeError, QueryError
+from hybridsag.errors import (
+    BudgetError,
+    HybridSagError,
+    InputError,
+    JudgeError,
+    NotFoundError,
+    QueryError,
+)
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
 from hybridsag.fusion import TrustModel, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
 from hybridsag.query import validate_query
 from hybridsag.remote import QueryMeter, metered, submit
 from hybridsag.settings import FusionSettings, Settings
-from hybridsag.store import STATUSES, ChunkRecord, Filters, ResourceRecord, resource_key
+from hybridsag.store import (
+    STATUSES,
+    ChunkRecord,
+    Exclusion,
+    Filters,
+    ResourceRecord,
+    resource_key,
+)
 from hybridsag.tokenizer import has_cjk
 from hybridsag.trust import query_facts
 
@@ -44,6 +58,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PATH_WORKERS",
+    "STALE_CHANGED",
+    "STALE_DELETED",
+    "STALE_NOT_REGULAR",
+    "STALE_UNREADABLE",
     "ChunkSummary",
     "FusionInput",
     "HybridSearch",
@@ -53,6 +71,7 @@ __all__ = [
     "SearchResponse",
     "SearchResult",
     "fuse_step",
+    "stale_reason",
 ]
 
 log = logging.getLogger(__name__)
@@ -60,6 +79,21 @@ log = logging.getLogger(__name__)
 #: Threads of the pool the paths of concurrent searches share.
 PATH_WORKERS = 4
 _MIB = 1024 * 1024
+
+#: Why a folder resource is stale (:func:`stale_reason`; ``SearchResult.stale_reason``): its
+#: file's size or mtime differ from what was indexed, it is gone, it is no longer a regular
+#: file, or it cannot be looked at (a folder on its path lost its permissions).
+STALE_CHANGED = "changed on disk"
+STALE_DELETED = "deleted on disk"
+STALE_NOT_REGULAR = "no longer a regular file on disk"
+STALE_UNREADABLE = "unreadable on disk"
+#: What a result's ``why`` says of each reason.
+_STALE_WHY = {
+    STALE_CHANGED: "its size or mtime differ from what was indexed, so the text may be outdated",
+    STALE_DELETED: "the file is gone, so the text may no longer exist anywhere",
+    STALE_NOT_REGULAR: "a FIFO, device or folder now stands at its path",
+    STALE_UNREADABLE: "its path cannot be looked at (permissions?)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +125,8 @@ class SearchResult:
     #: the resource's tenant (``""``: un-tenanted); a resource is ``(tenant, resource_id)``, so
     #: two results may share a ``resource_id`` in two tenants
     tenant: str = ""
+    #: why ``stale`` is set (:data:`STALE_CHANGED`, :data:`STALE_DELETED`, ...); None when fresh
+    stale_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -142,17 +178,20 @@ class ChunkSummary:
 
 @dataclass(frozen=True, slots=True)
 class ResourceDetail:
-    """A resource's full record, its current chunks, and whether its source file is stale."""
+    """A resource's full record, its current chunks, and whether its source file is stale
+    (``stale_reason`` says why: :func:`stale_reason`)."""
 
     record: ResourceRecord
     chunks: tuple[ChunkSummary, ...]
     stale: bool
+    stale_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self.record)
         out["metadata"] = dict(self.record.metadata)
         out["acl"] = list(self.record.acl)
         out["stale"] = self.stale
+        out["stale_reason"] = self.stale_reason
         out["chunks"] = [asdict(c) for c in self.chunks]
         return out
 
@@ -240,6 +279,12 @@ class SearchResponse:
     #: the per-query trust step's decision (weights, judge_holds, dense_share, signals), empty
     #: when fusion.trust is off
     trust: Mapping[str, Any] = field(default_factory=dict)
+    #: results held back because their source files changed since indexing (with
+    #: ``include_stale`` off): how many, and each one's ``chunk_id``, ``resource_id``,
+    #: ``tenant`` and ``reason`` (:data:`STALE_CHANGED`, ...). Only those that would have been
+    #: shown are counted: the stale results met before ``top_k`` fresh ones were found
+    stale_hidden: int = 0
+    stale_hidden_ids: tuple[Mapping[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -251,6 +296,8 @@ class SearchResponse:
             "timings": dict(self.timings),
             "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
             "trust": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.trust.items()},
+            "stale_hidden": self.stale_hidden,
+            "stale_hidden_ids": [dict(h) for h in self.stale_hidden_ids],
             "results": [r.as_dict() for r in self.results],
         }
 
@@ -273,6 +320,8 @@ class SearchResponse:
             usage=dict(data.get("usage", {})),
             stages=dict(data.get("stages", {})),
             trust=dict(data.get("trust", {})),
+            stale_hidden=int(data.get("stale_hidden", 0)),
+            stale_hidden_ids=tuple(dict(h) for h in data.get("stale_hidden_ids", ())),
         )
 
 
@@ -297,23 +346,29 @@ def _path_failure(name: str, exc: BaseException) -> str:
     return reason
 
 
-def _is_stale(record: ResourceRecord) -> bool:
-    """A folder resource whose file changed since it was indexed: its size or mtime differ, it
-    vanished, or it is no longer a regular file. Only ``stat`` is called (it never blocks on a
-    FIFO nor reads a byte): a search never reads a source file, so a file swapped for a FIFO,
-    a device or a huge file costs one ``stat``. A file touched with its bytes unchanged is stale
-    until the next index of its folder, which refreshes the recorded stat without re-indexing."""
+def stale_reason(record: ResourceRecord) -> str | None:
+    """Why the folder resource ``record`` is stale, or ``None`` when it is not (or is no
+    folder resource): :data:`STALE_CHANGED` when its file's size or mtime differ from what was
+    indexed, :data:`STALE_DELETED` when the file is gone, :data:`STALE_NOT_REGULAR` when a
+    FIFO, device or folder stands at its path, :data:`STALE_UNREADABLE` when it cannot be
+    looked at. Only ``stat`` is called (it never blocks on a FIFO nor reads a byte): a search
+    never reads a source file, so a file swapped for a FIFO, a device or a huge file costs one
+    ``stat``. A file touched with its bytes unchanged is stale until its folder is indexed
+    again or ``hybridsag reconcile`` runs, which refresh the recorded stat without
+    re-indexing."""
     if not record.source_uri or record.source_mtime_ns is None:
-        return False
+        return None
     try:
         st = os.stat(record.source_uri)
+    except (FileNotFoundError, NotADirectoryError):
+        return STALE_DELETED
     except (OSError, ValueError):  # ValueError: a NUL in a path given through the API
-        return True
-    return (
-        not stat.S_ISREG(st.st_mode)
-        or st.st_mtime_ns != record.source_mtime_ns
-        or st.st_size != record.source_size
-    )
+        return STALE_UNREADABLE
+    if not stat.S_ISREG(st.st_mode):
+        return STALE_NOT_REGULAR
+    if st.st_mtime_ns != record.source_mtime_ns or st.st_size != record.source_size:
+        return STALE_CHANGED
+    return None
 
 
 class HybridSearch:
@@ -476,8 +531,41 @@ class HybridSearch:
 
     def delete(self, resource_id: str, *, tenant: str = "") -> bool:
         """Delete the resource ``resource_id`` of ``tenant`` on every path; False when it did
-        not exist (another tenant's resource of that id is another resource, left alone)."""
-        return self.components.writer().delete(resource_key(resource_id, tenant))
+        not exist (another tenant's resource of that id is another resource, left alone).
+
+        A folder resource whose file still exists stays deleted: the file is excluded from
+        its folder (listed by :meth:`exclusions`), so the next index of the folder leaves it
+        out, until :meth:`include` lifts it."""
+        return self.components.writer().delete(resource_key(resource_id, tenant), exclude=True)
+
+    def exclusions(
+        self, *, tenant: str | None = None, resource_id: str | None = None
+    ) -> list[Exclusion]:
+        """The folder files deleted by hand while they stayed on disk, kept out of their
+        folders' index (of exact ``tenant`` and id ``resource_id`` when given)."""
+        return self.components.store.exclusions(tenant=tenant, resource_id=resource_id)
+
+    def include(self, resource_id: str, *, tenant: str = "") -> IngestReport:
+        """Lift the exclusion of the folder file ``resource_id`` of ``tenant`` and index the
+        file again (its root, the ACL it had), as its folder's index would
+        (:func:`hybridsag.folders.include_file`).
+
+        Raises:
+            NotFoundError: no file of that id is excluded.
+        """
+        from hybridsag.folders import include_file
+
+        parts = self.components
+        lifted, report = include_file(
+            parts.store, parts.writer(), self.settings, resource_id, tenant=tenant
+        )
+        if not lifted:
+            raise NotFoundError(
+                f"no excluded file {resource_id!r}"
+                + (f" of tenant {tenant!r}" if tenant else "")
+                + "; hybridsag list --excluded shows them"
+            )
+        return report
 
     def disable(self, resource_id: str, *, tenant: str = "") -> bool:
         """Hide the resource ``resource_id`` of ``tenant`` from every search, keeping it; False
@@ -523,7 +611,8 @@ class HybridSearch:
             )
             for c in store.resource_chunks(resource_id, tenant=tenant)
         )
-        return ResourceDetail(record, chunks, stale=_is_stale(record))
+        reason = stale_reason(record)
+        return ResourceDetail(record, chunks, stale=reason is not None, stale_reason=reason)
 
     # -- reads of the system of record ---------------------------------------------------------
 
@@ -655,6 +744,12 @@ class HybridSearch:
         ``weights`` and ``judge_order`` override ``fusion.weights`` and ``fusion.judge_order``
         for this call (an A/B test without a second instance).
 
+        A result whose source file changed on disk since it was indexed (:func:`stale_reason`)
+        is *stale*. With ``include_stale`` (default ``search.include_stale``, on) it is shown
+        with ``stale`` and ``stale_reason`` set; with it off it is held back, and the response
+        counts it in ``stale_hidden`` with its ids in ``stale_hidden_ids``: no result is ever
+        dropped without a word.
+
         ``filters`` that name no tenant and no ACL tags are unscoped: every tenant's and every
         ACL-tagged resource can be returned. This in-process API is the admin view; the HTTP
         service forces a tenant token's tenant and tags into the filters.
@@ -697,10 +792,22 @@ class HybridSearch:
         hidden = fusion_in.hidden
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []
+        hidden_stale: list[dict[str, Any]] = []
+        reasons_of: dict[str, str | None] = {}  # one stat per resource
         for f in ruled:
             rec = records[f.chunk_id]
-            stale = _is_stale(resources[rec.key])
-            if stale and not include_stale:
+            if rec.key not in reasons_of:
+                reasons_of[rec.key] = stale_reason(resources[rec.key])
+            stale = reasons_of[rec.key]
+            if stale is not None and not include_stale:
+                hidden_stale.append(
+                    {
+                        "chunk_id": rec.chunk_id,
+                        "resource_id": rec.resource_id,
+                        "tenant": rec.tenant,
+                        "reason": stale,
+                    }
+                )
                 continue
             results.append(
                 self._result(
@@ -727,6 +834,8 @@ class HybridSearch:
             usage=_with_remote(ran.usage, meter),
             stages=ran.stages,
             trust=_trust_summary(trust, signals=not hidden),
+            stale_hidden=len(hidden_stale),
+            stale_hidden_ids=tuple(hidden_stale),
         )
 
     def run_paths(
@@ -831,14 +940,15 @@ class HybridSearch:
         rank: int,
         fused: FusedHit,
         rec: ChunkRecord,
-        stale: bool,
+        stale: str | None,
         explain: bool,
         max_text: int,
         trust: Trust | None = None,
         hidden: frozenset[str] = frozenset(),
     ) -> SearchResult:
-        """One result; the paths in ``hidden`` show rank and RRF term but no raw or path score
-        (``None``), nor a score in the explanation."""
+        """One result (``stale``: why its source file is stale, None when fresh); the paths in
+        ``hidden`` show rank and RRF term but no raw or path score (``None``), nor a score in
+        the explanation."""
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
         for c in fused.contributions:
@@ -870,11 +980,15 @@ class HybridSearch:
                 why.append(f"trust {path}: weight {trust.weights.get(path, 0.0):.3g}{said}")
         if explain:
             why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
-            if stale:
+            if stale is not None:
                 why.append(
-                "stale: the source file changed (size or mtime), vanished or is no longer a "
-                "regular file since it was indexed; index its folder again"
-            )
+                    f"stale: the source file was {stale} since it was indexed "
+                    f"({_STALE_WHY.get(stale, stale)}); index its folder again or run "
+                    "hybridsag reconcile"
+                    if stale in (STALE_CHANGED, STALE_DELETED)
+                    else f"stale: the source file is {stale} ({_STALE_WHY.get(stale, stale)}); "
+                    "index its folder again or run hybridsag reconcile"
+                )
         return SearchResult(
             rank=rank,
             chunk_id=rec.chunk_id,
@@ -892,7 +1006,8 @@ class HybridSearch:
             paths=paths,
             rules=fused.rules,
             why=tuple(why),
-            stale=stale,
+            stale=stale is not None,
+            stale_reason=stale,
             rrf_rank=fused.rrf_rank,
             text_truncated=len(rec.text) > max_text,
             tenant=rec.tenant,

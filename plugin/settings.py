@@ -517,7 +517,14 @@ class SearchSettings(_Section):
     #: path names from the path registry (checked when the parts are built); in the environment
     #: a comma list (``HYBRIDSAG_SEARCH__PATHS=bm25,title``) or a JSON list
     paths: Annotated[tuple[str, ...], NoDecode] = ("sag2", "dense", "title", "bm25")
-    include_stale: bool = False
+    #: a result whose source file changed on disk since it was indexed (a ``git pull``, a
+    #: ``touch``, an edit, a delete) is shown marked stale (``stale: true`` and
+    #: ``stale_reason``: "changed on disk", "deleted on disk", ...) when true, the default:
+    #: an answer marked stale is worth more than one hidden after a ``touch``. False holds such
+    #: results back; the response then says how many (``stale_hidden``) and which
+    #: (``stale_hidden_ids``), and the CLI prints "N results hidden: sources changed since
+    #: indexing". Re-indexing the folder (or ``hybridsag reconcile``) makes them fresh again
+    include_stale: bool = True
     #: most characters of a chunk's text a result carries (``text_truncated`` says when cut)
     max_text_chars: int = Field(4096, ge=64, le=1_000_000)
     #: a search's budget of calls to remote models (HTTP requests, retries included, of the

@@ -12,6 +12,8 @@ folder being indexed (``ln -s /etc/passwd`` or ``/dev/zero`` is refused and repo
 folders are not descended (what they point to inside the folder is indexed under its own path).
 Text that is not UTF-8 is decoded with the encoding ``charset-normalizer`` detects
 (:func:`decode_text`), recorded as ``metadata["encoding"]``; undetectable bytes are skipped.
+A Markdown file's YAML or TOML front matter gives its title and metadata
+(:mod:`hybridsag.front_matter`) and is indexed as no chunk's text.
 ``.gitignore`` rules are matched by RE2 through pathspec's ``re2`` backend: linear time, so no
 pattern can make matching backtrack; a ``.gitignore`` over :data:`MAX_IGNORE_FILE_BYTES` or with a
 line over :data:`MAX_IGNORE_PATTERN_CHARS` cannot be applied faithfully, so the folder it governs
@@ -60,17 +62,24 @@ MAX_IGNORE_PATTERN_CHARS = 4096
 #: this much more "chaos" (charset-normalizer's measure of implausible characters, 0..1).
 CP1252_MARGIN = 0.1
 _MIB = 1024 * 1024
+#: Metadata keys a folder file's reader sets itself (they win over its front matter's).
+_OWN_METADATA = ("encoding",)
 
 
 @dataclass
 class SourceErrors:
-    """Entries skipped while reading a source: ``{where: reason}``."""
+    """Entries skipped while reading a source: ``{where: reason}``; and ``warnings`` on entries
+    read with something left out (front matter that does not parse), each ``"where: what"``."""
 
     errors: dict[str, str] = field(default_factory=dict)
     seen: int = 0
+    warnings: list[str] = field(default_factory=list)
 
     def add(self, where: str, reason: str) -> None:
         self.errors[printable(where)] = reason
+
+    def warn(self, where: str, what: str) -> None:
+        self.warnings.append(f"{printable(where)}: {what}")
 
 
 def _kind(mode: int) -> str:
@@ -444,8 +453,10 @@ def iter_files(
     :func:`read_regular` inside the folder ``root_of(file)`` gives, which its id is relative to
     (recorded as ``source_root``). Text files are decoded by :func:`decode_text`; the others go
     through ``converter``. The title is the first ``# H1`` (reST: the first section title; a
-    converted file: its own title) or the stem. A file that cannot be read, decoded or
-    converted goes to ``errors`` under its id."""
+    converted file: its own title) or the stem; a Markdown file's front matter title comes
+    first, and its other keys are metadata (:mod:`hybridsag.front_matter`). A file that cannot
+    be read, decoded or converted goes to ``errors`` under its id; one read with something left
+    out (front matter that does not parse) is indexed with a line in ``errors.warnings``."""
     for file in files:
         errors.seen += 1
         root = root_of(file)
@@ -461,7 +472,7 @@ def iter_files(
                 if converter.max_source_bytes < limit:
                     limit, limit_name = converter.max_source_bytes, "formats.max_source_mb"
             data, st = read_regular(file, within=root, max_bytes=limit, limit_name=limit_name)
-            text, title, chunk_fmt, meta = _document_parts(file, fmt, data, converter)
+            text, title, chunk_fmt, meta, notes = _document_parts(file, fmt, data, converter)
             doc = make_document(
                 rel,
                 text,
@@ -481,15 +492,19 @@ def iter_files(
         except (IngestError, ConfigError) as exc:  # ConfigError: the formats extra is missing
             errors.add(rel, str(exc))
             continue
+        for note in notes:
+            errors.warn(rel, note)
         yield doc
 
 
 def _document_parts(
     path: Path, fmt: str | None, data: bytes, converter: DocumentConverter | None
-) -> tuple[str, str, str, dict[str, Any] | None]:
-    """(text, title, chunker format, metadata) of one file's bytes. A text file is decoded
-    (metadata names a detected non-UTF-8 encoding); any other goes through ``converter`` (its
-    metadata names the format and source hash).
+) -> tuple[str, str, str, dict[str, Any] | None, tuple[str, ...]]:
+    """(text, title, chunker format, metadata, warnings) of one file's bytes. A text file is
+    decoded (metadata names a detected non-UTF-8 encoding); a Markdown file's front matter gives
+    its title and more metadata (:func:`hybridsag.front_matter.read_front_matter`, whose
+    warnings are returned); any other file goes through ``converter`` (its metadata names the
+    format and source hash).
 
     Raises:
         IngestError: undecodable text, or a file the converter refuses (the message says why).
@@ -497,7 +512,14 @@ def _document_parts(
     if fmt is None:
         assert converter is not None
         converted = converter.convert(data, CONVERTED_SUFFIXES[path.suffix.lower()], cached=True)
-        return converted.text, converted.title or path.stem, "markdown", converted.metadata()
+        return converted.text, converted.title or path.stem, "markdown", converted.metadata(), ()
     text, encoding = decode_text(data)
-    meta = {"encoding": encoding} if encoding else None
-    return text, _title_of(text.lstrip("\ufeff"), fmt, path.stem), fmt, meta
+    own = {"encoding": encoding} if encoding else {}
+    title = _title_of(text.lstrip("\ufeff"), fmt, path.stem)
+    if fmt != "markdown":
+        return text, title, fmt, own or None, ()
+    from hybridsag.front_matter import read_front_matter
+
+    fm = read_front_matter(text, reserved=frozenset(_OWN_METADATA))
+    meta = {**fm.metadata, **own}
+    return text, fm.title or title, fmt, meta or None, fm.warnings

@@ -4,7 +4,9 @@ share.
 
 Tables (named migrations in :data:`MIGRATIONS`): ``resources``, ``chunks``, ``chunk_vectors``,
 ``tombstones``, ``journal`` (what the write path was doing, for crash recovery), ``meta`` (schema,
-tokenizer, embedder) and ``reconcile_lease``. The lexical index's own tables (FTS5) are created by
+tokenizer, embedder), ``reconcile_lease`` and ``exclusions`` (folder files deleted by hand while
+they still exist: :class:`Exclusion`, kept out of their folder until lifted). The lexical
+index's own tables (FTS5) are created by
 :mod:`hybridsag.lexical` through :meth:`Store.migrate`, which owns every statement on them.
 
 Every write goes through :meth:`Store.atomic` (``BEGIN IMMEDIATE`` .. ``COMMIT``; a nested
@@ -75,6 +77,7 @@ from hybridsag.errors import (
 __all__ = [
     "Backend",
     "ChunkRecord",
+    "Exclusion",
     "Filters",
     "KEY_SEP",
     "MIGRATIONS",
@@ -292,6 +295,23 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             WHERE tenant <> '';
         """,
     ),
+    (
+        # Deletes that stay: a folder file deleted by hand while it still exists is excluded
+        # from its folder (tenant, the root its id is relative to, that id), so the next index,
+        # sync, watch or reconcile of the folder leaves it out; the resource's ACL is kept for
+        # the day the exclusion is lifted (hybridsag include).
+        "0006_exclusions",
+        """
+        CREATE TABLE exclusions(
+            tenant TEXT NOT NULL,
+            source_root TEXT NOT NULL,
+            path TEXT NOT NULL,
+            acl TEXT NOT NULL DEFAULT '[]',
+            excluded_at REAL NOT NULL,
+            PRIMARY KEY (tenant, source_root, path)
+        );
+        """,
+    ),
 )
 
 _MIGRATIONS_TABLE = (
@@ -415,6 +435,49 @@ class ResourceRecord:
             updated_at=row["updated_at"],
             error=row["error"],
             source_root=row["source_root"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """A folder file kept out of its folder's index: the resource ``path`` (its id, relative to
+    ``source_root``) of ``tenant`` was deleted by hand while its file still existed. ``acl`` is
+    the deleted resource's, given back when the exclusion is lifted."""
+
+    tenant: str
+    source_root: str
+    path: str
+    acl: tuple[str, ...]
+    excluded_at: float
+
+    @property
+    def resource_id(self) -> str:
+        return self.path
+
+    @property
+    def source_uri(self) -> str:
+        """Where the file is (the root joined with the path)."""
+        return f"{self.source_root.rstrip('/')}/{self.path}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "resource_id": self.path,
+            "tenant": self.tenant,
+            "status": "excluded",
+            "source_root": self.source_root,
+            "source_uri": self.source_uri,
+            "acl": list(self.acl),
+            "excluded_at": self.excluded_at,
+        }
+
+    @classmethod
+    def from_row(cls, row: Any) -> Exclusion:
+        return cls(
+            tenant=row["tenant"],
+            source_root=row["source_root"],
+            path=row["path"],
+            acl=tuple(json.loads(row["acl"])),
+            excluded_at=row["excluded_at"],
         )
 
 
@@ -1043,6 +1106,13 @@ class Store:
         )
         return sorted(row[0] for row in rows)
 
+    def source_roots(self) -> list[tuple[str, str]]:
+        """``(tenant, source_root)`` of every folder any resource was indexed from, sorted."""
+        rows = self.connection().execute(
+            "SELECT DISTINCT tenant, source_root FROM resources WHERE source_root IS NOT NULL"
+        )
+        return sorted((row[0], row[1]) for row in rows)
+
     def folder_resources(self, folder: str, *, tenant: str = "") -> list[ResourceRecord]:
         """Resources of ``tenant`` indexed from a folder (``source_root`` set) whose source
         file lies under ``folder`` (an absolute path), in any status."""
@@ -1053,6 +1123,60 @@ class Store:
             (tenant, len(prefix), prefix),
         )
         return [ResourceRecord.from_row(row) for row in rows]
+
+    # -- exclusions (folder files deleted by hand) ----------------------------------------------
+
+    def exclusions(
+        self, *, tenant: str | None = None, resource_id: str | None = None
+    ) -> list[Exclusion]:
+        """The folder files kept out of their folders (:class:`Exclusion`), oldest first; of
+        exact ``tenant`` and id ``resource_id`` when given."""
+        where, params = ["1 = 1"], []
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        if resource_id is not None:
+            where.append("path = ?")
+            params.append(resource_id)
+        rows = self.connection().execute(
+            f"SELECT * FROM exclusions WHERE {' AND '.join(where)} "
+            "ORDER BY excluded_at, tenant, source_root, path",
+            params,
+        )
+        return [Exclusion.from_row(row) for row in rows]
+
+    def excluded_paths(self, *, tenant: str = "") -> set[tuple[str, str]]:
+        """``(source_root, path)`` of every folder file of ``tenant`` kept out of its folder."""
+        rows = self.connection().execute(
+            "SELECT source_root, path FROM exclusions WHERE tenant = ?", (tenant,)
+        )
+        return {(row[0], row[1]) for row in rows}
+
+    @staticmethod
+    def add_exclusion(
+        conn: Any, *, tenant: str, source_root: str, path: str, acl_json: str, now: float
+    ) -> None:
+        """Record (inside the caller's write transaction ``conn``) that the folder file
+        ``path`` under ``source_root`` of ``tenant`` stays out of its folder."""
+        conn.execute(
+            "INSERT INTO exclusions(tenant, source_root, path, acl, excluded_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(tenant, source_root, path) DO UPDATE SET "
+            "acl = excluded.acl, excluded_at = excluded.excluded_at",
+            (tenant, source_root, path, acl_json, now),
+        )
+
+    def remove_exclusions(self, resource_id: str, *, tenant: str = "") -> list[Exclusion]:
+        """Lift the exclusions of the id ``resource_id`` of ``tenant`` (one per root that held
+        it); returns them."""
+        with self.atomic() as conn:
+            rows = conn.execute(
+                "SELECT * FROM exclusions WHERE tenant = ? AND path = ? ORDER BY excluded_at",
+                (tenant, resource_id),
+            ).fetchall()
+            conn.execute(
+                "DELETE FROM exclusions WHERE tenant = ? AND path = ?", (tenant, resource_id)
+            )
+        return [Exclusion.from_row(row) for row in rows]
 
     def list_resources(
         self,

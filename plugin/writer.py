@@ -70,6 +70,7 @@ from hybridsag.fusion.text import normalize_title
 from hybridsag.owners import owner_dead, pid_alive, this_owner
 from hybridsag.progress import IngestProgress, as_progress
 from hybridsag.store import (
+    ResourceRecord,
     Store,
     chunk_id_for,
     chunk_id_suffix,
@@ -102,6 +103,7 @@ __all__ = [
     "make_document",
     "printable",
     "revalidate",
+    "same_document",
 ]
 
 log = logging.getLogger(__name__)
@@ -262,6 +264,22 @@ def _metadata_json(resource_id: str, meta: dict[str, Any]) -> str:
     return text
 
 
+def same_document(record: ResourceRecord, doc: Document) -> bool:
+    """Whether ``doc`` holds what the stored ``record`` indexed: the same text (its hash),
+    title, metadata, tenant, ACL and source (its file's stat aside). The write path skips such
+    a document (refreshing only the stat); the reconciler calls a changed file whose document
+    is the same "touched"."""
+    return (
+        record.content_sha256 == doc.content_sha256
+        and record.title == doc.title
+        and dict(record.metadata) == dict(doc.metadata)
+        and record.tenant == doc.tenant
+        and record.acl == doc.acl
+        and record.source_uri == doc.source_uri
+        and record.source_root == doc.source_root
+    )
+
+
 def make_document(
     resource_id: str,
     text: str,
@@ -384,8 +402,8 @@ class IngestReport:
     """What an ingest did. ``errors`` maps a resource id or file to the reason it was not
     indexed; ``warnings`` lists what went wrong without losing anything indexed (a cleanup step
     that failed and was left to the reconciler). A folder ingest also gives the ``root`` its ids
-    are relative to, the ids it ``pruned`` (their files are gone) and ``notes`` on how ids were
-    chosen."""
+    are relative to, the ids it ``pruned`` (their files are gone), the ids it left out as
+    ``excluded`` (deleted by hand) and ``notes`` on how ids were chosen."""
 
     indexed: int = 0
     unchanged: int = 0
@@ -397,6 +415,8 @@ class IngestReport:
     root: str | None = None
     pruned: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: folder files left out because they were deleted by hand (``hybridsag include`` lifts it)
+    excluded: list[str] = field(default_factory=list)
 
     def merge(self, other: IngestReport) -> None:
         self.indexed += other.indexed
@@ -407,6 +427,7 @@ class IngestReport:
         self.warnings.extend(other.warnings)
         self.pruned.extend(other.pruned)
         self.notes.extend(other.notes)
+        self.excluded.extend(other.excluded)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -420,6 +441,7 @@ class IngestReport:
             "root": self.root,
             "pruned": list(self.pruned),
             "notes": list(self.notes),
+            "excluded": list(self.excluded),
         }
 
 
@@ -632,13 +654,7 @@ class Writer:
                 rec is not None
                 and rec.status in ("ready", "disabled")
                 and rec.pending_version is None
-                and rec.content_sha256 == d.content_sha256
-                and rec.title == d.title
-                and dict(rec.metadata) == dict(d.metadata)
-                and rec.tenant == d.tenant
-                and rec.acl == d.acl
-                and rec.source_uri == d.source_uri
-                and rec.source_root == d.source_root
+                and same_document(rec, d)
             ):
                 same.add(d.key)
                 if (rec.source_mtime_ns, rec.source_size) != (d.source_mtime_ns, d.source_size):
@@ -1186,19 +1202,36 @@ class Writer:
 
     # -- delete, disable, enable --------------------------------------------------------------
 
-    def delete(self, resource_id: str) -> bool:
+    def delete(self, resource_id: str, *, exclude: bool = False) -> bool:
         """Delete the resource whose key is ``resource_id`` everywhere; False when it did not
-        exist. Invisible from step 1."""
+        exist. Invisible from step 1.
+
+        ``exclude`` (a delete asked for by hand, :meth:`HybridSearch.delete`): a folder
+        resource whose file still exists, or whose root is not a folder on this host (a
+        client's synced folder: the file cannot be looked at here), is also excluded from its
+        folder (:meth:`~hybridsag.store.Store.add_exclusion`, in the tombstone's transaction),
+        so that the next index of the folder does not bring it back. Pruning and the
+        reconciler delete resources whose files are gone, without it."""
         with self.lock.hold():
             now = time.time()
             with self.store.atomic() as conn:
                 self._step("tombstone", resource_id)
                 row = conn.execute(
-                    "SELECT version, pending_version FROM resources WHERE resource_id = ?",
+                    "SELECT version, pending_version, source_uri, source_root, tenant, acl "
+                    "FROM resources WHERE resource_id = ?",
                     (resource_id,),
                 ).fetchone()
                 if row is None:
                     return False
+                if exclude and _stays_deleted(row["source_uri"], row["source_root"]):
+                    self.store.add_exclusion(
+                        conn,
+                        tenant=row["tenant"],
+                        source_root=row["source_root"],
+                        path=split_key(resource_id)[1],
+                        acl_json=row["acl"],
+                        now=now,
+                    )
                 version = max(row[0], row[1] or 0)
                 conn.execute(
                     "UPDATE resources SET status = 'deleting', updated_at = ? "
@@ -1256,6 +1289,19 @@ class Writer:
                 ("ready" if enabled else "disabled", time.time(), resource_id),
             )
             self.lexical.status_changed(conn, resource_id)
+        return True
+
+
+def _stays_deleted(source_uri: str | None, source_root: str | None) -> bool:
+    """Whether a folder resource deleted by hand must be excluded from its folder: its file
+    still exists, or its root is no folder here (its file cannot be looked at)."""
+    if source_root is None:
+        return False  # from the API or JSONL: no folder brings it back
+    try:
+        return (source_uri is not None and os.path.lexists(source_uri)) or not os.path.isdir(
+            source_root
+        )
+    except ValueError:  # a NUL in a path
         return True
 
 

@@ -57,6 +57,22 @@ def wait_ready(url: str, *, timeout_s: float = 120.0, proc: subprocess.Popen[Any
     raise AssertionError(f"{url} not ready after {timeout_s} s: {last}")
 
 
+def folder_service_settings(data_dir: Path, folder: Path) -> Settings:
+    """Lexical-only service settings (admin token :data:`ADMIN`, no reconcile job) over
+    ``data_dir``, with ``folder`` indexed in-process first (as a user does before ``serve``)."""
+    from tests.settings_support import clean_env_settings
+
+    settings = clean_env_settings(
+        data_dir=data_dir,
+        embedding={"model": "none"},
+        server={"token": ADMIN, "reconciler": False},
+    )
+    with HybridSearch(settings) as hs:
+        report = hs.ingest_folder(folder)
+        assert report.indexed and not report.errors, report.as_dict()
+    return settings
+
+
 @contextmanager
 def running_service(
     settings: Settings, *, reconciler: bool = True, search: HybridSearch | None = None

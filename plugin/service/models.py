@@ -180,6 +180,10 @@ class SearchOut(_Body):
     #: the per-query trust step's decision (weights, judge_holds, dense_share, signals); empty
     #: when ``fusion.trust`` is off
     trust: dict[str, Any] = {}
+    #: results held back because their source files changed since indexing (``include_stale``
+    #: off): how many, and each one's chunk_id, resource_id, tenant and reason
+    stale_hidden: int = 0
+    stale_hidden_ids: list[dict[str, Any]] = []
     results: list[SearchResult]
     #: under an experiment: the id feedback names, the experiment, the arm ("interleaved" for
     #: an interleaving experiment) and, when interleaved, the arm of each result
@@ -259,10 +263,12 @@ class IngestOut(_Body):
     errors: dict[str, str]
     warnings: list[str] = Field(default_factory=list)
     seconds: float
-    #: folder ingest only (never over HTTP): the root of the ids, the ids pruned, notes
+    #: folder ingest only: the root of the ids, the ids pruned, notes, and the files left out
+    #: because they were deleted by hand (excluded until ``hybridsag include``)
     root: str | None = None
     pruned: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    excluded: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, report: IngestReport) -> IngestOut:

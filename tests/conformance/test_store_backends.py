@@ -96,8 +96,9 @@ def test_migrations_apply_once_and_a_reopen_applies_none(tmp_path: Path, store_u
             "0003_reconcile_lease",
             "0004_source_root",
             "0005_tenant_keys",
+            "0006_exclusions",
         ]
-        assert first.get_meta("schema_version") == "0005_tenant_keys"
+        assert first.get_meta("schema_version") == "0006_exclusions"
     finally:
         first.close()
     again = Store(where, tokenizer_fingerprint="tok/1")
@@ -426,3 +427,23 @@ def test_store_url_is_checked_and_never_shown() -> None:
     s = Settings(store={"url": "postgresql://app:hunter2@db.internal:5432/hs"})
     assert s.store_display == "postgresql://app@db.internal:5432/hs"
     assert "hunter2" not in str(s.public_dict()) and "hunter2" not in repr(s)
+
+
+def test_a_deleted_folder_file_stays_out_of_its_folder(tmp_path: Path, store_url: str | None) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("keep.md", "drop.md"):
+        (docs / name).write_text(f"# {name}\n\nThe okapi of {name}.\n", "utf-8")
+    with HybridSearch(_settings(tmp_path / "data", store_url)) as search:
+        assert search.ingest_folder(docs, tenant="red", acl=("team-a",)).indexed == 2
+        assert search.delete("drop.md", tenant="red")
+        [ex] = search.exclusions()
+        assert (ex.tenant, ex.source_root, ex.path, ex.acl) == (
+            "red", str(docs.resolve()), "drop.md", ("team-a",)
+        )
+        again = search.ingest_folder(docs, tenant="red", acl=("team-a",))
+        assert (again.indexed, again.unchanged, again.excluded) == (0, 1, ["drop.md"])
+        assert search.resource("drop.md", tenant="red") is None
+        assert search.include("drop.md", tenant="red").indexed == 1
+        record = search.resource("drop.md", tenant="red")
+        assert record is not None and record.acl == ("team-a",) and search.exclusions() == []

@@ -241,16 +241,16 @@ def folder_index(hs: HybridSearch, tmp_path: Path) -> tuple[HybridSearch, Path]:
     return hs, folder
 
 
-def test_changed_file_is_stale_and_skipped_by_default(
+def test_changed_file_is_stale_and_shown_marked_by_default(
     folder_index: tuple[HybridSearch, Path],
 ) -> None:
     hs, folder = folder_index
     assert sorted(_ids(hs, "quetzal")) == ["a.md", "b.md"]
     (folder / "a.md").write_text("# Alpha\n\nThe quetzal flies higher now.\n", "utf-8")
-    assert _ids(hs, "quetzal") == ["b.md"]
-    resp = hs.search("quetzal", paths=["bm25"], include_stale=True)
-    flags = {r.resource_id: r.stale for r in resp.results}
-    assert flags == {"a.md": True, "b.md": False}
+    assert _ids(hs, "quetzal", include_stale=False) == ["b.md"]
+    resp = hs.search("quetzal", paths=["bm25"])
+    flags = {r.resource_id: (r.stale, r.stale_reason) for r in resp.results}
+    assert flags == {"a.md": (True, "changed on disk"), "b.md": (False, None)}
     stale = next(r for r in resp.results if r.resource_id == "a.md")
     assert any("stale" in why for why in stale.why)
     assert stale.text == "The quetzal flies high."  # what was indexed, flagged as such
@@ -265,23 +265,23 @@ def test_touched_file_is_stale_until_reindexed_which_only_refreshes_its_stat(
     path = folder / "a.md"
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
-    assert _ids(hs, "quetzal") == ["b.md"]
+    assert _ids(hs, "quetzal", include_stale=False) == ["b.md"]
     again = hs.ingest_folder(folder)
     assert (again.indexed, again.unchanged) == (0, 2)
     record = hs.components.store.get_resource("a.md")
     assert record is not None and record.version == 1
     assert record.source_mtime_ns == st.st_mtime_ns + 5_000_000_000
-    assert sorted(_ids(hs, "quetzal")) == ["a.md", "b.md"]
+    assert sorted(_ids(hs, "quetzal", include_stale=False)) == ["a.md", "b.md"]
 
 
 def test_vanished_file_is_stale(folder_index: tuple[HybridSearch, Path]) -> None:
     hs, folder = folder_index
     (folder / "b.md").unlink()
-    assert _ids(hs, "quetzal") == ["a.md"]
-    resp = hs.search("quetzal", paths=["bm25"], include_stale=True)
-    assert sorted((r.resource_id, r.stale) for r in resp.results) == [
-        ("a.md", False),
-        ("b.md", True),
+    assert _ids(hs, "quetzal", include_stale=False) == ["a.md"]
+    resp = hs.search("quetzal", paths=["bm25"])
+    assert sorted((r.resource_id, r.stale, r.stale_reason) for r in resp.results) == [
+        ("a.md", False, None),
+        ("b.md", True, "deleted on disk"),
     ]
 
 
@@ -289,7 +289,9 @@ def test_include_stale_setting(folder_index: tuple[HybridSearch, Path]) -> None:
     hs, folder = folder_index
     (folder / "a.md").write_text("changed\n", "utf-8")
     s = hs.settings.model_copy(
-        update={"search": hs.settings.search.model_copy(update={"include_stale": True})}
+        update={"search": hs.settings.search.model_copy(update={"include_stale": False})}
     )
     with HybridSearch(s) as again:  # a second reader of the same data dir
-        assert sorted(_ids(again, "quetzal")) == ["a.md", "b.md"]
+        resp = again.search("quetzal", paths=["bm25"])
+        assert [r.resource_id for r in resp.results] == ["b.md"]
+        assert resp.stale_hidden == 1

@@ -99,12 +99,20 @@ def test_list_with_filters_and_show(docs: Path, tmp_path: Path) -> None:
     assert detail["chunks"][0]["chars"] == len("The quetzal key.")
     (docs / "kms" / "encrypt.rst").write_text("changed\n", "utf-8")
     shown = run("show", "kms/encrypt.rst", "--tenant", "acme")[1]
-    assert "(source file changed: stale)" in shown
+    assert "status:    ready (stale: the source file was changed on disk since it was indexed)" in shown
+    (docs / "kms" / "encrypt.rst").unlink()
+    shown = run("show", "kms/encrypt.rst", "--tenant", "acme")[1]
+    assert "status:    ready (stale: the source file was deleted on disk since it was indexed)" in shown
+    detail = json.loads(run("show", "kms/encrypt.rst", "--tenant", "acme", "--json")[1])
+    assert (detail["stale"], detail["stale_reason"]) == (True, "deleted on disk")
     assert run("show", "nope")[0] == 2
     # delete names the tenant too: acme's intro.md goes, and only with its tenant named
     assert run("delete", "intro.md")[0] == 2
     code, text = run("delete", "intro.md", "--tenant", "acme")
-    assert code == 0 and text == "deleted intro.md (tenant 'acme')\n"
+    assert code == 0 and text == (
+        "deleted intro.md (tenant 'acme')\n  its file is still on disk: it stays out of the "
+        "index of its folder (run: hybridsag include intro.md --tenant acme to bring it back)\n"
+    )
     assert [r["resource_id"] for r in json.loads(run("list", "--json")[1])] == [
         "kms/encrypt.rst",
         "j1",

@@ -171,6 +171,9 @@ def test_every_class_is_found_fixed_and_the_fix_is_idempotent(hs: HybridSearch) 
         "orphan_fts_rows": 2,
         "missing_fts_rows": 2,
         "missing_vectors": 1,
+        "source_deleted": 0,  # no folder resource: no source drift
+        "source_changed": 0,
+        "source_new": 0,
     }
     samples = plan.samples()
     assert samples["orphan_vectors"] == ["ghost@1#0"]
@@ -452,7 +455,7 @@ def test_cli_reconcile_and_audit(tmp_path: Path) -> None:
     assert code == 1 and out == ""
 
     code, out = _cli("--data-dir", str(data), "reconcile", "--dry-run", "--json")
-    assert code == 0
+    assert code == 1  # the plan has work (an orphan vector): cron hears of it
     dry = json.loads(out)
     assert dry["dry_run"] is True and dry["counts_before"]["orphan_vectors"] == 1
     assert dry["samples_before"]["orphan_vectors"] == ["ghost@1#0"]

@@ -240,13 +240,13 @@ def test_reindex_reads_the_cache_and_staleness_follows_the_source(
     # index, which finds the same bytes in the cache and only records the new stat
     pdf = library / "report.pdf"
     os.utime(pdf, ns=(pdf.stat().st_atime_ns, pdf.stat().st_mtime_ns + 10_000_000_000))
-    assert _found(hs, "walrus") == []
+    assert _found(hs, "walrus", include_stale=False) == []
     assert (hs.ingest_folder(library).indexed, _one(hs, "walrus").stale) == (0, False)
 
-    # new bytes: stale (hidden by default), then re-indexed from a new conversion
+    # new bytes: stale (shown marked by default), then re-indexed from a new conversion
     write_pdf(pdf, ["The walrus moved away.", "A new page about the oryx."], title="Marine Survey")
-    assert _found(hs, "walrus") == []
-    stale = hs.search("walrus", paths=["bm25"], include_stale=True).results
+    assert _found(hs, "walrus", include_stale=False) == []
+    stale = hs.search("walrus", paths=["bm25"]).results
     assert [(r.resource_id, r.stale) for r in stale] == [("report.pdf", True)]
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="hybridsag.formats"):

@@ -331,13 +331,43 @@ def test_unclosed_fence_runs_to_the_end() -> None:
     ]
 
 
-def test_front_matter_is_kept_like_code_and_not_a_setext_heading() -> None:
-    text = "---\ntitle: Orrery\ntags: [a, b]\n---\n\n# Intro\n\nBody."
+@pytest.mark.parametrize(
+    "head",
+    [
+        "---\ntitle: Orrery\ntags: [a, b]\n# a comment, not a heading\n---\n",
+        "\ufeff---\r\ntitle: Orrery\r\n...\r\n",  # a BOM, CRLF, YAML's "..." end
+        '+++\ntitle = "Orrery"\n[params]\nx = 1\n+++\n',  # TOML (Hugo)
+        "---\n---\n",  # empty
+    ],
+)
+def test_front_matter_is_markup_no_chunk_holds(head: str) -> None:
+    text = head + "\n# Intro\n\nBody of the intro, long enough to stand as a chunk.\n"
     chunks = chunk_text(text)
     assert [(c.heading_path, c.text) for c in chunks] == [
-        ("", "---\ntitle: Orrery\ntags: [a, b]\n---"),
-        ("Intro", "Body."),
+        ("Intro", "Body of the intro, long enough to stand as a chunk.")
     ]
+    _check_invariants(text, chunks)
+
+
+def test_front_matter_without_a_body_makes_no_chunk() -> None:
+    assert chunk_text("---\ntitle: Only metadata\nsection: 5\n---\n") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        # a thematic break, then prose: no key line, so no front matter
+        ("---\nA paragraph after a thematic break.\n\n---\n", "A paragraph after"),
+        ("---\ntitle: never closed\n\nSo this is the text.\n", "title: never closed"),
+        ("Intro first, then a block.\n\n---\ntitle: not at the top\n\n---\n", "Intro first"),
+        # a block that does not close within MAX_FRONT_MATTER_CHARS is text
+        ("---\n" + "k: v\n" * 20_000 + "\n---\n", "k: v"),
+    ],
+)
+def test_what_is_not_front_matter_stays_text(text: str, first: str) -> None:
+    chunks = chunk_text(text, target_chars=12_000)
+    assert chunks and chunks[0].text.startswith(first)
+    _check_invariants(text, chunks)
 
 
 # --------------------------------------------------------------------------- lists, passage mode

@@ -58,10 +58,11 @@ PUBLIC = {
     },
     "hybridsag.consistency": {
         "CLASSES", "BatchResult", "ChunkRow", "FtsRow", "Lease", "MissingVectors",
-        "ReconcilePlan", "ReconcileReport", "Reconciler", "StoreState", "StuckClaim",
-        "TombstonedLeftover", "VectorEntry", "apply_plan", "build_plan", "build_scheduler",
-        "check_apply_allowed", "cron_trigger", "diff", "latest_report", "list_reports",
-        "read_state", "reconcile_once", "run_scheduler", "write_report",
+        "ReconcilePlan", "ReconcileReport", "Reconciler", "SourceDrift", "SourceItem",
+        "StoreState", "StuckClaim", "TombstonedLeftover", "VectorEntry", "apply_plan",
+        "build_plan", "build_scheduler", "check_apply_allowed", "cron_trigger", "diff",
+        "latest_report", "list_reports", "read_sources", "read_state", "reconcile_once",
+        "report_exit_code", "run_scheduler", "write_report",
     },
     "hybridsag.paths": {
         "BUILTIN_PATHS", "PATHS", "PathFactory", "PathResult", "PathSpec", "Peers", "Retriever",
