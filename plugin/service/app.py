@@ -63,7 +63,7 @@ from hybridsag.errors import (
 from hybridsag.paths import path_names
 from hybridsag.query import validate_query
 from hybridsag.search import HybridSearch
-from hybridsag.service import experiments, ui
+from hybridsag.service import experiments, sync, ui
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.edge import Edge, Gatekeeper, bearer_token
 from hybridsag.service.limits import NDJSON_TYPES, BodyGuard, Gate, GateTimeout, media_type
@@ -862,6 +862,9 @@ def create_app(
         experiments.build_router(
             prefix=API_PREFIX, reader=reader, admin=admin, known_query=Depends(_known_query)
         ),
+        sync.build_router(
+            prefix=API_PREFIX, writer=writer, known_query=Depends(_known_query), responses=_ERRORS
+        ),
         ui.router,
     ]
     for router in routers:
@@ -870,7 +873,12 @@ def create_app(
     _install_handlers(app)
     # the last added runs first: Edge, then Gatekeeper (no token: 401 before the body is read),
     # then BodyGuard (reads the body)
-    app.add_middleware(BodyGuard, max_bytes=server.max_body_bytes, timeout_s=server.body_timeout_s)
+    app.add_middleware(
+        BodyGuard,
+        max_bytes=server.max_body_bytes,
+        timeout_s=server.body_timeout_s,
+        raw_routes=frozenset({("PUT", API_PREFIX + sync.UPLOAD_PATH)}),
+    )
     app.add_middleware(Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX)
     routes = [route for router in routers for route in router.routes]
     app.add_middleware(Edge, metrics=state.metrics, routes=routes)
