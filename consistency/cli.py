@@ -45,6 +45,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: server.port, 8765)")
+    p.add_argument(
+        "--watch",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="keep this folder in sync: index it at start, then follow its file events "
+        "(repeatable; added to [sources] watch, tenant '')",
+    )
     p.set_defaults(fn=cmd_serve)
 
 
@@ -182,10 +190,12 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    """Run the HTTP service until SIGTERM/Ctrl-C, with this package's reconciler wired in.
+    """Run the HTTP service until SIGTERM/Ctrl-C, with this package's reconciler wired in, and
+    the folders of ``--watch`` (with those of ``[sources] watch``) kept in sync.
 
     Everything that can refuse comes before "serving" is printed: the settings, a missing token
-    (ConfigError, exit 2) and binding the address (a port in use: ConfigError, exit 2)."""
+    or watched folder (ConfigError, exit 2) and binding the address (a port in use: ConfigError,
+    exit 2)."""
     from hybridsag.cli import service_logging, settings_from_args
 
     from hybridsag.consistency.service import ServiceReconciler
@@ -196,6 +206,13 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     if args.port is not None:
         server["port"] = args.port
     settings = settings_from_args(args, **({"server": server} if server else {}))
+    if args.watch:  # added to the configured folders, not in their place
+        watched = [w.model_dump() for w in settings.sources.watch]
+        watched += [{"path": folder} for folder in args.watch]
+        overrides: dict[str, Any] = {"sources": {"watch": watched}}
+        if server:
+            overrides["server"] = server
+        settings = settings_from_args(args, **overrides)
     from hybridsag.service.server import bind, build_server, serve
 
     service_logging(args.verbose)
@@ -210,9 +227,11 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         )
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
+    watching = "".join(f"; watching {w.path}" for w in settings.sources.watch)
     sys.stderr.write(
         f"hybridsag: serving {settings.data_dir} on http://{shown}:{port} "
-        f"(reconcile job {'on ' + repr(settings.consistency.cron) if s.reconciler else 'off'})\n"
+        f"(reconcile job {'on ' + repr(settings.consistency.cron) if s.reconciler else 'off'}"
+        f"{watching})\n"
     )
     sys.stderr.flush()
     try:

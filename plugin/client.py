@@ -13,7 +13,10 @@ CLI search through a running service costs milliseconds.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from hybridsag.errors import (
     ServiceError,
 )
 from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
+from hybridsag.progress import IngestProgress, as_progress
 
 __all__ = ["JSONL_KEYS", "AsyncServiceClient", "ServiceClient", "search_body"]
 
@@ -265,6 +269,124 @@ class ServiceClient:
                     batch = []
         if batch:
             yield batch
+
+    def sync_folder(
+        self,
+        path: Path,
+        *,
+        tenant: str | None = None,
+        acl: Sequence[str] = (),
+        prune: bool = True,
+        progress: IngestProgress | Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Sync a folder (or one file) on this machine into the service, as ``hybridsag
+        --server URL index DIR`` does; returns the ingest report an in-process index gives,
+        plus ``sync``: ``files`` in the manifest, ``uploaded``, ``requests`` and
+        ``bytes_sent`` (request bodies).
+
+        The folder is scanned with the rules of an in-process index
+        (:func:`hybridsag.sources.scan_folder`: suffixes, hidden files, ``.gitignore``,
+        symlinks) and each file hashed; the manifest goes to ``POST /v1/sync``; only the files
+        the service needs are read again and sent (``PUT /v1/sync/files``, each within
+        ``server.max_body_bytes``: a larger one is reported as skipped); ``POST
+        /v1/sync/commit`` then prunes what the folder no longer holds (a file that still
+        exists is kept, even when it is now ignored or unreadable, as in-process; nothing for
+        one file, or a folder that holds no file). An unchanged folder costs the manifest and
+        the commit. A sync that stopped part way (the network, Ctrl-C) is completed by the
+        next one, which sends only the rest. The ids are those of an in-process index of the
+        folder (:mod:`hybridsag.manifest`). ``tenant``: None for the token's own (``""``
+        for an admin); ``acl``: the resources' ACL tags. ``progress`` ticks once per file.
+
+        Raises:
+            IngestError: ``path`` does not exist, or is a file of a kind that is not indexed.
+            InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as the service
+                answers (a manifest over ``server.max_body_bytes``: InputError).
+        """
+        from hybridsag.sources import SourceErrors, hash_regular, read_regular, scan_folder
+
+        started = time.perf_counter()
+        errors = SourceErrors()
+        scan = scan_folder(Path(path), errors, converts=True)
+        root = scan.folder.parent if scan.single_file else scan.folder
+        prune = prune and not scan.single_file
+        ticks = as_progress(progress)
+        ticks.start(len(scan.files))
+        entries: list[dict[str, Any]] = []
+        unhashed: list[str] = []
+        for file in scan.files:
+            rel = file.relative_to(root).as_posix()
+            try:
+                sha, st = hash_regular(file, within=root)
+            except OSError as exc:
+                errors.add(rel, f"unreadable: {exc.strerror}")
+                unhashed.append(rel)
+                continue
+            except IngestError as exc:
+                errors.add(rel, str(exc))
+                unhashed.append(rel)
+                continue
+            entries.append(
+                {"path": rel, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
+            )
+        if unhashed:
+            ticks.prepared(len(unhashed), 0)
+        stats = {"files": len(entries), "uploaded": 0, "requests": 0, "bytes_sent": 0}
+
+        def post(route: str, body: Mapping[str, Any]) -> Any:
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            stats["requests"] += 1
+            stats["bytes_sent"] += len(data)
+            return self._call(
+                "POST", route, content=data, headers={"Content-Type": "application/json"}
+            )
+
+        scope = {} if tenant is None else {"tenant": tenant}
+        need = post(
+            "/v1/sync",
+            {"root": str(root), **scope, "acl": list(acl), "prune": prune, "files": entries},
+        )
+        report: dict[str, Any] = {
+            "indexed": 0, "unchanged": need["unchanged"], "chunks": 0, "vectors": 0,
+            "errors": {**errors.errors, **need["errors"]}, "warnings": [], "seconds": 0.0,
+            "root": need["id_root"], "pruned": [], "notes": list(need["notes"]),
+            "excluded": list(need.get("excluded", [])),
+        }
+        ticks.prepared(len(entries) - len(need["need"]), 0)
+        params: dict[str, Any] = {"root": str(root), **scope, "acl": list(acl)}
+        for rel in need["need"]:
+            try:
+                data, _ = read_regular(
+                    root / rel, within=root, max_bytes=need["max_upload_bytes"],
+                    limit_name="server.max_body_bytes",
+                )
+            except (OSError, IngestError) as exc:
+                why = f"unreadable: {exc.strerror}" if isinstance(exc, OSError) else str(exc)
+                report["errors"][rel] = why
+                ticks.prepared(1, 0)
+                continue
+            stats["requests"] += 1
+            stats["bytes_sent"] += len(data)
+            done = self._call(
+                "PUT",
+                "/v1/sync/files",
+                params={**params, "path": rel, "sha256": hashlib.sha256(data).hexdigest()},
+                content=data,
+                headers={"Content-Type": "application/octet-stream"},
+            )
+            stats["uploaded"] += 1
+            for key in ("indexed", "unchanged", "chunks", "vectors"):
+                report[key] += done[key]
+            report["errors"].update(done["errors"])
+            report["warnings"].extend(done["warnings"])
+            ticks.prepared(1, done["chunks"])
+        kept = [e["path"] for e in entries] + unhashed
+        kept += [p for p in need["held"] if os.path.lexists(root / p)]
+        commit = post("/v1/sync/commit", {"root": str(root), **scope, "prune": prune, "paths": kept})
+        report["pruned"] = commit["pruned"]
+        report["warnings"].extend(commit["warnings"])
+        report["seconds"] = round(time.perf_counter() - started, 4)
+        report["sync"] = stats
+        return report
 
     def resource(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """``GET /v1/resources/{id}`` of ``tenant`` (None: the token's own, or ``""`` for an

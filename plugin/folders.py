@@ -22,7 +22,16 @@ are gone from disk are deleted through the write path (tombstoned, then removed 
 and listed in ``IngestReport.pruned``. A file that still exists is never pruned, even when it is
 now ignored, hidden or unreadable (search marks it stale; ``hybridsag delete`` removes it).
 Resources of other folders, and those from the API or JSONL, are never touched. A walk that
-finds no file at all prunes nothing (an unmounted disk looks like an empty folder).
+finds no file at all prunes nothing (an unmounted disk looks like an empty folder). A resource a
+client synced through the service (:mod:`hybridsag.manifest`: no stat recorded, its file is on
+the client's disk) is never taken as gone here (:func:`source_gone`): its client's sync prunes
+it.
+
+**Part of a folder.** :func:`ingest_path` can read only the files a file watcher saw change
+(``only``) or those whose ``stat`` differs from the recorded one (``changed_only``: a rescan);
+the scan still decides which files the folder holds, and pruning still covers all of it. Each
+file's record holds the SHA-256 of its bytes (``source_sha256``), so a touched file is told
+from a changed one without reading it again into the index.
 
 **Exclusions.** A folder file whose resource was deleted by hand while the file stayed
 (``hybridsag delete``, :meth:`hybridsag.writer.Writer.delete` with ``exclude``) is left out of
@@ -34,7 +43,8 @@ index, folder sync through the service, watched folders and the reconciler all c
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,10 +57,14 @@ from hybridsag.writer import Document, IngestProgress, IngestReport, Writer, as_
 __all__ = [
     "PRUNABLE",
     "FolderPlan",
+    "changed_files",
     "include_file",
     "ingest_path",
     "plan_folder",
+    "prune_gone",
     "read_files",
+    "select_files",
+    "source_gone",
     "taken_by",
     "without_excluded",
 ]
@@ -93,6 +107,16 @@ def plan_folder(store: Store, scan: FolderScan, *, tenant: str = "") -> FolderPl
     return FolderPlan(scan=scan, root=root, indexed=indexed, notes=tuple(notes))
 
 
+def source_gone(record: ResourceRecord) -> bool:
+    """Whether the file of the folder resource ``record`` is known to be gone: a file this
+    process indexed from its own disk (its stat is recorded) that no longer exists. A file a
+    client synced through the service (no stat recorded: it is on the client's disk) is never
+    known gone here; the client's next sync prunes it."""
+    if record.source_uri is None:
+        return True
+    return record.source_mtime_ns is not None and not os.path.lexists(record.source_uri)
+
+
 def taken_by(existing: ResourceRecord | None, source_uri: str | None) -> str | None:
     """Why the folder file at ``source_uri`` may not replace the resource ``existing`` under
     its id, or ``None`` when it may (no such resource, the same file, or a file that is
@@ -104,7 +128,7 @@ def taken_by(existing: ResourceRecord | None, source_uri: str | None) -> str | N
             "the id is taken by a resource ingested through the API or JSONL "
             f"(source {existing.source_uri!r}); not replaced: delete it first"
         )
-    if existing.source_uri is not None and os.path.lexists(existing.source_uri):
+    if not source_gone(existing):
         return (
             f"the id is taken by {printable(existing.source_uri)} (indexed from "
             f"{printable(existing.source_root)}); not replaced: index a folder that holds both, "
@@ -154,7 +178,7 @@ def include_file(
             report.errors[ex.path] = f"{printable(str(file))} is gone: nothing to index"
             continue
         docs = read_files([(file, root, tenant, ex.acl)], settings, errors)
-        done = writer.ingest_many(_free_ids(store, docs, errors))
+        done = writer.ingest_many(free_ids(store, docs, errors))
         done.errors.update(errors.errors)
         done.warnings.extend(errors.warnings)
         report.merge(done)
@@ -183,7 +207,9 @@ def read_files(
         )
 
 
-def _free_ids(store: Store, docs: Iterable[Document], errors: SourceErrors) -> Iterator[Document]:
+def free_ids(store: Store, docs: Iterable[Document], errors: SourceErrors) -> Iterator[Document]:
+    """``docs`` less those whose id another file or resource holds (:func:`taken_by`), each
+    reported in ``errors``."""
     for doc in docs:
         reason = taken_by(store.get_resource(doc.resource_id, tenant=doc.tenant), doc.source_uri)
         if reason is None:
@@ -206,6 +232,30 @@ def _ticking(
         ticks.prepared(len(errors.errors) - counted, 0)
 
 
+def prune_gone(
+    delete: Callable[[str], bool],
+    folder: str,
+    gone: Sequence[ResourceRecord],
+    holds_files: bool,
+    report: IngestReport,
+) -> None:
+    """Delete the resources ``gone`` (of ``folder``, whose files are gone) through ``delete``
+    (which takes a resource key), listing them in ``report.pruned``; none when the folder
+    ``holds_files`` no more (an unmounted disk looks like an empty folder): a warning says so.
+    Folder ingest and folder sync (:mod:`hybridsag.manifest`) both prune through here."""
+    if not gone:
+        return
+    if not holds_files:
+        report.warnings.append(
+            f"{folder} holds no file to index: nothing pruned, {len(gone)} resource(s) "
+            "of it kept (an unmounted or emptied folder?); delete them with hybridsag delete"
+        )
+        return
+    for record in gone:
+        if delete(record.key):
+            report.pruned.append(record.resource_id)
+
+
 def _prune(
     store: Store,
     delete: Callable[[str], bool],
@@ -215,22 +265,42 @@ def _prune(
 ) -> None:
     """Delete the resources of ``tenant`` indexed from files under the folder whose files are
     gone (``delete`` takes a resource key)."""
+    folder = str(plan.scan.folder)
     gone = [
         r
-        for r in store.folder_resources(str(plan.scan.folder), tenant=tenant)
-        if r.status in PRUNABLE and (r.source_uri is None or not os.path.lexists(r.source_uri))
+        for r in store.folder_resources(folder, tenant=tenant)
+        if r.status in PRUNABLE and source_gone(r)
     ]
-    if not gone:
-        return
-    if not plan.scan.files:
-        report.warnings.append(
-            f"{plan.scan.folder} holds no file to index: nothing pruned, {len(gone)} resource(s) "
-            "of it kept (an unmounted or emptied folder?); delete them with hybridsag delete"
-        )
-        return
-    for record in gone:
-        if delete(record.key):
-            report.pruned.append(record.resource_id)
+    prune_gone(delete, folder, gone, bool(plan.scan.files), report)
+
+
+def select_files(files: Sequence[Path], only: Collection[Path]) -> list[Path]:
+    """The ``files`` that ``only`` names, itself or by a folder that holds them."""
+    named = set(only)
+    return [f for f in files if f in named or any(p in named for p in f.parents)]
+
+
+def changed_files(store: Store, scan: FolderScan, *, tenant: str = "") -> list[Path]:
+    """The files of ``scan`` whose resource of ``tenant`` is missing, not ``ready``/``disabled``
+    or recorded with another ``stat`` (size or mtime) than the file has now: what a rescan
+    reads (reading nothing but ``stat``), leaving the rest as indexed."""
+    records = {
+        r.source_uri: r for r in store.folder_resources(str(scan.folder), tenant=tenant)
+    }
+    out = []
+    for file in scan.files:
+        rec = records.get(str(file))
+        if rec is None or rec.status not in ("ready", "disabled"):
+            out.append(file)
+            continue
+        try:
+            st = os.stat(file)
+        except OSError:
+            out.append(file)  # reading it reports why
+            continue
+        if (st.st_mtime_ns, st.st_size) != (rec.source_mtime_ns, rec.source_size):
+            out.append(file)
+    return out
 
 
 def ingest_path(
@@ -243,13 +313,22 @@ def ingest_path(
     acl: tuple[str, ...] = (),
     progress: IngestProgress | Callable[[int], None] | None = None,
     prune: bool = True,
+    only: Collection[Path] | None = None,
+    changed_only: bool = False,
+    cancel: threading.Event | None = None,
 ) -> IngestReport:
     """Index a folder (or one file) as the module docstring says: scan, key, read, ingest,
     then prune (unless ``prune`` is false or ``path`` is a file).
 
+    Of the files the scan finds, only those ``only`` names (files, or folders holding them:
+    what a file watcher saw change) are read when it is given, and with ``changed_only`` only
+    those :func:`changed_files` gives (a rescan); pruning still covers the whole folder.
+    ``cancel`` stops the write as :meth:`~hybridsag.writer.Writer.ingest_many` says.
+
     Raises:
         IngestError: ``path`` does not exist or is a file of a kind that is not indexed.
         StoreError, DenseError: the write path failed (what was committed stays).
+        WriteCancelledError: ``cancel`` was set.
     """
     errors = SourceErrors()
     converter = DocumentConverter.from_settings(settings)
@@ -261,6 +340,11 @@ def ingest_path(
         keyed[(str(root), file.relative_to(root).as_posix())] = file
     kept, excluded = without_excluded(store, keyed, tenant=tenant)
     files = [keyed[k] for k in kept]
+    if only is not None:
+        files = select_files(files, only)
+    if changed_only:
+        selected = set(files)
+        files = [f for f in changed_files(store, scan, tenant=tenant) if f in selected]
     ticks = as_progress(progress)
     ticks.start(len(files))
     docs = iter_files(
@@ -272,8 +356,8 @@ def ingest_path(
         acl=acl,
         converter=converter,
     )
-    free = _free_ids(store, docs, errors)
-    report = writer.ingest_many(_ticking(free, errors, ticks), progress=ticks)
+    free = free_ids(store, docs, errors)
+    report = writer.ingest_many(_ticking(free, errors, ticks), progress=ticks, cancel=cancel)
     report.errors.update(errors.errors)
     report.warnings.extend(errors.warnings)
     report.root = str(plan.root)

@@ -11,7 +11,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
+    from hybridsag.manifest import ManifestEntry, SyncNeed
     from hybridsag.writer import Document, IngestProgress, IngestReport, StepHook
 
 __all__ = [
@@ -507,6 +508,9 @@ class HybridSearch:
         acl: Iterable[str] = (),
         progress: IngestProgress | Callable[[int], None] | None = None,
         prune: bool = True,
+        only: Collection[Path] | None = None,
+        changed_only: bool = False,
+        cancel: threading.Event | None = None,
     ) -> IngestReport:
         """Ingest md/markdown/txt/rst files under a folder (.gitignore and hidden skipped), and
         pdf/docx/html/htm/epub files through the ``formats`` extra (converted text cached under
@@ -514,7 +518,9 @@ class HybridSearch:
         one file. Ids are relative to the folder indexed before that holds the file, else to
         the folder named; with ``prune``, resources of the folder whose files are gone are
         deleted (see :mod:`hybridsag.folders`). Only regular files inside the folder are read,
-        each up to ``ingest.max_file_mb``."""
+        each up to ``ingest.max_file_mb``; with ``only`` just the files it names (or holds),
+        with ``changed_only`` just those whose stat differs from the one recorded (a file
+        watcher's batch, a rescan: :func:`hybridsag.folders.ingest_path`)."""
         from hybridsag.folders import ingest_path
 
         components = self.components
@@ -527,6 +533,69 @@ class HybridSearch:
             acl=tuple(acl),
             progress=progress,
             prune=prune,
+            only=only,
+            changed_only=changed_only,
+            cancel=cancel,
+        )
+
+    def sync_need(
+        self,
+        root: str,
+        files: Sequence[ManifestEntry],
+        *,
+        tenant: str = "",
+        acl: Sequence[str] = (),
+        max_upload_bytes: int,
+        visible: Callable[[ResourceRecord], bool] | None = None,
+    ) -> SyncNeed:
+        """Step 1 of a folder sync through the service: which files of a client's folder
+        manifest are needed (:func:`hybridsag.manifest.sync_need`); writes nothing."""
+        from hybridsag.manifest import sync_need
+
+        return sync_need(
+            self.components.store, self.settings, root=root, files=files, tenant=tenant,
+            acl=acl, max_upload_bytes=max_upload_bytes, visible=visible,
+        )
+
+    def sync_upload(
+        self,
+        root: str,
+        path: str,
+        data: bytes,
+        *,
+        sha256: str,
+        tenant: str = "",
+        acl: Sequence[str] = (),
+        visible: Callable[[ResourceRecord], bool] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> IngestReport:
+        """Step 2: index one uploaded file of a synced folder as an in-process index would
+        (:func:`hybridsag.manifest.sync_upload`)."""
+        from hybridsag.manifest import sync_upload
+
+        components = self.components
+        return sync_upload(
+            components.store, components.writer(), self.settings, root=root, path=path,
+            sha256=sha256, data=data, tenant=tenant, acl=acl, visible=visible, cancel=cancel,
+        )
+
+    def sync_commit(
+        self,
+        root: str,
+        paths: Collection[str],
+        *,
+        tenant: str = "",
+        prune: bool = True,
+        visible: Callable[[ResourceRecord], bool] | None = None,
+    ) -> IngestReport:
+        """Step 3: prune what a synced folder no longer holds
+        (:func:`hybridsag.manifest.sync_commit`)."""
+        from hybridsag.manifest import sync_commit
+
+        components = self.components
+        return sync_commit(
+            components.store, components.writer(), root=root, paths=paths, tenant=tenant,
+            prune=prune, visible=visible,
         )
 
     def delete(self, resource_id: str, *, tenant: str = "") -> bool:

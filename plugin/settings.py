@@ -67,6 +67,7 @@ __all__ = [
     "RerankerSettings",
     "Sag2Settings",
     "SearchSettings",
+    "SourcesSettings",
     "StoreSettings",
     "CONFIG_VARIABLE",
     "ServerSettings",
@@ -78,6 +79,7 @@ __all__ = [
     "TitleSettings",
     "TokenSettings",
     "TokenizerSettings",
+    "WatchedFolder",
     "EXPERIMENT_NAME_PATTERN",
     "LOOPBACK",
     "MIN_TOKEN_CHARS",
@@ -585,6 +587,57 @@ class IngestSettings(_Section):
     max_file_mb: float = Field(64.0, gt=0, le=4096)
 
 
+def _named_folder(value: object, empty: str) -> object:
+    """``value`` (a folder setting before validation); ValueError ``empty`` when it is blank."""
+    if isinstance(value, str | Path) and not str(value).strip():
+        raise ValueError(empty)
+    return value
+
+
+class WatchedFolder(_Section):
+    """One folder on the service's own disk that ``hybridsag serve`` keeps in sync: its
+    ``path`` (a relative one is taken from the working directory the service starts in), the
+    ``tenant`` its resources land in and their ``acl`` tags."""
+
+    path: Path
+    tenant: str = Field("", max_length=256)
+    acl: tuple[str, ...] = Field((), max_length=256)
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _check_path(cls, value: object) -> object:
+        return _named_folder(value, "a watched folder's path is empty; name a folder")
+
+
+class SourcesSettings(_Section):
+    """Folders that the running service (``hybridsag serve``) keeps in sync itself, each a
+    ``{path, tenant, acl}`` (``serve --watch DIR`` adds one more, tenant ``""``).
+
+    The service indexes each at start (the files whose size or mtime differ from what it
+    recorded), then follows file events (watchfiles: inotify on Linux): events are gathered
+    until none came for a moment, at most ``debounce_ms``, and each gathered batch is applied
+    through the service's one writer (the changed files read again, the deleted ones pruned);
+    every ``rescan_s`` a full rescan (by ``stat``) catches what events missed. A folder may be
+    watched once, and not inside another watched folder of the same tenant.
+    """
+
+    watch: tuple[WatchedFolder, ...] = ()
+    debounce_ms: int = Field(500, ge=10, le=60_000)
+    rescan_s: float = Field(600.0, ge=1, le=86_400)
+
+    @model_validator(mode="after")
+    def _check(self) -> SourcesSettings:
+        folders = [(w.tenant, Path(os.path.abspath(w.path))) for w in self.watch]
+        for i, (tenant, a) in enumerate(folders):
+            for tenant_b, b in folders[i + 1 :]:
+                if tenant == tenant_b and (a == b or a.is_relative_to(b) or b.is_relative_to(a)):
+                    raise ValueError(
+                        f"sources.watch: {a} and {b} (tenant {tenant!r}) overlap; watch the "
+                        "outer folder only"
+                    )
+        return self
+
+
 class McpSettings(_Section):
     """``hybridsag mcp``, the MCP server over stdio (the ``mcp`` extra).
 
@@ -987,15 +1040,14 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     formats: FormatsSettings = FormatsSettings()
     ingest: IngestSettings = IngestSettings()
+    sources: SourcesSettings = SourcesSettings()
     mcp: McpSettings = McpSettings()
     ab: ABSettings = ABSettings()
 
     @field_validator("data_dir", mode="before")
     @classmethod
     def _check_data_dir(cls, value: object) -> object:
-        if isinstance(value, str | Path) and not str(value).strip():
-            raise ValueError("data_dir is empty; name a folder (default .hybridsag)")
-        return value
+        return _named_folder(value, "data_dir is empty; name a folder (default .hybridsag)")
 
     @property
     def sqlite_path(self) -> Path:

@@ -22,12 +22,13 @@ is skipped and reported rather than indexed with rules missing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pathspec
@@ -44,11 +45,16 @@ __all__ = [
     "MAX_IGNORE_PATTERN_CHARS",
     "FolderScan",
     "SourceErrors",
+    "check_size",
     "count_lines",
     "decode_text",
+    "file_document",
+    "file_limit",
+    "hash_regular",
     "id_root",
     "iter_files",
     "iter_jsonl",
+    "not_indexed",
     "read_regular",
     "scan_folder",
 ]
@@ -95,6 +101,45 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _open_regular(path: Path, within: Path | None, max_bytes: int | None, limit_name: str) -> int:
+    """A descriptor of the regular file at ``path`` (see :func:`read_regular`), refused before
+    it is opened when a symlink leaves ``within``, it is not a regular file, or its size is
+    over ``max_bytes`` (``None``: no bound)."""
+    real = Path(os.path.realpath(path))
+    if within is not None and not real.is_relative_to(within):
+        raise IngestError(
+            f"a symlink to {printable(str(real))}, outside the indexed folder; not followed"
+        )
+    st = os.lstat(real)
+    if not stat.S_ISREG(st.st_mode):
+        raise IngestError(f"{_kind(st.st_mode)}, not a regular file; skipped")
+    if max_bytes is not None:
+        check_size(st.st_size, max_bytes, limit_name)
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise IngestError(f"{_kind(mode)}, not a regular file; skipped")
+    return fd
+
+
+def not_indexed(suffix: str) -> str:
+    """What is said of a file whose ``suffix`` no folder index reads (naming those it reads)."""
+    known = ", ".join(sorted({*FOLDER_SUFFIXES, *CONVERTED_SUFFIXES}))
+    return f"{suffix or 'no suffix'} files are not indexed; known: {known}"
+
+
+def check_size(size: int, max_bytes: int, limit_name: str) -> None:
+    """IngestError when a file of ``size`` bytes is over ``max_bytes`` (the message names
+    ``limit_name``, the setting that sets it): what a folder index says of a file it skips for
+    its size, wherever the bytes come from."""
+    if size > max_bytes:
+        raise IngestError(
+            f"the file is {format_size(size)}, over the {format_size(max_bytes)} limit "
+            f"({limit_name}); skipped"
+        )
+
+
 def read_regular(
     path: Path, *, within: Path | None, max_bytes: int, limit_name: str
 ) -> tuple[bytes, os.stat_result]:
@@ -111,24 +156,9 @@ def read_regular(
             (the message names ``limit_name``, the setting that sets it).
         OSError: the file cannot be read (missing, no permission).
     """
-    real = Path(os.path.realpath(path))
-    if within is not None and not real.is_relative_to(within):
-        raise IngestError(
-            f"a symlink to {printable(str(real))}, outside the indexed folder; not followed"
-        )
-    st = os.lstat(real)
-    if not stat.S_ISREG(st.st_mode):
-        raise IngestError(f"{_kind(st.st_mode)}, not a regular file; skipped")
-    too_big = (
-        f"over the {format_size(max_bytes)} limit ({limit_name}); skipped"
-    )
-    if st.st_size > max_bytes:
-        raise IngestError(f"the file is {format_size(st.st_size)}, {too_big}")
-    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = _open_regular(path, within, max_bytes, limit_name)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise IngestError(f"{_kind(st.st_mode)}, not a regular file; skipped")
         parts: list[bytes] = []
         left = max_bytes + 1
         while left > 0:
@@ -141,8 +171,31 @@ def read_regular(
         os.close(fd)
     data = b"".join(parts)
     if len(data) > max_bytes:
-        raise IngestError(f"the file grew past the limit while read: {too_big}")
+        raise IngestError(
+            f"the file grew past the limit while read: over the {format_size(max_bytes)} "
+            f"limit ({limit_name}); skipped"
+        )
     return data, st
+
+
+def hash_regular(path: Path, *, within: Path | None) -> tuple[str, os.stat_result]:
+    """The SHA-256 (hex) of the regular file at ``path`` and its ``stat`` (taken before
+    reading), read in 1 MiB parts under the guards of :func:`read_regular` and with no bound
+    on its size (a folder sync's manifest names every file; the service says which are over
+    its limits).
+
+    Raises:
+        IngestError, OSError: as :func:`read_regular`.
+    """
+    fd = _open_regular(path, within, None, "")
+    try:
+        st = os.fstat(fd)
+        digest = hashlib.sha256()
+        while part := os.read(fd, _MIB):
+            digest.update(part)
+    finally:
+        os.close(fd)
+    return digest.hexdigest(), st
 
 
 def decode_text(data: bytes) -> tuple[str, str | None]:
@@ -365,11 +418,7 @@ def scan_folder(path: Path, errors: SourceErrors, *, converts: bool) -> FolderSc
     if os.path.lexists(named) and not named.is_dir():  # a file, a link to one, a FIFO, ...
         suffix = named.suffix.lower()  # the name given, not a link's target: judged when read
         if suffix not in FOLDER_SUFFIXES and suffix not in CONVERTED_SUFFIXES:
-            known = ", ".join(sorted({*FOLDER_SUFFIXES, *CONVERTED_SUFFIXES}))
-            raise IngestError(
-                f"{printable(str(named))}: {suffix or 'no suffix'} files are not indexed; "
-                f"known: {known}"
-            )
+            raise IngestError(f"{printable(str(named))}: {not_indexed(suffix)}")
         file = named.parent.resolve() / named.name
         return FolderScan(folder=file, files=(file,), single_file=True)
     root = named.resolve()
@@ -439,6 +488,73 @@ def id_root(path: Path, roots: Sequence[Path], default: Path) -> Path:
     return max(holding, key=lambda r: len(r.parts)) if holding else default
 
 
+def file_limit(name: str, max_file_bytes: int, converter: DocumentConverter | None) -> tuple[int, str]:
+    """``(bytes, setting)``: the largest file named ``name`` that folder ingest reads, and the
+    setting that bounds it (``ingest.max_file_mb``; for a converted format also
+    ``formats.max_source_mb`` when it is smaller).
+
+    Raises:
+        IngestError: a converted format with no ``converter``.
+        ConfigError: a converted format whose parser is not installed (names the extra).
+    """
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix in FOLDER_SUFFIXES:
+        return max_file_bytes, "ingest.max_file_mb"
+    if suffix not in CONVERTED_SUFFIXES:
+        raise IngestError(not_indexed(suffix))
+    if converter is None:
+        raise IngestError(f"{suffix} files need the formats extra; skipped")
+    converter.require(CONVERTED_SUFFIXES[suffix])
+    if converter.max_source_bytes < max_file_bytes:
+        return converter.max_source_bytes, "formats.max_source_mb"
+    return max_file_bytes, "ingest.max_file_mb"
+
+
+def file_document(
+    rel: str,
+    data: bytes,
+    *,
+    root: str,
+    source_uri: str,
+    tenant: str = "",
+    acl: tuple[str, ...] = (),
+    converter: DocumentConverter | None = None,
+    st: os.stat_result | None = None,
+) -> tuple[Document, tuple[str, ...]]:
+    """The :class:`~hybridsag.writer.Document` of one folder file from its bytes, as folder
+    ingest makes it wherever the bytes come from (a file read here, or one a client uploaded):
+    the id ``rel`` (its path relative to ``root``, the folder recorded as ``source_root``),
+    the text decoded by :func:`decode_text` or converted by ``converter`` (by the suffix of
+    ``rel``), the title (the first ``# H1``; reST: the first section title; a converted file:
+    its own title; else the stem), the SHA-256 of ``data``, and ``st`` as the recorded stat
+    (``None``: a file this process does not stat, such as one a client synced); and the
+    warnings of what was left out (front matter that does not parse).
+
+    Raises:
+        IngestError: undecodable text, a file the converter refuses, an invalid field.
+        ConfigError: a converted format whose parser is not installed.
+    """
+    name = PurePosixPath(rel)
+    text, title, chunk_fmt, meta, notes = _document_parts(
+        name, FOLDER_SUFFIXES.get(name.suffix.lower()), data, converter
+    )
+    doc = make_document(
+        rel,
+        text,
+        title=title,
+        metadata=meta,
+        tenant=tenant,
+        acl=acl,
+        source_uri=source_uri,
+        fmt=chunk_fmt,  # type: ignore[arg-type]
+        source_mtime_ns=st.st_mtime_ns if st is not None else None,
+        source_size=st.st_size if st is not None else None,
+        source_root=root,
+        source_sha256=hashlib.sha256(data).hexdigest(),
+    )
+    return doc, notes
+
+
 def iter_files(
     files: Sequence[Path],
     errors: SourceErrors,
@@ -451,40 +567,20 @@ def iter_files(
 ) -> Iterator[Document]:
     """Documents from ``files`` (as :func:`scan_folder` lists them), each read with
     :func:`read_regular` inside the folder ``root_of(file)`` gives, which its id is relative to
-    (recorded as ``source_root``). Text files are decoded by :func:`decode_text`; the others go
-    through ``converter``. The title is the first ``# H1`` (reST: the first section title; a
-    converted file: its own title) or the stem; a Markdown file's front matter title comes
-    first, and its other keys are metadata (:mod:`hybridsag.front_matter`). A file that cannot
-    be read, decoded or converted goes to ``errors`` under its id; one read with something left
-    out (front matter that does not parse) is indexed with a line in ``errors.warnings``."""
+    (recorded as ``source_root``), within :func:`file_limit`, and made by
+    :func:`file_document`. A file that cannot be read, decoded or converted goes to ``errors``
+    under its id; one read with something left out (front matter that does not parse) is
+    indexed with a line in ``errors.warnings``."""
     for file in files:
         errors.seen += 1
         root = root_of(file)
         rel = file.relative_to(root).as_posix()
-        fmt = FOLDER_SUFFIXES.get(file.suffix.lower())
         try:
-            limit = max_file_bytes
-            limit_name = "ingest.max_file_mb"
-            if fmt is None:
-                if converter is None:
-                    raise IngestError(f"{file.suffix} files need the formats extra; skipped")
-                converter.require(CONVERTED_SUFFIXES[file.suffix.lower()])
-                if converter.max_source_bytes < limit:
-                    limit, limit_name = converter.max_source_bytes, "formats.max_source_mb"
+            limit, limit_name = file_limit(file.name, max_file_bytes, converter)
             data, st = read_regular(file, within=root, max_bytes=limit, limit_name=limit_name)
-            text, title, chunk_fmt, meta, notes = _document_parts(file, fmt, data, converter)
-            doc = make_document(
-                rel,
-                text,
-                title=title,
-                metadata=meta,
-                tenant=tenant,
-                acl=acl,
-                source_uri=str(file),
-                fmt=chunk_fmt,  # type: ignore[arg-type]
-                source_mtime_ns=st.st_mtime_ns,
-                source_size=st.st_size,
-                source_root=str(root),
+            doc, notes = file_document(
+                rel, data, root=str(root), source_uri=str(file), tenant=tenant, acl=acl,
+                converter=converter, st=st,
             )
         except OSError as exc:
             errors.add(rel, f"unreadable: {exc.strerror}")
@@ -498,7 +594,7 @@ def iter_files(
 
 
 def _document_parts(
-    path: Path, fmt: str | None, data: bytes, converter: DocumentConverter | None
+    path: PurePosixPath, fmt: str | None, data: bytes, converter: DocumentConverter | None
 ) -> tuple[str, str, str, dict[str, Any] | None, tuple[str, ...]]:
     """(text, title, chunker format, metadata, warnings) of one file's bytes. A text file is
     decoded (metadata names a detected non-UTF-8 encoding); a Markdown file's front matter gives
@@ -510,7 +606,8 @@ def _document_parts(
         IngestError: undecodable text, or a file the converter refuses (the message says why).
     """
     if fmt is None:
-        assert converter is not None
+        if converter is None:
+            raise IngestError(f"{path.suffix} files need the formats extra; skipped")
         converted = converter.convert(data, CONVERTED_SUFFIXES[path.suffix.lower()], cached=True)
         return converted.text, converted.title or path.stem, "markdown", converted.metadata(), ()
     text, encoding = decode_text(data)

@@ -312,6 +312,16 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (
+        # The SHA-256 of a folder resource's source file as it was read (its bytes, before
+        # decoding or conversion; NULL: API or JSONL ingest, or indexed before this), so that a
+        # folder sync through the service (hybridsag.manifest) asks only for files whose bytes
+        # it does not hold, and an audit can tell a changed file from a touched one.
+        "0007_source_sha256",
+        """
+        ALTER TABLE resources ADD COLUMN source_sha256 TEXT;
+        """,
+    ),
 )
 
 _MIGRATIONS_TABLE = (
@@ -409,6 +419,8 @@ class ResourceRecord:
     error: str | None
     #: the folder the id of a folder resource is relative to (``None``: API or JSONL ingest)
     source_root: str | None = None
+    #: SHA-256 of the source file's bytes as read (``None``: API or JSONL ingest)
+    source_sha256: str | None = None
 
     @property
     def key(self) -> str:
@@ -435,6 +447,7 @@ class ResourceRecord:
             updated_at=row["updated_at"],
             error=row["error"],
             source_root=row["source_root"],
+            source_sha256=row["source_sha256"],
         )
 
 

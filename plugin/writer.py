@@ -120,6 +120,7 @@ MAX_RESOURCE_ID_BYTES = min(MAX_CHUNK_ID_BYTES - CHUNK_ID_SUFFIX_BYTES, DENSE_RE
 FLUSH_AFTER_VECTORS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_TITLE_CHARS = 2_000
 MAX_SOURCE_URI_CHARS = 4_096  # PATH_MAX on Linux
 #: Metadata bounds: its JSON in UTF-8 bytes, its top-level keys (the ones filters compare) and
@@ -188,6 +189,9 @@ class Document:
     source_size: int | None = None
     #: the folder a folder resource's id is relative to (``None``: API or JSONL ingest)
     source_root: str | None = None
+    #: SHA-256 of the source file's bytes as read, before decoding or conversion (``None``:
+    #: API or JSONL ingest)
+    source_sha256: str | None = None
     #: computed once by :func:`make_document` (the write path stores them as they are)
     content_sha256: str = ""
     metadata_json: str = "{}"
@@ -293,6 +297,7 @@ def make_document(
     source_mtime_ns: int | None = None,
     source_size: int | None = None,
     source_root: str | None = None,
+    source_sha256: str | None = None,
 ) -> Document:
     """Validate one resource at the edge; :class:`IngestError` names the bad value.
 
@@ -347,6 +352,10 @@ def make_document(
         _check_text_field(
             "source_root", source_root, max_chars=MAX_SOURCE_URI_CHARS, allow_empty=False
         )
+    if source_sha256 is not None and not _SHA256.fullmatch(source_sha256):
+        raise IngestError(
+            f"source_sha256 {source_sha256!r:.80} is not a SHA-256 (64 lower-case hex digits)"
+        )
     if metadata is not None and not isinstance(metadata, Mapping):
         raise IngestError(
             f"metadata of {resource_id!r} must be a mapping, got {type(metadata).__name__}: "
@@ -368,6 +377,7 @@ def make_document(
         source_mtime_ns=source_mtime_ns,
         source_size=source_size,
         source_root=source_root,
+        source_sha256=source_sha256,
         content_sha256=hashlib.sha256(text_bytes).hexdigest(),
         metadata_json=metadata_json,
         acl_json=json.dumps(list(acl_sorted), ensure_ascii=False),
@@ -394,6 +404,7 @@ def revalidate(item: object, position: int) -> Document:
         source_mtime_ns=item.source_mtime_ns,
         source_size=item.source_size,
         source_root=item.source_root,
+        source_sha256=item.source_sha256,
     )
 
 
@@ -644,7 +655,8 @@ class Writer:
         """Keys of ``docs`` whose stored resource already holds the same content, title,
         metadata, tenant, ACL and source. A source file whose stat changed with its content
         unchanged (a ``touch``, a copy) only has its size and mtime refreshed, so that the stale
-        check, which reads nothing but ``stat``, sees it as current again."""
+        check, which reads nothing but ``stat``, sees it as current again; so has the hash of
+        its bytes when it was not recorded (a resource indexed before it was)."""
         current = self.store.resources(d.key for d in docs)
         same = set()
         refresh = []
@@ -657,12 +669,14 @@ class Writer:
                 and same_document(rec, d)
             ):
                 same.add(d.key)
-                if (rec.source_mtime_ns, rec.source_size) != (d.source_mtime_ns, d.source_size):
-                    refresh.append((d.source_mtime_ns, d.source_size, d.key, rec.version))
+                source = (d.source_mtime_ns, d.source_size, d.source_sha256)
+                if (rec.source_mtime_ns, rec.source_size, rec.source_sha256) != source:
+                    refresh.append((*source, d.key, rec.version))
         if refresh:
             with self.lock.hold(), self.store.atomic() as conn:
                 conn.executemany(
-                    "UPDATE resources SET source_mtime_ns = ?, source_size = ? "
+                    "UPDATE resources SET source_mtime_ns = ?, source_size = ?, "
+                    "source_sha256 = ? "
                     "WHERE resource_id = ? AND version = ? AND pending_version IS NULL",
                     refresh,
                 )
@@ -898,7 +912,7 @@ class Writer:
             conn.executemany(
                 """UPDATE resources SET title = ?, title_norm = ?, source_uri = ?,
                        source_root = ?, source_mtime_ns = ?, source_size = ?,
-                       content_sha256 = ?, tenant = ?,
+                       source_sha256 = ?, content_sha256 = ?, tenant = ?,
                        acl = ?, metadata = ?,
                        status = CASE status WHEN 'disabled' THEN 'disabled' ELSE 'ready' END,
                        version = ?, pending_version = NULL, updated_at = ?, error = NULL
@@ -911,6 +925,7 @@ class Writer:
                         p.doc.source_root,
                         p.doc.source_mtime_ns,
                         p.doc.source_size,
+                        p.doc.source_sha256,
                         p.doc.content_sha256,
                         p.doc.tenant,
                         p.doc.acl_json,

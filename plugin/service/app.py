@@ -12,8 +12,9 @@ search.
 
 Before any route, :mod:`hybridsag.service.edge` gives the request an id, authenticates API
 calls (before their body is read) and logs and counts every answer, and
-:class:`~hybridsag.service.limits.BodyGuard` reads and checks the body (framing, JSON content
-type, size, stalls, nesting). There is no ``/docs`` nor ``/redoc`` (Swagger UI and ReDoc load
+:class:`~hybridsag.service.limits.BodyGuard` reads and checks the body (framing, content type:
+JSON, or a file's raw bytes on the folder sync's upload route (:mod:`hybridsag.service.sync`);
+size, stalls, nesting). There is no ``/docs`` nor ``/redoc`` (Swagger UI and ReDoc load
 their code from a CDN): ``/openapi.json`` is the schema.
 
 Handlers hold no logic the Python API lacks: they check the caller's scope
@@ -23,6 +24,10 @@ to status codes (input 422, not found 404, auth 401/403, overload 429 with Retry
 consistency refused 409, a backend or timeout 503, configuration 500, every 5xx logged with
 its traceback); every error body has FastAPI's validation shape
 ``{"detail": [{"loc", "msg", "type"}]}``.
+
+Watched folders (``[sources] watch``) are indexed and then followed by a
+:class:`~hybridsag.service.watch.FolderWatcher` once the service is warm, through the same write
+gate as every write; ``/readyz``'s detail says how it is doing (``sources``).
 
 Reconcile and audit come from ``reconciler`` (a :class:`ReconcileHooks`), which the caller
 passes in: this package (``hybridsag``) never imports ``hybridsag.consistency``; the ``serve``
@@ -63,11 +68,12 @@ from hybridsag.errors import (
 from hybridsag.paths import path_names
 from hybridsag.query import validate_query
 from hybridsag.search import HybridSearch
-from hybridsag.service import experiments, ui
+from hybridsag.service import experiments, sync, ui
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.edge import Edge, Gatekeeper, bearer_token
 from hybridsag.service.limits import NDJSON_TYPES, BodyGuard, Gate, GateTimeout, media_type
 from hybridsag.service.metrics import CONTENT_TYPE, ServiceMetrics
+from hybridsag.service.watch import FolderWatcher
 from hybridsag.service.models import (
     ErrorOut,
     HealthOut,
@@ -170,6 +176,17 @@ class ServiceState:
             retry_after_s=s.retry_after_s,
             on_change=lambda n: self.metrics.in_flight.labels(kind="write").set(n),
         )
+        #: keeps sources.watch in sync (hybridsag.service.watch), started once warm
+        self.watcher: FolderWatcher | None = None
+        if settings.sources.watch:
+            self.watcher = FolderWatcher(
+                settings.sources,
+                search=self.hs,
+                writes=self.writes,
+                cancel=self.stopping,
+                metrics=self.metrics,
+                retry_after_s=s.retry_after_s,
+            )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -248,6 +265,8 @@ class ServiceState:
             out["store"] = f"ok: {c['resources']} resources, {c['chunks']} chunks"
         except HybridSagError as exc:
             out["store"] = f"failed: {exc}"
+        if self.watcher is not None:
+            out["sources"] = self.watcher.describe()
         parts = hs.components
         describe = getattr(parts.lexical, "describe", None)
         if callable(describe):  # the lexical index on Milvus full-text search
@@ -811,7 +830,8 @@ def create_app(
     ``HybridSearch`` it owns (and closes); by default the app builds and closes its own.
 
     Raises:
-        ConfigError: ``server.auth`` is on and no token is configured.
+        ConfigError: ``server.auth`` is on and no token is configured; a watched folder
+            (``sources.watch``) is not a folder, or watchfiles is missing.
 
     >>> app = create_app(Settings(server={"token": "x" * 32}))   # doctest: +SKIP
     """
@@ -835,12 +855,16 @@ def create_app(
         def schedule(_: Any) -> None:
             if state.ready and reconciler is not None and server.reconciler:
                 reconciler.start_schedule(state.hs())
+            if state.ready and state.watcher is not None:
+                state.watcher.start()
 
         warming.add_done_callback(schedule)
         try:
             yield
         finally:
             await warming
+            if state.watcher is not None:
+                await state.watcher.stop()
             await anyio.to_thread.run_sync(state.close)
 
     app = FastAPI(
@@ -862,6 +886,9 @@ def create_app(
         experiments.build_router(
             prefix=API_PREFIX, reader=reader, admin=admin, known_query=Depends(_known_query)
         ),
+        sync.build_router(
+            prefix=API_PREFIX, writer=writer, known_query=Depends(_known_query), responses=_ERRORS
+        ),
         ui.router,
     ]
     for router in routers:
@@ -870,7 +897,12 @@ def create_app(
     _install_handlers(app)
     # the last added runs first: Edge, then Gatekeeper (no token: 401 before the body is read),
     # then BodyGuard (reads the body)
-    app.add_middleware(BodyGuard, max_bytes=server.max_body_bytes, timeout_s=server.body_timeout_s)
+    app.add_middleware(
+        BodyGuard,
+        max_bytes=server.max_body_bytes,
+        timeout_s=server.body_timeout_s,
+        raw_routes=frozenset({("PUT", API_PREFIX + sync.UPLOAD_PATH)}),
+    )
     app.add_middleware(Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX)
     routes = [route for router in routers for route in router.routes]
     app.add_middleware(Edge, metrics=state.metrics, routes=routes)

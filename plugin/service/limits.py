@@ -2,7 +2,9 @@
 
 :class:`BodyGuard` is pure ASGI middleware that reads every request body before the app does:
 it refuses a request with both ``Content-Length`` and ``Transfer-Encoding`` (400), a body that
-is not JSON or NDJSON (415), one over ``server.max_body_bytes`` (413: a declared length before
+is not JSON or NDJSON (415; the one route that takes a file's raw bytes, the folder sync's
+upload, takes ``application/octet-stream`` and nothing else), one over
+``server.max_body_bytes`` (413: a declared length before
 reading, and the bytes actually read whatever the framing), one that stops arriving
 (``server.body_timeout_s``: 408) and JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (422), so
 no handler and no JSON parser sees such a body. It sits inside the authentication middleware
@@ -31,6 +33,7 @@ from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
 __all__ = [
     "BODY_TYPES",
     "NDJSON_TYPES",
+    "RAW_TYPE",
     "BodyGuard",
     "Gate",
     "GateTimeout",
@@ -122,6 +125,8 @@ class Gate:
 JSON_TYPES = frozenset({"application/json"})
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/jsonl"})
 BODY_TYPES = JSON_TYPES | NDJSON_TYPES
+#: The media type of a raw upload, taken only by the routes a :class:`BodyGuard` is told of.
+RAW_TYPE = "application/octet-stream"
 
 
 def error_body(loc: list[str | int], msg: str, kind: str) -> bytes:
@@ -175,24 +180,35 @@ class BodyGuard:
       framings disagree about where the body ends: request smuggling).
     - a body that is not JSON (no ``Content-Type``, or one outside :data:`BODY_TYPES`): 415.
       This holds with auth on or off: a browser's cross-origin ``no-cors`` request cannot send
-      ``application/json``, so no page can post into the service.
+      ``application/json``, so no page can post into the service. The ``raw_routes``
+      (``(method, path)`` pairs: the folder sync's upload) take :data:`RAW_TYPE` instead, and
+      only it; nor can a ``no-cors`` request send that type (it is not one of the three
+      CORS-safelisted ones), so the rule's reason holds there too.
     - a declared ``Content-Length`` over ``max_bytes``: 413 before reading; and whatever the
       framing, the bytes actually read are counted: 413 as soon as they pass ``max_bytes``.
     - no byte for ``timeout_s`` while the body is still coming (a ``Content-Length`` larger
       than what was sent): 408.
-    - JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (for NDJSON: a line): 422.
+    - JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (for NDJSON: a line): 422
+      (a raw body is not JSON: not checked).
 
     Each refusal has the service's error shape and ``Connection: close``. The app then gets
     the body as one message.
     """
 
     def __init__(
-        self, app: Any, *, max_bytes: int, timeout_s: float, max_depth: int = MAX_JSON_DEPTH
+        self,
+        app: Any,
+        *,
+        max_bytes: int,
+        timeout_s: float,
+        max_depth: int = MAX_JSON_DEPTH,
+        raw_routes: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
         self.max_depth = max_depth
+        self.raw_routes = raw_routes
 
     def _too_large(self, size: str) -> str:
         return (
@@ -221,8 +237,16 @@ class BodyGuard:
             return
         types = _header(scope, b"content-type")
         kind = media_type(types[0].decode("latin-1")) if types else None
-        if kind not in BODY_TYPES:
-            shown = "no Content-Type" if kind is None else f"Content-Type {kind!r}"
+        shown = "no Content-Type" if kind is None else f"Content-Type {kind!r}"
+        raw = (scope.get("method"), scope.get("path")) in self.raw_routes
+        if raw and kind != RAW_TYPE:
+            await send_error(
+                send, 415, ["header", "content-type"],
+                f"this route takes a file's raw bytes: {shown}; send {RAW_TYPE}",
+                "unsupported_media_type",
+            )
+            return
+        if not raw and kind not in BODY_TYPES:
             await send_error(
                 send, 415, ["header", "content-type"],
                 f"a request body must be JSON: {shown}; send application/json (POST "
@@ -257,7 +281,7 @@ class BodyGuard:
             if not message.get("more_body", False):
                 break
         whole = b"".join(chunks)
-        depth = too_deep(whole, lines=kind in NDJSON_TYPES, max_depth=self.max_depth)
+        depth = None if raw else too_deep(whole, lines=kind in NDJSON_TYPES, max_depth=self.max_depth)
         if depth is not None:
             await send_error(
                 send, 422, ["body"],

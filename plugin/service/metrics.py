@@ -3,7 +3,8 @@
 Requests and latency per endpoint (the route template, never a resource id or a token), each
 path's latency and the judge's calls and failures from every search, degraded searches per path,
 rejected (429) requests, reconcile outcomes, and the index size read from the store at scrape
-time. Remote models (an HTTP embedder, a remote judge), from each search's ``usage["remote"]``:
+time. Watched folders: file events, batches applied, the changes waiting, and the lag from a
+change seen to its batch committed. Remote models (an HTTP embedder, a remote judge), from each search's ``usage["remote"]``:
 calls (retries included), tokens, answers from a cache and the time each search spent in them,
 labelled by remote (``judge/reranker``, ``embedder/tei``, ...), and the searches their remote
 budget degraded.
@@ -25,6 +26,9 @@ from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 # Latency buckets in seconds: 1 ms .. 30 s (a warm search is milliseconds; an ingest batch or a
 # reconcile run can take seconds).
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# A watched change waits for its batch, which re-embeds what changed: a 500-file burst on the
+# embedded default takes minutes on 2 loaded cores (benchmarks/live_index.py).
+_WATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 
 class _IndexSize(Collector):
@@ -105,6 +109,25 @@ class ServiceMetrics:
         )
         self.budget_spent = Counter(
             "hybridsag_remote_budget_spent", "Searches degraded by their remote budget", registry=r
+        )
+        # watched sources (hybridsag.service.watch)
+        self.watch_events = Counter(
+            "hybridsag_watch_events", "File events of watched folders, kept for indexing",
+            registry=r,
+        )
+        self.watch_batches = Counter(
+            "hybridsag_watch_batches", "Batches of watched-folder changes applied, by kind "
+            "(events, rescan) and outcome (ok, failed)", ["kind", "outcome"], registry=r,
+        )
+        self.watch_queue = Gauge(
+            "hybridsag_watch_queue", "Changed paths of watched folders waiting or being applied",
+            registry=r,
+        )
+        self.watch_lag = Histogram(
+            "hybridsag_watch_lag_seconds",
+            "From the watcher seeing a file change to its batch committed (searchable)",
+            buckets=_WATCH_BUCKETS,
+            registry=r,
         )
         r.register(_IndexSize(counts))
 

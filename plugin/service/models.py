@@ -25,11 +25,18 @@ from pydantic import (
 from hybridsag.agent import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.chunker import Format
 from hybridsag.errors import HybridSagError
+from hybridsag.manifest import (
+    MAX_MANIFEST_FILES,
+    PATH_PATTERN,
+    ROOT_PATTERN,
+    check_rel,
+    check_root,
+)
 from hybridsag.search import SearchResult
 from hybridsag.paths import check_path_names, check_weights
 from hybridsag.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
 from hybridsag.settings import EXPERIMENT_NAME_PATTERN, ExperimentSettings
-from hybridsag.writer import IngestReport
+from hybridsag.writer import MAX_SOURCE_URI_CHARS, IngestReport
 
 __all__ = [
     "ErrorDetail",
@@ -39,6 +46,8 @@ __all__ = [
     "FeedbackOut",
     "HealthOut",
     "IngestOut",
+    "ManifestFileIn",
+    "Sha256",
     "ReadyOut",
     "ReconcileRequest",
     "ResourceIn",
@@ -46,6 +55,11 @@ __all__ = [
     "SearchFilters",
     "SearchOut",
     "SearchRequest",
+    "SyncCommitIn",
+    "SyncIn",
+    "SyncPath",
+    "SyncRoot",
+    "SyncOut",
     "WriteOut",
 ]
 
@@ -263,8 +277,8 @@ class IngestOut(_Body):
     errors: dict[str, str]
     warnings: list[str] = Field(default_factory=list)
     seconds: float
-    #: folder ingest only: the root of the ids, the ids pruned, notes, and the files left out
-    #: because they were deleted by hand (excluded until ``hybridsag include``)
+    #: folder ingest and folder sync only: the root of the ids, the ids pruned, notes, and the
+    #: files left out because they were deleted by hand (excluded until ``hybridsag include``)
     root: str | None = None
     pruned: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -338,3 +352,110 @@ class ErrorOut(_Body):
     model_config = ConfigDict(frozen=True)
 
     detail: list[ErrorDetail]
+
+
+# --------------------------------------------------------------------------- folder sync
+
+
+def _library_check(check: Any) -> Any:
+    """A before-validator running ``check`` (a :mod:`hybridsag.manifest` check) on a string,
+    so a refusal says what :mod:`hybridsag.manifest` says rather than quoting the pattern
+    (which the schema still carries)."""
+
+    def validate(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                check(value)
+            except HybridSagError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    return BeforeValidator(validate)
+
+
+SyncRoot = Annotated[
+    str,
+    StringConstraints(min_length=2, max_length=MAX_SOURCE_URI_CHARS, pattern=ROOT_PATTERN),
+    _library_check(check_root),
+]
+SyncPath = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_SOURCE_URI_CHARS, pattern=PATH_PATTERN),
+    _library_check(check_rel),
+]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+_SYNC_ROOT = Field(
+    ...,
+    description="the client's folder: an absolute, normalised path on the client's disk (a "
+    "label here: the service never reads it); recorded as the resources' source_root",
+)
+_SYNC_TENANT = Field(
+    None,
+    max_length=256,
+    pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
+    description='the tenant the files land in (default: a tenant token\'s own, or "" for an '
+    "admin); a tenant token may name only its own",
+)
+
+
+class ManifestFileIn(_Body):
+    """One file of a folder's manifest: its path relative to the folder (as ``a/b.md``), its
+    size and mtime (ns) on the client's disk, and the SHA-256 of its bytes."""
+
+    path: SyncPath
+    # neither is stored (the size is compared with the limits): no bound beyond that
+    size: Annotated[int, Field(ge=0), BeforeValidator(_json_number)]
+    mtime_ns: Annotated[int, BeforeValidator(_json_number)]
+    sha256: Sha256
+
+
+class SyncIn(_Body):
+    """``POST /v1/sync``: a folder's manifest (every file a folder index of it would read)."""
+
+    root: SyncRoot = _SYNC_ROOT
+    tenant: str | None = _SYNC_TENANT
+    acl: list[Tag] = Field(default_factory=list, max_length=256)
+    prune: StrictBool = True
+    files: list[ManifestFileIn] = Field(default_factory=list, max_length=MAX_MANIFEST_FILES)
+
+    @model_validator(mode="after")
+    def _unique(self) -> SyncIn:
+        seen: set[str] = set()
+        for i, f in enumerate(self.files):
+            if f.path in seen:
+                raise ValueError(f"files[{i}].path {f.path!r:.200} is listed twice")
+            seen.add(f.path)
+        return self
+
+
+class SyncOut(_Body):
+    """What the service needs of a manifest (``hybridsag.manifest.SyncNeed``): ``need``, the
+    paths to upload; ``unchanged``; ``errors`` by id (files it will not take, and why);
+    ``held``, the paths of resources under the folder that the manifest does not name (the
+    commit prunes those the client's folder no longer holds); ``id_root``, the folder ids are
+    relative to, and ``notes`` on why; ``max_upload_bytes``, the largest upload taken;
+    ``excluded``, the ids of files deleted by hand while they stayed (not indexed until
+    ``hybridsag include``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: str
+    id_root: str
+    need: list[str]
+    unchanged: int
+    errors: dict[str, str]
+    held: list[str]
+    notes: list[str]
+    max_upload_bytes: int
+    excluded: list[str] = Field(default_factory=list)
+
+
+class SyncCommitIn(_Body):
+    """``POST /v1/sync/commit``: every file the client's folder still holds (relative to
+    ``root``: the manifest's, and those of ``held`` still on its disk); with ``prune``, the
+    folder's other resources are deleted, unless ``paths`` is empty."""
+
+    root: SyncRoot = _SYNC_ROOT
+    tenant: str | None = _SYNC_TENANT
+    prune: StrictBool = True
+    paths: list[SyncPath] = Field(default_factory=list, max_length=MAX_MANIFEST_FILES)

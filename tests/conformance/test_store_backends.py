@@ -97,8 +97,9 @@ def test_migrations_apply_once_and_a_reopen_applies_none(tmp_path: Path, store_u
             "0004_source_root",
             "0005_tenant_keys",
             "0006_exclusions",
+            "0007_source_sha256",
         ]
-        assert first.get_meta("schema_version") == "0006_exclusions"
+        assert first.get_meta("schema_version") == "0007_source_sha256"
     finally:
         first.close()
     again = Store(where, tokenizer_fingerprint="tok/1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -195,6 +196,32 @@ def test_migration_gives_older_folder_resources_their_root(settings: Settings, d
         }
         (docs / "intro.md").unlink()
         assert hs.ingest_folder(docs).pruned == ["intro.md"]
+
+
+def test_the_hash_of_a_files_bytes_is_recorded_and_given_to_older_resources_unindexed(
+    settings: Settings, docs: Path
+) -> None:
+    """Migration 0006: a resource indexed before it gets the SHA-256 of its file's bytes at
+    the next index of its folder, with nothing re-indexed (a sync asks only for files whose
+    bytes the service lacks)."""
+    with HybridSearch(settings) as hs:
+        hs.ingest_folder(docs)
+    conn = sqlite3.connect(settings.sqlite_path)
+    with conn:  # back to the schema before 0006
+        conn.execute("ALTER TABLE resources DROP COLUMN source_sha256")
+        conn.execute("DELETE FROM migrations WHERE name = '0007_source_sha256'")
+    conn.close()
+    with HybridSearch(settings) as hs:
+        store = hs.components.store
+        assert {r.source_sha256 for r in store.resources(_ids(hs)).values()} == {None}
+        versions = {rid: r.version for rid, r in store.resources(_ids(hs)).items()}
+        report = hs.ingest_folder(docs)
+        assert report.indexed == 0 and report.unchanged == 3
+        records = store.resources(_ids(hs))
+        assert {rid: r.version for rid, r in records.items()} == versions
+        assert {rid: r.source_sha256 for rid, r in records.items()} == {
+            rid: hashlib.sha256((docs / rid).read_bytes()).hexdigest() for rid in versions
+        }
 
 
 # --------------------------------------------------------------------------- progress

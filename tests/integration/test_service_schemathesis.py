@@ -80,6 +80,10 @@ OPERATIONS |= {
 OPERATIONS[("/v1/experiments", "GET")] = (GenerationMode.POSITIVE,)
 OPERATIONS[("/v1/resources", "POST")] = (GenerationMode.NEGATIVE,)
 OPERATIONS[("/v1/experiments", "POST")] = (GenerationMode.NEGATIVE,)  # valid ones define some
+# folder sync: a manifest only reads (valid ones too); an upload or a commit would write
+OPERATIONS[("/v1/sync", "POST")] = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+OPERATIONS[("/v1/sync/files", "PUT")] = (GenerationMode.NEGATIVE,)
+OPERATIONS[("/v1/sync/commit", "POST")] = (GenerationMode.NEGATIVE,)
 #: Operations whose schema-valid requests may name state that does not exist (an experiment,
 #: a query id): a 422 naming the field is the right answer there, not a rejected valid request.
 NAMES_STATE = {

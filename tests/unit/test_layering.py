@@ -4,8 +4,9 @@
   I/O (no file, network, process or database module, no ``open``/``print``/``input``).
 - ``plugin/`` (``hybridsag``) never imports ``hybridsag.consistency``.
 - ``consistency/`` may import ``plugin`` and ``fusion``: nothing to check.
-- The web stack (FastAPI, Starlette, uvicorn, prometheus-client) is the ``service`` extra's: only
-  ``plugin/service/`` (``hybridsag.service``) imports it, so the core works without the extra.
+- The web stack (FastAPI, Starlette, uvicorn, prometheus-client, watchfiles) is the ``service``
+  extra's: only ``plugin/service/`` (``hybridsag.service``) imports it, so the core works
+  without the extra.
 - LangChain, LlamaIndex and the MCP SDK are each imported only by their adapter in
   ``plugin/integrations/``, so the core and the other adapters work without that extra.
 - No import cycle among the modules of ``plugin/``, counting every import: at the top, inside a
@@ -275,7 +276,7 @@ def test_fusion_violation_classifies(name: str, why: str | None) -> None:
     assert fusion_violation(name) == why
 
 
-WEB_STACK = frozenset({"fastapi", "starlette", "uvicorn", "prometheus_client"})
+WEB_STACK = frozenset({"fastapi", "starlette", "uvicorn", "prometheus_client", "watchfiles"})
 
 
 def test_only_the_service_imports_the_web_stack() -> None:

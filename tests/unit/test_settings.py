@@ -165,3 +165,21 @@ def test_settings_are_frozen() -> None:
     s = Settings()
     with pytest.raises(ValidationError):
         s.fusion.k = 1.0  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- watched sources
+
+
+def test_watched_folders_may_not_overlap_within_a_tenant(tmp_path: Path) -> None:
+    from hybridsag.settings import SourcesSettings
+
+    docs = tmp_path / "docs"
+    ok = SourcesSettings(watch=[{"path": docs}, {"path": docs, "tenant": "t"}, {"path": tmp_path / "x"}])
+    assert [w.tenant for w in ok.watch] == ["", "t", ""]
+    for second in (docs, docs / "inner", tmp_path):
+        with pytest.raises(ValidationError, match="overlap; watch the outer folder only"):
+            SourcesSettings(watch=[{"path": docs}, {"path": second}])
+    with pytest.raises(ValidationError, match="path is empty"):
+        SourcesSettings(watch=[{"path": " "}])
+    with pytest.raises(ValidationError, match="debounce_ms"):
+        SourcesSettings(debounce_ms=5)
