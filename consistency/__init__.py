@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from hybridsag.consistency.reports import (
         latest_report,
         list_reports,
+        report_exit_code,
         write_report,
     )
     from hybridsag.consistency.scheduler import (
@@ -82,6 +83,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "hybridsag.consistency.reports": (
         "latest_report",
         "list_reports",
+        "report_exit_code",
         "write_report",
     ),
     "hybridsag.consistency.scheduler": (
@@ -116,6 +118,7 @@ __all__ = [
     "list_reports",
     "read_state",
     "reconcile_once",
+    "report_exit_code",
     "run_scheduler",
     "write_report",
 ]

@@ -23,17 +23,22 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from hybridsag.errors import HybridSagError
 
 __all__ = [
+    "CLEAN",
+    "ERROR",
     "FUTURE_SLACK_S",
     "MAX_REPORT_BYTES",
     "REPORT_FORMAT",
     "ReportScan",
+    "WORK",
     "latest_report",
     "list_reports",
+    "report_exit_code",
     "scan_reports",
     "write_report",
 ]
@@ -170,3 +175,25 @@ def latest_report(reports_dir: Path) -> dict[str, Any] | None:
     data["path"] = str(path)
     data["skipped"] = [{"file": str(p), "reason": why} for p, why in scan.skipped]
     return data
+
+
+#: :func:`report_exit_code`'s answers (documented for cron: alert on anything but CLEAN).
+CLEAN, WORK, ERROR = 0, 1, 2
+
+
+def report_exit_code(report: Mapping[str, Any]) -> int:
+    """The exit code of ``hybridsag reconcile`` and ``audit`` for ``report``: :data:`ERROR`
+    (2) when the run was refused or failed (``refused``, ``errors``, or no plan at the end),
+    :data:`WORK` (1) when the plan at the end has work (``counts_after``: a dry run's plan, or
+    what is left after applying), :data:`CLEAN` (0) otherwise. The one place that decides it:
+    a class of finding counts as work as soon as the plan counts it.
+
+    >>> report_exit_code({"errors": [], "counts_after": {"orphan_vectors": 0}})
+    0
+    >>> report_exit_code({"errors": [], "counts_after": {"missing_fts_rows": 3}})
+    1
+    """
+    counts = report.get("counts_after")
+    if report.get("refused") or report.get("errors") or not isinstance(counts, Mapping):
+        return ERROR
+    return WORK if any(counts.values()) else CLEAN

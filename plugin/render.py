@@ -27,7 +27,14 @@ from hybridsag.fusion.markdown import fence_open
 from hybridsag.fusion.rules import RULE_REASONS
 from hybridsag.search import SearchResponse, SearchResult
 
-__all__ = ["SNIPPET_CHARS", "SNIPPET_LINES", "describe_paths", "render_response", "snippet"]
+__all__ = [
+    "SNIPPET_CHARS",
+    "SNIPPET_LINES",
+    "describe_paths",
+    "render_response",
+    "render_search",
+    "snippet",
+]
 
 #: Most characters of a prose snippet.
 SNIPPET_CHARS = 320
@@ -36,6 +43,12 @@ SNIPPET_LINES = 8
 
 _BOLD, _RESET = "\x1b[1m", "\x1b[0m"
 _INDENT = "    "
+
+
+def render_search(data: Mapping[str, Any], **options: Any) -> str:
+    """:func:`render_response` of a response as ``SearchResponse.as_dict()`` (or the service)
+    gives it; ``options`` are :func:`render_response`'s."""
+    return render_response(SearchResponse.from_dict(data), **options)
 
 
 def render_response(
