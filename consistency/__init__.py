@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from hybridsag.consistency.reports import (
         latest_report,
         list_reports,
-        report_exit_code,
         write_report,
     )
     from hybridsag.consistency.scheduler import (
@@ -83,7 +82,6 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "hybridsag.consistency.reports": (
         "latest_report",
         "list_reports",
-        "report_exit_code",
         "write_report",
     ),
     "hybridsag.consistency.scheduler": (
@@ -118,7 +116,6 @@ __all__ = [
     "list_reports",
     "read_state",
     "reconcile_once",
-    "report_exit_code",
     "run_scheduler",
     "write_report",
 ]

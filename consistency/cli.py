@@ -11,9 +11,9 @@ the ``--server`` form, before anything is opened and before any report is writte
 
 Exit codes of ``reconcile`` (a dry run or not) and ``audit``, for cron
 (:func:`~hybridsag.consistency.reports.report_exit_code`): 0 clean (nothing to fix, or all of it
-fixed), 1 the plan has work (``--dry-run``, ``audit``) or work is left after applying, 2 error
-(refused: lease held, attach mode, mass-delete guard; a failed plan or batch; bad input; no
-report yet for ``audit``).
+fixed), 1 the plan has work (``--dry-run``, ``audit``) or work is left after applying (and
+``audit`` with no report yet), 2 error (refused: lease held, attach mode, mass-delete guard; a
+failed plan or batch; the service unreachable; bad input).
 
 ``serve`` refuses a data dir another running service holds (naming it) before it binds, and
 holds the data dir itself while it runs (:mod:`hybridsag.service_lock`).
@@ -25,7 +25,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from hybridsag.consistency.reports import ERROR, report_exit_code
+from hybridsag.consistency.reports import ERROR, WORK, report_exit_code
 from hybridsag.errors import (
     AuthError,
     ConfigError,
@@ -139,9 +139,9 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
     try:
         with backend_from_args(args) as backend:
             report = backend.audit()
-    except NotFoundError as exc:  # no report yet: nothing says the index is sound
+    except NotFoundError as exc:  # no report yet: cron hears of it (exit 1)
         sys.stderr.write(utf8_safe(f"hybridsag: {' '.join(str(exc).split())}") + "\n")
-        return ERROR
+        return WORK
     except (InputError, AuthError, ConfigError):
         raise
     except HybridSagError as exc:  # the service unreachable, say: an error for cron

@@ -20,10 +20,10 @@ import stat
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from hybridsag.errors import HybridSagError
@@ -34,8 +34,8 @@ __all__ = [
     "FUTURE_SLACK_S",
     "MAX_REPORT_BYTES",
     "REPORT_FORMAT",
-    "ReportScan",
     "WORK",
+    "ReportScan",
     "latest_report",
     "list_reports",
     "report_exit_code",
@@ -185,12 +185,12 @@ def report_exit_code(report: Mapping[str, Any]) -> int:
     """The exit code of ``hybridsag reconcile`` and ``audit`` for ``report``: :data:`ERROR`
     (2) when the run was refused or failed (``refused``, ``errors``, or no plan at the end),
     :data:`WORK` (1) when the plan at the end has work (``counts_after``: a dry run's plan, or
-    what is left after applying), :data:`CLEAN` (0) otherwise. The one place that decides it:
-    a class of finding counts as work as soon as the plan counts it.
+    what is left after applying; every class counts, the source drift classes among them),
+    :data:`CLEAN` (0) otherwise.
 
     >>> report_exit_code({"errors": [], "counts_after": {"orphan_vectors": 0}})
     0
-    >>> report_exit_code({"errors": [], "counts_after": {"missing_fts_rows": 3}})
+    >>> report_exit_code({"errors": [], "counts_after": {"source_changed": 1}})
     1
     """
     counts = report.get("counts_after")

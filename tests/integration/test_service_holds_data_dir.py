@@ -166,3 +166,33 @@ def test_the_lock_goes_with_the_service_and_a_killed_ones_is_stale(
     code, text = run("index", str(SAMPLES), "-q")
     assert code == 0, capsys.readouterr().err
     assert text.startswith("indexed 13 resources")
+
+
+@pytest.mark.slow
+def test_the_embedded_default_with_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The deployment of the issue as it is: the packaged model and Milvus Lite holding vectors
+    (``doctor`` said ``[FAIL] milvus`` there, ``index`` failed on the Lite lock)."""
+    data = tmp_path / "data"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "kite.md").write_text("# Kite\n\nThe red kite soars over the hills.\n", "utf-8")
+    monkeypatch.setenv("HYBRIDSAG_DATA_DIR", str(data))
+    assert run("index", str(docs), "-q")[0] == 0  # vectors recorded, then the CLI exits
+    proc, url = service_process(
+        data, HYBRIDSAG_SERVER__TOKEN=ADMIN, HYBRIDSAG_SERVER__RECONCILER="false"
+    )
+    try:
+        capsys.readouterr()
+        assert run("index", str(docs), "-q") == (2, "")
+        err = capsys.readouterr().err
+        assert "is held by a running service" in err and "Milvus Lite" not in err
+        code, text = run("doctor")
+        assert code == 0 and "[FAIL]" not in text and "[  ok] service:" in text
+        monkeypatch.setenv("HYBRIDSAG_SERVER__CLIENT_TOKEN", ADMIN)
+        code, text = run("--server", url, "doctor")
+        assert code == 0, text
+        assert "[  ok] milvus: 1 vectors" in text, text
+    finally:
+        _stop(proc)

@@ -61,7 +61,6 @@ PUBLIC = {
         "ReconcilePlan", "ReconcileReport", "Reconciler", "StoreState", "StuckClaim",
         "TombstonedLeftover", "VectorEntry", "apply_plan", "build_plan", "build_scheduler",
         "check_apply_allowed", "cron_trigger", "diff", "latest_report", "list_reports",
-        "report_exit_code",
         "read_state", "reconcile_once", "run_scheduler", "write_report",
     },
     "hybridsag.paths": {
