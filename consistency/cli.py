@@ -1,14 +1,22 @@
-"""The ``reconcile`` and ``audit`` subcommands of the ``hybridsag`` CLI.
+"""The ``reconcile``, ``audit`` and ``serve`` subcommands of the ``hybridsag`` CLI.
 
 They reach the CLI through the ``hybridsag.commands`` entry-point group (pyproject.toml): the core
 CLI (:mod:`hybridsag.cli`) loads every ``register(subparsers)`` published there and never names
 this package, so the layering rule "plugin never imports consistency" holds.
 
-Exit codes, for cron (:func:`~hybridsag.consistency.reports.report_exit_code`, one function for
-``reconcile`` and ``audit`` alike): 0 clean (nothing to repair, or all of it repaired); 1 the
-plan has work (a dry run found some, or some is left after a run: index drift or source drift
-alike); 2 error (refused: lease held, attach mode, mass-delete guard; a batch that failed; bad
-input). ``audit`` with no report yet exits 1.
+Each command is parse -> backend -> render: ``reconcile`` and ``audit`` call the
+:class:`~hybridsag.backend.Backend` of the command line (in process, or the running service
+with ``--server``), so a data dir that a running service holds is refused in one line naming
+the ``--server`` form, before anything is opened and before any report is written.
+
+Exit codes of ``reconcile`` (a dry run or not) and ``audit``, for cron
+(:func:`~hybridsag.consistency.reports.report_exit_code`): 0 clean (nothing to fix, or all of it
+fixed), 1 the plan has work (``--dry-run``, ``audit``) or work is left after applying (and
+``audit`` with no report yet), 2 error (refused: lease held, attach mode, mass-delete guard; a
+failed plan or batch; the service unreachable; bad input).
+
+``serve`` refuses a data dir another running service holds (naming it) before it binds, and
+holds the data dir itself while it runs (:mod:`hybridsag.service_lock`).
 """
 
 from __future__ import annotations
@@ -17,8 +25,15 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from hybridsag.consistency.reports import report_exit_code
-from hybridsag.errors import ConsistencyError, InputError, NotFoundError
+from hybridsag.consistency.reports import ERROR, WORK, report_exit_code
+from hybridsag.errors import (
+    AuthError,
+    ConfigError,
+    ConsistencyError,
+    HybridSagError,
+    InputError,
+    NotFoundError,
+)
 
 __all__ = ["cmd_audit", "cmd_reconcile", "cmd_serve", "register"]
 
@@ -120,16 +135,23 @@ def _format(report: dict[str, Any]) -> str:
 
 
 def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.cli import print_json, service_client, settings_from_args
-
-    from hybridsag.consistency.reconciler import Reconciler
-    from hybridsag.consistency.scheduler import run_scheduler
+    from hybridsag.backend import open_backend
+    from hybridsag.cli import print_json, settings_from_args
 
     settings = settings_from_args(args)
-    client = service_client(settings)
     if args.schedule:
-        if client is not None:
-            raise InputError("--schedule runs in-process; a service runs the schedule itself")
+        from hybridsag.cli import in_process_only
+        from hybridsag.consistency.scheduler import run_scheduler
+        from hybridsag.service_lock import holder
+
+        in_process_only(settings, "reconcile --schedule (a service runs the schedule itself)")
+        held = holder(settings.data_dir)
+        if held is not None:
+            raise InputError(
+                f"the data dir {settings.data_dir} is held by a running service (pid {held.pid}, "
+                f"{held.url}); the service runs consistency.cron itself (server.reconciler = "
+                "true): schedule it there, not beside it"
+            )
         if args.dry_run or args.force:
             raise InputError("--schedule runs the scheduled reconcile; drop --dry-run/--force")
         c = settings.consistency
@@ -140,15 +162,16 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
         run_scheduler(settings, blocking=True)
         return 0
     try:
-        if client is not None:
-            with client:
-                report = client.reconcile(dry_run=args.dry_run, force=args.force)
-        else:
-            with Reconciler.from_settings(settings) as rec:
-                report = rec.run(dry_run=args.dry_run, force=args.force)
+        with open_backend(settings) as backend:
+            report = backend.reconcile(dry_run=args.dry_run, force=args.force)
     except ConsistencyError as exc:
         sys.stderr.write(f"hybridsag: refused: {exc}\n")
-        return 2
+        return ERROR
+    except (InputError, AuthError, ConfigError):
+        raise  # the CLI's one-line messages (exit 2), a data dir a service holds among them
+    except HybridSagError as exc:  # the plan failed (its report is written): an error for cron
+        sys.stderr.write(f"hybridsag: failed: {' '.join(str(exc).split())}\n")
+        return ERROR
     if args.json:
         print_json(report, out)
     else:
@@ -157,31 +180,23 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.cli import print_json, service_client, settings_from_args, utf8_safe
+    from hybridsag.cli import backend_from_args, print_json, utf8_safe
 
-    from hybridsag.consistency.reports import scan_reports
-
-    settings = settings_from_args(args)
-    client = service_client(settings)
-    report: dict[str, Any] | None = None
-    if client is not None:
-        with client:
-            try:
-                report = client.audit_latest()
-            except NotFoundError:
-                report = None
-    else:
-        scan = scan_reports(settings.reports_dir)
-        for path, why in scan.skipped:
-            sys.stderr.write(utf8_safe(f"hybridsag: skipped {path}: {why}") + "\n")
-        if scan.reports:
-            path, data = scan.reports[-1]
-            report = {**data, "path": str(path)}
-    if report is None:
+    try:
+        with backend_from_args(args) as backend:
+            report = backend.audit()
+    except NotFoundError as exc:  # no report yet: cron hears of it (exit 1)
+        sys.stderr.write(utf8_safe(f"hybridsag: {' '.join(str(exc).split())}") + "\n")
+        return WORK
+    except (InputError, AuthError, ConfigError):
+        raise
+    except HybridSagError as exc:  # the service unreachable, say: an error for cron
+        sys.stderr.write(f"hybridsag: failed: {' '.join(str(exc).split())}\n")
+        return ERROR
+    for skipped in report.get("skipped") or ():
         sys.stderr.write(
-            utf8_safe(f"hybridsag: no reconcile report under {settings.reports_dir} yet") + "\n"
+            utf8_safe(f"hybridsag: skipped {skipped['file']}: {skipped['reason']}") + "\n"
         )
-        return 1
     if args.json:
         print_json(report, out)
     else:
@@ -214,6 +229,14 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
             overrides["server"] = server
         settings = settings_from_args(args, **overrides)
     from hybridsag.service.server import bind, build_server, serve
+    from hybridsag.service_lock import holder
+
+    held = holder(settings.data_dir)  # a second service on one data dir: refused, named
+    if held is not None:
+        raise InputError(
+            f"the data dir {settings.data_dir} is already served by pid {held.pid} at "
+            f"{held.url}: stop it first, or give this service another --data-dir"
+        )
 
     service_logging(args.verbose)
     s = settings.server

@@ -1,8 +1,9 @@
-"""The reconciler as the HTTP service needs it (``hybridsag.service.ReconcileHooks``).
+"""The reconciler as the backends and the HTTP service need it (``hybridsag.backend.ReconcileHooks``).
 
-The service (``hybridsag.service``, in plugin/) never imports this package; the ``serve``
-command, which this package registers, builds a :class:`ServiceReconciler` and hands it to
-``create_app``. Every run uses the service's own open components (one Milvus Lite handle per
+``hybridsag`` (plugin/) never imports this package: :class:`ServiceReconciler` is published under
+the ``hybridsag.reconciler`` entry point (pyproject.toml), which an in-process
+``hybridsag.backend.LocalBackend`` loads for ``reconcile`` and ``audit``, and the ``serve``
+command, which this package registers, builds one and hands it to ``create_app``. Every run uses the service's own open components (one Milvus Lite handle per
 process) and takes the same store lease as ``hybridsag reconcile``, so a scheduled run, an
 HTTP ``POST /v1/reconcile``, another replica and the CLI never mutate at once.
 """
@@ -13,13 +14,15 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.consistency.reconciler import Reconciler
-from hybridsag.consistency.reports import latest_report
+from hybridsag.consistency.reports import latest_report, scan_reports
 from hybridsag.consistency.scheduler import JOB_ID, build_scheduler
+from hybridsag.errors import NotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from apscheduler.schedulers.base import BaseScheduler
 
     from hybridsag.search import HybridSearch
+    from hybridsag.settings import Settings
 
 __all__ = ["ServiceReconciler"]
 
@@ -36,9 +39,17 @@ class ServiceReconciler:
         ConsistencyError when refused (lease held, mass-delete guard)."""
         return Reconciler(search.components).run(dry_run=dry_run, force=force)
 
-    def latest(self, search: HybridSearch) -> dict[str, Any] | None:
-        """The newest audit report under the search's reports dir, or None."""
-        return latest_report(search.settings.reports_dir)
+    def latest(self, settings: Settings) -> dict[str, Any]:
+        """The newest audit report under ``settings.reports_dir`` (with ``path`` and the
+        ``skipped`` files); NotFoundError when there is none, naming the files skipped."""
+        report = latest_report(settings.reports_dir)
+        if report is not None:
+            return report
+        skipped = "; ".join(f"{path}: {why}" for path, why in scan_reports(settings.reports_dir).skipped)
+        raise NotFoundError(
+            f"no reconcile report under {settings.reports_dir} yet (run a reconcile, or a dry run, "
+            "first)" + (f"; skipped what is not a report: {skipped}" if skipped else "")
+        )
 
     def start_schedule(self, search: HybridSearch) -> None:
         """Start the background job on ``consistency.cron`` over ``search`` (once)."""

@@ -1,11 +1,18 @@
-"""The ``hybridsag`` command line: a thin layer over :class:`~hybridsag.search.HybridSearch`.
+"""The ``hybridsag`` command line: each command parses its flags, calls one operation of a
+:class:`~hybridsag.backend.Backend`, and renders the answer.
 
 Exit codes: 0 ok, 1 failure, 2 bad input (bad query, bad file, bad flag, bad settings value, a
-damaged store, a token the service refused), 130 interrupted (Ctrl-C; ``eval`` writes the
-results of what ran first). Settings come from the environment / ``.env`` / TOML (see :mod:`hybridsag.settings`);
-``--data-dir`` overrides the data dir. With ``--server URL`` (or ``HYBRIDSAG_SERVER__URL``) search,
-index --jsonl, delete, reconcile and audit are sent to a running ``hybridsag serve`` instead of
-running in-process. Every error is one line on stderr, never a traceback.
+damaged store, a token the service refused, a data dir a running service holds), 130
+interrupted (Ctrl-C; ``eval`` writes the results of what ran first). Settings come from the
+environment / ``.env`` / TOML (see :mod:`hybridsag.settings`); ``--data-dir`` overrides the data
+dir. With ``--server URL`` (or ``HYBRIDSAG_SERVER__URL``) every command that reaches the index
+(search, index, list, show, delete, enable, disable, reconcile, audit, doctor, ab, mcp) goes to a
+running ``hybridsag serve`` instead (:func:`~hybridsag.backend.open_backend`); a command that
+only runs in process (``eval``, ``rebuild-vectors``, ``reconcile --schedule``) refuses
+``--server`` in one line rather than ignore it. While a service holds the data dir
+(``<data_dir>/service.json``), a local command that would open the index is refused in one line
+naming the ``--server`` command to run instead. Every error is one line on stderr, never a
+traceback.
 
 Logging is set up here and nowhere in the library: records go to stderr as one line each (no
 traceback). By default only hybridsag's own errors are shown (what a command could not do is its
@@ -41,6 +48,7 @@ from hybridsag.errors import (
     CorruptStoreError,
     HybridSagError,
     InputError,
+    ServiceHoldsDataDir,
 )
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
@@ -53,8 +61,9 @@ __all__ = [
     "IngestBars",
     "build_parser",
     "main",
+    "backend_from_args",
+    "in_process_only",
     "print_json",
-    "service_client",
     "service_logging",
     "settings_from_args",
     "utf8_safe",
@@ -111,16 +120,6 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
     return settings
 
 
-def _require_index(settings: Any) -> None:
-    """A command that only reads an index refuses a data dir that holds none, instead of
-    creating an empty store there (a mistyped ``--data-dir`` must not look like 0 results)."""
-    if settings.store.url is None and not settings.sqlite_path.is_file():
-        raise InputError(
-            f"no index at {settings.data_dir.resolve()} (it holds no {settings.sqlite_path.name}): "
-            "check --data-dir / HYBRIDSAG_DATA_DIR, or build one with `hybridsag index PATH`"
-        )
-
-
 def _print_json(obj: Any, out: TextIO) -> None:
     out.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
 
@@ -160,20 +159,25 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
     return _settings(args, **overrides)
 
 
-def service_client(settings: Any) -> Any:
-    """A :class:`~hybridsag.client.ServiceClient` when ``server.url`` (``--server``) is set,
-    else None: the command then runs in-process."""
-    s = settings.server
-    if s.url is None:
-        return None
-    from hybridsag.client import ServiceClient
+def backend_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
+    """The :class:`~hybridsag.backend.Backend` of a command: over ``--server`` (or
+    ``server.url``) a :class:`~hybridsag.backend.RemoteBackend`, else a
+    :class:`~hybridsag.backend.LocalBackend` of the data dir (opened on its first operation;
+    refused while a running service holds the data dir). The caller closes it. For commands
+    added through :data:`COMMANDS_GROUP` too."""
+    from hybridsag.backend import open_backend
 
-    token = s.client_token or s.token
-    return ServiceClient(
-        s.url,
-        token=token.get_secret_value() if token is not None else None,
-        timeout=s.client_timeout_s,
-    )
+    return open_backend(_settings(args, **overrides))
+
+
+def in_process_only(settings: Any, what: str) -> None:
+    """InputError (exit 2) when ``server.url`` is set for a command (``what``) that runs only
+    in process: it says so rather than ignore ``--server``."""
+    if settings.server.url is not None:
+        raise InputError(
+            f"{what} runs in process, on this machine's data dir; it cannot go through the "
+            f"service at {settings.server.url}: drop --server (and HYBRIDSAG_SERVER__URL)"
+        )
 
 
 def print_json(obj: Any, out: TextIO) -> None:
@@ -244,13 +248,6 @@ class IngestBars(IngestProgress):
                 bar.close()
 
 
-def _jsonl_lines(path: Path) -> int:
-    if not path.is_file():
-        return 0
-    with path.open("rb") as fh:  # closed at once: no ResourceWarning
-        return sum(1 for line in fh if line.strip())
-
-
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "tenant", None) is not None or getattr(args, "acl", None):
         from hybridsag.store import Filters
@@ -259,44 +256,24 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
             Filters(tenant=args.tenant or "", acl=tuple(args.acl or ()))
         except HybridSagError as exc:
             raise InputError(f"index --tenant/--acl: {exc}") from None
-    settings = _settings(args)
-    client = service_client(settings)
-    if client is not None:
-        if not args.jsonl:
-            raise InputError(
-                "through --server only --jsonl FILE is sent; a folder (PATH) is indexed in-process"
-            )
-        path = Path(args.jsonl)
-        progress = _progress_factory(not args.quiet)
-        with client:
-            report = client.ingest_jsonl(
-                path,
-                mode=args.mode,
-                batch_size=settings.server.max_batch,
-                progress=progress("index", _jsonl_lines(path)),
-            )
-    else:
-        from hybridsag.search import HybridSearch
-
-        bars = IngestBars() if not args.quiet else None
-        try:
-            with HybridSearch(settings) as hs:
-                if args.jsonl:
-                    done = hs.ingest_jsonl(Path(args.jsonl), mode=args.mode, progress=bars)
-                else:
-                    if not args.path:
-                        raise InputError("index needs a PATH (a folder or a file) or --jsonl FILE")
-                    done = hs.ingest_folder(
-                        Path(args.path),
-                        tenant=args.tenant or "",
-                        acl=args.acl or (),
-                        progress=bars,
-                        prune=not args.no_prune,
-                    )
-        finally:
-            if bars is not None:
-                bars.close()
-        report = done.as_dict()
+    if not args.jsonl and not args.path:
+        raise InputError("index needs a PATH (a folder or a file) or --jsonl FILE")
+    bars = IngestBars() if not args.quiet else None
+    try:
+        with backend_from_args(args) as backend:
+            if args.jsonl:
+                report = backend.ingest_jsonl(Path(args.jsonl), mode=args.mode, progress=bars)
+            else:
+                report = backend.sync_folder(
+                    Path(args.path),
+                    tenant=args.tenant or "",
+                    acl=tuple(args.acl or ()),
+                    prune=not args.no_prune,
+                    progress=bars,
+                )
+    finally:
+        if bars is not None:
+            bars.close()
     if args.json:
         _print_json(report, out)
         return 0
@@ -320,33 +297,29 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"  warning: {warning}\n")
     return 0
 
-def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.search import HybridSearch
 
-    settings = _settings(args)
-    _require_index(settings)
-    with HybridSearch(settings) as hs:
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    with backend_from_args(args) as backend:
         if args.excluded:
-            return _list_excluded(hs.exclusions(tenant=args.tenant), args, out)
-        rows = hs.list_resources(
+            return _list_excluded(backend.exclusions(tenant=args.tenant), args, out)
+        rows = backend.list_resources(
             tenant=args.tenant, status=args.status, prefix=args.prefix, limit=args.limit
         )
-        excluded = len(hs.exclusions(tenant=args.tenant))
+        excluded = len(backend.exclusions(tenant=args.tenant))
     if args.json:
-        _print_json([r.as_dict() for r in rows], out)
+        _print_json(rows, out)
         return 0
-    width = max([len("RESOURCE"), *(len(r.record.resource_id) for r in rows)])
+    width = max([len("RESOURCE"), *(len(r["resource_id"]) for r in rows)])
     # a resource is (tenant, id): the tenant column shows where any resource has one
-    tenants = any(r.record.tenant for r in rows)
-    tw = max([len("TENANT"), *(len(r.record.tenant) for r in rows)]) if tenants else 0
+    tenants = any(r["tenant"] for r in rows)
+    tw = max([len("TENANT"), *(len(r["tenant"]) for r in rows)]) if tenants else 0
     head = f"{'TENANT':<{tw}}  " if tenants else ""
     out.write(f"{head}{'RESOURCE':<{width}}  {'STATUS':<9} {'VER':>4} {'CHUNKS':>6}  SOURCE\n")
     for r in rows:
-        rec = r.record
-        lead = f"{rec.tenant or '-':<{tw}}  " if tenants else ""
+        lead = f"{r['tenant'] or '-':<{tw}}  " if tenants else ""
         out.write(
-            f"{lead}{rec.resource_id:<{width}}  {rec.status:<9} {rec.version:>4} {r.chunks:>6}  "
-            f"{rec.source_uri or '-'}\n"
+            f"{lead}{r['resource_id']:<{width}}  {r['status']:<9} {r['version']:>4} "
+            f"{r['chunks']:>6}  {r['source_uri'] or '-'}\n"
         )
     out.write(f"{len(rows)} resources\n")
     if excluded:
@@ -359,50 +332,51 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 def _list_excluded(rows: Sequence[Any], args: argparse.Namespace, out: TextIO) -> int:
     """``list --excluded``: the folder files ``delete`` keeps out of their folders' index."""
-    rows = [r for r in rows if not args.prefix or r.path.startswith(args.prefix)]
+    rows = [r for r in rows if not args.prefix or r["resource_id"].startswith(args.prefix)]
     rows = rows[: args.limit] if args.limit else rows
     if args.json:
-        _print_json([r.as_dict() for r in rows], out)
+        _print_json(list(rows), out)
         return 0
-    width = max([len("RESOURCE"), *(len(r.path) for r in rows)])
+    width = max([len("RESOURCE"), *(len(r["resource_id"]) for r in rows)])
     out.write(f"{'TENANT':<8}  {'RESOURCE':<{width}}  STATUS    SOURCE\n")
     for r in rows:
-        out.write(f"{r.tenant or '-':<8}  {r.path:<{width}}  excluded  {r.source_uri}\n")
+        out.write(
+            f"{r['tenant'] or '-':<8}  {r['resource_id']:<{width}}  excluded  {r['source_uri']}\n"
+        )
     out.write(f"{len(rows)} excluded (hybridsag include ID brings one back)\n")
     return 0
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.render import stale_words
-    from hybridsag.search import HybridSearch
 
-    settings = _settings(args)
-    _require_index(settings)
-    with HybridSearch(settings) as hs:
-        detail = hs.get_resource(args.resource_id, tenant=args.tenant or "")
+    with backend_from_args(args) as backend:
+        detail = backend.show(args.resource_id, tenant=args.tenant)
     if detail is None:
         raise InputError(f"no such resource: {args.resource_id!r}" + _of_tenant(args.tenant))
     if args.json:
-        _print_json(detail.as_dict(), out)
+        _print_json(detail, out)
         return 0
-    rec = detail.record
     fields = {
-        "resource": rec.resource_id,
-        "title": rec.title,
-        "status": rec.status + (f" (stale: {stale_words(detail.stale_reason)})" * detail.stale),
-        "version": rec.version,
-        "source": rec.source_uri or "-",
-        "root": rec.source_root or "-",
-        "tenant": rec.tenant or "-",
-        "acl": ", ".join(rec.acl) or "- (public)",
-        "metadata": json.dumps(dict(rec.metadata), ensure_ascii=False),
-        "chunks": len(detail.chunks),
+        "resource": detail["resource_id"],
+        "title": detail["title"],
+        "status": detail["status"]
+        + (f" (stale: {stale_words(detail.get('stale_reason'))})" * bool(detail["stale"])),
+        "version": detail["version"],
+        "source": detail["source_uri"] or "-",
+        "root": detail["source_root"] or "-",
+        "tenant": detail["tenant"] or "-",
+        "acl": ", ".join(detail["acl"]) or "- (public)",
+        "metadata": json.dumps(dict(detail["metadata"]), ensure_ascii=False),
+        "chunks": len(detail["chunks"]),
     }
     for key, value in fields.items():
         out.write(f"{key + ':':<10} {value}\n")
-    for c in detail.chunks:
-        head = f"  [{c.heading_path}]" if c.heading_path else ""
-        out.write(f"  #{c.ordinal:<4} lines {c.start_line}-{c.end_line}, {c.chars} chars{head}\n")
+    for c in detail["chunks"]:
+        head = f"  [{c['heading_path']}]" if c["heading_path"] else ""
+        out.write(
+            f"  #{c['ordinal']:<4} lines {c['start_line']}-{c['end_line']}, {c['chars']} chars{head}\n"
+        )
     return 0
 
 
@@ -425,65 +399,51 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 
-def _search_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of a search (Python API and service client alike) from the flags
-    (the paths apart: see :func:`_paths_arg`)."""
-    return dict(
+def _search_options(args: argparse.Namespace) -> Any:
+    """The :class:`~hybridsag.backend.SearchOptions` of a search from its flags."""
+    from hybridsag.backend import SearchOptions
+
+    return SearchOptions(
         top_k=args.k,
+        paths=_paths_arg(args),
         filters=_filters(args),
         include_stale=args.include_stale,
         judge_order=args.judge_order,
     )
 
 
-def _paths_arg(args: argparse.Namespace) -> list[str] | None:
-    """``--paths`` as a list (None: the configured default)."""
-    return [p.strip() for p in args.paths.split(",")] if args.paths else None
+def _paths_arg(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """``--paths`` as a tuple (None: the configured default)."""
+    return tuple(p.strip() for p in args.paths.split(",")) if args.paths else None
 
 
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "agent":
         return cmd_search_agent(args, out)
-    from hybridsag.render import render_response
-    from hybridsag.search import HybridSearch, SearchResponse
+    from hybridsag.render import render_search
 
-    settings = _settings(args)
     as_json = args.json or args.format == "json"
     options = _search_options(args)
-    client = service_client(settings)
-    terms: list[str] = []
-    if client is not None:
-        with client:
-            data = client.search(args.query, paths=_paths_arg(args), **options)
-        if as_json:
-            _print_json(data, out)
-            return 0
-        resp = SearchResponse.from_dict(data)
-        startup_ms = None
-    else:
-        _require_index(settings)
-        with HybridSearch(settings) as hs:
-            names = hs.resolve_paths(args.paths)
-            warm = hs.warm(names, query=args.query)
-            startup_ms = round((time.perf_counter() - args.started) * 1000, 3)
-            resp = hs.search(args.query, paths=names, **options)
-            terms = [] if as_json else hs.components.lexical.query_terms(resp.query)
-        if as_json:
-            data = resp.as_dict()
-            # start-up (imports, settings, model load, Milvus open, paths built) is its own
-            # stage, so that startup_ms + total_ms is the command's wall time up to the output
-            before = round(startup_ms - sum(warm.values()), 3)
-            data["stages"]["startup"] = {"imports_and_settings_ms": before, **warm}
-            wall_ms = round((time.perf_counter() - args.started) * 1000, 3)
-            data["timings"] = {"startup_ms": startup_ms, **data["timings"], "wall_ms": wall_ms}
-            _print_json(data, out)
-            return 0
+    with backend_from_args(args) as backend:
+        warm = backend.warm(options.paths, query=args.query)
+        startup_ms = round((time.perf_counter() - args.started) * 1000, 3)
+        data = backend.search(args.query, options)
+        terms = [] if as_json else backend.query_terms(data["query"])
+    if as_json:
+        # start-up (imports, settings, model load, Milvus open, paths built) is its own
+        # stage, so that startup_ms + total_ms is the command's wall time up to the output
+        before = round(startup_ms - sum(warm.values()), 3)
+        data["stages"]["startup"] = {"imports_and_settings_ms": before, **warm}
+        wall_ms = round((time.perf_counter() - args.started) * 1000, 3)
+        data["timings"] = {"startup_ms": startup_ms, **data["timings"], "wall_ms": wall_ms}
+        _print_json(data, out)
+        return 0
     color = bool(getattr(out, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
-    width = _terminal_width()
     out.write(
-        render_response(
-            resp, terms=terms, color=color, brief=args.brief, width=width, startup_ms=startup_ms
-        )
+        render_search(
+            data, terms=terms, color=color, brief=args.brief, width=_terminal_width(),
+            startup_ms=startup_ms,
+        )  # fmt: skip
     )
     return 0
 
@@ -503,19 +463,9 @@ def cmd_search_agent(args: argparse.Namespace, out: TextIO) -> int:
         budget = check_budget(args.budget)
     except ValueError as exc:
         raise InputError(f"--budget: {exc}") from None
-    settings = _settings(args)
     options = _search_options(args)
-    client = service_client(settings)
-    if client is not None:
-        with client:
-            text = client.search_agent(args.query, budget=budget, paths=_paths_arg(args), **options)
-    else:
-        from hybridsag.search import HybridSearch
-
-        _require_index(settings)
-        with HybridSearch(settings) as hs:
-            resp = hs.search(args.query, paths=_paths_arg(args), explain=False, **options)
-            text = resp.as_agent_text(budget)
+    with backend_from_args(args) as backend:
+        text = backend.search_agent(args.query, options, budget)
     out.write(text + "\n")
     return 0
 
@@ -531,36 +481,25 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.errors import NotFoundError
-
-    settings = _settings(args)
-    client = service_client(settings)
-    excluded = False
-    if client is not None:
-        with client:
-            try:
-                done = client.delete(args.resource_id, tenant=args.tenant)["done"]
-            except NotFoundError:
-                done = False
-    else:
-        from hybridsag.search import HybridSearch
-
-        _require_index(settings)
-        with HybridSearch(settings) as hs:
-            done = hs.delete(args.resource_id, tenant=args.tenant or "")
-            excluded = done and bool(
-                hs.exclusions(tenant=args.tenant or "", resource_id=args.resource_id)
-            )
+    with backend_from_args(args) as backend:
+        done = backend.delete(args.resource_id, tenant=args.tenant)
+        excluded = done and bool(
+            backend.exclusions(tenant=args.tenant or "", resource_id=args.resource_id)
+        )
     if args.json:
         _print_json(
-            {"resource_id": args.resource_id, "tenant": args.tenant or "", "deleted": done}
-            | ({"excluded": excluded} if client is None else {}),
+            {
+                "resource_id": args.resource_id,
+                "tenant": args.tenant or "",
+                "deleted": done,
+                "excluded": excluded,
+            },
             out,
         )
     else:
         said = "deleted " if done else "no such resource: "
         out.write(said + args.resource_id + _of_tenant(args.tenant) + "\n")
-        if client is None and excluded:
+        if excluded:
             out.write(_excluded_note(args.resource_id, args.tenant))
     return 0 if done else 2
 
@@ -576,14 +515,8 @@ def _excluded_note(resource_id: str, tenant: str | None) -> str:
 
 def cmd_include(args: argparse.Namespace, out: TextIO) -> int:
     """``include ID``: lift the exclusion a ``delete`` left on a folder file and index it."""
-    settings = _settings(args)
-    if service_client(settings) is not None:
-        raise InputError("include runs in-process; through --server it is not offered yet")
-    from hybridsag.search import HybridSearch
-
-    _require_index(settings)
-    with HybridSearch(settings) as hs:
-        report = hs.include(args.resource_id, tenant=args.tenant or "").as_dict()
+    with backend_from_args(args) as backend:
+        report = backend.include(args.resource_id, tenant=args.tenant)
     if args.json:
         _print_json(report, out)
         return 0 if not report["errors"] else 1
@@ -596,27 +529,39 @@ def cmd_include(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if not report["errors"] else 1
 
 
+def cmd_enable(args: argparse.Namespace, out: TextIO) -> int:
+    """``enable ID`` / ``disable ID``: make a resource searchable again, or hide it (kept)."""
+    enabled = args.command == "enable"
+    with backend_from_args(args) as backend:
+        done = backend.set_enabled(args.resource_id, enabled, tenant=args.tenant)
+    if args.json:
+        key = "enabled" if enabled else "disabled"
+        _print_json({"resource_id": args.resource_id, "tenant": args.tenant or "", key: done}, out)
+    else:
+        said = (f"{args.command}d " if done else "no such resource: ") + args.resource_id
+        out.write(said + _of_tenant(args.tenant) + "\n")
+    return 0 if done else 2
+
+
 def _of_tenant(tenant: str | None) -> str:
     """`` (tenant T)`` for a message about a resource of tenant ``T``, else nothing."""
     return f" (tenant {tenant!r})" if tenant else ""
 
 
 def cmd_rebuild_vectors(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.components import Components
-
-    settings = _settings(args)
-    _require_index(settings)
-    with Components(settings) as parts:
-        total = parts.store.counts()["chunks"]
-        written = parts.rebuild_vectors(progress=_progress_factory(not args.quiet)("embed", total))
-        collection, index_id = parts.collection, parts.index_id
-    report = {"index_id": index_id, "collection": collection, "vectors": written}
+    bars = IngestBars() if not args.quiet else None
+    try:
+        with backend_from_args(args) as backend:
+            report = backend.rebuild_vectors(progress=bars)
+    finally:
+        if bars is not None:
+            bars.close()
     if args.json:
         _print_json(report, out)
     else:
         out.write(
-            f"wrote {written} vectors into collection {collection} of index {index_id}; "
-            "an older collection this data dir used is left as it was\n"
+            f"wrote {report['vectors']} vectors into collection {report['collection']} of index "
+            f"{report['index_id']}; an older collection this data dir used is left as it was\n"
         )
     return 0
 
@@ -625,6 +570,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.evaluation import format_table, run_eval
 
     settings = _settings(args)
+    in_process_only(settings, "eval")
     if args.compare or args.grid:
         return _cmd_eval_compare(args, settings, out)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
@@ -674,111 +620,34 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
-    """Check settings, store, judge, model files and Milvus; exit 1 if anything failed.
-    Lists the settings in effect and where each came from (secrets masked). Nothing is
-    embedded and no embedding model is loaded: the model check looks for its files and the
-    index meta, the Milvus check opens the dense index from the recorded dimension; the judge
-    is built as a search builds it (a cross-encoder judge loads its model)."""
+    """Check the settings, then what the backend checks (:meth:`Backend.health`: in process the
+    store, judge, model files, Milvus, lexical index and fusion; with ``--server`` the running
+    service: that it answers, its version, the token's role and its ``/readyz`` checks; on a
+    data dir a running service holds, that the service answers and how to check it); exit 1 if
+    anything failed. Lists the settings in effect and where each came from (secrets masked).
+    Nothing is embedded and no embedding model is loaded in process."""
+    from hybridsag.backend import open_backend
     from hybridsag.config import setting_origins, settings_table
 
     checks: list[dict[str, Any]] = []
-
-    def check(name: str, fn: Callable[[], str]) -> None:
-        try:
-            checks.append({"check": name, "ok": True, "detail": fn()})
-        except HybridSagError as exc:
-            checks.append({"check": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
-        except Exception as exc:  # noqa: BLE001 - doctor reports every failure
-            checks.append({"check": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
-
-    state: dict[str, Any] = {}
-
-    def settings_ok() -> str:
-        state["settings"] = _settings(args)
-        state["table"] = settings_table(
-            state["settings"], setting_origins(_overrides(args), origin="command line")
-        )
-        changed = sum(1 for row in state["table"] if row["origin"] != "default")
-        return f"data dir {state['settings'].data_dir.resolve()}; {changed} set, the rest defaults"
-
-    check("settings", settings_ok)
-    if "settings" in state:
-        s = state["settings"]
-
-        def store_ok() -> str:
-            from hybridsag.components import Components
-
-            parts = Components(s)
-            state["parts"] = parts
-            c = parts.store.counts()
-            return (
-                f"{s.store_display}: {c['resources']} resources, {c['chunks']} chunks, "
-                f"tokenizer {parts.tokenizer.fingerprint()}"
-            )
-
-        check("store", store_ok)
-
-        def judge_ok() -> str:
-            judge = state["parts"].judge()
-            return f"{s.judge.name} ({type(judge).__name__}); on failure: {s.judge.on_failure}"
-
-        def model_ok() -> str:
-            from hybridsag.embedder import resolve_model
-
-            if s.embedding.model == "none":
-                return "dense path off (embedding.model = 'none')"
-            source = resolve_model(s.embedding.model)
-            store = state["parts"].store
-            stored = store.get_meta("embedding_model"), store.get_meta("embedding_dimension")
-            recorded = (
-                f"index built with {stored[0]!r}, {stored[1]}-d"
-                if stored[0]
-                else "no vectors recorded yet"
-            )
-            backend = state["parts"].embedding_backend()
-            if s.embedding.backend != backend:
-                backend = f"{backend}, as embedding.backend = {s.embedding.backend!r} chose"
-            return f"{s.embedding.model} ({backend}): files at {source}; {recorded}"
-
-        def milvus_ok() -> str:
-            if s.embedding.model == "none":
-                return "dense path off"
-            where = s.milvus.uri or f"Milvus Lite at {s.milvus_lite_path}"
-            parts = state["parts"]
-            index = parts.stored_dense_index()
-            if index is None:
-                return f"{where}: no vectors recorded for this data dir yet"
-            return (
-                f"{where}: collection {parts.collection}, index {parts.index_id}, "
-                f"{index.count()} vectors"
-            )
-
-        def lexical_ok() -> str:
-            lexical = state["parts"].lexical
-            if s.lexical.backend != "milvus":
-                kind = "PostgreSQL tsvector rows" if state["parts"].store.is_postgres else "FTS5"
-                return f"{kind} in the store, {lexical.total_chunks()} chunks"
-            return lexical.describe()  # connects, checks a server's version (2.5 or newer)
-
-        def fusion_ok() -> str:
-            f = s.fusion
-            judge = state["parts"].judge()
-            weights = getattr(getattr(judge, "weights", None), "source", None)
-            text = f"{f.method} fusion, trust step {'on' if f.trust else 'off'}"
-            if f.trust:
-                text += f" (model: {state['parts'].trust_model().source})"
-            text += f"; judge {s.judge.name}" + (f" with weights: {weights}" if weights else "")
-            return text
-
-        if "parts" in state:
-            check("judge", judge_ok)
-            check("embedding model", model_ok)
-            check("milvus", milvus_ok)
-            check("lexical index", lexical_ok)
-            check("fusion", fusion_ok)
-            state["parts"].close()
+    table: list[dict[str, Any]] = []
+    try:
+        settings = _settings(args)
+        table = settings_table(settings, setting_origins(_overrides(args), origin="command line"))
+        changed = sum(1 for row in table if row["origin"] != "default")
+        detail = f"data dir {settings.data_dir.resolve()}; {changed} set, the rest defaults"
+        checks.append({"check": "settings", "ok": True, "detail": detail})
+    except HybridSagError as exc:
+        checks.append({"check": "settings", "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
+    else:
+        with open_backend(settings) as backend:
+            health = backend.health()
+        for name, text in health.items():
+            failed = text.startswith("failed")
+            for prefix in ("ok: ", "failed: "):
+                text = text.removeprefix(prefix)
+            checks.append({"check": name, "ok": not failed, "detail": text})
     ok = all(c["ok"] for c in checks)
-    table = state.get("table", [])
     if args.json:
         _print_json({"ok": ok, "checks": checks, "settings": table}, out)
         return 0 if ok else 1
@@ -908,8 +777,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--server",
         metavar="URL",
-        help="send search, index --jsonl, delete, reconcile and audit to a running service "
-        "(default: HYBRIDSAG_SERVER__URL; token from HYBRIDSAG_SERVER__CLIENT_TOKEN)",
+        help="send the command to a running service (default: HYBRIDSAG_SERVER__URL; token "
+        "from HYBRIDSAG_SERVER__CLIENT_TOKEN, else HYBRIDSAG_SERVER__TOKEN)",
     )
     parser.add_argument(
         "-v",
@@ -938,7 +807,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_index)
 
     p = sub.add_parser("list", help="list resources with status, version, chunks and source")
-    p.add_argument("--tenant", help="only this tenant's resources")
+    p.add_argument(
+        "--tenant",
+        help="only this tenant's resources (through --server a tenant token lists its own only)",
+    )
     p.add_argument("--status", choices=STATUSES, help="only resources in this status")
     p.add_argument("--prefix", help="only ids starting with this")
     p.add_argument("--limit", type=int, help="at most this many")
@@ -952,7 +824,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="one resource's record and chunks")
     p.add_argument("resource_id")
-    p.add_argument("--tenant", help="the resource's tenant (default: none)")
+    p.add_argument(
+        "--tenant", help="the resource's tenant (default: none; through --server: the token's own)"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_show)
 
@@ -996,14 +870,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(fn=cmd_search)
 
-    p = sub.add_parser("delete", help="delete a resource on every path")
-    p.add_argument("resource_id")
-    p.add_argument(
-        "--tenant",
-        help="the resource's tenant (default: none; through --server: the token's own)",
-    )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_delete)
+    for name, what, fn in (
+        ("delete", "delete a resource on every path", cmd_delete),
+        ("disable", "hide a resource from every search, keeping it", cmd_enable),
+        ("enable", "make a disabled resource searchable again", cmd_enable),
+    ):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("resource_id")
+        p.add_argument(
+            "--tenant",
+            help="the resource's tenant (default: none; through --server: the token's own)",
+        )
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(fn=fn)
 
     p = sub.add_parser(
         "include", help="bring back a folder file that delete keeps out of its folder's index"
@@ -1058,7 +937,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_mcp)
 
     p = sub.add_parser(
-        "doctor", help="check settings, store, judge, models and Milvus; show the settings"
+        "doctor",
+        help="check settings, store, judge, models and Milvus (with --server: the running "
+        "service); show the settings",
     )
     p.add_argument("--json", action="store_true")
     p.add_argument(
@@ -1083,6 +964,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     _configure_logging(args.verbose)
     try:
         return int(args.fn(args, out))
+    except ServiceHoldsDataDir as exc:
+        command = _through(sys.argv[1:] if argv is None else list(argv))
+        _error(f"hybridsag: error: {_one_line(exc.with_command(command))}")
+        return 2
     except InputError as exc:
         _error(f"hybridsag: error: {_one_line(exc)}")
         return 2
@@ -1103,8 +988,25 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return INTERRUPTED
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | str) -> str:
     return " ".join(str(exc).split())
+
+
+def _through(argv: Sequence[str]) -> str:
+    """``argv`` without its ``--server``/``--data-dir`` options, quoted for a shell: the
+    command to run through the service that holds the data dir."""
+    import shlex
+
+    rest: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--server", "--data-dir"):
+            skip = True
+        elif not arg.startswith(("--server=", "--data-dir=")):
+            rest.append(arg)
+    return shlex.join(rest)
 
 
 # ------------------------------------------------------------------------------------- logging

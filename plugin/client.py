@@ -92,6 +92,7 @@ def search_body(
     include_stale: bool | None = None,
     judge_order: bool | None = None,
     explain: bool = True,
+    weights: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/search`` for these arguments (None: the service's default)."""
     body: dict[str, Any] = {"query": query, "explain": explain}
@@ -101,6 +102,7 @@ def search_body(
         ("filters", {k: list(v) if isinstance(v, tuple) else v for k, v in (filters or {}).items()} or None),
         ("include_stale", include_stale),
         ("judge_order", judge_order),
+        ("weights", dict(weights) if weights else None),
     ):
         if value is not None:
             body[key] = value
@@ -163,11 +165,12 @@ class ServiceClient:
         include_stale: bool | None = None,
         judge_order: bool | None = None,
         explain: bool = True,
+        weights: Mapping[str, float] | None = None,
     ) -> dict[str, Any]:
         """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it."""
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
-            judge_order=judge_order, explain=explain,
+            judge_order=judge_order, explain=explain, weights=weights,
         )
         return self._call("POST", "/v1/search", json=body)
 
@@ -181,12 +184,13 @@ class ServiceClient:
         filters: Mapping[str, Any] | None = None,
         include_stale: bool | None = None,
         judge_order: bool | None = None,
+        weights: Mapping[str, float] | None = None,
     ) -> str:
         """``POST /v1/search`` with ``format: "agent"``: the agent text of at most ``budget``
         characters (``SearchResponse.as_agent_text``)."""
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
-            judge_order=judge_order, explain=False,
+            judge_order=judge_order, explain=False, weights=weights,
         )
         body.update(format="agent", budget=budget)
         return self._request("POST", "/v1/search", json=body).text
@@ -388,6 +392,28 @@ class ServiceClient:
         report["sync"] = stats
         return report
 
+    def list_resources(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = None,
+        prefix: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """``GET /v1/resources``: one page, ``{"resources": [...], "next_cursor"}`` (pass
+        ``next_cursor`` back as ``cursor`` for the next page; None after the last). A
+        tenant-scoped token lists its own tenant only; an admin every tenant's, or ``tenant``'s."""
+        params = {
+            k: v
+            for k, v in (
+                ("tenant", tenant), ("status", status), ("prefix", prefix), ("limit", limit),
+                ("cursor", cursor),
+            )
+            if v is not None
+        }  # fmt: skip
+        return self._call("GET", "/v1/resources", params=params)
+
     def resource(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """``GET /v1/resources/{id}`` of ``tenant`` (None: the token's own, or ``""`` for an
         admin); NotFoundError when missing or out of scope."""
@@ -414,6 +440,23 @@ class ServiceClient:
             params=_tenant_param(tenant),
         )
 
+    def exclusions(
+        self, *, tenant: str | None = None, resource_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """``GET /v1/exclusions``: the folder files deleted while they stay on disk, kept out
+        of their folders' index (a tenant-scoped token's own; for an admin ``tenant`` narrows),
+        of id ``resource_id`` when given."""
+        params = {k: v for k, v in (("tenant", tenant), ("resource_id", resource_id)) if v is not None}
+        return self._call("GET", "/v1/exclusions", params=params)  # type: ignore[no-any-return]
+
+    def include(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """``POST /v1/resources/{id}/include`` of ``tenant`` (as :meth:`resource`): the
+        exclusion lifted and the file indexed again; the ingest report. NotFoundError when
+        that id is not excluded."""
+        return self._call(
+            "POST", f"/v1/resources/{_quote(resource_id)}/include", params=_tenant_param(tenant)
+        )
+
     def reconcile(self, *, dry_run: bool = True, force: bool = False) -> dict[str, Any]:
         """``POST /v1/reconcile``: the audit report; ConsistencyError when refused."""
         return self._call("POST", "/v1/reconcile", json={"apply": not dry_run, "force": force})
@@ -426,15 +469,54 @@ class ServiceClient:
         """``GET /readyz``; ServiceError while the service is not ready."""
         return self._call("GET", "/readyz")
 
+    def readiness(self, *, token: bool = True) -> tuple[int, dict[str, Any]]:
+        """``GET /readyz`` with the client's token (or, ``token=False``, without one): the
+        status (200 ready, 503 not) and the body, each check's result in ``checks`` when the
+        token may see them. AuthError/ForbiddenError for a token that may not."""
+        headers = None if token else {"Authorization": ""}
+        try:
+            response = self._http.get("/readyz", headers=headers)
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"no answer from the service at {self.url}: {exc}") from exc
+        if response.status_code != 503:
+            _raise_for(response)
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        return response.status_code, body if isinstance(body, dict) else {}
+
+    def whoami(self) -> dict[str, Any]:
+        """``GET /v1/whoami``: the token's ``name``, ``role``, ``tenant`` (None: every
+        tenant's, an admin) and ``acl``, and the service's ``version``."""
+        return self._call("GET", "/v1/whoami")
+
     # -- A/B experiments (hybridsag.ab) ---------------------------------------------------------
 
     def experiments(self) -> list[dict[str, Any]]:
         """``GET /v1/experiments``: every experiment with its arms and state."""
         return self._call("GET", "/v1/experiments")
 
-    def experiment_report(self, name: str) -> dict[str, Any]:
-        """``GET /v1/experiments/{name}/report``; NotFoundError for an unknown experiment."""
-        return self._call("GET", f"/v1/experiments/{_quote(name)}/report")
+    def experiment(self, name: str) -> dict[str, Any]:
+        """``GET /v1/experiments/{name}``; NotFoundError for an unknown experiment."""
+        return self._call("GET", f"/v1/experiments/{_quote(name)}")
+
+    def define_experiment(self, definition: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/experiments`` (an admin token): the new experiment's state."""
+        return self._call("POST", "/v1/experiments", json=dict(definition))
+
+    def set_experiment_active(self, name: str, active: bool) -> dict[str, Any]:
+        """``POST /v1/experiments/{name}/start`` or ``/stop`` (an admin token)."""
+        action = "start" if active else "stop"
+        return self._call("POST", f"/v1/experiments/{_quote(name)}/{action}")
+
+    def experiment_report(self, name: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """``GET /v1/experiments/{name}/report`` of ``tenant``'s traffic (None: the token's
+        tenant, or every tenant's for an admin; naming one is an admin's); NotFoundError for an
+        unknown experiment."""
+        return self._call(
+            "GET", f"/v1/experiments/{_quote(name)}/report", params=_tenant_param(tenant)
+        )
 
     def feedback(
         self, query_id: str, *, position: int | None = None, chunk_id: str | None = None,
@@ -497,11 +579,12 @@ class AsyncServiceClient:
         include_stale: bool | None = None,
         judge_order: bool | None = None,
         explain: bool = True,
+        weights: Mapping[str, float] | None = None,
     ) -> dict[str, Any]:
         """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it."""
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
-            judge_order=judge_order, explain=explain,
+            judge_order=judge_order, explain=explain, weights=weights,
         )
         return (await self._post("/v1/search", body)).json()  # type: ignore[no-any-return]
 
@@ -514,11 +597,13 @@ class AsyncServiceClient:
         paths: Sequence[str] | None = None,
         filters: Mapping[str, Any] | None = None,
         include_stale: bool | None = None,
+        judge_order: bool | None = None,
+        weights: Mapping[str, float] | None = None,
     ) -> str:
         """``POST /v1/search`` with ``format: "agent"``: the agent text."""
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
-            explain=False,
+            judge_order=judge_order, explain=False, weights=weights,
         )
         body.update(format="agent", budget=budget)
         return (await self._post("/v1/search", body)).text

@@ -9,7 +9,8 @@ the same call may succeed later (a timeout, a 429) or never will (bad input, a r
     ├── InputError             bad caller input: empty or over-long query, bad filter, bad file
     │   ├── QueryError
     │   ├── IngestError
-    │   └── NotFoundError      no such resource (or none this caller may see)
+    │   ├── NotFoundError      no such resource (or none this caller may see)
+    │   └── ServiceHoldsDataDir  a running service holds the data dir: go through it (--server)
     ├── AuthError              HTTP service: a missing or unknown bearer token (401)
     │   └── ForbiddenError     a token without the role, tenant or ACL tag asked for (403)
     ├── OverloadError          HTTP service: too many requests in flight (retriable; 429)
@@ -59,6 +60,7 @@ __all__ = [
     "OverloadError",
     "QueryError",
     "ServiceError",
+    "ServiceHoldsDataDir",
     "StoreError",
     "WriteCancelledError",
 ]
@@ -96,6 +98,27 @@ class IngestError(InputError):
 
 class NotFoundError(InputError):
     """No such resource, or none the caller may see (the two are not told apart)."""
+
+
+class ServiceHoldsDataDir(InputError):
+    """A command would open the index of a data dir that a running ``hybridsag serve`` holds
+    (:mod:`hybridsag.service_lock`): with the embedded Milvus Lite only one process may open
+    it, and the service is the data dir's writer, so the command goes through the service.
+    ``data_dir``, ``pid`` and ``url`` name the holder; the message names the ``--server`` form.
+    """
+
+    def __init__(self, data_dir: object, pid: int, url: str) -> None:
+        super().__init__(
+            f"the data dir {data_dir} is held by a running service (pid {pid}, {url}); run: "
+            f"hybridsag --server {url} <command>"
+        )
+        self.data_dir = data_dir
+        self.pid = pid
+        self.url = url
+
+    def with_command(self, command: str) -> str:
+        """The message with ``<command>`` replaced by the command line to run instead."""
+        return str(self).replace("<command>", command)
 
 
 class AuthError(HybridSagError):

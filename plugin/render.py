@@ -36,6 +36,7 @@ __all__ = [
     "SNIPPET_LINES",
     "describe_paths",
     "render_response",
+    "render_search",
     "snippet",
     "stale_hidden_line",
     "stale_words",
@@ -48,6 +49,12 @@ SNIPPET_LINES = 8
 
 _BOLD, _RESET = "\x1b[1m", "\x1b[0m"
 _INDENT = "    "
+
+
+def render_search(data: Mapping[str, Any], **options: Any) -> str:
+    """:func:`render_response` of a response as ``SearchResponse.as_dict()`` (or the service)
+    gives it; ``options`` are :func:`render_response`'s."""
+    return render_response(SearchResponse.from_dict(data), **options)
 
 
 def render_response(

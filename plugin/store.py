@@ -1202,6 +1202,24 @@ class Store:
         """Resources (oldest first) with their current version's chunk count, filtered by
         exact ``tenant``, ``statuses`` and an id ``prefix`` (of the public ids); at most
         ``limit``."""
+        rows, _ = self.resource_page(tenant=tenant, statuses=statuses, prefix=prefix, limit=limit)
+        return rows
+
+    def resource_page(
+        self,
+        *,
+        tenant: str | None = None,
+        statuses: Sequence[str] | None = None,
+        prefix: str | None = None,
+        acl: Sequence[str] | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[tuple[ResourceRecord, int]], int | None]:
+        """One page of :meth:`list_resources`: the resources after the row ``after`` (None:
+        from the first), also filtered by ``acl`` as a search is (a resource with ACL tags
+        only when it shares one, a public one always), and the row to continue after (None
+        when this page ended the list). Keyset paging on the row's insertion order: a
+        resource written or deleted between pages never shifts another one."""
         where: list[str] = ["1 = 1"]
         params: list[Any] = []
         if tenant is not None:
@@ -1213,6 +1231,12 @@ class Store:
         if prefix:
             where.append(f"substr({public_id_sql('r')}, 1, ?) = ?")
             params.extend((len(prefix), prefix))
+        if acl is not None:
+            where.append(f"(r.acl = '[]' OR {self.backend.acl_any_sql('r', len(acl))})")
+            params.extend(acl)
+        if after is not None:
+            where.append("r.id > ?")
+            params.append(after)
         sql = (
             "SELECT r.*, (SELECT count(*) FROM chunks c WHERE c.resource_id = r.resource_id "
             "AND c.version = r.version) AS n_chunks FROM resources r WHERE "
@@ -1221,9 +1245,12 @@ class Store:
         )
         if limit is not None:
             sql += " LIMIT ?"
-            params.append(limit)
-        rows = self.connection().execute(sql, params)
-        return [(ResourceRecord.from_row(row), int(row["n_chunks"])) for row in rows]
+            params.append(limit + 1)  # one more: whether another page follows
+        rows = list(self.connection().execute(sql, params))
+        more = limit is not None and len(rows) > limit
+        rows = rows[:limit] if limit is not None else rows
+        out = [(ResourceRecord.from_row(row), int(row["n_chunks"])) for row in rows]
+        return out, (int(rows[-1]["id"]) if more else None)
 
     def iter_resource_ids(self, statuses: Sequence[str] | None = None) -> Iterator[str]:
         """The keys of every resource (of ``statuses``), oldest first."""

@@ -9,10 +9,58 @@
 
 Each imports its framework inside its own module, so ``import hybridsag`` (and this package)
 never imports LangChain, LlamaIndex or MCP; importing an adapter whose extra is missing raises
-:class:`ExtraMissingError` naming the ``pip install`` to run. What they share (a search in
-process or over the HTTP service, result metadata, errors) is :mod:`hybridsag.integrations.backend`.
+:class:`ExtraMissingError` naming the ``pip install`` to run. Each reaches the index through
+:mod:`hybridsag.backend` (a search in process or over the HTTP service), as the CLI and the
+service's handlers do; what only the adapters share (a result's metadata, the missing-extra
+error) is here.
 """
 
-from hybridsag.integrations.backend import ExtraMissingError, QueryValueError, result_metadata
+from __future__ import annotations
 
-__all__ = ["ExtraMissingError", "QueryValueError", "result_metadata"]
+from collections.abc import Mapping
+from typing import Any
+
+from hybridsag.backend import QueryValueError
+from hybridsag.errors import ConfigError
+
+__all__ = ["EXPLAIN_KEYS", "ExtraMissingError", "QueryValueError", "missing_extra", "result_metadata"]
+
+#: Metadata keys that explain a result (how it was found) rather than say what it is; the
+#: LlamaIndex adapter keeps them out of the text an LLM or an embedder sees.
+EXPLAIN_KEYS = (
+    "chunk_id", "rank", "score", "paths", "rules", "why", "byte_start", "byte_end",
+    "content_sha256", "stale",
+)  # fmt: skip
+
+
+class ExtraMissingError(ConfigError, ImportError):
+    """An optional integration's framework is not installed; the message names the
+    ``pip install 'hybridsag[extra]'`` to run. Both a ``ConfigError`` and an ``ImportError``."""
+
+
+def missing_extra(extra: str, exc: ImportError) -> ExtraMissingError:
+    """The error an adapter raises when importing its framework failed with ``exc``."""
+    missing = exc.name.split(".")[0] if exc.name else str(exc)
+    return ExtraMissingError(
+        f"hybridsag.integrations.{extra} needs the {extra} extra ({missing} is not installed): "
+        f"pip install 'hybridsag[{extra}]'"
+    )
+
+
+def result_metadata(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result's metadata for a framework's document: what it is (``resource_id``, ``title``,
+    ``heading_path``, ``start_line``/``end_line``, ``byte_start``/``byte_end``,
+    ``content_sha256``, ``source_uri``) and how it was found (``chunk_id``, ``rank``, ``score``
+    = the fused score, ``paths`` = each path's ``rank``, ``score``, ``raw_score`` (both None
+    for bm25, sag2 and title in a tenant-scoped search), ``rrf_term`` and facts such as
+    ``judge_p``, ``rules``, ``why``, ``stale``)."""
+    keys = (
+        "resource_id", "title", "heading_path", "start_line", "end_line", "byte_start",
+        "byte_end", "content_sha256", "source_uri", "chunk_id", "rank", "score",
+    )  # fmt: skip
+    out = {k: result[k] for k in keys}
+    out["paths"] = {name: dict(facts) for name, facts in result["paths"].items()}
+    out["rules"] = list(result["rules"])
+    out["why"] = list(result["why"])
+    out["stale"] = bool(result.get("stale", False))
+    return out

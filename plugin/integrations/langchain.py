@@ -12,7 +12,7 @@ a :class:`~hybridsag.search.HybridSearch` of this process (``hybrid_search=``) o
     docs[0].metadata["resource_id"], docs[0].metadata["paths"]["sag2"]["rank"]
 
 Each ``Document`` has the chunk text as ``page_content``, the chunk id as ``id`` and, as
-``metadata``, :func:`~hybridsag.integrations.backend.result_metadata`: resource id, title,
+``metadata``, :func:`~hybridsag.integrations.result_metadata`: resource id, title,
 heading path, lines, byte range, content hash, source file, the fused ``score`` and ``rank``,
 and the explain data (``paths``: each path's rank, score, raw score and RRF term; ``rules``;
 ``why``).
@@ -24,7 +24,7 @@ Errors: bad fields at construction (a bad filter, ``top_k`` out of range, an unk
 process, neither or both of ``hybrid_search`` and ``url``) raise pydantic's
 ``ValidationError`` (a ``ValueError``) carrying hybridsag's message; a bad call (an empty query,
 a path or filter the service refuses) raises
-:class:`~hybridsag.integrations.backend.QueryValueError` (a ``ValueError`` and a hybridsag
+:class:`~hybridsag.backend.QueryValueError` (a ``ValueError`` and a hybridsag
 ``QueryError``). Other failures keep their hybridsag type (``ServiceError``, ``AuthError``...).
 """
 
@@ -34,15 +34,9 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, InstanceOf, SecretStr, model_validator
 
+from hybridsag.backend import Backend, SearchOptions, make_backend
 from hybridsag.errors import ConfigError
-from hybridsag.integrations.backend import (
-    LocalBackend,
-    RemoteBackend,
-    SearchOptions,
-    make_backend,
-    missing_extra,
-    result_metadata,
-)
+from hybridsag.integrations import missing_extra, result_metadata
 from hybridsag.search import HybridSearch
 
 try:
@@ -93,11 +87,10 @@ class HybridSagRetriever(BaseRetriever):
         except ConfigError as exc:  # not a ValueError: pydantic would not report it
             raise ValueError(str(exc)) from exc
         self._options()  # QueryValueError is a ValueError: reported by pydantic
-        if isinstance(backend, LocalBackend):
-            backend.check_paths(self.paths)
+        backend.check_paths(self.paths)
         return self
 
-    def _backend(self) -> LocalBackend | RemoteBackend:
+    def _backend(self) -> Backend:
         return make_backend(
             self.hybrid_search,
             url=self.url,

@@ -12,8 +12,8 @@ or a running ``hybridsag serve`` (``url=`` and ``token=``)::
     print(engine.query("how do I reset E-1234?"))
 
 Each ``NodeWithScore`` holds a ``TextNode`` (id: the chunk id, text: the chunk text, metadata:
-:func:`~hybridsag.integrations.backend.result_metadata`, source: the resource id) and the fused
-score. The explain keys (:data:`~hybridsag.integrations.backend.EXPLAIN_KEYS`: ranks, scores,
+:func:`~hybridsag.integrations.result_metadata`, source: the resource id) and the fused
+score. The explain keys (:data:`~hybridsag.integrations.EXPLAIN_KEYS`: ranks, scores,
 rules, byte range, hash) are left out of what the LLM and an embedder see; resource id, title,
 heading path, lines and source file stay in, so an answer can cite them.
 
@@ -22,7 +22,7 @@ caller's event loop; in process it runs the (synchronous) search in a worker thr
 
 Errors: bad arguments at construction (a bad filter, ``top_k`` out of range, an unknown path in
 process) and a bad call (an empty query, a path or filter the service refuses) raise
-:class:`~hybridsag.integrations.backend.QueryValueError`, a ``ValueError`` (what LlamaIndex
+:class:`~hybridsag.backend.QueryValueError`, a ``ValueError`` (what LlamaIndex
 raises for bad arguments) and a hybridsag ``QueryError``, with hybridsag's message; neither or
 both of ``hybrid_search`` and ``url`` is a ``ConfigError``.
 """
@@ -30,17 +30,13 @@ both of ``hybrid_search`` and ``url`` is a ``ConfigError``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hybridsag.integrations.backend import (
-    EXPLAIN_KEYS,
-    LocalBackend,
-    SearchOptions,
-    make_backend,
-    missing_extra,
-    result_metadata,
-)
-from hybridsag.search import HybridSearch
+from hybridsag.backend import SearchOptions, make_backend
+from hybridsag.integrations import EXPLAIN_KEYS, missing_extra, result_metadata
+
+if TYPE_CHECKING:
+    from hybridsag.search import HybridSearch
 
 try:
     from llama_index.core.callbacks import CallbackManager
@@ -107,8 +103,7 @@ class HybridSagRetriever(BaseRetriever):
             filters=dict(filters or {}),
             include_stale=include_stale,
         )
-        if isinstance(self._backend, LocalBackend):
-            self._backend.check_paths(self._options.paths)
+        self._backend.check_paths(self._options.paths)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

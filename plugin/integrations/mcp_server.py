@@ -7,12 +7,16 @@ Tools:
   (:func:`hybridsag.agent.agent_text`: results grouped by file and heading, line numbers, short
   quotes, at most ``budget`` characters); ``format="json"`` gives the full response as JSON
   (text, ids, lines, byte ranges, hashes, each path's rank and score).
-- ``ingest(resources)`` and ``delete(resource_id)``: only with ``mcp.allow_writes`` (or
+- ``ingest(resources)`` and ``delete(resource_id, tenant)``: only with ``mcp.allow_writes`` (or
   ``hybridsag mcp --allow-writes``). In process they write the data dir; through ``--server``
-  the service decides by the client token's role (a read token gets ``ForbiddenError``).
+  the service decides by the client token's role (a read token gets ``ForbiddenError``). A
+  resource is (tenant, id): ``delete`` names the tenant (default: in process the un-tenanted
+  resources, through a service the token's own tenant).
 
-The server searches in process over the data dir (``--data-dir``) or, with ``--server URL``
-(``server.url``), a running ``hybridsag serve`` with ``server.client_token``.
+Every tool calls one :class:`~hybridsag.backend.Backend` operation (the ones the CLI and the
+service's handlers call): in process over the data dir (``--data-dir``; refused in one line
+while a running service holds it) or, with ``--server URL`` (``server.url``), a running
+``hybridsag serve`` with ``server.client_token`` (:func:`~hybridsag.backend.open_backend`).
 
 Errors: bad input that hybridsag refuses (an empty query, an unknown path, a bad filter, a
 ``top_k`` or ``budget`` out of range, a bad resource) raises ``MCPError`` with code -32602
@@ -32,15 +36,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hybridsag import __version__
+from hybridsag.backend import Backend, SearchOptions, open_backend
 from hybridsag.chunker import Format
-from hybridsag.errors import HybridSagError, InputError
-from hybridsag.integrations.backend import (
-    LocalBackend,
-    RemoteBackend,
-    SearchBackend,
-    SearchOptions,
-    missing_extra,
-)
+from hybridsag.errors import HybridSagError, InputError, ServiceHoldsDataDir
+from hybridsag.integrations import missing_extra
 from hybridsag.settings import Settings
 
 try:
@@ -79,18 +78,17 @@ class ResourceArg(BaseModel):
     format: Format = "markdown"
 
 
-def _invalid(exc: InputError) -> MCPError:
-    """hybridsag's refusal of bad input as the protocol's invalid-params error."""
-    return MCPError(INVALID_PARAMS, str(exc), data={"error": type(exc).__name__})
-
-
-def _failed(exc: HybridSagError) -> ToolError:
-    """Any other hybridsag failure as an ``isError`` tool result naming its type."""
+def _tool_error(exc: HybridSagError) -> MCPError | ToolError:
+    """hybridsag's refusal of bad input as the protocol's invalid-params error; any other
+    failure (a data dir a running service holds included: not the caller's arguments) as an
+    ``isError`` tool result naming its type."""
+    if isinstance(exc, InputError) and not isinstance(exc, ServiceHoldsDataDir):
+        return MCPError(INVALID_PARAMS, str(exc), data={"error": type(exc).__name__})
     return ToolError(f"{type(exc).__name__}: {exc}")
 
 
 def build_server(
-    backend: SearchBackend, *, allow_writes: bool = False, top_k: int = 5, budget: int = 4000
+    backend: Backend, *, allow_writes: bool = False, top_k: int = 5, budget: int = 4000
 ) -> MCPServer:
     """An MCP server whose tools call ``backend`` (see the module docstring); ``top_k`` and
     ``budget`` are a search call's defaults. The caller runs it (``run_stdio_async``)."""
@@ -132,10 +130,8 @@ def build_server(
                 return json.dumps(response, ensure_ascii=False)
             chars = default_budget if budget is None else budget
             return await backend.asearch_agent(query, options, chars)
-        except InputError as exc:
-            raise _invalid(exc) from exc
         except HybridSagError as exc:
-            raise _failed(exc) from exc
+            raise _tool_error(exc) from exc
 
     if allow_writes:
 
@@ -152,10 +148,8 @@ def build_server(
             whole batch before anything is written. Returns the ingest report as JSON."""
             try:
                 report = backend.ingest([r.model_dump(exclude_none=True) for r in resources])
-            except InputError as exc:
-                raise _invalid(exc) from exc
             except HybridSagError as exc:
-                raise _failed(exc) from exc
+                raise _tool_error(exc) from exc
             return json.dumps(report, ensure_ascii=False)
 
         @server.tool(
@@ -165,45 +159,31 @@ def build_server(
             ),
             structured_output=False,
         )
-        def delete(resource_id: str) -> str:
-            """Delete one document from the index on every recall path. Says whether it
-            existed."""
+        def delete(resource_id: str, tenant: str | None = None) -> str:
+            """Delete one document from the index on every recall path. A document is (tenant,
+            id): `tenant` names its tenant (default: the server's own, i.e. documents ingested
+            without one, or the token's tenant through a service). Says whether it existed."""
             try:
-                done = backend.delete(resource_id)
-            except InputError as exc:
-                raise _invalid(exc) from exc
+                done = backend.delete(resource_id, tenant=tenant)
             except HybridSagError as exc:
-                raise _failed(exc) from exc
-            return json.dumps({"resource_id": resource_id, "deleted": done})
+                raise _tool_error(exc) from exc
+            return json.dumps({"resource_id": resource_id, "tenant": tenant, "deleted": done})
 
     return server
 
 
 def run_stdio(settings: Settings, *, allow_writes: bool | None = None) -> None:
-    """Serve MCP over stdin/stdout until the client closes stdin: over a running service when
-    ``server.url`` is set, else in process over ``settings.data_dir`` (the search is built
-    here and closed on exit; its parts load on the first call). ``allow_writes`` overrides
-    ``mcp.allow_writes``."""
-    from hybridsag.search import HybridSearch
-
+    """Serve MCP over stdin/stdout until the client closes stdin, over
+    ``open_backend(settings)``: a running service when ``server.url`` is set, else in process
+    over ``settings.data_dir`` (opened on the first call, closed on exit). ``allow_writes``
+    overrides ``mcp.allow_writes``."""
     writes = settings.mcp.allow_writes if allow_writes is None else allow_writes
-    s = settings.server
-    if s.url is not None:
-        token = s.client_token or s.token
-        backend: SearchBackend = RemoteBackend(
-            s.url,
-            token=token.get_secret_value() if token is not None else None,
-            timeout_s=s.client_timeout_s,
+    backend = open_backend(settings)
+    try:
+        server = build_server(
+            backend, allow_writes=writes, top_k=settings.mcp.top_k, budget=settings.mcp.budget
         )
-        _serve(backend, settings, writes)
-        return
-    with HybridSearch(settings) as hs:
-        _serve(LocalBackend(hs), settings, writes)
-
-
-def _serve(backend: SearchBackend, settings: Settings, writes: bool) -> None:
-    server = build_server(
-        backend, allow_writes=writes, top_k=settings.mcp.top_k, budget=settings.mcp.budget
-    )
-    log.info("MCP over stdio (writes %s)", "on" if writes else "off")
-    server.run("stdio")
+        log.info("MCP over stdio (writes %s)", "on" if writes else "off")
+        server.run("stdio")
+    finally:
+        backend.close()

@@ -17,22 +17,28 @@ JSON, or a file's raw bytes on the folder sync's upload route (:mod:`hybridsag.s
 size, stalls, nesting). There is no ``/docs`` nor ``/redoc`` (Swagger UI and ReDoc load
 their code from a CDN): ``/openapi.json`` is the schema.
 
-Handlers hold no logic the Python API lacks: they check the caller's scope
-(:mod:`hybridsag.service.auth`), hand the call to a :class:`~hybridsag.service.limits.Gate`, and
-turn the result into the response model. One exception handler maps the ``HybridSagError`` tree
-to status codes (input 422, not found 404, auth 401/403, overload 429 with Retry-After,
-consistency refused 409, a backend or timeout 503, configuration 500, every 5xx logged with
-its traceback); every error body has FastAPI's validation shape
-``{"detail": [{"loc", "msg", "type"}]}``.
+Handlers hold no logic of their own: they check the caller's scope
+(:mod:`hybridsag.service.auth`), hand the call to a :class:`~hybridsag.service.limits.Gate`, which
+runs it on the service's :class:`~hybridsag.backend.LocalBackend` (the same operations the CLI,
+MCP and the framework adapters call in process), and turn the result into the response model.
+One exception handler maps the ``HybridSagError`` tree to status codes (input 422, not found
+404, auth 401/403, overload 429 with Retry-After, consistency refused 409, a backend or timeout
+503, configuration 500, every 5xx logged with its traceback); every error body has FastAPI's
+validation shape ``{"detail": [{"loc", "msg", "type"}]}``.
 
 Watched folders (``[sources] watch``) are indexed and then followed by a
 :class:`~hybridsag.service.watch.FolderWatcher` once the service is warm, through the same write
 gate as every write; ``/readyz``'s detail says how it is doing (``sources``).
 
-Reconcile and audit come from ``reconciler`` (a :class:`ReconcileHooks`), which the caller
-passes in: this package (``hybridsag``) never imports ``hybridsag.consistency``; the ``serve``
-command, registered by that package, wires its implementation in. Without hooks there is no
-``/v1/reconcile`` nor ``/v1/audit/latest``.
+Reconcile and audit come from ``reconciler`` (a :class:`~hybridsag.backend.ReconcileHooks`),
+which the caller passes in: this package (``hybridsag``) never imports ``hybridsag.consistency``;
+the ``serve`` command, registered by that package, wires its implementation in. Without hooks
+there is no ``/v1/reconcile`` nor ``/v1/audit/latest``.
+
+``GET /v1/resources`` lists resources a page at a time (oldest first; ``next_cursor`` continues),
+scoped as a search is: a tenant-scoped token lists its own tenant's resources that its ACL tags
+reach, in the statuses it sees. ``GET /v1/whoami`` names the caller's token (name, role, tenant)
+and the service's version, for ``hybridsag --server URL doctor``.
 """
 
 import asyncio
@@ -42,7 +48,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Security
@@ -55,12 +61,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from hybridsag import __version__
 from hybridsag.agent import agent_text
 from hybridsag.ab.online import Experiments
+from hybridsag.backend import PAGE_MAX, LocalBackend, ReconcileHooks, SearchOptions
 from hybridsag.errors import (
     AuthError,
     ConfigError,
     ConsistencyError,
     ForbiddenError,
     HybridSagError,
+    IngestError,
     InputError,
     NotFoundError,
     OverloadError,
@@ -76,18 +84,22 @@ from hybridsag.service.metrics import CONTENT_TYPE, ServiceMetrics
 from hybridsag.service.watch import FolderWatcher
 from hybridsag.service.models import (
     ErrorOut,
+    ExclusionOut,
     HealthOut,
     IngestOut,
     ReadyOut,
     ReconcileRequest,
     ResourceIn,
     ResourceOut,
+    ResourcePageOut,
     SearchOut,
     SearchRequest,
+    WhoAmIOut,
     WriteOut,
 )
 from hybridsag.settings import Settings
-from hybridsag.writer import Document, make_document
+from hybridsag.store import STATUSES
+from hybridsag.writer import Document
 
 __all__ = ["API_PREFIX", "ReconcileHooks", "ServiceState", "create_app"]
 
@@ -99,27 +111,6 @@ _RESOURCES = TypeAdapter(list[ResourceIn])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut} for code in (400, 401, 403, 404, 408, 413, 415, 422, 429, 500, 503)
 }
-
-
-class ReconcileHooks(Protocol):
-    """What the service needs of the reconciler (``hybridsag.consistency`` provides one).
-
-    ``run`` plans (and with ``dry_run=False`` applies) over the service's own search and returns
-    the audit report, raising ``ConsistencyError`` when refused (lease held, mass-delete guard);
-    ``latest`` is the newest audit report or None; ``start_schedule`` starts the
-    ``consistency.cron`` job (the same lease as every other reconcile), ``next_run`` says when it
-    runs next (ISO time) and ``stop_schedule`` stops it.
-    """
-
-    def run(self, search: HybridSearch, *, dry_run: bool, force: bool) -> dict[str, Any]: ...
-
-    def latest(self, search: HybridSearch) -> dict[str, Any] | None: ...
-
-    def start_schedule(self, search: HybridSearch) -> None: ...
-
-    def next_run(self) -> str | None: ...
-
-    def stop_schedule(self) -> None: ...
 
 
 def _detail(loc: list[str | int], msg: str, kind: str) -> dict[str, Any]:
@@ -153,6 +144,8 @@ class ServiceState:
         self.search: HybridSearch | None = search
         #: the A/B experiments and their event store (hybridsag.ab), opened by warm()
         self.experiments: Experiments | None = None
+        #: the operations every handler calls, over the warm search (built by warm())
+        self.backend: LocalBackend | None = None
         self.ready = False
         #: set by close(): writes in flight are cancelled (hybridsag.writer's cancel event)
         self.stopping = threading.Event()
@@ -199,6 +192,9 @@ class ServiceState:
                 self.search = HybridSearch(self.settings)
             if self.experiments is None:
                 self.experiments = Experiments(self.settings)
+            self.backend = LocalBackend(
+                self.search, reconciler=self.reconciler, experiments=self.experiments
+            )
             self.search.search("hybridsag warm-up", top_k=1)
             self.search.counts()
         except HybridSagError as exc:
@@ -239,11 +235,11 @@ class ServiceState:
             )
         return self.search
 
-    def ab(self) -> Experiments:
-        """The experiments; 503 (retriable) while warming up."""
+    def ops(self) -> LocalBackend:
+        """The backend every handler calls; 503 (retriable) while warming up."""
         self.hs()
-        assert self.experiments is not None  # built by warm() before ready
-        return self.experiments
+        assert self.backend is not None  # built by warm() before ready
+        return self.backend
 
     async def cached_checks(self) -> dict[str, str]:
         """:meth:`checks`, run on a thread at most once per ``server.ready_cache_s`` (callers
@@ -314,7 +310,7 @@ def _caller(role: str) -> Callable[..., Principal]:
 
 def _known_query(request: Request) -> None:
     """422 for a query parameter the endpoint does not take (unknown keys are errors here as
-    in the settings and the bodies)."""
+    in the settings and the bodies), or one given more than once."""
     allowed: set[str] = set()
     todo = [getattr(request.scope.get("route"), "dependant", None)]
     while todo:  # the route's dependency tree: its own query parameters and its dependencies'
@@ -327,6 +323,11 @@ def _known_query(request: Request) -> None:
             raise FieldError(
                 ["query", name],
                 f"unknown query parameter {name!r}; valid: {sorted(allowed) or 'none'}",
+            )
+        given = len(request.query_params.getlist(name))
+        if given > 1:  # each parameter is one value: a repeated one is not silently the last
+            raise FieldError(
+                ["query", name], f"query parameter {name!r} given {given} times; give it once"
             )
 
 
@@ -348,6 +349,16 @@ ops = APIRouter(
 def healthz() -> HealthOut:
     """The process answers (nothing else checked)."""
     return HealthOut()
+
+
+@api.get("/whoami", response_model=WhoAmIOut, tags=["probes"])
+def whoami(caller: Principal = reader) -> WhoAmIOut:
+    """The caller's token (its name, role, tenant: None for an admin's every tenant, ACL tags)
+    and the service's version: what ``hybridsag --server URL doctor`` shows."""
+    return WhoAmIOut(
+        name=caller.name, role=caller.role, tenant=caller.tenant if caller.scoped else None,
+        acl=list(caller.acl), version=__version__,
+    )  # fmt: skip
 
 
 def _metrics_rule(state: ServiceState, token: str | None) -> None:
@@ -431,25 +442,23 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
             ["body", "top_k"], f"top_k={body.top_k} is over server.max_top_k={s.server.max_top_k}"
         )
     filters = caller.scope_filters(body.filters.as_mapping())
-    hs = state.hs()
+    backend = state.ops()
     if body.user is not None or body.experiment is not None:
         joined = await _experiment_search(state, body, caller, filters)
         if joined is not None:
             return joined
-
-    def run() -> dict[str, Any]:
-        return hs.search(
-            body.query,
-            top_k=body.top_k,
-            paths=body.paths,
-            filters=filters,
-            explain=body.explain,
-            include_stale=body.include_stale,
-            weights=body.weights,
-            judge_order=body.judge_order,
-        ).as_dict()
-
-    out = await state.searches.run(run, timeout=s.server.search_timeout_s)
+    options = SearchOptions(
+        top_k=body.top_k,
+        paths=tuple(body.paths) if body.paths is not None else None,
+        filters=filters,
+        include_stale=body.include_stale,
+        judge_order=body.judge_order,
+        weights=body.weights,
+        explain=body.explain,
+    )
+    out = await state.searches.run(
+        lambda: backend.search(body.query, options), timeout=s.server.search_timeout_s
+    )
     state.metrics.observe_search(out)
     if body.format == "agent":
         return PlainTextResponse(agent_text(out, body.budget))
@@ -462,37 +471,31 @@ async def _experiment_search(
     """A search under the experiment the request joins (hybridsag.ab), or None when it joins
     none. The arm decides paths, weights and judge order, so a request that joins an experiment
     may not set them."""
-    exps = state.ab()
-    joined = exps.applicable(body.experiment, body.user)
+    backend = state.ops()
+    joined = backend.applicable_experiment(body.experiment, body.user)
     if joined is None:
         return None
     if body.format == "agent":
         raise FieldError(
             ["body", "format"],
-            f'format "agent" cannot join experiment {joined.definition.name!r} (its feedback '
+            f'format "agent" cannot join experiment {joined!r} (its feedback '
             "needs the JSON answer's query_id); ask for JSON, or leave out user and experiment",
         )
     for field in ("paths", "weights", "judge_order"):
         if getattr(body, field) is not None:
             raise FieldError(
                 ["body", field],
-                f"{field} is set by the arm of experiment {joined.definition.name!r}; leave it "
+                f"{field} is set by the arm of experiment {joined!r}; leave it "
                 "out (or leave out user and experiment for a search of your own)",
             )
-    hs = state.hs()
     assert body.user is not None  # applicable() refuses an experiment without a user
+    options = SearchOptions(
+        top_k=body.top_k, filters=filters, include_stale=body.include_stale, explain=body.explain
+    )
 
     def run() -> dict[str, Any]:
-        return exps.search(
-            hs,
-            body.query,
-            unit=body.user,
-            experiment=joined.definition.name,
-            tenant=caller.tenant,
-            top_k=body.top_k,
-            filters=filters,
-            explain=body.explain,
-            include_stale=body.include_stale,
+        return backend.experiment_search(
+            body.query, options, unit=body.user, experiment=joined, tenant=caller.tenant
         )
 
     out = await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
@@ -501,7 +504,9 @@ async def _experiment_search(
     return out
 
 
-async def _documents(request: Request, caller: Principal, max_batch: int) -> list[Document]:
+async def _documents(
+    request: Request, caller: Principal, backend: LocalBackend, max_batch: int
+) -> list[Document]:
     """The request's resources (a JSON list, or JSONL for ``application/x-ndjson``: lines split
     on ``\\n`` only, as JSON strings may hold U+2028 or U+0085), checked against the caller's
     scope; FieldError naming the entry and field otherwise. (BodyGuard has already refused a
@@ -534,20 +539,15 @@ async def _documents(request: Request, caller: Principal, max_batch: int) -> lis
         raise FieldError(
             ["body"], f"{len(resources)} resources in one request; server.max_batch is {max_batch}"
         )
-    docs: list[Document] = []
+    checked = []
     for i, r in enumerate(resources):
         tenant = caller.check_tenant(r.tenant, where=f"body[{i}].tenant")
         caller.check_tags(r.acl, where=f"body[{i}].acl")
-        try:
-            docs.append(
-                make_document(
-                    r.id, r.text, title=r.title, metadata=r.metadata, tenant=tenant,
-                    acl=r.acl, fmt=r.format,
-                )
-            )
-        except InputError as exc:
-            raise FieldError(["body", i], str(exc)) from None
-    return docs
+        checked.append({**r.model_dump(), "tenant": tenant})
+    try:
+        return backend.documents(checked)
+    except IngestError as exc:
+        raise FieldError(["body", getattr(exc, "index", 0)], str(exc.__cause__ or exc)) from None
 
 
 _INGEST_BODY = {
@@ -575,15 +575,15 @@ async def ingest(
     """Ingest (or re-ingest) a batch; returns the ingest report. A batch is all or nothing at
     the door: one bad entry refuses the request (422 naming it) before anything is written."""
     state = _state(request)
-    docs = await _documents(request, caller, state.settings.server.max_batch)
-    hs = state.hs()
+    backend = state.ops()
+    docs = await _documents(request, caller, backend, state.settings.server.max_batch)
 
     def run() -> IngestOut:
         # ids are per tenant: a document lands in the caller's own tenant, where another
         # tenant's ids do not exist; only a resource of its own tenant that its ACL tags do
         # not reach is refused (it may not overwrite what it cannot read)
         for i, doc in enumerate(docs):
-            existing = hs.resource(doc.resource_id, tenant=doc.tenant)
+            existing = backend.record(doc.resource_id, tenant=doc.tenant)
             if existing is not None and not caller.can_see(existing):
                 error = ForbiddenError(
                     f"body[{i}]: resource id {doc.resource_id!r} is held by an ACL group "
@@ -592,10 +592,8 @@ async def ingest(
                 error.loc = ["body", i, "_id"]  # type: ignore[attr-defined]
                 raise error
         # the shutdown sets state.stopping: a long write stops at its next cancellation point
-        report = hs.ingest_documents(
-            docs, mode=mode, cancel=state.stopping  # type: ignore[arg-type]
-        )
-        return IngestOut.of(report)
+        report = backend.ingest_documents(docs, mode=mode, cancel=state.stopping)
+        return IngestOut(**report)
 
     return await state.writes.run(run)
 
@@ -615,38 +613,77 @@ def _tenant_of(caller: Principal, tenant: str | None) -> str:
     return caller.check_tenant(tenant, where="query.tenant")
 
 
-def _visible(hs: HybridSearch, caller: Principal, resource_id: str, tenant: str) -> None:
-    record = hs.resource(resource_id, tenant=tenant)
+def _visible(backend: LocalBackend, caller: Principal, resource_id: str, tenant: str) -> None:
+    record = backend.record(resource_id, tenant=tenant)
     if record is None or not caller.can_see(record):
         raise NotFoundError(f"no resource {resource_id!r}")
+
+
+@api.get("/resources", response_model=ResourcePageOut, tags=["resources"])
+async def list_resources(
+    request: Request,
+    caller: Principal = reader,
+    tenant: str | None = Query(
+        None,
+        max_length=256,
+        description="only this tenant's resources (an admin's choice; default: every tenant's). "
+        "A tenant-scoped token lists its own tenant only (another is 403)",
+    ),
+    status: Literal[STATUSES] | None = Query(  # type: ignore[valid-type]
+        None, description="only resources in this status (a read token sees `ready` ones only)"
+    ),
+    prefix: str | None = Query(None, max_length=1024, description="only ids starting with this"),
+    limit: int = Query(PAGE_MAX, ge=1, le=PAGE_MAX, description="at most this many on the page"),
+    cursor: str | None = Query(
+        None, pattern=r"^[0-9]{1,18}$", description="`next_cursor` of the previous page"
+    ),
+) -> Any:
+    """Resources, oldest first, a page at a time, as ``hybridsag list --json`` shows them; a
+    tenant-scoped token sees only its own tenant's, those its ACL tags reach, in the statuses
+    its role sees (``next_cursor`` is None after the last page)."""
+    state = _state(request)
+    backend = state.ops()
+    acl: tuple[str, ...] | None = None
+    if caller.scoped:
+        tenant = caller.check_tenant(tenant, where="query.tenant")
+        acl = caller.acl
+    if status is not None and not caller.sees_status(status):
+        raise ForbiddenError(
+            f"status={status!r}: token {caller.name!r} (role {caller.role!r}) cannot see "
+            f"{status} resources"
+        )
+    statuses = (status,) if status else tuple(x for x in STATUSES if caller.sees_status(x))
+    if statuses == STATUSES:
+        statuses = ()
+
+    def run() -> dict[str, Any]:
+        try:
+            return backend.list_page(
+                tenant=tenant, statuses=statuses or None, prefix=prefix, acl=acl, limit=limit,
+                cursor=cursor,
+            )  # fmt: skip
+        except InputError as exc:
+            raise FieldError(["query", "cursor"], str(exc)) from None
+
+    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
 
 
 @api.get("/resources/{resource_id:path}", response_model=ResourceOut, tags=["resources"])
 async def get_resource(
     resource_id: str, request: Request, caller: Principal = reader, tenant: str | None = _TENANT
 ) -> Any:
-    """A resource's status, version and current chunks (404 when missing or out of scope)."""
+    """A resource's record, whether its source file is stale, and its current chunks (404 when
+    missing or out of scope)."""
     state = _state(request)
-    hs = state.hs()
+    backend = state.ops()
     scope = _tenant_of(caller, tenant)
 
     def run() -> ResourceOut:
-        record = hs.resource(resource_id, tenant=scope)
-        if record is None or not caller.can_see(record):
+        _visible(backend, caller, resource_id, scope)
+        detail = backend.show(resource_id, tenant=scope)
+        if detail is None:
             raise NotFoundError(f"no resource {resource_id!r}")
-        return ResourceOut(
-            resource_id=record.resource_id,
-            title=record.title,
-            status=record.status,
-            version=record.version,
-            tenant=record.tenant,
-            acl=list(record.acl),
-            metadata=dict(record.metadata),
-            content_sha256=record.content_sha256,
-            updated_at=record.updated_at,
-            error=record.error,
-            chunks=hs.resource_chunks(resource_id, tenant=scope),
-        )
+        return ResourceOut.of(detail, backend.chunks(resource_id, tenant=scope))
 
     return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
 
@@ -656,12 +693,12 @@ def _write_route(action: str, call: Callable[..., bool]) -> Callable[..., Any]:
         resource_id: str, request: Request, caller: Principal = writer, tenant: str | None = _TENANT
     ) -> WriteOut:
         state = _state(request)
-        hs = state.hs()
+        backend = state.ops()
         scope = _tenant_of(caller, tenant)
 
         def run() -> WriteOut:
-            _visible(hs, caller, resource_id, scope)
-            if not call(hs, resource_id, tenant=scope):
+            _visible(backend, caller, resource_id, scope)
+            if not call(backend, resource_id, tenant=scope):
                 raise NotFoundError(f"no resource {resource_id!r}")
             return WriteOut(resource_id=resource_id, done=True, action=action)  # type: ignore[arg-type]
 
@@ -670,10 +707,18 @@ def _write_route(action: str, call: Callable[..., bool]) -> Callable[..., Any]:
     return handler
 
 
+def _disable(backend: LocalBackend, resource_id: str, *, tenant: str) -> bool:
+    return backend.set_enabled(resource_id, False, tenant=tenant)
+
+
+def _enable(backend: LocalBackend, resource_id: str, *, tenant: str) -> bool:
+    return backend.set_enabled(resource_id, True, tenant=tenant)
+
+
 for _suffix, _method, _action, _call, _summary in (
-    ("/disable", "POST", "disabled", HybridSearch.disable, "Disable a resource (hidden, kept)"),
-    ("/enable", "POST", "enabled", HybridSearch.enable, "Enable a disabled resource"),
-    ("", "DELETE", "deleted", HybridSearch.delete, "Delete a resource on every path"),
+    ("/disable", "POST", "disabled", _disable, "Disable a resource (hidden, kept)"),
+    ("/enable", "POST", "enabled", _enable, "Enable a disabled resource"),
+    ("", "DELETE", "deleted", LocalBackend.delete, "Delete a resource on every path"),
 ):
     api.add_api_route(
         "/resources/{resource_id:path}" + _suffix,
@@ -685,17 +730,63 @@ for _suffix, _method, _action, _call, _summary in (
     )
 
 
+@api.post("/resources/{resource_id:path}/include", response_model=IngestOut, tags=["resources"])
+async def include(
+    resource_id: str, request: Request, caller: Principal = writer, tenant: str | None = _TENANT
+) -> IngestOut:
+    """Lift the exclusion a delete left on a folder file that stayed on disk, and index the
+    file again with the ACL it had (404 when that id is not excluded, or out of scope)."""
+    state = _state(request)
+    backend = state.ops()
+    scope = _tenant_of(caller, tenant)
+
+    def run() -> IngestOut:
+        if not any(caller.can_see_tags(x["acl"]) for x in backend.exclusions(
+            tenant=scope, resource_id=resource_id
+        )):
+            raise NotFoundError(f"no excluded file {resource_id!r}")
+        return IngestOut(**backend.include(resource_id, tenant=scope))
+
+    return await state.writes.run(run)
+
+
+@api.get("/exclusions", response_model=list[ExclusionOut], tags=["resources"])
+async def exclusions(
+    request: Request,
+    caller: Principal = writer,
+    tenant: str | None = Query(
+        None,
+        max_length=256,
+        description="only this tenant's (an admin's choice; default: every tenant's). A "
+        "tenant-scoped token lists its own tenant's only (another is 403)",
+    ),
+    resource_id: str | None = Query(None, max_length=1024, description="only this id"),
+) -> Any:
+    """The folder files deleted while they stayed on disk and kept out of their folder's
+    index until ``hybridsag include`` (``POST /v1/resources/{id}/include``) lifts them; a
+    tenant-scoped token sees its own tenant's, those its ACL tags reach."""
+    state = _state(request)
+    backend = state.ops()
+    if caller.scoped:
+        tenant = caller.check_tenant(tenant, where="query.tenant")
+
+    def run() -> list[dict[str, Any]]:
+        rows = backend.exclusions(tenant=tenant, resource_id=resource_id)
+        return [x for x in rows if caller.can_see_tags(x["acl"])]
+
+    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+
+
 @ops.post("/reconcile", responses={409: {"model": ErrorOut}})
 async def reconcile(body: ReconcileRequest, request: Request, caller: Principal = admin) -> Any:
     """Plan (and with ``apply: true`` apply) a reconcile; returns the audit report. 409 when
     refused (another reconcile holds the lease, or the mass-delete guard without ``force``)."""
     state = _state(request)
-    hooks = state.reconciler
-    assert hooks is not None  # the route exists only with hooks
-    hs = state.hs()
+    assert state.reconciler is not None  # the route exists only with hooks
+    backend = state.ops()
     try:
         report = await anyio.to_thread.run_sync(
-            lambda: hooks.run(hs, dry_run=not body.apply, force=body.force)
+            lambda: backend.reconcile(dry_run=not body.apply, force=body.force)
         )
     except ConsistencyError:
         state.metrics.reconcile.labels(outcome="refused").inc()
@@ -710,14 +801,12 @@ async def reconcile(body: ReconcileRequest, request: Request, caller: Principal 
 
 @ops.get("/audit/latest")
 async def audit_latest(request: Request, caller: Principal = admin) -> Any:
-    """The newest reconcile audit report (404 when none was written yet)."""
+    """The newest reconcile audit report (404 when none was written yet: POST
+    ``/v1/reconcile`` first)."""
     state = _state(request)
-    hooks = state.reconciler
-    assert hooks is not None
-    report = await anyio.to_thread.run_sync(lambda: hooks.latest(state.hs()))
-    if report is None:
-        raise NotFoundError("no reconcile report yet: POST /v1/reconcile first")
-    return report
+    assert state.reconciler is not None  # the route exists only with hooks
+    backend = state.ops()
+    return await anyio.to_thread.run_sync(backend.audit)
 
 
 #: The HybridSagError tree as status codes, most specific first; anything else is a backend

@@ -73,9 +73,14 @@ class Principal:
             return True
         return (
             record.tenant == self.tenant
-            and (not record.acl or bool(set(record.acl) & set(self.acl)))
+            and self.can_see_tags(record.acl)
             and self.sees_status(record.status)
         )
+
+    def can_see_tags(self, acl: Sequence[str]) -> bool:
+        """Whether this principal reaches something tagged ``acl``: no tags (public), or one
+        it holds; always for an admin."""
+        return not self.scoped or not acl or bool(set(acl) & set(self.acl))
 
     def scope_filters(self, requested: Mapping[str, Any]) -> dict[str, Any]:
         """Search filters with this principal's tenant and ACL tags forced in.

@@ -1,7 +1,8 @@
 """The service's A/B routes: experiments, feedback, reports and charts (``/v1/...``).
 
 Handlers hold no logic of their own: they check the caller's role and scope and hand the call to
-the service's :class:`~hybridsag.ab.online.Experiments`. Reading experiments and their reports, and
+the service's :class:`~hybridsag.backend.LocalBackend` (over its
+:class:`~hybridsag.ab.online.Experiments`), as ``hybridsag ab`` does in process. Reading experiments and their reports, and
 sending feedback, need a ``read`` token; defining, starting and stopping one needs ``admin``. A
 tenant-scoped token gives feedback only on its own tenant's searches (another tenant's query id
 is as unknown as a made-up one: 422).
@@ -52,8 +53,9 @@ Tenant = Query(
 )
 
 
-def _experiments(request: Request) -> Any:
-    return request.app.state.service.ab()
+def _backend(request: Request) -> Any:
+    """The service's :class:`~hybridsag.backend.LocalBackend` (503 while warming up)."""
+    return request.app.state.service.ops()
 
 
 def _scope(caller: Principal, tenant: str | None) -> str | None:
@@ -135,7 +137,7 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
     @router.get("/experiments", response_model=list[ExperimentOut])
     async def list_experiments(request: Request, caller: Principal = reader) -> Any:
         """Every experiment: arms (paths, weights, shares), mode, whether it runs."""
-        return [s.as_dict() for s in _experiments(request).list()]
+        return _backend(request).experiments()
 
     @router.post("/experiments", response_model=ExperimentOut, status_code=201)
     async def define_experiment(
@@ -143,20 +145,20 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
     ) -> Any:
         """Define an experiment (422 when the name is taken); it runs at once unless ``active`` is
         false. Kept in the event store: it survives a restart."""
-        exps = _experiments(request)
-        state = await anyio.to_thread.run_sync(lambda: exps.define(body))
-        return state.as_dict()
+        backend = _backend(request)
+        return await anyio.to_thread.run_sync(lambda: backend.define_experiment(body))
 
     @router.get("/experiments/{name}", response_model=ExperimentOut)
     async def get_experiment(request: Request, name: str = Name, caller: Principal = reader) -> Any:
         """One experiment (404 when unknown)."""
-        return _experiments(request).get(name).as_dict()
+        return _backend(request).experiment(name)
 
     def _switch(active: bool) -> Any:
         async def handler(request: Request, name: str = Name, caller: Principal = admin) -> Any:
-            exps = _experiments(request)
-            state = await anyio.to_thread.run_sync(lambda: exps.set_active(name, active))
-            return state.as_dict()
+            backend = _backend(request)
+            return await anyio.to_thread.run_sync(
+                lambda: backend.set_experiment_active(name, active)
+            )
 
         return handler
 
@@ -183,9 +185,11 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
         traffic the caller may see: a tenant token's own tenant, every tenant for an admin (or
         the one named by ``tenant``). Writes no file; the same report is served from a cache
         until the next event. 404 for an unknown experiment."""
-        exps = _experiments(request)
+        backend = _backend(request)
         scope = _scope(caller, tenant)
-        return await _bounded(request, turn, lambda: exps.report(name, tenant=scope))
+        return await _bounded(
+            request, turn, lambda: backend.experiment_report(name, tenant=scope)
+        )
 
     @router.get(
         "/experiments/{name}/chart",
@@ -197,9 +201,9 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
     ) -> Response:
         """The chart (PNG) of the report the same call to ``/report`` gives, drawn from the same
         cache; 404 for an unknown experiment or when matplotlib is missing."""
-        exps = _experiments(request)
+        backend = _backend(request)
         scope = _scope(caller, tenant)
-        data = await _bounded(request, turn, lambda: exps.chart(name, tenant=scope))
+        data = await _bounded(request, turn, lambda: backend.experiment_chart(name, tenant=scope))
         return Response(data, media_type="image/png")
 
     @router.post("/feedback", response_model=FeedbackOut, tags=["experiments"])
@@ -207,15 +211,16 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
         """Record a click (or other feedback) on a result of a search answered under an experiment:
         ``query_id`` from that response, and the result's ``position`` or ``chunk_id``. 422 for an
         unknown query id or a result that was not shown."""
-        exps = _experiments(request)
+        backend = _backend(request)
+        # a tenant token's feedback is scoped to its tenant's searches; an admin's to none
+        scope = (caller.tenant or "") if caller.scoped else None
         return await anyio.to_thread.run_sync(
-            lambda: exps.feedback(
+            lambda: backend.feedback(
                 body.query_id,
                 position=body.position,
                 chunk_id=body.chunk_id,
                 kind=body.kind,
-                tenant=caller.tenant,
-                scoped=caller.scoped,
+                tenant=scope,
             )
         )
     return router

@@ -41,6 +41,7 @@ from hybridsag.writer import MAX_SOURCE_URI_CHARS, IngestReport
 __all__ = [
     "ErrorDetail",
     "ErrorOut",
+    "ExclusionOut",
     "ExperimentOut",
     "FeedbackIn",
     "FeedbackOut",
@@ -52,14 +53,17 @@ __all__ = [
     "ReconcileRequest",
     "ResourceIn",
     "ResourceOut",
+    "ResourcePageOut",
+    "ResourceSummaryOut",
     "SearchFilters",
     "SearchOut",
     "SearchRequest",
     "SyncCommitIn",
     "SyncIn",
+    "SyncOut",
     "SyncPath",
     "SyncRoot",
-    "SyncOut",
+    "WhoAmIOut",
     "WriteOut",
 ]
 
@@ -290,21 +294,92 @@ class IngestOut(_Body):
 
 
 class ResourceOut(_Body):
-    """``GET /v1/resources/{id}``: status, version and the current version's chunks."""
+    """``GET /v1/resources/{id}``: the record (as ``hybridsag show --json`` has it: status,
+    version, source file, whether that file changed since it was indexed), and the current
+    version's chunks with their text."""
 
     model_config = ConfigDict(frozen=True)
 
     resource_id: str
     title: str
+    title_norm: str = ""
     status: str
     version: int
+    pending_version: int | None = None
     tenant: str
     acl: list[str]
     metadata: dict[str, Any]
     content_sha256: str
+    source_uri: str | None = None
+    source_root: str | None = None
+    source_mtime_ns: int | None = None
+    source_size: int | None = None
+    source_sha256: str | None = None
+    created_at: float = 0.0
     updated_at: float
     error: str | None
+    stale: bool = False
+    #: why the source file is stale ("changed on disk", "deleted on disk", ...), else None
+    stale_reason: str | None = None
     chunks: list[ChunkRecord]
+
+    @classmethod
+    def of(cls, detail: dict[str, Any], chunks: list[ChunkRecord]) -> ResourceOut:
+        """From ``LocalBackend.show`` (its keys this model has) and the chunks."""
+        fields = {k: v for k, v in detail.items() if k in cls.model_fields and k != "chunks"}
+        return cls(**fields, chunks=chunks)
+
+
+class ExclusionOut(_Body):
+    """A folder file kept out of its folder's index (``Exclusion.as_dict()``): deleted by hand
+    while it stayed on disk, until ``hybridsag include`` lifts it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    resource_id: str
+    tenant: str
+    status: Literal["excluded"]
+    source_root: str
+    source_uri: str
+    acl: list[str]
+    excluded_at: float
+
+
+class ResourceSummaryOut(_Body):
+    """One resource of a listing (``hybridsag list --json``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    resource_id: str
+    status: str
+    version: int
+    chunks: int
+    title: str
+    tenant: str
+    source_uri: str | None
+    source_root: str | None
+
+
+class ResourcePageOut(_Body):
+    """``GET /v1/resources``: one page of resources, oldest first; ``next_cursor`` (None after
+    the last page) is the ``cursor`` of the next."""
+
+    model_config = ConfigDict(frozen=True)
+
+    resources: list[ResourceSummaryOut]
+    next_cursor: str | None
+
+
+class WhoAmIOut(_Body):
+    """``GET /v1/whoami``: the caller's token and the service's version."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    role: str
+    tenant: str | None = Field(description="the token's tenant; None: every tenant (an admin)")
+    acl: list[str]
+    version: str
 
 
 class WriteOut(_Body):

@@ -14,13 +14,25 @@ answering 408 first. The body has its own limit (``server.body_timeout_s``, in
 
 :func:`bind` binds the listening socket before anything says "serving", so a port in use is a
 :class:`~hybridsag.errors.ConfigError` naming it (one line and exit 2 in the CLI).
+
+:func:`serve` holds the data dir's service lock (:mod:`hybridsag.service_lock`) from the moment
+its socket is bound until the server has stopped (the search closed): meanwhile a command on
+that data dir that would open the index says, in one line, to go through this service
+(``hybridsag --server URL ...``), and a second service on it is refused. uvicorn ends a
+graceful SIGTERM/SIGINT shutdown by raising the signal again under the handler that was there
+before it ran; :func:`serve` puts its own there, so the lock is removed first and the signal
+then does what it did before (SIGTERM ends the process, SIGINT raises KeyboardInterrupt).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import signal
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import h11
@@ -31,6 +43,7 @@ from hybridsag.errors import ConfigError
 from hybridsag.search import HybridSearch
 from hybridsag.service.app import ReconcileHooks, create_app
 from hybridsag.service.limits import error_body
+from hybridsag.service_lock import hold_service_lock, service_url
 from hybridsag.settings import Settings
 
 __all__ = ["bind", "build_server", "header_timeout_protocol", "serve"]
@@ -151,12 +164,50 @@ def serve(
     server: uvicorn.Server | None = None,
 ) -> Any:
     """Serve until SIGTERM/SIGINT (or ``should_exit``) and return the stopped
-    ``uvicorn.Server``. ``sockets``: already bound sockets (default: :func:`bind`);
-    ``server``: one :func:`build_server` made (default: built here).
+    ``uvicorn.Server``, holding the data dir's service lock throughout (see the module
+    docstring). ``sockets``: already bound sockets (default: :func:`bind`); ``server``: one
+    :func:`build_server` made (default: built here).
 
     Raises:
         ConfigError: no token with auth on, or the address cannot be bound.
+        ServiceHoldsDataDir: another running service holds the data dir.
     """
     server = server or build_server(settings, reconciler=reconciler, search=search)
-    server.run(sockets=sockets or [bind(settings)])
+    sockets = sockets or [bind(settings)]
+    with _signals_after_cleanup(), hold_service_lock(settings.data_dir, service_url(sockets[0])):
+        server.run(sockets=sockets)
     return server
+
+
+class _Stopped(BaseException):
+    """A SIGTERM/SIGINT that uvicorn raised again after its graceful shutdown."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _signals_after_cleanup() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGINT (outside uvicorn's own handling) unwind it as
+    :class:`_Stopped`, so that the blocks inside it clean up; then the signal is raised again
+    under the handler that was there before. Only on the main thread (the only one that can
+    take signals); elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    signals = (signal.SIGTERM, signal.SIGINT)
+    before = {sig: signal.signal(sig, stop) for sig in signals}
+    try:
+        yield
+    except _Stopped as stopped:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        signal.raise_signal(stopped.signum)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

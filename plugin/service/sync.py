@@ -11,7 +11,7 @@ calls (:meth:`hybridsag.client.ServiceClient.sync_folder`); a write token's.
 3. ``POST /v1/sync/commit`` with the paths the folder still holds: prunes the others.
 
 Handlers hold no logic: they check the caller's role, tenant and ACL tags and run the step
-(:mod:`hybridsag.manifest`, through :class:`~hybridsag.search.HybridSearch`) on the service's
+(:mod:`hybridsag.manifest`, through the service's :class:`~hybridsag.backend.LocalBackend`) on the service's
 write :class:`~hybridsag.service.limits.Gate` (one writer: every step is serialised with every
 other write of the service). A tenant-scoped token syncs into its own tenant, and never
 replaces or prunes a resource whose ACL tags it does not hold.
@@ -72,16 +72,16 @@ def build_router(*, prefix: str, writer: Any, known_query: Any, responses: Any) 
         state = request.app.state.service
         tenant = caller.check_tenant(body.tenant, where="body.tenant")
         caller.check_tags(body.acl, where="body.acl")
-        hs = state.hs()
+        backend = state.ops()
         files = [ManifestEntry(f.path, f.size, f.mtime_ns, f.sha256) for f in body.files]
         limit = state.settings.server.max_body_bytes
 
         def run() -> SyncOut:
-            need = hs.sync_need(
+            need = backend.sync_need(
                 body.root, files, tenant=tenant, acl=body.acl, max_upload_bytes=limit,
                 visible=caller.can_see,
             )
-            return SyncOut(**need.as_dict())
+            return SyncOut(**need)
 
         return await state.writes.run(run)
 
@@ -106,17 +106,17 @@ def build_router(*, prefix: str, writer: Any, known_query: Any, responses: Any) 
         scope = caller.check_tenant(tenant, where="query.tenant")
         caller.check_tags(acl, where="query.acl")
         data = await request.body()
-        hs = state.hs()
+        backend = state.ops()
 
         def run() -> IngestOut:
             try:
-                report = hs.sync_upload(
+                report = backend.sync_upload(
                     root, path, data, sha256=sha256, tenant=scope, acl=acl,
                     visible=caller.can_see, cancel=state.stopping,
                 )
             except InputError as exc:
                 raise _field_error(["body"], exc) from None
-            return IngestOut.of(report)
+            return IngestOut(**report)
 
         return await state.writes.run(run)
 
@@ -127,13 +127,13 @@ def build_router(*, prefix: str, writer: Any, known_query: Any, responses: Any) 
         in ``pruned``."""
         state = request.app.state.service
         tenant = caller.check_tenant(body.tenant, where="body.tenant")
-        hs = state.hs()
+        backend = state.ops()
 
         def run() -> IngestOut:
-            report = hs.sync_commit(
+            report = backend.sync_commit(
                 body.root, body.paths, tenant=tenant, prune=body.prune, visible=caller.can_see
             )
-            return IngestOut.of(report)
+            return IngestOut(**report)
 
         return await state.writes.run(run)
 

@@ -16,8 +16,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from hybridsag.client import ServiceClient
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
+from tests.cli_support import run
 from tests.servicesupport import ADMIN, running_service
 from tests.settings_support import clean_env_settings
 
@@ -98,7 +100,9 @@ def _cache_counts(url: str) -> dict[tuple[str, str], float]:
     return out
 
 
-def test_a_tenant_report_counts_only_that_tenants_traffic(served: tuple[str, Settings]) -> None:
+def test_a_tenant_report_counts_only_that_tenants_traffic(
+    served: tuple[str, Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, _ = served
     _define(url, _interleave("scope-il"))
     with client(url, A) as ca, client(url, B) as cb:
@@ -135,6 +139,13 @@ def test_a_tenant_report_counts_only_that_tenants_traffic(served: tuple[str, Set
         assert every["tenant"] is None and (every["queries"], every["clicks"]) == (5, 4)
         assert "secret-b0" in json.dumps(every) and "apples" in json.dumps(every)
         assert c.get("/v1/experiments/scope-il/report", params={"tenant": "b"}).json() == theirs
+        # the Python client and the CLI name a tenant as an admin's ?tenant= does
+        with ServiceClient(url, token=ADMIN) as sc:
+            assert sc.experiment_report("scope-il", tenant="b") == theirs
+            assert sc.experiment_report("scope-il") == every
+        monkeypatch.setenv("HYBRIDSAG_SERVER__CLIENT_TOKEN", ADMIN)
+        code, text = run("--server", url, "ab", "report", "scope-il", "--tenant", "b", "--json")
+        assert code == 0 and json.loads(text) == theirs
         # the chart follows the same scope
         with client(url, A) as ca:
             chart_a = ca.get("/v1/experiments/scope-il/chart").content

@@ -149,6 +149,12 @@ def test_ingest_and_delete_only_when_writes_are_allowed(
             out["refused"] = exc
         out["delete"] = json.loads(text_of(await client.call_tool("delete", {"resource_id": doc["id"]})))
         out["again"] = json.loads(text_of(await client.call_tool("delete", {"resource_id": doc["id"]})))
+        # a resource is (tenant, id): acme's copy goes only when its tenant is named
+        await client.call_tool("ingest", {"resources": [{**doc, "tenant": "acme"}]})
+        out["untenanted"] = json.loads(text_of(await client.call_tool("delete", {"resource_id": doc["id"]})))
+        out["acme"] = json.loads(
+            text_of(await client.call_tool("delete", {"resource_id": doc["id"], "tenant": "acme"}))
+        )
         out["gone"] = text_of(await client.call_tool("search", {"query": "osprey fish"}))
         return out
 
@@ -159,8 +165,10 @@ def test_ingest_and_delete_only_when_writes_are_allowed(
     refused = out["refused"]
     assert refused.code == INVALID_PARAMS and "resources[1]" in refused.message
     assert "leading or trailing whitespace" in refused.message
-    assert out["delete"] == {"resource_id": doc["id"], "deleted": True}
-    assert out["again"] == {"resource_id": doc["id"], "deleted": False}
+    assert out["delete"] == {"resource_id": doc["id"], "tenant": None, "deleted": True}
+    assert out["again"] == {"resource_id": doc["id"], "tenant": None, "deleted": False}
+    assert out["untenanted"]["deleted"] is False
+    assert out["acme"] == {"resource_id": doc["id"], "tenant": "acme", "deleted": True}
     assert "mcp/osprey.md" not in out["gone"]
     assert sample_hs.resource(doc["id"]) is None
     # the setting does what the flag does

@@ -53,12 +53,13 @@ def service_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 #: invalid only for the ingest (valid ones would change the index on purpose).
 OPERATIONS: dict[tuple[str, str], tuple[GenerationMode, ...]] = {
     (path, "GET"): (GenerationMode.POSITIVE,)
-    for path in ("/healthz", "/readyz", "/metrics", "/v1/audit/latest")
+    for path in ("/healthz", "/readyz", "/metrics", "/v1/audit/latest", "/v1/whoami")
 }
 OPERATIONS |= {
     (path, method): (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
     for path, method in (
         ("/v1/search", "POST"),
+        ("/v1/resources", "GET"),
         ("/v1/resources/{resource_id}", "GET"),
         ("/v1/resources/{resource_id}", "DELETE"),
         ("/v1/resources/{resource_id}/disable", "POST"),

@@ -5,13 +5,16 @@ a write token that ingests another tenant's id makes a resource of its own."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from hybridsag.settings import Settings
+from tests.cli_support import run
 from tests.servicesupport import ADMIN, running_service
 from tests.settings_support import clean_env_settings
 
@@ -39,8 +42,13 @@ VISIBLE = {
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("tenancy") / "data"
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The service's data dir."""
+    return tmp_path_factory.mktemp("tenancy") / "data"
+
+
+@pytest.fixture(scope="module")
+def url(data: Path) -> Iterator[str]:
     settings: Settings = clean_env_settings(
         data_dir=data,
         server={
@@ -205,3 +213,84 @@ def test_a_read_token_sees_no_disabled_resource_on_any_path(url: str) -> None:
     with as_token(url, "a-read") as c:
         assert c.get(f"/v1/resources/{rid}").status_code == 200
         assert rid in found(c)
+
+
+def listed(c: httpx.Client, **params: Any) -> httpx.Response:
+    return c.get("/v1/resources", params=params)
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_the_list_sees_only_its_tenant_and_tags(url: str, name: str) -> None:
+    own = TOKENS[name]["tenant"]
+    other = "b" if own == "a" else "a"
+    with as_token(url, name) as c:
+        r = listed(c)
+        assert r.status_code == 200, r.text
+        page = r.json()
+        assert {x["resource_id"] for x in page["resources"]} == VISIBLE[name]
+        assert {x["tenant"] for x in page["resources"]} == {own} and page["next_cursor"] is None
+        assert listed(c, tenant=own).json() == page
+        for params, loc in (({"tenant": other}, ["query", "tenant"]), ({"tenant": ""}, ["query", "tenant"])):
+            r = listed(c, **params)
+            assert r.status_code == 403 and r.json()["detail"][0]["loc"] == loc, r.text
+        r = listed(c, status="disabled")
+        assert r.status_code == (403 if TOKENS[name]["role"] == "read" else 200), r.text
+
+
+def test_the_admin_lists_every_tenant_a_page_at_a_time(url: str) -> None:
+    with client(url, ADMIN) as c:
+        whole = listed(c).json()
+        ids = [x["resource_id"] for x in whole["resources"]]
+        assert set(ids) == set(DOCS) and whole["next_cursor"] is None
+        paged: list[str] = []
+        params: dict[str, Any] = {"limit": 2}
+        while True:
+            page = listed(c, **params).json()
+            assert len(page["resources"]) <= 2
+            paged += [x["resource_id"] for x in page["resources"]]
+            if page["next_cursor"] is None:
+                break
+            params["cursor"] = page["next_cursor"]
+        assert paged == ids  # oldest first, each once
+        assert [x["resource_id"] for x in listed(c, tenant="a").json()["resources"]] == ["a/open", "a/hr"]
+        assert [x["resource_id"] for x in listed(c, prefix="b/").json()["resources"]] == ["b/open", "b/ops"]
+        assert [x["resource_id"] for x in listed(c, tenant="").json()["resources"]] == ["public"]
+        for params, loc in (
+            ({"cursor": "not-a-cursor"}, ["query", "cursor"]),
+            ({"limit": 0}, ["query", "limit"]),
+            ({"status": "gone"}, ["query", "status"]),
+            ({"page": 2}, ["query", "page"]),
+        ):
+            r = listed(c, **params)
+            assert r.status_code == 422 and r.json()["detail"][0]["loc"] == loc, (params, r.text)
+        operation = c.get("/openapi.json").json()["paths"]["/v1/resources"]["get"]
+        assert {p["name"] for p in operation["parameters"]} == {"tenant", "status", "prefix", "limit", "cursor"}
+
+
+def test_list_and_show_through_the_server_are_the_tokens(
+    url: str, data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the CLI's own data dir is the service's: read locally, it would list every tenant
+    monkeypatch.setenv("HYBRIDSAG_DATA_DIR", str(data))
+    monkeypatch.setenv("HYBRIDSAG_SERVER__CLIENT_TOKEN", TOKENS["a-read"]["token"])
+    code, text = run("--server", url, "list", "--json")
+    assert code == 0, capsys.readouterr().err
+    assert {r["resource_id"] for r in json.loads(text)} == VISIBLE["a-read"]
+    code, text = run("--server", url, "list")
+    assert code == 0 and text.endswith("\n1 resources\n") and "a/open" in text and "b/" not in text
+    code, text = run("--server", url, "show", "a/open", "--json")
+    assert code == 0
+    detail = json.loads(text)
+    assert (detail["tenant"], detail["stale"], len(detail["chunks"])) == ("a", False, 1)
+    assert set(detail["chunks"][0]) == {"chunk_id", "ordinal", "heading_path", "start_line", "end_line", "chars"}
+    capsys.readouterr()
+    assert run("--server", url, "show", "a/hr")[0] == 2  # its ACL tag is not the token's
+    assert "no such resource: 'a/hr'" in capsys.readouterr().err
+    for argv in (("list", "--tenant", "b"), ("show", "b/open", "--tenant", "b")):
+        assert run("--server", url, *argv)[0] == 2
+        assert "holds tenant 'a' only" in capsys.readouterr().err
+    monkeypatch.setenv("HYBRIDSAG_SERVER__CLIENT_TOKEN", ADMIN)
+    code, text = run("--server", url, "list", "--json")
+    assert {r["resource_id"] for r in json.loads(text)} == set(DOCS)
+    code, text = run("--server", url, "list", "--tenant", "b", "--limit", "1", "--json")
+    assert [r["resource_id"] for r in json.loads(text)] == ["b/open"]
