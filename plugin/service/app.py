@@ -753,7 +753,7 @@ async def include(
 @api.get("/exclusions", response_model=list[ExclusionOut], tags=["resources"])
 async def exclusions(
     request: Request,
-    caller: Principal = writer,
+    caller: Principal = reader,
     tenant: str | None = Query(
         None,
         max_length=256,

@@ -78,3 +78,30 @@ def test_a_delete_through_the_service_stays_too(tmp_path: Path, docs: Path) -> N
         again = hs.ingest_folder(docs)
         assert (again.indexed, again.excluded) == (0, ["intro.md"])
         assert hs.resource("intro.md") is None
+
+
+def test_through_the_service_sync_honours_exclusions_and_include_lifts_them(
+    tmp_path: Path, docs: Path
+) -> None:
+    from hybridsag.client import ServiceClient
+
+    settings = folder_service_settings(tmp_path / "data", docs)
+    with running_service(settings) as url, ServiceClient(url, token=ADMIN) as client:
+        assert client.delete("intro.md")["done"] is True
+        [row] = client.exclusions()
+        assert (row["resource_id"], row["status"]) == ("intro.md", "excluded")
+        assert client.exclusions(resource_id="gone.md") == []
+
+        synced = client.sync_folder(docs)  # the folder, sent through the service
+        assert synced["excluded"] == ["intro.md"]
+        assert synced["sync"]["uploaded"] == 0  # neither needed nor sent
+        assert client.resource("guide/drafts.md")["status"] == "ready"
+        with pytest.raises(Exception, match="no resource"):
+            client.resource("intro.md")
+
+        report = client.include("intro.md")
+        assert report["indexed"] == 1
+        assert client.resource("intro.md")["status"] == "ready"
+        assert client.exclusions() == []
+        with pytest.raises(Exception, match="no excluded file"):
+            client.include("intro.md")

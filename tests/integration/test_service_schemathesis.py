@@ -85,6 +85,9 @@ OPERATIONS[("/v1/experiments", "POST")] = (GenerationMode.NEGATIVE,)  # valid on
 OPERATIONS[("/v1/sync", "POST")] = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
 OPERATIONS[("/v1/sync/files", "PUT")] = (GenerationMode.NEGATIVE,)
 OPERATIONS[("/v1/sync/commit", "POST")] = (GenerationMode.NEGATIVE,)
+# exclusions: listing them only reads; lifting one (include) writes
+OPERATIONS[("/v1/exclusions", "GET")] = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+OPERATIONS[("/v1/resources/{resource_id}/include", "POST")] = (GenerationMode.NEGATIVE,)
 #: Operations whose schema-valid requests may name state that does not exist (an experiment,
 #: a query id): a 422 naming the field is the right answer there, not a rejected valid request.
 NAMES_STATE = {
