@@ -992,7 +992,9 @@ def create_app(
         timeout_s=server.body_timeout_s,
         raw_routes=frozenset({("PUT", API_PREFIX + sync.UPLOAD_PATH)}),
     )
-    app.add_middleware(Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX)
+    app.add_middleware(
+        Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX, timeout_s=server.body_timeout_s
+    )
     routes = [route for router in routers for route in router.routes]
     app.add_middleware(Edge, metrics=state.metrics, routes=routes)
     return app

@@ -12,7 +12,9 @@ From the outside in:
   turns an exception no handler took into a logged traceback (``hybridsag.service``) and a 500
   in the service's error shape naming the request id.
 - :class:`Gatekeeper` authenticates: a request to the API (``/v1/...``) without a known bearer
-  token gets 401 before a byte of its body is read (FastAPI reads a body before it runs a
+  token gets 401 before a byte of its body is read (a short declared body is then read and
+  dropped so that the connection closes cleanly; see :func:`~hybridsag.service.limits.refuse`;
+  FastAPI reads a body before it runs a
   route's dependencies, so this cannot be one); the principal goes into the request's state,
   where the routes' role checks read it. With ``server.auth = false`` it refuses instead any
   request whose ``Host`` is not a loopback name (DNS rebinding) or whose ``Origin``, when
@@ -35,7 +37,7 @@ from starlette.routing import BaseRoute, Match
 
 from hybridsag.errors import AuthError
 from hybridsag.service.auth import TokenBook
-from hybridsag.service.limits import send_error
+from hybridsag.service.limits import refuse, send_error
 from hybridsag.service.metrics import ServiceMetrics
 
 __all__ = ["DEFAULT_CSP", "Edge", "Gatekeeper", "bearer_token", "is_loopback_host"]
@@ -76,39 +78,43 @@ def _headers(scope: Any) -> dict[bytes, str]:
     return out
 
 
-def _has_body(headers: dict[bytes, str]) -> bool:
-    return b"transfer-encoding" in headers or headers.get(b"content-length", "0").strip() != "0"
 
 
 class Gatekeeper:
     """ASGI middleware: 401 for an API request without a known token, before its body is read;
     with auth off, 403 for a foreign ``Host`` or ``Origin`` (see the module docstring)."""
 
-    def __init__(self, app: Any, *, tokens: TokenBook, api_prefix: str) -> None:
+    def __init__(
+        self, app: Any, *, tokens: TokenBook, api_prefix: str, timeout_s: float = 10.0
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.api_prefix = api_prefix
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
-        close = _has_body(headers)
         if not self.tokens.enabled:
             refusal = self._foreign(headers)
             if refusal is not None:
                 where, msg = refusal
-                await send_error(send, 403, ["header", where], msg, "foreign_origin", close=close)
+                await refuse(
+                    scope, receive, send, 403, ["header", where], msg, "foreign_origin",
+                    timeout_s=self.timeout_s,
+                )
                 return
         path = scope.get("path", "")
         if path == self.api_prefix or path.startswith(self.api_prefix + "/"):
             try:
                 principal = self.tokens.principal(bearer_token(headers.get(b"authorization")))
             except AuthError as exc:
-                await send_error(
-                    send, 401, ["header", "authorization"], str(exc), type(exc).__name__,
-                    close=close, headers=((b"www-authenticate", b"Bearer"),),
+                await refuse(
+                    scope, receive, send, 401, ["header", "authorization"], str(exc),
+                    type(exc).__name__, timeout_s=self.timeout_s,
+                    headers=((b"www-authenticate", b"Bearer"),),
                 )
                 return
             scope.setdefault("state", {})["principal"] = principal

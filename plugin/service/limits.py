@@ -39,8 +39,15 @@ __all__ = [
     "GateTimeout",
     "error_body",
     "media_type",
+    "refuse",
     "send_error",
 ]
+
+#: A refused request whose declared body is at most this long has it read (and dropped) before
+#: the answer, so the connection closes cleanly: closing a socket with unread bytes in it makes
+#: the kernel send a reset, and the client may then lose the answer. A longer or chunked body is
+#: never read: its connection is closed.
+DRAIN_BYTES = 64 * 1024
 
 T = TypeVar("T")
 
@@ -159,6 +166,49 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
+async def refuse(
+    scope: Any,
+    receive: Any,
+    send: Any,
+    status: int,
+    loc: list[str | int],
+    msg: str,
+    kind: str,
+    *,
+    timeout_s: float,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """:func:`send_error` for a request refused before its body was looked at. A body declared
+    with ``Content-Length`` of at most :data:`DRAIN_BYTES` is read first and dropped (no byte of
+    it is parsed; the refusal was decided before), so the connection stays usable; any other
+    body is left unread and the answer closes the connection."""
+    lengths = _header(scope, b"content-length")
+    chunked = bool(_header(scope, b"transfer-encoding"))
+    declared = int(lengths[0]) if lengths and lengths[0].isdigit() else None
+    drained = not chunked and (declared or 0) == 0
+    if not chunked and declared is not None and 0 < declared <= DRAIN_BYTES:
+        drained = await _drain(receive, declared, timeout_s)
+    await send_error(send, status, loc, msg, kind, close=not drained, headers=headers)
+
+
+async def _drain(receive: Any, limit: int, timeout_s: float) -> bool:
+    """Read and drop a body of at most ``limit`` bytes; False if it is longer, stops arriving
+    for ``timeout_s`` or the client goes away."""
+    seen = 0
+    while True:
+        try:
+            message = await asyncio.wait_for(receive(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        if message["type"] != "http.request":
+            return False
+        seen += len(message.get("body", b""))
+        if seen > limit:
+            return False
+        if not message.get("more_body", False):
+            return True
+
+
 def media_type(value: str | None) -> str | None:
     """``Content-Type`` without its parameters, lower-cased (``APPLICATION/JSON; charset=utf-8``
     is ``application/json``); None when the header is missing or blank."""
@@ -191,7 +241,8 @@ class BodyGuard:
     - JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (for NDJSON: a line): 422
       (a raw body is not JSON: not checked).
 
-    Each refusal has the service's error shape and ``Connection: close``. The app then gets
+    Each refusal has the service's error shape and ``Connection: close`` (a 415 of a short body
+    reads it first and keeps the connection: see :func:`refuse`). The app then gets
     the body as one message.
     """
 
@@ -240,18 +291,18 @@ class BodyGuard:
         shown = "no Content-Type" if kind is None else f"Content-Type {kind!r}"
         raw = (scope.get("method"), scope.get("path")) in self.raw_routes
         if raw and kind != RAW_TYPE:
-            await send_error(
-                send, 415, ["header", "content-type"],
+            await refuse(
+                scope, receive, send, 415, ["header", "content-type"],
                 f"this route takes a file's raw bytes: {shown}; send {RAW_TYPE}",
-                "unsupported_media_type",
+                "unsupported_media_type", timeout_s=self.timeout_s,
             )
             return
         if not raw and kind not in BODY_TYPES:
-            await send_error(
-                send, 415, ["header", "content-type"],
+            await refuse(
+                scope, receive, send, 415, ["header", "content-type"],
                 f"a request body must be JSON: {shown}; send application/json (POST "
                 "/v1/resources also takes application/x-ndjson, one resource a line)",
-                "unsupported_media_type",
+                "unsupported_media_type", timeout_s=self.timeout_s,
             )
             return
         chunks: list[bytes] = []

@@ -129,6 +129,31 @@ def test_content_length_with_transfer_encoding_is_400_unread(url: str) -> None:
         assert closed_by_server(sock)
 
 
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        (("Authorization: Bearer not-a-token", "Content-Type: application/json"), 401),
+        ((f"Authorization: Bearer {ADMIN}",), 415),
+        ((f"Authorization: Bearer {ADMIN}", "Content-Type: text/plain"), 415),
+    ],
+)
+def test_a_short_refused_body_is_read_so_the_connection_stays_usable(
+    url: str, headers: tuple[str, ...], status: int
+) -> None:
+    """A refusal of a short body (CI saw a client lose a 415 to a reset: the server closed the
+    socket with the body unread): the body is read and dropped, the answer keeps the connection,
+    and a second request on the same socket is answered."""
+    body = json.dumps({"query": "x"}).encode()
+    with connect(url) as sock:
+        sock.sendall(request_head("/v1/search", *headers, f"Content-Length: {len(body)}") + body)
+        first, first_headers, _ = read_response(sock)
+        assert first == status
+        assert first_headers.get("connection") != "close"
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        second, _, _ = read_response(sock)
+        assert second == 200
+
+
 def test_no_token_gets_401_before_the_body_is_read(url: str) -> None:
     """A huge chunked body without a token: the 401 comes after the first 64 KiB of it, the
     connection is closed, and the rest cannot be sent (the server reads none of it)."""
