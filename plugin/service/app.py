@@ -28,7 +28,8 @@ validation shape ``{"detail": [{"loc", "msg", "type"}]}``.
 
 Watched folders (``[sources] watch``) are indexed and then followed by a
 :class:`~hybridsag.service.watch.FolderWatcher` once the service is warm, through the same write
-gate as every write; ``/readyz``'s detail says how it is doing (``sources``).
+gate as every write; ``/readyz`` answers 503 until their first index is applied (a client that
+waits for ready then searches them whole), and its detail says how it is doing (``sources``).
 
 Reconcile and audit come from ``reconciler`` (a :class:`~hybridsag.backend.ReconcileHooks`),
 which the caller passes in: this package (``hybridsag``) never imports ``hybridsag.consistency``;
@@ -378,7 +379,8 @@ _READY = {
 
 @probes.get("/readyz", response_model=ReadyOut, response_model_exclude_none=True, responses=_READY)
 async def readyz(request: Request) -> Response:
-    """Warm, and the store, Milvus and the model answer: 200 ``{"ready": true}``; else 503.
+    """Warm, the watched folders' first index applied, and the store, Milvus and the model
+    answer: 200 ``{"ready": true}``; else 503.
     Checked at most once per ``server.ready_cache_s``. With a token that may read ``/metrics``
     (or none needed: ``server.public_metrics``, ``server.auth = false``) the answer also has
     each check's result and the reconcile schedule; an unknown token or one without that right
@@ -389,8 +391,11 @@ async def readyz(request: Request) -> Response:
     detailed = s.public_metrics or not state.tokens.enabled or token is not None
     if detailed:
         _metrics_rule(state, token)
-    if not state.ready:
+    watcher = state.watcher
+    if not state.ready or (watcher is not None and not watcher.first_index_done):
         why = state.warm_error or "warming up"
+        if state.ready and watcher is not None:
+            why = f"sources: {watcher.describe()}"
         body = ReadyOut(ready=False, checks={"warm": why} if detailed else None)
         return JSONResponse(
             body.model_dump(exclude_none=True),

@@ -156,6 +156,13 @@ class FolderWatcher:
             except asyncio.CancelledError:
                 pass
 
+    @property
+    def first_index_done(self) -> bool:
+        """Whether every folder's first rescan (its first index, or what changed while the
+        service was down) has been applied: until then ``/readyz`` answers 503, so that a
+        client that waits for ready does not search a folder still being indexed."""
+        return self._started
+
     def describe(self) -> str:
         """One line for ``/readyz``: ``ok: ...`` or ``failed: ...``."""
         if self._failure is not None:

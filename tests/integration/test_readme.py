@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_support import run
+from tests.servicesupport import free_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text("utf-8")
@@ -78,3 +79,30 @@ def test_the_python_snippet_runs_as_written(tmp_path: Path) -> None:
     first = proc.stdout.splitlines()[0].split()
     assert first[:2] == ["1", "faq/reset"]  # the search printed its result
     assert (tmp_path / ".hybridsag" / "hybridsag.sqlite3").is_file()
+
+
+def test_the_service_block_runs_as_written(tmp_path: Path) -> None:
+    """The first hour's service block, run by bash as a user pastes it (its own port and HOME):
+    the watched folder is indexed, the edit is found in its new form, the deleted file is gone
+    from ``list``, the audit through the service is clean and the service stops."""
+    block = _block("service", "sh")
+    with free_socket() as sock:
+        port = sock.getsockname()[1]
+    env = {**_env(tmp_path), "HYBRIDSAG_SERVER__PORT": str(port)}
+    del env["HYBRIDSAG_DATA_DIR"]  # the block sets its own
+    script = "set -euo pipefail\n" + block + "\nwait\n"
+    proc = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400,
+        check=False,
+    )  # fmt: skip
+    log = (tmp_path / "notes-serve.log").read_text("utf-8", "replace")
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:], log[-3000:])
+    out = proc.stdout
+    assert " 1. Agents › " in out  # the first search, before the edit
+    found = out.split("1 result for 'retries a failed tool call'", 1)[1]
+    assert "guide/agents.md" in found.split("RESOURCE", 1)[0]  # the edit, in its new form
+    assert "retries a failed tool call" in found
+    listing = found.split("RESOURCE", 1)[1]
+    assert "guide/agents.md" in listing and "notes/meeting-2024-05-20.txt" not in listing
+    assert "clean" in out  # the audit's headline
+    assert (tmp_path / "notes-index" / "hybridsag.sqlite3").is_file()
