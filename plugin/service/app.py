@@ -186,7 +186,8 @@ class ServiceState:
 
     def warm(self) -> None:
         """Build the search (unless given) and load everything a search and a write use: one
-        search runs every configured path (store, model, Milvus, judge)."""
+        search runs every configured path (store, model, Milvus, judge); the claims of a dead
+        process are released."""
         t0 = time.perf_counter()
         try:
             if self.search is None:
@@ -198,6 +199,11 @@ class ServiceState:
             )
             self.search.search("hybridsag warm-up", top_k=1)
             self.search.counts()
+            # a process SIGKILLed mid-write (this service's last run, say) holds no id once
+            # this one starts: its claims are released now, not at the next write
+            released = self.search.components.writer().release_abandoned()
+            if released:
+                logger.info("released %d abandoned claim(s): %s", len(released), released[:10])
         except HybridSagError as exc:
             self.warm_error = f"{type(exc).__name__}: {exc}"
             logger.error("warm-up failed: %s", self.warm_error)

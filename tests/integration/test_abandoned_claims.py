@@ -1,5 +1,5 @@
-"""A claim of a process SIGKILLed mid-ingest is released by the next write, not by a reconcile
-(issue 23 item 14).
+"""A claim of a process SIGKILLed mid-ingest is released by the next write or the next start of
+the service, not by a reconcile (issue 23 item 14).
 
 A real child process (``tests/consistency_crash_child.py``) ingests and SIGKILLs itself at one
 step of the write path, leaving its claim: a pending version (or a never-committed ``indexing``
@@ -190,3 +190,26 @@ def test_a_claim_whose_pid_was_reused_is_released_one_of_another_host_is_not(
         assert [(r, v) for r, v, _d in _journal(hs)] == [("doc2", 2)]  # left to its host
         assert hs.components.store.get_resource("doc2").version == 3
         assert _stuck(hs) == [("doc2", "superseded")]  # its claim no longer stands
+
+
+def test_a_service_started_on_a_dead_claim_releases_it_before_it_is_ready(
+    lexical_template: Path, tmp_path: Path
+) -> None:
+    """The next start releases a dead process's claims (the service load benchmark found one
+    ``stuck_indexing`` after two SIGKILLs and restarts with no write of that id since)."""
+    from tests.servicesupport import ADMIN, running_service
+    from tests.settings_support import clean_env_settings
+
+    data = _killed_copy(lexical_template, tmp_path / "data", "commit", "newcomer",
+                        _two_chunks("newcomerword"), lexical_only=True)
+    settings = clean_env_settings(
+        data_dir=data, embedding={"model": "none"},
+        server={"token": ADMIN, "reconciler": False},
+    )  # fmt: skip
+    with HybridSearch(make_settings(data, model="none")) as hs:
+        assert _stuck(hs) == [("newcomer", "owner gone")]
+    with running_service(settings, reconciler=False):
+        pass  # ready, and no write ran
+    with HybridSearch(make_settings(data, model="none")) as hs:
+        assert hs.components.store.get_resource("newcomer") is None
+        _clean(hs)
