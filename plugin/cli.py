@@ -277,9 +277,11 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _print_json(report, out)
         return 0
+    from hybridsag.render import counted
+
     pruned = report.get("pruned", [])
     out.write(
-        f"indexed {report['indexed']} resources ({report['chunks']} chunks, "
+        f"indexed {counted(report['indexed'], 'resource')} ({report['chunks']} chunks, "
         f"{report['vectors']} vectors), {report['unchanged']} unchanged, "
         f"{len(report['errors'])} skipped, {len(pruned)} removed in {report['seconds']:.2f} s\n"
     )
@@ -309,7 +311,9 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _print_json(rows, out)
         return 0
-    width = max([len("RESOURCE"), *(len(r["resource_id"]) for r in rows)])
+    from hybridsag.render import counted, display_width, pad
+
+    width = max([len("RESOURCE"), *(display_width(r["resource_id"]) for r in rows)])
     # a resource is (tenant, id): the tenant column shows where any resource has one
     tenants = any(r["tenant"] for r in rows)
     tw = max([len("TENANT"), *(len(r["tenant"]) for r in rows)]) if tenants else 0
@@ -318,13 +322,13 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     for r in rows:
         lead = f"{r['tenant'] or '-':<{tw}}  " if tenants else ""
         out.write(
-            f"{lead}{r['resource_id']:<{width}}  {r['status']:<9} {r['version']:>4} "
+            f"{lead}{pad(r['resource_id'], width)}  {r['status']:<9} {r['version']:>4} "
             f"{r['chunks']:>6}  {r['source_uri'] or '-'}\n"
         )
-    out.write(f"{len(rows)} resources\n")
+    out.write(f"{counted(len(rows), 'resource')}\n")
     if excluded:
         out.write(
-            f"{excluded} file{'s' if excluded != 1 else ''} deleted by hand and kept out of "
+            f"{counted(excluded, 'file')} deleted by hand and kept out of "
             "the index: hybridsag list --excluded\n"
         )
     return 0
@@ -337,11 +341,13 @@ def _list_excluded(rows: Sequence[Any], args: argparse.Namespace, out: TextIO) -
     if args.json:
         _print_json(list(rows), out)
         return 0
-    width = max([len("RESOURCE"), *(len(r["resource_id"]) for r in rows)])
+    from hybridsag.render import display_width, pad
+
+    width = max([len("RESOURCE"), *(display_width(r["resource_id"]) for r in rows)])
     out.write(f"{'TENANT':<8}  {'RESOURCE':<{width}}  STATUS    SOURCE\n")
     for r in rows:
         out.write(
-            f"{r['tenant'] or '-':<8}  {r['resource_id']:<{width}}  excluded  {r['source_uri']}\n"
+            f"{r['tenant'] or '-':<8}  {pad(r['resource_id'], width)}  excluded  {r['source_uri']}\n"
         )
     out.write(f"{len(rows)} excluded (hybridsag include ID brings one back)\n")
     return 0

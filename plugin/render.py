@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,13 +35,35 @@ from hybridsag.search import SearchResponse, SearchResult
 __all__ = [
     "SNIPPET_CHARS",
     "SNIPPET_LINES",
+    "counted",
     "describe_paths",
+    "display_width",
+    "pad",
     "render_response",
     "render_search",
     "snippet",
     "stale_hidden_line",
     "stale_words",
 ]
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``counted(1, "result")`` is ``1 result``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: wide and full-width characters (CJK) take two,
+    combining marks none (Unicode's East Asian Width property, as terminals apply it)."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` left-aligned in ``width`` terminal columns (see :func:`display_width`)."""
+    return text + " " * max(0, width - display_width(text))
+
 
 #: Most characters of a prose snippet.
 SNIPPET_CHARS = 320
@@ -72,7 +95,7 @@ def render_response(
         took += f" (+ {startup_ms / 1000:.1f} s start-up)"
     n = len(resp.results)
     lines = [
-        f"{n} result{'' if n == 1 else 's'} for {resp.query!r} via {', '.join(resp.paths)} {took}"
+        f"{counted(n, 'result')} for {resp.query!r} via {', '.join(resp.paths)} {took}"
     ]
     lines.extend(f"  degraded: {name}: {why}" for name, why in _reasons(resp.reasons))
     if resp.stale_hidden:
@@ -103,7 +126,7 @@ def render_response(
 def stale_hidden_line(n: int) -> str:
     """What the CLI says of ``n`` results held back as stale (``SearchResponse.stale_hidden``)."""
     return (
-        f"{n} result{'' if n == 1 else 's'} hidden: sources changed since indexing "
+        f"{counted(n, 'result')} hidden: sources changed since indexing "
         "(re-index, or --include-stale)"
     )
 

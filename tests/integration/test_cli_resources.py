@@ -34,10 +34,10 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_index_a_file_a_folder_then_prune_and_no_prune(docs: Path) -> None:
     code, text = run("index", str(docs / "kms" / "encrypt.rst"), "-q")
-    assert code == 0 and text.startswith("indexed 1 resources")
+    assert code == 0 and text.startswith("indexed 1 resource (")
     assert f"ids are relative to {(docs / 'kms').resolve()}" in text
     code, text = run("index", str(docs), "-q")
-    assert code == 0 and "indexed 1 resources" in text and "1 unchanged" in text
+    assert code == 0 and "indexed 1 resource (" in text and "1 unchanged" in text
     assert f"note: files under {(docs / 'kms').resolve()}, indexed before" in text
     (docs / "intro.md").unlink()
     code, text = run("index", str(docs), "-q", "--no-prune")

@@ -277,7 +277,7 @@ def test_list_and_show_through_the_server_are_the_tokens(
     assert code == 0, capsys.readouterr().err
     assert {r["resource_id"] for r in json.loads(text)} == VISIBLE["a-read"]
     code, text = run("--server", url, "list")
-    assert code == 0 and text.endswith("\n1 resources\n") and "a/open" in text and "b/" not in text
+    assert code == 0 and text.endswith("\n1 resource\n") and "a/open" in text and "b/" not in text
     code, text = run("--server", url, "show", "a/open", "--json")
     assert code == 0
     detail = json.loads(text)
