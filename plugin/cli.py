@@ -836,8 +836,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_show)
 
-    p = sub.add_parser("search", help="search the index")
-    p.add_argument("query")
+    p = sub.add_parser(
+        "search",
+        help="search the index",
+        epilog="A query that starts with '-' works as it is (hybridsag search --save-exact) "
+        "unless it is one of these options; after -- anything is the query "
+        "(hybridsag search -k 3 -- -k).",
+    )
+    p.add_argument("query", nargs="?")
     p.add_argument("-k", type=int, default=None, help="results to return (default 10)")
     p.add_argument(
         "--paths", help=f"comma-separated: {','.join(path_names())} (default: search.paths)"
@@ -957,13 +963,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _query_from_unknown(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]
+) -> None:
+    """``search --save-exact``: argparse takes a query that starts with ``-`` for an unknown
+    option; one unknown token where the query is missing is the query. Anything else unknown
+    is argparse's usual error (exit 2)."""
+    if getattr(args, "fn", None) is cmd_search and args.query is None and len(unknown) == 1:
+        args.query = unknown[0]
+        return
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if getattr(args, "fn", None) is cmd_search and args.query is None:
+        parser.error("search: the query is missing (hybridsag search QUERY)")
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input)."""
     started = time.perf_counter()
     out = _Utf8Out(out or sys.stdout)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        _query_from_unknown(parser, args, unknown)
     except SystemExit as exc:  # argparse: --help (0) or a bad flag (2)
         return int(exc.code or 0)
     args.started = started

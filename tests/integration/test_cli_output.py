@@ -183,3 +183,20 @@ def test_a_reason_two_paths_share_is_said_once() -> None:
     assert _reasons(reasons) == [
         ("dense", error), ("sag2", "dense candidates unavailable: see dense above")
     ]  # fmt: skip
+
+
+def test_a_query_that_starts_with_a_dash_is_the_query(
+    sample_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``search "--save-exact"`` was refused as an unknown option (issue 28)."""
+    code, text = run("search", "--max-steps", "-k", "2", "--json")
+    assert code == 0, text
+    assert json.loads(text)["query"] == "--max-steps"
+    code, text = run("search", "-k", "2", "--", "-k", "--json")  # after --: all the query
+    assert code == 2  # two positionals: "-k" is the query, "--json" is one too many
+    assert "unrecognized arguments" in capsys.readouterr().err
+    code, text = run("search", "-k", "2")
+    assert code == 2 and "the query is missing" in capsys.readouterr().err
+    assert run("list", "--no-such-flag")[0] == 2  # other commands: argparse's usual error
+    assert run("search", "--help")[0] == 0
+    assert "--save-exact" in capsys.readouterr().out  # the help says how
