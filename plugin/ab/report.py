@@ -33,6 +33,7 @@ import json
 import math
 import os
 import tempfile
+import textwrap
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -51,10 +52,25 @@ __all__ = [
     "build_report",
     "chart_fields",
     "chart_png",
+    "format_p",
     "format_report",
     "tenant_events",
     "write_report",
 ]
+
+#: Below this a p-value is printed as a bound (``p < 0.0001``), never as ``p = 0``.
+P_FLOOR = 1e-4
+
+
+def format_p(p: float | None) -> str:
+    """A p-value for people: ``p = 0.0312``, ``p < 0.0001`` below :data:`P_FLOOR` (a computed
+    0 is a bound, not an exact value), ``p = n/a`` when there is none."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "p = n/a"
+    if p < P_FLOOR:
+        return f"p < {P_FLOOR}"
+    return f"p = {p:.3g}"
+
 
 REPORT_NAME = "report.json"
 CHART_NAME = "report.png"
@@ -264,8 +280,8 @@ def _split(
         p = best["p_bonferroni"]
         summary = (
             f"{leader} leads on MRR of clicks ({stats[leader]['mrr']['mean']:.3f} vs "
-            f"{runner} {stats[runner]['mrr']['mean']:.3f}, p = "
-            f"{'n/a' if p is None else f'{p:.3g}'} over {len(impressions)} queries): "
+            f"{runner} {stats[runner]['mrr']['mean']:.3f}, {format_p(p)} "
+            f"over {len(impressions)} queries): "
             + ("the evidence is enough" if enough else "not enough evidence yet")
             + f" (alpha {alpha}, at least {min_queries} queries per arm)"
         )
@@ -337,7 +353,7 @@ def _interleave(
         summary = (
             f"{winner} is preferred in {won} of {deciding} deciding queries "
             f"({won / deciding:.1%}, 95% interval {low:.1%} to {high:.1%}), sign test "
-            f"p = {p:.3g} over {len(impressions)} interleaved queries: "
+            f"{format_p(p)} over {len(impressions)} interleaved queries: "
             + ("the evidence is enough" if enough else "not enough evidence yet")
             + f" (alpha {alpha}, at least {min_queries} deciding queries)"
         )
@@ -404,7 +420,8 @@ def chart_png(report: Mapping[str, Any]) -> bytes:
     right.axhline(report["running"]["null"], color="black", linewidth=0.8, linestyle="--")
     right.set_title(f"running: {report['running']['label']}", fontsize=9)
     right.set_xlabel("deciding queries" if report["mode"] == "interleave" else "queries")
-    fig.suptitle(f"{report['experiment']}: {report['summary'][:110]}", fontsize=8)
+    title = textwrap.fill(f"{report['experiment']}: {report['summary']}", width=150)
+    fig.suptitle(title, fontsize=8)  # wrapped, never cut
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
@@ -533,13 +550,14 @@ def format_report(report: Mapping[str, Any]) -> str:
         a, b = report["arms"]
         lines.append(
             f"  interleaving: {a} won {il['wins'][a]}, {b} won {il['wins'][b]}, "
-            f"{il['ties']} ties, {il['no_clicks']} without clicks; sign test p = {il['sign_test_p']}"
+            f"{il['ties']} ties, {il['no_clicks']} without clicks; sign test "
+            f"{format_p(il['sign_test_p'])}"
         )
     else:
         for pair, c in report["comparisons"].items():
             lines.append(
                 f"  {pair}: difference {c['difference']} (95% CI {c['ci95']}), "
-                f"p = {c['p_value']}, Bonferroni {c['p_bonferroni']}"
+                f"{format_p(c['p_value'])}, Bonferroni {format_p(c['p_bonferroni'])}"
             )
     lines.append(report["summary"])
     return "\n".join(lines)

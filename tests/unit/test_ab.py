@@ -13,7 +13,7 @@ from hybridsag.ab.arms import parse_arms
 from hybridsag.ab.events import SqliteEventStore
 from hybridsag.ab.interleave import Interleaving, coin_seed, credit, team_draft
 from hybridsag.ab.offline import compare_runs, read_trec, write_trec
-from hybridsag.ab.report import build_report
+from hybridsag.ab.report import build_report, format_p, format_report
 from hybridsag.ab.online import Experiments
 from hybridsag.errors import ConfigError, InputError, StoreError
 from hybridsag.settings import ExperimentSettings, Settings
@@ -184,6 +184,21 @@ def test_split_report_numbers() -> None:
     comparison = report["comparisons"]["x vs y"]
     assert comparison["difference"] == pytest.approx(0.5 - 0.125)
     assert comparison["p_value"] < 0.001 and comparison["p_bonferroni"] == comparison["p_value"]
+
+
+def test_a_tiny_p_value_is_a_bound_in_the_text() -> None:
+    """``sign test p = 0.0`` and a chart saying ``p = 0`` (issue 28): below 0.0001 it is a bound."""
+    assert format_p(0.0) == "p < 0.0001" and format_p(3e-9) == "p < 0.0001"
+    assert format_p(0.0312) == "p = 0.0312" and format_p(None) == "p = n/a"
+    exp = ExperimentSettings.model_validate(
+        {"name": "il", "mode": "interleave", "arms": [{"name": "a"}, {"name": "b"}]}
+    )
+    rows = [("interleaved", ["a", "b", "a", "b"], [1])] * 200
+    report = build_report(exp, _events("il", rows), alpha=0.05, min_queries=20)
+    assert report["interleaving"]["sign_test_p"] < 1e-4
+    assert "sign test p < 0.0001" in report["summary"]
+    text = format_report(report)
+    assert "p < 0.0001" in text and "p = 0.0" not in text and "p = 0 " not in text
 
 
 def test_compare_runs_statistics_and_crosscheck(tmp_path: Path) -> None:
