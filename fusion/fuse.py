@@ -1,4 +1,5 @@
-"""``fuse()``: weighted RRF then the bounded rules, the one fusion step every caller shares."""
+"""``fuse()``: convex fusion (the default) or weighted RRF, then the bounded rules: the one
+fusion step every caller shares."""
 
 from __future__ import annotations
 

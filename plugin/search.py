@@ -373,7 +373,8 @@ def stale_reason(record: ResourceRecord) -> str | None:
 
 
 class HybridSearch:
-    """Ingest, delete and search over the recall paths fused by weighted RRF.
+    """Ingest, delete and search over the recall paths, merged by the trust step and convex
+    fusion (weighted RRF one setting away).
 
     Built from ``settings`` (a :class:`~hybridsag.components.Components` is made and owned),
     or over ``components`` someone else owns (then :meth:`close` leaves them open).

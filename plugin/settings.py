@@ -319,7 +319,8 @@ class TitleSettings(_Section):
 
 
 class FusionSettings(_Section):
-    """Weighted RRF (Cormack, Clarke and Buettcher 2009) and the bounded rules.
+    """Fusion: convex fusion of per-query normalised scores with the trust step (the default),
+    or weighted RRF (Cormack, Clarke and Buettcher 2009), then the bounded rules.
 
     With SAG2 in the fusion, ``judge_order`` (on by default) keeps what its judge scored in the
     judge's order: the judge has already weighed the lexical, dense and title evidence the
@@ -346,7 +347,7 @@ class FusionSettings(_Section):
     #: judge's "yes"); None turns the rule off.
     judge_accept: float | None = Field(0.5, ge=0.0, le=1.0)
     #: the hits the SAG2 judge scored keep the judge's order (the other paths add what it never
-    #: saw); false lets the other paths' weighted RRF votes re-rank them below judge_accept.
+    #: saw); false lets the other paths' fused votes re-rank them below judge_accept.
     judge_order: bool = True
     #: the fusion function: "rrf" (weighted Reciprocal Rank Fusion) or "convex" (a weighted sum
     #: of per-query normalised scores, Bruch, Gai and Ingber, TOIS 2023)

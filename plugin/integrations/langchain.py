@@ -58,7 +58,7 @@ def to_document(result: dict[str, Any]) -> Document:
 
 
 class HybridSagRetriever(BaseRetriever):
-    """Hybrid search (SAG2, dense, title; fused by weighted RRF) as a LangChain retriever.
+    """Hybrid search (SAG2, dense, title; merged by trust and convex fusion) as a LangChain retriever.
 
     Give ``hybrid_search`` (in process; the caller closes it) or ``url`` and ``token`` (a
     running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters``

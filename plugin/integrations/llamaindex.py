@@ -68,7 +68,7 @@ def to_node(result: Mapping[str, Any]) -> NodeWithScore:
 
 
 class HybridSagRetriever(BaseRetriever):
-    """Hybrid search (SAG2, dense, title; fused by weighted RRF) as a LlamaIndex retriever.
+    """Hybrid search (SAG2, dense, title; merged by trust and convex fusion) as a LlamaIndex retriever.
 
     Give ``hybrid_search`` (in process; the caller closes it) or ``url`` and ``token`` (a
     running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters`` and

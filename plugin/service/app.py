@@ -970,8 +970,8 @@ def create_app(
     app = FastAPI(
         title="hybridsag",
         version=__version__,
-        description="Hybrid search (SAG2 lexical-judge, dense, title; fused by weighted RRF) "
-        "over HTTP. Bearer tokens with roles read/write/admin; tenant-scoped tokens see only "
+        description="Hybrid search (SAG2 lexical-judge, dense, title; merged by trust and convex "
+        "fusion) over HTTP. Bearer tokens with roles read/write/admin; tenant-scoped tokens see only "
         "their tenant and ACL tags.",
         lifespan=lifespan,
         docs_url=None,  # Swagger UI and ReDoc load their code from a CDN; /openapi.json stays
