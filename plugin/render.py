@@ -38,6 +38,7 @@ __all__ = [
     "counted",
     "describe_paths",
     "display_width",
+    "headings_below",
     "pad",
     "render_response",
     "render_search",
@@ -49,6 +50,20 @@ __all__ = [
 def counted(n: int, noun: str) -> str:
     """``n`` and ``noun``, plural unless ``n`` is 1: ``counted(1, "result")`` is ``1 result``."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+#: How the chunker joins a chunk's headings (``Agents > The loop``).
+_HEADING_JOIN = " > "
+
+
+def headings_below(title: str, heading_path: str) -> list[str]:
+    """The headings of a chunk under its resource's title: the path split where the chunker
+    joined it, without a leading heading that only repeats the title (a page's H1 is usually
+    its title), so the line reads ``Agents › The loop``, not ``Agents › Agents > The loop``."""
+    parts = [p for p in heading_path.split(_HEADING_JOIN) if p] if heading_path else []
+    if parts and parts[0].strip().casefold() == title.strip().casefold():
+        parts = parts[1:]
+    return parts
 
 
 def display_width(text: str) -> int:
@@ -102,9 +117,11 @@ def render_response(
         lines.append(f"  {stale_hidden_line(resp.stale_hidden)}")
     pattern = _terms_pattern(terms)
     for r in resp.results:
-        head = f"{r.rank:>2}. {_bold(r.title or r.resource_id, color)}"
-        if r.heading_path:
-            head += f" › {r.heading_path}"
+        name = r.title or r.resource_id
+        head = f"{r.rank:>2}. {_bold(name, color)}"
+        within = headings_below(name, r.heading_path)
+        if within:
+            head += " › " + " › ".join(within)
         where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
         if brief:
             lines.append(f"{head}  ({where})")

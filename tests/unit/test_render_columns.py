@@ -1,5 +1,5 @@
-"""Counted nouns and terminal columns in the CLI's output (issue 28's polish: "indexed 1
-resources", and ``list`` columns that slid with CJK file names)."""
+"""The CLI's words and columns (issue 28's polish): counted nouns ("indexed 1 resources"),
+``list`` columns that slid with CJK file names, and a result's heading line."""
 
 from __future__ import annotations
 
@@ -23,3 +23,17 @@ def test_padded_names_end_in_one_column() -> None:
     width = max(display_width(n) for n in names)
     rows = [pad(n, width) + "|" for n in names]
     assert {display_width(r) for r in rows} == {width + 1}
+
+
+def test_the_heading_line_does_not_repeat_the_title_and_uses_one_separator() -> None:
+    """``Agents › Agents > The ReActAgent loop`` (issue 28) reads ``Agents › The ReActAgent loop``."""
+    from hybridsag.render import headings_below
+
+    assert headings_below("Agents", "Agents > The ReActAgent loop > Thought") == [
+        "The ReActAgent loop", "Thought",
+    ]  # fmt: skip
+    assert headings_below("Agents", "Agents") == []
+    assert headings_below("npm-install", "Description > Configuration") == [
+        "Description", "Configuration",
+    ]  # fmt: skip
+    assert headings_below("Agents", "") == []
