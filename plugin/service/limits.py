@@ -194,19 +194,30 @@ async def refuse(
 async def _drain(receive: Any, limit: int, timeout_s: float) -> bool:
     """Read and drop a body of at most ``limit`` bytes; False if it is longer, stops arriving
     for ``timeout_s`` or the client goes away."""
+    return (await _read_body(receive, limit, timeout_s))[0] == "whole"
+
+
+async def _read_body(receive: Any, limit: int, timeout_s: float) -> tuple[str, list[bytes], int]:
+    """Read a request body, counting the bytes as they come whatever the framing:
+    ``(outcome, chunks, bytes seen)``, the outcome ``"whole"``, ``"over"`` (more than ``limit``
+    bytes; reading stopped there), ``"idle"`` (no byte for ``timeout_s``) or ``"gone"`` (the
+    client disconnected)."""
+    chunks: list[bytes] = []
     seen = 0
     while True:
         try:
             message = await asyncio.wait_for(receive(), timeout_s)
         except asyncio.TimeoutError:
-            return False
+            return "idle", chunks, seen
         if message["type"] != "http.request":
-            return False
-        seen += len(message.get("body", b""))
+            return "gone", chunks, seen
+        body = message.get("body", b"")
+        seen += len(body)
         if seen > limit:
-            return False
+            return "over", chunks, seen
+        chunks.append(body)
         if not message.get("more_body", False):
-            return True
+            return "whole", chunks, seen
 
 
 def media_type(value: str | None) -> str | None:
@@ -305,32 +316,23 @@ class BodyGuard:
                 "unsupported_media_type", timeout_s=self.timeout_s,
             )
             return
-        chunks: list[bytes] = []
-        seen = 0
-        while True:
-            try:
-                message = await asyncio.wait_for(receive(), self.timeout_s)
-            except asyncio.TimeoutError:
-                await send_error(
-                    send, 408, ["body"],
-                    f"no body byte for {self.timeout_s:g} s after {seen} bytes "
-                    "(server.body_timeout_s)",
-                    "body_timeout",
-                )
-                return
-            if message["type"] != "http.request":  # the client went away: nobody to answer
-                return
-            body = message.get("body", b"")
-            seen += len(body)
-            if seen > self.max_bytes:
-                await send_error(
-                    send, 413, ["body"], self._too_large(f"more than {self.max_bytes}"),
-                    "body_too_large",
-                )
-                return
-            chunks.append(body)
-            if not message.get("more_body", False):
-                break
+        outcome, chunks, seen = await _read_body(receive, self.max_bytes, self.timeout_s)
+        if outcome == "gone":  # the client went away: nobody to answer
+            return
+        if outcome == "idle":
+            await send_error(
+                send, 408, ["body"],
+                f"no body byte for {self.timeout_s:g} s after {seen} bytes "
+                "(server.body_timeout_s)",
+                "body_timeout",
+            )
+            return
+        if outcome == "over":
+            await send_error(
+                send, 413, ["body"], self._too_large(f"more than {self.max_bytes}"),
+                "body_too_large",
+            )
+            return
         whole = b"".join(chunks)
         depth = None if raw else too_deep(whole, lines=kind in NDJSON_TYPES, max_depth=self.max_depth)
         if depth is not None:
