@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "HEADING_JOIN",
     "MAX_FRONT_MATTER_CHARS",
     "FrontMatter",
     "atx_heading",
@@ -40,6 +41,10 @@ __all__ = [
     "first_h1",
     "front_matter",
 ]
+
+#: How a chunk's open headings are joined into its heading path (``Agents > The loop``): the
+#: chunker joins with it, the rules and the CLI's heading line split on it.
+HEADING_JOIN = " > "
 
 #: Front matter must close within this many characters from the top (64 Ki): a ``---`` line
 #: further down is a thematic break, not the end of a metadata block, and a parser is never

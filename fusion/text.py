@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from hybridsag.fusion.markdown import atx_heading, atx_headings
+from hybridsag.fusion.markdown import HEADING_JOIN, atx_heading, atx_headings
 
 __all__ = [
     "contains_whole_identifier",
@@ -233,7 +233,7 @@ def heading_defines_identifier(heading_path: str, ident: str) -> bool:
     """
     if not ident or not heading_path:
         return False
-    heading = heading_path.rsplit(" > ", 1)[-1]
+    heading = heading_path.rsplit(HEADING_JOIN, 1)[-1]
     lead = _HEADING_LEAD.match(heading)
     start = lead.end() if lead else 0
     if not heading.startswith(ident, start):

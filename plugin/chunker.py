@@ -61,7 +61,13 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Literal, get_args
 
-from hybridsag.fusion.markdown import atx_heading, fence_closes, fence_open, front_matter
+from hybridsag.fusion.markdown import (
+    HEADING_JOIN,
+    atx_heading,
+    fence_closes,
+    fence_open,
+    front_matter,
+)
 
 __all__ = [
     "DEFAULT_MAX_LINES",
@@ -600,7 +606,7 @@ def _markdown_spans(
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title))
-        path = " > ".join(t for _, t in stack if t)
+        path = HEADING_JOIN.join(t for _, t in stack if t)
         if headings is not None:
             headings.append(title)
 

@@ -28,7 +28,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hybridsag.fusion.markdown import fence_open
+from hybridsag.fusion.markdown import HEADING_JOIN, fence_open
 from hybridsag.fusion.rules import RULE_REASONS
 from hybridsag.search import SearchResponse, SearchResult
 
@@ -52,15 +52,11 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-#: How the chunker joins a chunk's headings (``Agents > The loop``).
-_HEADING_JOIN = " > "
-
-
 def headings_below(title: str, heading_path: str) -> list[str]:
     """The headings of a chunk under its resource's title: the path split where the chunker
     joined it, without a leading heading that only repeats the title (a page's H1 is usually
     its title), so the line reads ``Agents › The loop``, not ``Agents › Agents > The loop``."""
-    parts = [p for p in heading_path.split(_HEADING_JOIN) if p] if heading_path else []
+    parts = [p for p in heading_path.split(HEADING_JOIN) if p] if heading_path else []
     if parts and parts[0].strip().casefold() == title.strip().casefold():
         parts = parts[1:]
     return parts

@@ -66,6 +66,7 @@ from hybridsag.chunker import FORMATS, Chunk, Format, chunk_text
 from hybridsag.dense import MAX_ACL_TAG_BYTES, MAX_ACL_TAGS, MAX_CHUNK_ID_BYTES, MAX_TENANT_BYTES
 from hybridsag.dense import MAX_RESOURCE_ID_BYTES as DENSE_RESOURCE_ID_BYTES
 from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelledError
+from hybridsag.fusion.markdown import HEADING_JOIN
 from hybridsag.fusion.text import normalize_title
 from hybridsag.owners import owner_dead, pid_alive, this_owner
 from hybridsag.progress import IngestProgress, as_progress
@@ -1328,7 +1329,7 @@ def _check_cancel(cancel: threading.Event | None, where: str) -> None:
 
 def _embed_text(title: str, chunk: Chunk) -> str:
     """The text a chunk's vector is computed from: title, heading path and body."""
-    head = " > ".join(x for x in (title, chunk.heading_path) if x)
+    head = HEADING_JOIN.join(x for x in (title, chunk.heading_path) if x)
     return f"{head}\n{chunk.text}" if head else chunk.text
 
 
