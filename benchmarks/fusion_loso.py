@@ -73,7 +73,7 @@ def sim_runs(q: CapturedQuery, judge: JudgeFit, views: Mapping) -> Runs:
 
 
 def per_query_ndcg(ranked: Sequence[str], gold: frozenset[str]) -> float:
-    from hybridsag.evaluation import metrics_for
+    from hybridsag.metrics import metrics_for
 
     return metrics_for(list(ranked), gold)["ndcg@10"]
 

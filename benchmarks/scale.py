@@ -72,7 +72,7 @@ def distractors(data: Path, count: int, *, seed: int = SEED) -> Iterator[dict[st
     """``count`` distractor passages (``_id``, ``title``, ``text``) recombined from the real
     passages of every shared set (see the module docstring); the first ``n`` of a call with a
     larger ``count`` are the same ``n``."""
-    from hybridsag.chunker import split_sentences
+    from hybridsag.sentences import split_sentences
 
     pools: list[tuple[list[dict[str, Any]], list[str], list[str]]] = []
     for name in SETS:
@@ -253,10 +253,8 @@ def _child_search(args: argparse.Namespace) -> dict[str, Any]:
     """Open the built index as a search process does: the reconcile plan's time, ``queries``
     fused searches, the peak memory."""
     from hybridsag.consistency import build_plan
-    from hybridsag.evaluation import load_dataset
+    from hybridsag.evaluation import PASSAGE_MAX_CHARS, load_dataset
     from hybridsag.search import HybridSearch
-
-    from hybridsag.evaluation import PASSAGE_MAX_CHARS
 
     folder = Path(args.folder)
     if not args.lexical_only:

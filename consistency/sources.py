@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hybridsag.documents import Document, printable, same_document
 from hybridsag.errors import IngestError
 from hybridsag.folders import (
     PRUNABLE,
@@ -49,7 +50,6 @@ from hybridsag.search import STALE_DELETED, stale_reason
 from hybridsag.settings import Settings
 from hybridsag.sources import SourceErrors, scan_folder
 from hybridsag.store import ResourceRecord, Store, resource_key
-from hybridsag.writer import Document, printable, same_document
 
 __all__ = ["SourceDrift", "SourceItem", "read_sources", "source_documents", "source_guard"]
 

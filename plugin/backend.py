@@ -44,7 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hybridsag.agent import DEFAULT_BUDGET, agent_text, check_budget
+from hybridsag.agent import agent_text
+from hybridsag.budget import DEFAULT_BUDGET, check_budget
 from hybridsag.errors import (
     ConfigError,
     ForbiddenError,
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
     from hybridsag.search import HybridSearch
     from hybridsag.settings import ExperimentSettings, Settings
     from hybridsag.store import ChunkRecord, ResourceRecord
-    from hybridsag.writer import Document
+    from hybridsag.documents import Document
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -78,7 +79,6 @@ __all__ = [
     "QueryValueError",
     "ReconcileHooks",
     "RemoteBackend",
-    "SearchBackend",
     "SearchOptions",
     "load_reconcile_hooks",
     "make_backend",
@@ -315,10 +315,6 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-#: The name the adapters knew the protocol by (``hybridsag.integrations.backend``).
-SearchBackend = Backend
-
-
 def _budget(budget: int) -> int:
     try:
         return check_budget(budget)
@@ -527,7 +523,7 @@ class LocalBackend:
         """``resources`` (``id``, ``text``, optional ``title``, ``metadata``, ``tenant``, ``acl``,
         ``format``) as documents, every one checked: the first bad one is an
         :class:`~hybridsag.errors.IngestError` naming ``resources[i]``, with ``index`` = i."""
-        from hybridsag.writer import make_document
+        from hybridsag.documents import make_document
 
         docs = []
         for i, r in enumerate(resources):
@@ -837,7 +833,7 @@ def _local_health(backend: LocalBackend) -> dict[str, str]:
         return f"{s.judge.name} ({type(built).__name__}); on failure: {s.judge.on_failure}"
 
     def model() -> str:
-        from hybridsag.embedder import resolve_model
+        from hybridsag.embedder_common import resolve_model
 
         if s.embedding.model == "none":
             return "dense path off (embedding.model = 'none')"

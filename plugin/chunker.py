@@ -11,8 +11,8 @@ path and 1-based line range. The rules:
 - a heading starts a new section: chunks never cross one, the heading line itself is not part of
   any chunk, and ``heading_path`` lists the open headings by level (``"Guide > Install"``);
   a section with no body produces no chunk;
-- prose is split into sentences (:func:`split_sentences`); sentences are packed greedily while a
-  chunk spans at most ``target_chars`` characters; a sentence is never cut below the hard cap, so
+- prose is split into sentences (:func:`hybridsag.sentences.split_sentences`); sentences are
+  packed greedily while a chunk spans at most ``target_chars`` characters; a sentence is never cut below the hard cap, so
   a sentence longer than the target is a chunk of its own;
 - neighbouring chunks of one section overlap by whole trailing sentences of the previous chunk
   whose lengths sum to at most ``overlap_chars`` (possibly none, never the whole previous chunk);
@@ -59,8 +59,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
-from typing import Literal, get_args
+from typing import Literal
 
+from hybridsag.documents import FORMATS, Format
 from hybridsag.fusion.markdown import (
     HEADING_JOIN,
     atx_heading,
@@ -68,18 +69,23 @@ from hybridsag.fusion.markdown import (
     fence_open,
     front_matter,
 )
+from hybridsag.sentences import (
+    ITEM_RE,
+    NEWLINE_RE,
+    Span,
+    line_table,
+    paragraph_spans,
+    trim_span,
+)
 
 __all__ = [
     "DEFAULT_MAX_LINES",
     "DEFAULT_MIN_CHARS",
-    "FORMATS",
     "MAX_CHARS_FACTOR",
     "Chunk",
-    "Format",
     "chunk_text",
     "rst_adornment",
     "rst_title",
-    "split_sentences",
 ]
 
 #: The hard cap on a chunk's characters is this many times the target, unless set.
@@ -88,11 +94,6 @@ MAX_CHARS_FACTOR = 4
 DEFAULT_MAX_LINES = 200
 #: A chunk shorter than this (``Output::``, a lone ```````) joins a neighbour of its section.
 DEFAULT_MIN_CHARS = 40
-
-#: The source formats the chunker reads (a document's ``fmt``).
-Format = Literal["markdown", "rst", "text"]
-FORMATS: tuple[str, ...] = get_args(Format)
-
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
@@ -111,42 +112,6 @@ class Chunk:
     byte_end: int  # exclusive
 
 
-# --------------------------------------------------------------------------- sentence splitting
-
-_CLOSERS = "\"'”’»)]}）】」』》〉〕"
-_OPENERS = "\"'“‘«([{（【「『《〈〔"
-#: kana, CJK ideographs (extension A, unified, compatibility, extension B and on), hangul
-_CJK_CLASS = (
-    "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002fa1f"
-)
-_CJK_RE = re.compile(f"[{_CJK_CLASS}]")
-# A terminator run: terminators then closing quotes or brackets ("[.!?。！？；…]+[closers]*"),
-# matched whole (possessive) and only where one starts. Only the runs that may end a sentence
-# are found: two kinds _is_boundary always refuses are skipped by the regex engine, so that text
-# full of them ("3.14", "e.g. the", a period before a lowercase word a million times) costs no
-# Python call per run: a run without a Chinese terminator followed by a character that is
-# neither whitespace nor CJK, and a run of only "." and "…" followed by whitespace and an ASCII
-# lowercase letter.
-_CANDIDATE_RE = re.compile(
-    "[.!?。！？；…](?<![.!?。！？；…].)(?:"  # the first character of a run (never one inside it)
-    "(?:(?<=[。！？；])|[.!?…]*+[。！？；])[.!?。！？；…]*+[{c}]*+"
-    "|(?:(?<=[!?])|[.…]*+[!?])[.!?…]*+[{c}]*+(?![^\\s{k}])"
-    "|(?<=[.…])[.…]*+[{c}]*+(?![^\\s{k}])(?!\\s++[a-z])"
-    ")".format(c=re.escape(_CLOSERS), k=_CJK_CLASS)
-)
-_STRONG_TERMS = frozenset("。！？；")  # Chinese terminators end a sentence whatever follows
-_NO_SPLIT_BEFORE = frozenset(",，、:：;；")
-# Abbreviations that are followed by a capitalised name ("Dr. Smith"), and ones followed by a
-# number ("Fig. 3", "No. 5"). Dotted initialisms (e.g., i.e., U.S., Ph.D.) are matched by
-# _INITIALISM_RE; a lowercase next word ("etc. and") never starts a sentence anyway.
-_ABBREV = frozenset(
-    "mr mrs ms dr prof sr jr st mt vs cf al approx gen gov sen rep capt lt col sgt rev hon".split()
-)
-_NUM_ABBREV = frozenset("no nos fig figs eq eqs p pp vol ch sec art ref".split())
-_INITIALISM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]|Ph\.D")
-# A line that starts a new sentence group inside a paragraph: list item, table row.
-_ITEM_RE = re.compile(r"[ \t]*(?:[-*+][ \t]|\d{1,9}[.)](?:[ \t]|$)|\|)")
-_NEWLINE_RE = re.compile(r"\r\n|\r|\n")
 #: a reStructuredText adornment: one non-alphanumeric printable ASCII character, repeated
 _RST_PUNCTUATION = frozenset(string.punctuation)
 _RST_ADORN_RE = re.compile("([" + re.escape(string.punctuation) + r"])\1+[ \t]*")
@@ -156,158 +121,6 @@ def rst_adornment(line: str) -> str | None:
     """The character of a reStructuredText adornment line (``=====``), else ``None``."""
     m = _RST_ADORN_RE.fullmatch(line)
     return m.group(1) if m else None
-
-Span = tuple[int, int]
-
-
-def _is_cjk(ch: str) -> bool:
-    return _CJK_RE.match(ch) is not None
-
-
-def _trim(text: str, start: int, end: int) -> Span:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
-
-
-def _word_before(text: str, pos: int, lo: int) -> str:
-    k = pos
-    limit = max(lo, pos - 40)
-    while k > limit:
-        ch = text[k - 1]
-        if ch.isspace() or ch in _OPENERS:
-            break
-        k -= 1
-    return text[k:pos]
-
-
-def _is_boundary(text: str, a: int, b: int, hi: int, lo: int) -> bool:
-    """Whether the terminator run ``text[a:b]`` ends a sentence."""
-    run = text[a:b]
-    if not _STRONG_TERMS.isdisjoint(run):
-        return True
-    if b >= hi:
-        return True
-    follow = text[b]
-    if not follow.isspace():
-        if not _is_cjk(follow):
-            return False  # 3.14, v2.3.1, e.g.x, file.py, "?)" mid-token
-    else:
-        k = b + 1
-        while k < hi and text[k].isspace():
-            k += 1
-        if k >= hi:
-            return True
-        follow = text[k]
-    if follow in _NO_SPLIT_BEFORE:
-        return False
-    core = run.rstrip(_CLOSERS)
-    if core.strip(".…"):
-        return True  # contains ! or ?
-    if follow.islower():
-        return False  # "e.g. the", "etc. and", "wait... what"
-    if core == ".":
-        word = _word_before(text, a, lo)
-        low = word.lower()
-        if low in _ABBREV:
-            return False
-        if follow.isdigit() and low in _NUM_ABBREV:
-            return False
-        if _INITIALISM_RE.fullmatch(word):
-            return False
-        if len(word) == 1 and "A" <= word <= "Z" and word != "I":
-            return False  # an initial: "John F. Kennedy"
-    return True
-
-
-def _sentence_spans(text: str, lo: int, hi: int, out: list[Span]) -> None:
-    """Append the trimmed sentence spans of the prose run ``text[lo:hi]`` to ``out``; ``lo``
-    starts a line (the run pattern looks one character back, to find where a run starts)."""
-    start = lo
-    for m in _CANDIDATE_RE.finditer(text, lo, hi):
-        a, b = m.span()
-        if _is_boundary(text, a, b, hi, lo):
-            s, e = _trim(text, start, b)
-            if s < e:
-                out.append((s, e))
-            start = b
-    s, e = _trim(text, start, hi)
-    if s < e:
-        out.append((s, e))
-
-
-def _paragraph_spans(
-    text: str, lines: list[int], starts: list[int], ends: list[int], out: list[Span]
-) -> None:
-    """Sentence spans of a paragraph (consecutive non-blank lines, by index).
-
-    A list item or table row starts a new group, and so does the first line of a block quote;
-    sentences never run across groups.
-    """
-    group_start = -1
-    group_end = -1
-    prev_quote = False
-    for i in lines:
-        s, e = starts[i], ends[i]
-        line_lead = text[s:e].lstrip()
-        quote = line_lead.startswith(">")
-        new_group = (quote and not prev_quote) or _ITEM_RE.match(text, s, e) is not None
-        prev_quote = quote
-        if new_group and group_start >= 0:
-            _sentence_spans(text, group_start, group_end, out)
-            group_start = -1
-        if group_start < 0:
-            group_start = s
-        group_end = e
-    if group_start >= 0:
-        _sentence_spans(text, group_start, group_end, out)
-
-
-def _line_table(text: str, begin: int) -> tuple[list[int], list[int]]:
-    """Start offsets and content ends (before the line break) of the lines from ``begin``."""
-    starts: list[int] = []
-    ends: list[int] = []
-    pos = begin
-    for m in _NEWLINE_RE.finditer(text, begin):
-        starts.append(pos)
-        ends.append(m.start())
-        pos = m.end()
-    if pos < len(text):
-        starts.append(pos)
-        ends.append(len(text))
-    return starts, ends
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split prose into trimmed sentences, English and Chinese.
-
-    A sentence ends after ``.`` ``!`` ``?`` ``。`` ``！`` ``？`` ``；`` or ``…`` (and any closing
-    quotes or brackets right after them). ASCII terminators need whitespace, the end, or a CJK
-    character after them, so ``3.14``, ``v2.3.1`` and ``hybridsag.chunker`` stay whole; a period
-    does not end a sentence before a lowercase word (``e.g. the``), after a dotted initialism
-    (``U.S.``, ``e.g.``), a title (``Dr.``, ``Mr.``), an initial (``John F. Kennedy``) or before
-    a number after ``No.``/``Fig.``. Blank lines, list items and table rows always start a new
-    sentence. Headings and code fences are not recognised here (the chunker handles them).
-
-    Returns the sentences in order; whitespace-only input gives ``[]``.
-
-    Example: ``split_sentences("Use v2.3.1. 安装完成。然后重启！")``
-    -> ``["Use v2.3.1.", "安装完成。", "然后重启！"]``
-    """
-    starts, ends = _line_table(text, 0)
-    spans: list[Span] = []
-    para: list[int] = []
-    for i in range(len(starts)):
-        if text[starts[i] : ends[i]].strip():
-            para.append(i)
-        elif para:
-            _paragraph_spans(text, para, starts, ends, spans)
-            para = []
-    if para:
-        _paragraph_spans(text, para, starts, ends, spans)
-    return [text[s:e] for s, e in spans]
 
 
 # --------------------------------------------------------------------------- block parsing
@@ -363,13 +176,13 @@ def _cut(text: str, s: int, e: int, size: int, max_lines: int) -> list[Span]:
     linear in ``e - s`` whatever the text holds (no newline, no space)."""
     pieces: list[Span] = []
     while s < e:
-        s, e = _trim(text, s, e)
+        s, e = trim_span(text, s, e)
         if s >= e:
             break
         limit = min(e, s + size)
         # the line cap: the end of the max_lines-th line break, when it comes before the limit
         # (a break ending past the limit cannot lower it, so the search stops one past it)
-        breaks = islice(_NEWLINE_RE.finditer(text, s, min(e, limit + 1)), max_lines - 1, None)
+        breaks = islice(NEWLINE_RE.finditer(text, s, min(e, limit + 1)), max_lines - 1, None)
         nth = next(breaks, None)
         if nth is not None:
             limit = min(limit, nth.end())
@@ -381,7 +194,7 @@ def _cut(text: str, s: int, e: int, size: int, max_lines: int) -> list[Span]:
             cut = max((text.rfind(ch, s, limit + 1) for ch in " \t"), default=-1)
         if cut <= s:
             cut = limit
-        ps, pe = _trim(text, s, cut)
+        ps, pe = trim_span(text, s, cut)
         if ps < pe:
             pieces.append((ps, pe))
         s = max(cut, s + 1)
@@ -394,7 +207,7 @@ def _code_units(
     """Units of the code block on lines ``first..last``: one packable unit when it fits the
     target, one whole chunk up to the hard caps, else pieces of about equal size cut at line
     ends (a line longer than ``max_chars`` is cut at spaces)."""
-    s, e = _trim(text, starts[first], ends[last])
+    s, e = trim_span(text, starts[first], ends[last])
     if s >= e:
         return []
     lines = last - first + 1
@@ -408,7 +221,7 @@ def _code_units(
     ps = pe = -1
     piece_first = first
     for k in range(first, last + 1):
-        ls, le = _trim(text, starts[k], ends[k])
+        ls, le = trim_span(text, starts[k], ends[k])
         if ls >= le:
             continue
         if le - ls > caps.max_chars:  # one line over the cap: cut at spaces
@@ -528,7 +341,7 @@ def _markdown_spans(
     markdown = fmt == "markdown"
     rst = fmt == "rst"
     rst_styles: dict[tuple[str, bool], int] = {}  # (character, overlined) -> level
-    starts, ends = _line_table(text, begin)
+    starts, ends = line_table(text, begin)
     n = len(starts)
     out: list[tuple[int, int, str]] = []
     stack: list[tuple[int, str]] = []
@@ -551,7 +364,7 @@ def _markdown_spans(
         while not marked and scanned < len(para):
             k = para[scanned]
             scanned += 1
-            marked = _ITEM_RE.match(text, starts[k], ends[k]) is not None
+            marked = ITEM_RE.match(text, starts[k], ends[k]) is not None
             marked = marked or line_of(k).lstrip().startswith(">")
         return marked
 
@@ -574,7 +387,7 @@ def _markdown_spans(
                 para.clear()
                 return
         spans: list[Span] = []
-        _paragraph_spans(text, para, starts, ends, spans)
+        paragraph_spans(text, para, starts, ends, spans)
         for s, e in spans:
             if fits(s, e):
                 section.append((s, e, _SENTENCE))
@@ -864,7 +677,7 @@ def chunk_text(
     if not spans:
         return []
     line_starts = [0]
-    line_starts.extend(m.end() for m in _NEWLINE_RE.finditer(text))
+    line_starts.extend(m.end() for m in NEWLINE_RE.finditer(text))
     offsets = _byte_offsets(text, [p for s, e, _ in spans for p in (s, e)])
     return [
         Chunk(

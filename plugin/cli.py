@@ -41,7 +41,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from hybridsag import __version__
-from hybridsag.agent import DEFAULT_BUDGET, check_budget
+from hybridsag.budget import DEFAULT_BUDGET, check_budget
 from hybridsag.errors import (
     AuthError,
     ConfigError,
@@ -724,7 +724,12 @@ def _add_compare_arguments(p: argparse.ArgumentParser) -> None:
 
 def _cmd_eval_compare(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
     """``eval --compare`` and ``eval --grid`` (hybridsag.ab.offline)."""
-    from hybridsag.ab.offline import compare_arms, format_compare, format_grid, grid_search
+    from hybridsag.ab.offline import (
+        compare_arms,
+        format_compare,
+        format_grid,
+        grid_search,
+    )
 
     progress = _progress_factory(not args.quiet)
     if args.compare and args.grid:

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from hybridsag.agent import DEFAULT_BUDGET
+from hybridsag.budget import DEFAULT_BUDGET
 from hybridsag.errors import (
     AuthError,
     ConsistencyError,
@@ -306,7 +305,12 @@ class ServiceClient:
             InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as the service
                 answers (a manifest over ``server.max_body_bytes``: InputError).
         """
-        from hybridsag.sources import SourceErrors, hash_regular, read_regular, scan_folder
+        from hybridsag.sources import (
+            SourceErrors,
+            hash_regular,
+            read_regular,
+            scan_folder,
+        )
 
         started = time.perf_counter()
         errors = SourceErrors()

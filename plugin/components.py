@@ -267,7 +267,7 @@ class Components:
     def embedding_backend(self) -> str:
         """The embedder backend this data dir uses: ``embedding.backend``, with ``auto``
         resolved against what the index recorded (nothing is loaded)."""
-        from hybridsag.embedder import resolve_backend
+        from hybridsag.embedder_common import resolve_backend
 
         return resolve_backend(self.settings, self._stored_fingerprint()).embedding.backend
 

@@ -56,6 +56,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from hybridsag.documents import (
+    MAX_ACL_TAG_BYTES,
+    MAX_ACL_TAGS,
+    MAX_CHUNK_ID_BYTES,
+    MAX_TENANT_BYTES,
+    RESOURCE_ID_FIELD_BYTES,
+)
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import Settings
@@ -111,11 +118,6 @@ LEGACY_COLLECTION = "hybridsag_chunks"
 #: How long a create that lost a race waits for the winner's collection to appear.
 CREATE_RACE_WAIT_S = 10.0
 MAX_INDEX_ID_BYTES = 64
-MAX_CHUNK_ID_BYTES = 512
-MAX_RESOURCE_ID_BYTES = 1024
-MAX_TENANT_BYTES = 256
-MAX_ACL_TAG_BYTES = 256
-MAX_ACL_TAGS = 256
 
 # HNSW build parameters: hnswlib's defaults (M=16, ef_construction=200).
 HNSW_M = 16
@@ -812,7 +814,7 @@ class MilvusDenseIndex:
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field(F_ID, DataType.VARCHAR, is_primary=True, max_length=MAX_CHUNK_ID_BYTES)
         schema.add_field(F_INDEX, DataType.VARCHAR, max_length=MAX_INDEX_ID_BYTES)
-        schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=MAX_RESOURCE_ID_BYTES)
+        schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=RESOURCE_ID_FIELD_BYTES)
         schema.add_field(F_VERSION, DataType.INT64)
         schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
         schema.add_field(
@@ -955,7 +957,7 @@ class MilvusDenseIndex:
         assert self._dimension is not None
         vector = _as_vector(row.vector, self._dimension, what=f"vector of chunk {row.chunk_id!r}")
         _check_bytes(row.chunk_id, MAX_CHUNK_ID_BYTES, "chunk_id", allow_empty=False)
-        _check_bytes(row.resource_id, MAX_RESOURCE_ID_BYTES, f"resource_id of {row.chunk_id!r}")
+        _check_bytes(row.resource_id, RESOURCE_ID_FIELD_BYTES, f"resource_id of {row.chunk_id!r}")
         _check_bytes(row.tenant, MAX_TENANT_BYTES, f"tenant of {row.chunk_id!r}")
         if isinstance(row.acl, str):
             raise InputError(f"acl of chunk {row.chunk_id!r} must be a tuple of tags, not a str")

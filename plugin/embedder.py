@@ -31,11 +31,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 from hybridsag.embedder_common import (
     AUTO_BACKEND,
-    PACKAGED_MODEL,
     Kind,
     check_encode_args,
     normalise_rows,
-    packaged_model_dir,
     readable_share,
     resolve_backend,
     resolve_model,
@@ -47,11 +45,10 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from sentence_transformers import SentenceTransformer
 
 # PACKAGED_MODEL, packaged_model_dir, resolve_model and normalise_rows live in embedder_common
-# (shared with the onnx backend without an import cycle) and are exported from here as before.
+# (shared with the onnx backend without an import cycle): import them from there.
 __all__ = [
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
-    "PACKAGED_MODEL",
     "Embedder",
     "EmbedderFactory",
     "SentenceTransformerEmbedder",
@@ -59,11 +56,7 @@ __all__ = [
     "load_http_embedder",
     "load_onnx_embedder",
     "make_embedder",
-    "normalise_rows",
-    "packaged_model_dir",
     "quiet_weight_loading",
-    "resolve_backend",
-    "resolve_model",
     "vocabulary_share",
 ]
 

@@ -142,7 +142,7 @@ class OverloadError(HybridSagError):
 class WriteCancelledError(HybridSagError):
     """A write stopped at a cancellation point because its ``cancel`` event was set (the service
     shutting down): the batch in flight was undone as a failed one is, batches committed before
-    stay; ``report`` is their :class:`~hybridsag.writer.IngestReport` (None when unknown). The
+    stay; ``report`` is their :class:`~hybridsag.documents.IngestReport` (None when unknown). The
     same write may be sent again (retriable; the service answers 503)."""
 
     default_retriable = True

@@ -53,7 +53,6 @@ __all__ = [
     "eval_path_names",
     "eval_versions",
     "load_dataset",
-    "metrics_for",
     "open_eval_index",
     "questions_of",
     "ranked_resources",

@@ -48,11 +48,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hybridsag.documents import Document, IngestReport, printable
 from hybridsag.formats import DocumentConverter
+from hybridsag.progress import IngestProgress, as_progress
 from hybridsag.settings import Settings
 from hybridsag.sources import FolderScan, SourceErrors, id_root, iter_files, scan_folder
 from hybridsag.store import Exclusion, ResourceRecord, Store
-from hybridsag.writer import Document, IngestProgress, IngestReport, Writer, as_progress, printable
+from hybridsag.writer import Writer
 
 __all__ = [
     "PRUNABLE",

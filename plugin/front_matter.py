@@ -5,7 +5,7 @@ A YAML (``---``) or TOML (``+++``) block at the very top of a Markdown file
 chunk) is read here, for folder ingest (:func:`hybridsag.sources.iter_files`), into:
 
 - **the title**: its ``title`` key, on one line, when it is a string or a number of at most
-  :data:`~hybridsag.writer.MAX_TITLE_CHARS` characters without control characters. It comes
+  :data:`~hybridsag.documents.MAX_TITLE_CHARS` characters without control characters. It comes
   before the first ``# H1`` and the file name;
 - **metadata**: every other top-level key named as filters name keys (1 to 128 of letters,
   digits, ``_ . -``) whose value is a string, a number, a boolean, a date (written as ISO 8601
@@ -38,6 +38,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybridsag.documents import MAX_TITLE_CHARS
 from hybridsag.fusion.markdown import front_matter
 
 __all__ = ["MAX_LIST_ITEMS", "MAX_METADATA_CHARS", "FrontMatterData", "read_front_matter"]
@@ -46,8 +47,6 @@ __all__ = ["MAX_LIST_ITEMS", "MAX_METADATA_CHARS", "FrontMatterData", "read_fron
 MAX_LIST_ITEMS = 256
 #: Most characters of all front matter metadata values together (keys and strings counted).
 MAX_METADATA_CHARS = 16 * 1024
-#: The title's bound (:data:`hybridsag.writer.MAX_TITLE_CHARS`, which the writer enforces).
-MAX_TITLE_CHARS = 2_000
 #: A metadata key a filter can name (``hybridsag.store.Filters``).
 _KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _INT64 = (-(2**63), 2**63 - 1)

@@ -15,7 +15,7 @@ from itertools import accumulate
 __all__ = ["MAX_JSON_DEPTH", "json_depth", "too_deep"]
 
 #: How deeply a JSON body (or one NDJSON line) may nest arrays and objects. A resource's
-#: metadata may nest ``hybridsag.writer.MAX_METADATA_DEPTH`` (32) levels inside the list and
+#: metadata may nest ``hybridsag.documents.MAX_METADATA_DEPTH`` (32) levels inside the list and
 #: the resource that hold it; 64 leaves room for that and stays far below what Python's JSON
 #: parser and pydantic can recurse into.
 MAX_JSON_DEPTH = 64

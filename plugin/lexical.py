@@ -46,7 +46,7 @@ from hybridsag.errors import LexicalError
 from hybridsag.fts5_topk import BM25_B, BM25_K1, Fts5TopK, strip_diacritics
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import LexicalSettings
-from hybridsag.store import Filters, Store, select_in
+from hybridsag.store import Filters, Store
 from hybridsag.tokenizer import FTS_TOKENIZE, Tokenizer
 
 __all__ = [
@@ -65,7 +65,6 @@ __all__ = [
     "build_tsvector",
     "fold_term",
     "quote_term",
-    "strip_diacritics",
 ]
 
 #: Named migrations of the FTS5 tables (recorded in the store's ``migrations`` table; ``IF NOT

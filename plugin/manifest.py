@@ -47,6 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from hybridsag.documents import (
+    MAX_SOURCE_URI_CHARS,
+    IngestReport,
+    make_document,
+    printable,
+)
 from hybridsag.errors import ConfigError, ForbiddenError, IngestError, InputError
 from hybridsag.folders import (
     PRUNABLE,
@@ -67,7 +73,7 @@ from hybridsag.sources import (
     not_indexed,
 )
 from hybridsag.store import ResourceRecord, Store, resource_key
-from hybridsag.writer import MAX_SOURCE_URI_CHARS, IngestReport, Writer, make_document, printable
+from hybridsag.writer import Writer
 
 __all__ = [
     "MAX_MANIFEST_FILES",
@@ -124,7 +130,7 @@ def _no_control(what: str, value: str) -> None:
 def check_root(root: str) -> str:
     """``root`` when it is a folder a manifest may name: an absolute, normalised POSIX path
     (no ``.`` or ``..`` part, no empty part, no trailing ``/``, not ``/`` itself) of at most
-    :data:`~hybridsag.writer.MAX_SOURCE_URI_CHARS` characters; InputError naming it
+    :data:`~hybridsag.documents.MAX_SOURCE_URI_CHARS` characters; InputError naming it
     otherwise."""
     _no_control("root", root)
     if len(root) > MAX_SOURCE_URI_CHARS:

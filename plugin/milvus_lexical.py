@@ -47,11 +47,6 @@ from hybridsag.dense import (
     F_ACL,
     F_RESOURCE,
     F_TENANT,
-    MAX_ACL_TAG_BYTES,
-    MAX_ACL_TAGS,
-    MAX_CHUNK_ID_BYTES,
-    MAX_RESOURCE_ID_BYTES,
-    MAX_TENANT_BYTES,
     DenseFilter,
     connect_milvus,
     filter_expression,
@@ -62,8 +57,16 @@ from hybridsag.dense import (
     release_milvus,
     resources_expression,
 )
+from hybridsag.documents import (
+    MAX_ACL_TAG_BYTES,
+    MAX_ACL_TAGS,
+    MAX_CHUNK_ID_BYTES,
+    MAX_TENANT_BYTES,
+    RESOURCE_ID_FIELD_BYTES,
+)
 from hybridsag.errors import ConfigError, LexicalError
-from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex, strip_diacritics
+from hybridsag.fts5_topk import strip_diacritics
+from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex
 from hybridsag.settings import LexicalSettings, Settings
 from hybridsag.store import Filters, Store, select_in, split_key
 from hybridsag.tokenizer import Tokenizer, has_cjk
@@ -277,7 +280,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             schema.add_field(F_CHUNK, DataType.VARCHAR, max_length=MAX_CHUNK_ID_BYTES)
         else:
             schema.add_field(F_VERSION, DataType.INT64)
-        schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=MAX_RESOURCE_ID_BYTES)
+        schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=RESOURCE_ID_FIELD_BYTES)
         schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
         schema.add_field(F_STATUS, DataType.VARCHAR, max_length=32)
         schema.add_field(

@@ -1,6 +1,6 @@
 """How an ingest reports its progress: :class:`IngestProgress` and :func:`as_progress`.
 
-Apart from the write path (:mod:`hybridsag.writer` re-exports both) so that the CLI can define
+Apart from the write path so that the CLI can define
 its progress bars without importing the write path, the chunker or the dense side.
 """
 

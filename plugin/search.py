@@ -18,7 +18,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from hybridsag.agent import DEFAULT_BUDGET, agent_text
+from hybridsag.agent import agent_text
+from hybridsag.budget import DEFAULT_BUDGET
 from hybridsag.components import Components
 from hybridsag.errors import (
     BudgetError,
@@ -50,12 +51,13 @@ if TYPE_CHECKING:
 
     # the write side (chunker, folders, sources, writer) is imported by the methods that
     # ingest, so that a search process never loads it
-    from hybridsag.chunker import Format
     from hybridsag.dense import DenseIndex
+    from hybridsag.documents import Document, Format, IngestReport
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
     from hybridsag.manifest import ManifestEntry, SyncNeed
-    from hybridsag.writer import Document, IngestProgress, IngestReport, StepHook
+    from hybridsag.progress import IngestProgress
+    from hybridsag.writer import StepHook
 
 __all__ = [
     "PATH_WORKERS",
@@ -447,7 +449,7 @@ class HybridSearch:
         fmt: Format = "markdown",
     ) -> IngestReport:
         """Ingest (or re-ingest) one resource; its chunks are replaced atomically."""
-        from hybridsag.writer import make_document
+        from hybridsag.documents import make_document
 
         doc = make_document(
             resource_id,
@@ -470,7 +472,7 @@ class HybridSearch:
         skip_unchanged: bool = True,
         cancel: threading.Event | None = None,
     ) -> IngestReport:
-        """Ingest documents (built with :func:`~hybridsag.writer.make_document`); each is
+        """Ingest documents (built with :func:`~hybridsag.documents.make_document`); each is
         checked again on its own, so one bad item is reported in ``errors`` and the others are
         indexed. Once ``cancel`` is set the ingest stops at its next cancellation point, undoes
         the batch in flight and raises :class:`~hybridsag.errors.WriteCancelledError`
@@ -488,8 +490,8 @@ class HybridSearch:
     ) -> IngestReport:
         """Ingest a JSONL file (BEIR ``corpus.jsonl`` works as is); bad lines, and lines over
         ``ingest.max_file_mb``, are reported. With ``progress``, the lines are counted first."""
+        from hybridsag.progress import as_progress
         from hybridsag.sources import SourceErrors, count_lines, iter_jsonl
-        from hybridsag.writer import as_progress
 
         errors = SourceErrors()
         max_line = int(self.settings.ingest.max_file_mb * _MIB)

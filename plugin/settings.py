@@ -40,7 +40,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from hybridsag.agent import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from hybridsag.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.errors import ConfigError
 
 __all__ = [

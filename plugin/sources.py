@@ -1,7 +1,7 @@
 """Where resources come from: a JSONL file (a BEIR ``corpus.jsonl`` loads as is), a folder (text
 files, plus PDF, DOCX, HTML and EPUB through :mod:`hybridsag.formats`) or a single file.
 
-Both yield validated :class:`~hybridsag.writer.Document` values and report, rather than raise,
+Both yield validated :class:`~hybridsag.documents.Document` values and report, rather than raise,
 the entries they had to skip (a JSONL line that is not an object, a file over the size cap), so
 one bad entry never stops the rest from being indexed.
 
@@ -32,12 +32,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pathspec
-
 from hybridsag.chunker import rst_title
+from hybridsag.documents import Document, make_document, printable
 from hybridsag.errors import ConfigError, IngestError
 from hybridsag.formats import CONVERTED_SUFFIXES, DocumentConverter, format_size
 from hybridsag.fusion.markdown import first_h1
-from hybridsag.writer import Document, make_document, printable
 
 __all__ = [
     "FOLDER_SUFFIXES",
@@ -521,7 +520,7 @@ def file_document(
     converter: DocumentConverter | None = None,
     st: os.stat_result | None = None,
 ) -> tuple[Document, tuple[str, ...]]:
-    """The :class:`~hybridsag.writer.Document` of one folder file from its bytes, as folder
+    """The :class:`~hybridsag.documents.Document` of one folder file from its bytes, as folder
     ingest makes it wherever the bytes come from (a file read here, or one a client uploaded):
     the id ``rel`` (its path relative to ``root``, the folder recorded as ``source_root``),
     the text decoded by :func:`decode_text` or converted by ``converter`` (by the suffix of

@@ -19,7 +19,7 @@ namespace). Every table keys a resource by one string, its *key* (:func:`resourc
 itself in the un-tenanted namespace ``""`` (so an index without tenants, every benchmark set
 among them, stores exactly what it always stored), else ``tenant + KEY_SEP + id``, where
 :data:`KEY_SEP` is the control character U+001F, which no tenant and no id may hold
-(:func:`hybridsag.writer.make_document` refuses control characters), so the pair is always
+(:func:`hybridsag.documents.make_document` refuses control characters), so the pair is always
 recovered (:func:`split_key`) and no tenant's key equals an un-tenanted id. The column
 ``resource_id`` of ``resources``, ``chunks``, ``tombstones`` and ``journal`` holds the key; the
 records (:class:`ResourceRecord`, :class:`ChunkRecord`) give the public id and the tenant, and

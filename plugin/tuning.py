@@ -333,7 +333,7 @@ def fit_judge(
 
 def mean_metrics(rankings: Sequence[tuple[Sequence[str], frozenset[str]]]) -> dict[str, float]:
     """Mean :data:`RANK_METRICS` over ``(ranked resource ids, gold)`` pairs."""
-    from hybridsag.evaluation import metrics_for
+    from hybridsag.metrics import metrics_for
 
     totals = dict.fromkeys(RANK_METRICS, 0.0)
     for ranked, gold in rankings:

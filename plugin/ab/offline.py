@@ -37,13 +37,13 @@ from hybridsag.evaluation import (
     Dataset,
     eval_versions,
     load_dataset,
-    metrics_for,
     open_eval_index,
     questions_of,
     ranked_resources,
     skipped_line,
     uses_vectors,
 )
+from hybridsag.metrics import metrics_for
 from hybridsag.offline_runs import (
     DEPTH,
     GRID_KS,

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hybridsag import __version__
 from hybridsag.backend import Backend, SearchOptions, open_backend
-from hybridsag.chunker import Format
+from hybridsag.documents import Format
 from hybridsag.errors import HybridSagError, InputError, ServiceHoldsDataDir
 from hybridsag.integrations import missing_extra
 from hybridsag.settings import Settings

@@ -22,11 +22,12 @@ safe id ``q<n>`` mapped back when a chunk id is not ``[A-Za-z0-9_.:-]{1,64}``.
 Contract of :meth:`JevJudge.judge`: one probability per candidate or an exception, never a default.
 
 The request, its retries and the search's remote budget are :class:`hybridsag.remote.Endpoint`'s
-(``RETRIABLE_STATUSES`` and ``parse_retry_after`` are re-exported from there); the cache, the
+(its ``RETRIABLE_STATUSES`` and ``parse_retry_after``); the cache, the
 batching and the order are :mod:`hybridsag.judges.remote`'s, which the other remote judges share.
 
 * Batches are cut so that no request body exceeds ``token_budget`` estimated tokens (see
-  :func:`estimate_tokens`); a candidate that alone with the state exceeds it raises
+  :func:`~hybridsag.judges.remote.estimate_tokens`); a candidate that alone with the state
+  exceeds it raises
   :class:`~hybridsag.errors.JudgeError` naming its chunk id and estimated size, before anything
   is sent. At most ``max_in_flight`` requests run at once (a thread pool over one thread-safe
   ``httpx.Client``), so the judge works from sync code and from inside a running event loop.
@@ -83,14 +84,12 @@ from hybridsag.judges.remote import (
 )
 from hybridsag.remote import (
     JUDGE_ERRORS,
-    RETRIABLE_STATUSES,
     Endpoint,
     Reply,
     check_base_url,
     check_key,
     count_of,
     is_number,
-    parse_retry_after,
     run_parallel,
 )
 
@@ -103,15 +102,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CRITERIA",
     "REQUEST_ID_HEADER",
-    "RETRIABLE_STATUSES",
     "ROUTES",
     "JevJudge",
-    "JudgementCache",
     "build_question",
     "build_state",
-    "estimate_tokens",
     "build",
-    "parse_retry_after",
 ]
 
 #: route name -> path appended to ``base_url``.

@@ -58,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from hybridsag.chunker import split_sentences
+from hybridsag.sentences import split_sentences
 
 __all__ = [
     "OFF_KIND_SHARE",

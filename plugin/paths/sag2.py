@@ -48,7 +48,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hybridsag.chunker import split_sentences
 from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeError
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
@@ -62,6 +61,7 @@ from hybridsag.paths.evidence import (
     name_forms,
     select_evidence,
 )
+from hybridsag.sentences import split_sentences
 from hybridsag.settings import JudgeSettings, Sag2Settings
 from hybridsag.store import Filters, Store
 

@@ -17,7 +17,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "pip install 'hybridsag[service]'"
     ) from exc
 
-from hybridsag.service.app import API_PREFIX, ReconcileHooks, create_app
+from hybridsag.backend import ReconcileHooks
+from hybridsag.service.app import API_PREFIX, create_app
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.server import serve
 

@@ -63,6 +63,7 @@ from hybridsag import __version__
 from hybridsag.agent import agent_text
 from hybridsag.ab.online import Experiments
 from hybridsag.backend import PAGE_MAX, LocalBackend, ReconcileHooks, SearchOptions
+from hybridsag.documents import Document
 from hybridsag.errors import (
     AuthError,
     ConfigError,
@@ -100,9 +101,8 @@ from hybridsag.service.models import (
 )
 from hybridsag.settings import Settings
 from hybridsag.store import STATUSES
-from hybridsag.writer import Document
 
-__all__ = ["API_PREFIX", "ReconcileHooks", "ServiceState", "create_app"]
+__all__ = ["API_PREFIX", "ServiceState", "create_app"]
 
 API_PREFIX = "/v1"
 

@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from hybridsag.agent import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
-from hybridsag.chunker import Format
+from hybridsag.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from hybridsag.documents import MAX_SOURCE_URI_CHARS, Format, IngestReport
 from hybridsag.errors import HybridSagError
 from hybridsag.manifest import (
     MAX_MANIFEST_FILES,
@@ -36,7 +36,6 @@ from hybridsag.search import SearchResult
 from hybridsag.paths import check_path_names, check_weights
 from hybridsag.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
 from hybridsag.settings import EXPERIMENT_NAME_PATTERN, ExperimentSettings
-from hybridsag.writer import MAX_SOURCE_URI_CHARS, IngestReport
 
 __all__ = [
     "ErrorDetail",

@@ -41,7 +41,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from hybridsag.errors import ConfigError
 from hybridsag.search import HybridSearch
-from hybridsag.service.app import ReconcileHooks, create_app
+from hybridsag.backend import ReconcileHooks
+from hybridsag.service.app import create_app
 from hybridsag.service.limits import error_body
 from hybridsag.service_lock import hold_service_lock, service_url
 from hybridsag.settings import Settings

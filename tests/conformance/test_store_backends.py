@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from hybridsag.consistency import Lease
+from hybridsag.documents import make_document
 from hybridsag.errors import ConsistencyError, IndexMismatchError, StoreError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters, Store, resource_key, split_key
-from hybridsag.writer import make_document
 
 WORDS = (
     "apple orchard river stone lantern copper meadow falcon harbor violet ember quartz willow "

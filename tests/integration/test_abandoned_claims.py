@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 from hybridsag.consistency import Reconciler
+from hybridsag.documents import make_document
 from hybridsag.search import HybridSearch
-from hybridsag.writer import make_document
 
 from tests.consistency_support import check_consistent, clear_env, make_settings, open_search
 

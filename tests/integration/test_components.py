@@ -526,3 +526,31 @@ def test_auto_gives_a_new_index_the_onnx_backend(tmp_path: Path) -> None:
     with Components(_settings(tmp_path / "data")) as parts:
         assert parts.embedding_backend() == "onnx"
         assert parts.embedder().fingerprint == f"{MODEL}|onnx-fp32"
+
+
+_READ_SIDE_CHILD = """
+import io, json, sys
+from hybridsag.cli import main
+data = sys.argv[1]
+out = io.StringIO()
+rc = main(["--data-dir", data, "search", "orrery scheduler", "--json"], out=out)
+write_side = ("hybridsag.chunker", "hybridsag.writer", "hybridsag.folders", "hybridsag.sources",
+              "hybridsag.manifest")
+print(json.dumps({"rc": rc, "response": json.loads(out.getvalue()),
+                  "write_side": sorted(m for m in write_side if m in sys.modules)}))
+"""
+
+
+def test_a_fused_search_never_loads_the_write_side(vector_index: Path, tmp_path: Path) -> None:
+    """A search with every default path (sag2 reads sentences of stored chunks, the evidence
+    set too) loads neither the chunker nor the write path: the sentence splitter both sides use
+    is :mod:`hybridsag.sentences`."""
+    import shutil
+
+    data = tmp_path / "copy"
+    shutil.copytree(vector_index, data)
+    out, stderr = _run_child(_READ_SIDE_CHILD, data, tmp_path)
+    assert out["rc"] == 0, stderr
+    assert {"sag2", "dense"} <= set(out["response"]["paths"])
+    assert out["response"]["results"], out["response"]
+    assert out["write_side"] == [], stderr

@@ -28,6 +28,7 @@ from hybridsag.consistency import (
     list_reports,
 )
 from hybridsag.dense import VectorRow
+from hybridsag.documents import make_document
 from hybridsag.errors import ConsistencyError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import (
@@ -37,7 +38,6 @@ from hybridsag.settings import (
     MilvusSettings,
     Settings,
 )
-from hybridsag.writer import make_document
 
 from tests.consistency_support import (
     check_consistent,

@@ -120,7 +120,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _docs(texts: dict[str, str]) -> list:
-    from hybridsag.writer import make_document
+    from hybridsag.documents import make_document
 
     return [make_document(rid, text, title=rid.title()) for rid, text in texts.items()]
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hybridsag.components import Components
+from hybridsag.documents import make_document
 from hybridsag.errors import ConfigError
 from hybridsag.judges import make_judge
 from hybridsag.judges.base import Candidate, Judge
@@ -29,7 +30,6 @@ from hybridsag.judges.cross_encoder import CrossEncoderJudge, pair_text
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
-from hybridsag.writer import make_document
 
 WORDS = (
     "who what when where did was is the a of and in to by for film director directed mother "

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from hybridsag.errors import IngestError
+from hybridsag.progress import IngestProgress
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.writer import IngestProgress
 
 pytestmark = pytest.mark.timeout(30)
 

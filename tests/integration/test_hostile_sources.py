@@ -15,19 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hybridsag.dense import MAX_ACL_TAGS, MAX_CHUNK_ID_BYTES, MAX_TENANT_BYTES
-from hybridsag.errors import IngestError
-from hybridsag.search import HybridSearch
-from hybridsag.settings import Settings
-from hybridsag.writer import (
+from hybridsag.documents import (
+    MAX_ACL_TAGS,
+    MAX_CHUNK_ID_BYTES,
     MAX_METADATA_BYTES,
     MAX_METADATA_DEPTH,
     MAX_METADATA_KEYS,
     MAX_RESOURCE_ID_BYTES,
+    MAX_TENANT_BYTES,
     Document,
-    chunk_id_for,
     make_document,
 )
+from hybridsag.errors import IngestError
+from hybridsag.search import HybridSearch
+from hybridsag.settings import Settings
+from hybridsag.store import chunk_id_for
 
 # a hang is a failure, not a stuck suite
 pytestmark = pytest.mark.timeout(20)

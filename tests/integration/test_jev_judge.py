@@ -27,12 +27,9 @@ from hybridsag.errors import (
 )
 from hybridsag.judges import make_judge
 from hybridsag.judges.base import Candidate, Judge
-from hybridsag.judges.jev import (
-    JevJudge,
-    JudgementCache,
-    estimate_tokens,
-    parse_retry_after,
-)
+from hybridsag.judges.jev import JevJudge
+from hybridsag.judges.remote import JudgementCache, estimate_tokens
+from hybridsag.remote import parse_retry_after
 from hybridsag.settings import JevSettings, JudgeSettings, Settings
 from pydantic import SecretStr
 

@@ -14,7 +14,7 @@ from langchain_core.runnables import RunnableLambda
 from pydantic import ValidationError
 
 from hybridsag.errors import AuthError, QueryError
-from hybridsag.integrations.backend import QueryValueError
+from hybridsag.backend import QueryValueError
 from hybridsag.integrations.langchain import HybridSagRetriever
 from hybridsag.search import HybridSearch
 from tests.adaptersupport import (

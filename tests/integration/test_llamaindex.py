@@ -14,7 +14,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore
 
 from hybridsag.errors import ConfigError, QueryError
-from hybridsag.integrations.backend import QueryValueError
+from hybridsag.backend import QueryValueError
 from hybridsag.integrations.llamaindex import HybridSagRetriever
 from hybridsag.search import HybridSearch
 from tests.adaptersupport import (

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hybridsag.documents import make_document
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
-from hybridsag.writer import make_document
 
 CORPUS: dict[str, tuple[str, str]] = {
     "amber-road": (

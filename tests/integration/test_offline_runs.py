@@ -24,11 +24,11 @@ from hybridsag.ab.offline import grid_search
 from hybridsag.errors import InputError
 from hybridsag.evaluation import (
     load_dataset,
-    metrics_for,
     open_eval_index,
     questions_of,
     tune_weights,
 )
+from hybridsag.metrics import metrics_for
 from hybridsag.offline_runs import Capture, capture, fused, grid, relative_weights, score
 from hybridsag.search import HybridSearch
 from hybridsag.settings import FusionSettings, Settings

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from hybridsag.cli import main
 from hybridsag.dense import DenseFilter, filter_expression
+from hybridsag.documents import make_document
 from hybridsag.errors import HybridSagError, QueryError
 from hybridsag.lexical import build_match, quote_term
 from hybridsag.query import validate_query
@@ -31,7 +32,6 @@ from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters, ResourceRecord
 from hybridsag.tokenizer import FTS_TOKENIZE
-from hybridsag.writer import make_document
 
 #: derandomized (the same examples every run), no example database, a deadline per example
 #: far above what any of these takes (so a slow machine is not a failure, a hang is)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hybridsag.documents import make_document
 from hybridsag.errors import ConfigError, JudgeError, JudgeResponseError
 from hybridsag.fusion.types import Hit
 from hybridsag.judges import make_judge
@@ -43,7 +44,6 @@ from hybridsag.search import HybridSearch
 from hybridsag.settings import JudgeSettings, Sag2Settings, Settings
 from hybridsag.store import Filters
 from hybridsag.tokenizer import Tokenizer
-from hybridsag.writer import make_document
 from pydantic import ValidationError
 
 from tests.jevserver import (

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 from hybridsag.dense import DenseFilter
+from hybridsag.documents import make_document
 from hybridsag.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import QueryError
 from hybridsag.paths import BUILTIN_PATHS
 from hybridsag.search import HybridSearch, SearchResponse
 from hybridsag.settings import EmbeddingSettings, Settings
 from hybridsag.store import Filters
-from hybridsag.writer import make_document
 
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
 from tests.settings_support import clean_env_settings

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 from hybridsag.components import Components
+from hybridsag.documents import make_document
 from hybridsag.embedder import vocabulary_share
 from hybridsag.search import HybridSearch, SearchResponse
 from hybridsag.trust import load_trust_model, query_facts
 from hybridsag.errors import ConfigError
-from hybridsag.writer import make_document
 
 from tests.integration.test_sag2 import BRIDGE, CORPUS, QUESTION
 from tests.settings_support import clean_env_settings

@@ -13,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 from hybridsag.consistency import Reconciler
+from hybridsag.documents import IngestReport, make_document
 from hybridsag.errors import WriteCancelledError
 from hybridsag.search import HybridSearch
 from hybridsag.service.server import build_server
 from hybridsag.settings import Settings
-from hybridsag.writer import IngestReport, make_document
 
 from tests.consistency_support import check_consistent, make_settings, open_search
 from tests.servicesupport import ADMIN, free_socket, wait_ready

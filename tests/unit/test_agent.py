@@ -7,8 +7,8 @@ import random
 from typing import Any
 
 import pytest
-
-from hybridsag.agent import MAX_BUDGET, MIN_BUDGET, QUOTE_CHARS, agent_text, check_budget
+from hybridsag.agent import QUOTE_CHARS, agent_text
+from hybridsag.budget import MAX_BUDGET, MIN_BUDGET, check_budget
 
 
 def result(rank: int, rid: str, heading: str, text: str, **extra: Any) -> dict[str, Any]:

@@ -14,16 +14,14 @@ import pytest
 
 from hybridsag.embedder import (
     EMBEDDERS,
-    PACKAGED_MODEL,
     Embedder,
     SentenceTransformerEmbedder,
     check_dimension,
     load_http_embedder,
     load_onnx_embedder,
     make_embedder,
-    packaged_model_dir,
-    resolve_backend,
 )
+from hybridsag.embedder_common import PACKAGED_MODEL, packaged_model_dir, resolve_backend
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
 from hybridsag.onnx_embedder import OnnxEmbedder
 from hybridsag.settings import EmbeddingSettings, Settings

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hybridsag.evaluation import metrics_for
+from hybridsag.metrics import metrics_for
 
 
 def _log2(n: int) -> float:

@@ -309,3 +309,144 @@ def test_only_an_adapter_imports_its_framework() -> None:
         and path != ROOT / "plugin" / "integrations" / adapter
     ]
     assert bad == []
+
+
+# --------------------------------------------------------------------------- owners of concepts
+
+
+def defined_names(path: Path) -> frozenset[str]:
+    """The names a module owns: what it defines at its top level (functions, classes,
+    assignments), and a third-party name it renames and declares in ``__all__`` (the service's
+    metrics module names Prometheus' content type); never a hybridsag name it imports."""
+    names: set[str] = set()
+    foreign: set[str] = set()
+    declared: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                names.update(t.id for t in elts if isinstance(t, ast.Name))
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and isinstance(
+                node.value, ast.List | ast.Tuple
+            ):
+                declared.update(e.value for e in node.value.elts if isinstance(e, ast.Constant))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and not is_within(
+            node.module or "", "hybridsag"
+        ):
+            foreign.update(alias.asname or alias.name for alias in node.names)
+    return frozenset(names | (declared & foreign))
+
+
+def plugin_files() -> dict[str, Path]:
+    return {
+        module_name(path, folder): path
+        for folder in ("plugin", "fusion", "consistency")
+        for path in python_files(folder)
+    }
+
+
+def test_a_name_is_imported_from_its_owner() -> None:
+    """``from hybridsag.m import name`` names what ``m`` defines or one of its submodules, never
+    a name ``m`` merely imports: each concept has one owner to import it from (``Document`` from
+    :mod:`hybridsag.documents`, not from the write path that uses it). A package's
+    ``__init__`` is exempt: re-exporting its modules' names is what it is for."""
+    files = plugin_files()
+    bad = []
+    for folder in ("plugin", "fusion", "consistency", "tests", "benchmarks"):
+        for path, name, line in imports_of_any(folder):
+            module, _, attr = name.rpartition(".")
+            if module not in files or name in files or files[module].name == "__init__.py":
+                continue
+            if attr not in defined_names(files[module]):
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {attr} from {module}")
+    assert bad == []
+
+
+def imports_of_any(folder: str) -> Iterator[tuple[Path, str, int]]:
+    """Like :func:`imports_of`, for folders outside the package mapping too (tests, benchmarks:
+    their own modules resolve to their folder name)."""
+    if folder in PACKAGE_OF_FOLDER:
+        yield from imports_of(folder)
+        return
+    for path in python_files(folder):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        source = path.read_text(encoding="utf-8")
+        for name, line in imported_modules(source, module, is_package=path.name == "__init__.py"):
+            yield path, name, line
+
+
+#: The write side: a search process never loads these (``search.py`` imports them inside the
+#: methods that ingest).
+WRITE_SIDE = ("hybridsag.chunker", "hybridsag.writer", "hybridsag.folders", "hybridsag.sources",
+              "hybridsag.manifest")  # fmt: skip
+#: The read side: the recall paths, the judges, fusion, the query and trust steps and output.
+READ_SIDE = ("hybridsag.paths", "hybridsag.judges", "hybridsag.fusion", "hybridsag.query",
+             "hybridsag.trust", "hybridsag.render", "hybridsag.agent")  # fmt: skip
+
+
+def test_the_read_side_never_imports_the_write_side() -> None:
+    """No read-side module imports a write-side one anywhere (the sentence splitter both use
+    is :mod:`hybridsag.sentences`), and ``search.py`` only inside functions or for types."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for folder in ("plugin", "fusion")
+        for path, name, line in imports_of(folder)
+        if any(is_within(module_name(path, folder), side) for side in READ_SIDE)
+        and any(is_within(name, side) for side in WRITE_SIDE)
+    ]
+    search = ROOT / "plugin" / "search.py"
+    for node in ast.parse(search.read_text(encoding="utf-8")).body:  # the module's own level
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
+                node.module or ""
+            ]
+            bad += [
+                f"plugin/search.py:{node.lineno}: {n}"
+                for n in names
+                if any(is_within(n, side) for side in WRITE_SIDE)
+            ]
+    assert bad == []
+
+
+#: Leaf modules and the only hybridsag modules each may import: the configuration never
+#: imports an output or store module, and a document's validation never a store adapter or
+#: the write path.
+LEAVES = {
+    "hybridsag.settings": {"hybridsag.errors", "hybridsag.budget"},
+    "hybridsag.documents": {"hybridsag.errors", "hybridsag.store"},
+    "hybridsag.sentences": set(),
+    "hybridsag.budget": set(),
+}
+
+
+@pytest.mark.parametrize("leaf", sorted(LEAVES))
+def test_a_leaf_imports_only_what_it_may(leaf: str) -> None:
+    path = plugin_files()[leaf]
+    allowed = LEAVES[leaf]
+    bad = [
+        f"{name}:{line}"
+        for name, line in imported_modules(path.read_text(encoding="utf-8"), leaf, is_package=False)
+        if is_within(name, "hybridsag") and not any(is_within(name, a) for a in allowed)
+    ]
+    assert bad == []
+
+
+def test_the_stores_size_their_fields_from_the_bounds_table() -> None:
+    """The byte bounds of ids, tenants and ACL tags are defined once, in
+    :mod:`hybridsag.documents`, and nowhere else in the package."""
+    bounds = ("MAX_CHUNK_ID_BYTES", "RESOURCE_ID_FIELD_BYTES", "MAX_TENANT_BYTES",
+              "MAX_ACL_TAG_BYTES", "MAX_ACL_TAGS", "MAX_TITLE_CHARS", "MAX_SOURCE_URI_CHARS",
+              "MAX_METADATA_BYTES", "MAX_RESOURCE_ID_BYTES")  # fmt: skip
+    owners = {
+        f"{path.relative_to(ROOT)}: {t.id}"
+        for folder in ("plugin", "consistency")
+        for path in python_files(folder)
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name) and t.id in bounds
+    }
+    assert owners == {f"plugin/documents.py: {name}" for name in bounds}

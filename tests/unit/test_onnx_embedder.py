@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from hybridsag.embed_cache import CachedEmbedder
-from hybridsag.embedder import PACKAGED_MODEL, make_embedder
+from hybridsag.embedder import make_embedder
+from hybridsag.embedder_common import PACKAGED_MODEL
 from hybridsag.errors import ConfigError
 from hybridsag.onnx_embedder import (
     CHECKSUM_FILE,

@@ -29,7 +29,7 @@ def test_the_core_never_imports_a_framework() -> None:
     code = f"""
 import json, sys
 import hybridsag, hybridsag.search, hybridsag.client, hybridsag.agent, hybridsag.service
-import hybridsag.integrations, hybridsag.integrations.backend
+import hybridsag.integrations, hybridsag.backend
 from hybridsag.cli import build_parser
 build_parser().parse_args(["search", "x", "--format", "agent"])
 build_parser().parse_args(["mcp", "--allow-writes"])
