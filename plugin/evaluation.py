@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import ConfigError, InputError, QueryError
-from hybridsag.metrics import NAMES, metrics_for
+from hybridsag.metrics import NAMES, Gold, metrics_for
 from hybridsag.paths import PATHS, path_names
 from hybridsag.query import validate_query
 from hybridsag.remote import remote_figures
@@ -78,7 +78,8 @@ class Dataset:
     name: str
     folder: Path
     queries: Sequence[tuple[str, str]]  # (query id, text)
-    qrels: Mapping[str, frozenset[str]]
+    #: query id -> its gold passages with their grades (a qrels score, 1 when there is none)
+    qrels: Mapping[str, Gold]
     corpus_path: Path
     passages: int
     digest: str
@@ -121,7 +122,7 @@ def load_dataset(
                 except (json.JSONDecodeError, AttributeError):
                     continue  # the ingest reports a bad corpus line
     skipped: dict[str, str] = {}
-    qrels: dict[str, set[str]] = {}
+    qrels: dict[str, dict[str, float]] = {}
     with files[2].open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             parts = line.rstrip("\n").split("\t")
@@ -129,6 +130,7 @@ def load_dataset(
                 continue
             if len(parts) < 2:
                 raise InputError(f"{files[2]}:{lineno}: expected query-id<TAB>corpus-id")
+            score = 1.0
             if len(parts) >= 3 and parts[2].strip() not in ("", "1"):
                 try:
                     score = float(parts[2])
@@ -136,6 +138,8 @@ def load_dataset(
                     raise InputError(
                         f"{files[2]}:{lineno}: score {parts[2]!r} is not a number"
                     ) from None
+                if not math.isfinite(score):
+                    raise InputError(f"{files[2]}:{lineno}: score {parts[2]!r} is not finite")
                 if score <= 0:
                     continue
             if parts[1] not in corpus_ids:
@@ -143,7 +147,8 @@ def load_dataset(
                     f"gold passage {parts[1]!r} of {parts[0]!r} is not in the corpus"
                 )
                 continue
-            qrels.setdefault(parts[0], set()).add(parts[1])
+            grades = qrels.setdefault(parts[0], {})
+            grades[parts[1]] = max(grades.get(parts[1], 0.0), score)
     queries: list[tuple[str, str]] = []
     types: dict[str, str] = {}
     seen: set[str] = set()
@@ -176,7 +181,7 @@ def load_dataset(
         name=folder.resolve().name,
         folder=folder,
         queries=queries,
-        qrels={q: frozenset(qrels[q]) for q, _ in queries},
+        qrels={q: Gold(qrels[q]) for q, _ in queries},
         corpus_path=files[0],
         passages=len(corpus_ids),
         digest=_sha256_files(files),
@@ -360,6 +365,7 @@ def run_eval(
     summary: dict[str, Any] = {
         "dataset": ds.name,
         "questions": len(ds.queries),
+        "graded": any(g.graded for g in ds.qrels.values()),
         "skipped": {"count": len(ds.skipped), "ids": dict(ds.skipped)},
     }
     hs, summary["index"] = open_eval_index(
@@ -604,7 +610,10 @@ def _dir_bytes(path: Path) -> int:
 
 def format_table(summary: Mapping[str, Any]) -> str:
     """The side-by-side table ``hybridsag eval`` prints."""
-    cols = ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10", "p50_ms", "p95_ms")
+    cols: tuple[str, ...] = ("recall@1", "recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10")
+    if summary.get("graded"):  # graded nDCG (gain = grade) first, then the binary reading
+        cols += ("ndcg@10_binary",)
+    cols += ("p50_ms", "p95_ms")
     lines = [
         f"dataset {summary['dataset']}: {summary['questions']} questions, "
         f"{summary['index']['passages']} passages, lexical build {summary['index']['build_s']} s, "
@@ -625,7 +634,7 @@ def format_table(summary: Mapping[str, Any]) -> str:
             f"{partial['questions_done']} of {partial['questions']} questions"
             + (f"; not run: {', '.join(partial['paths_not_run'])}" if partial["paths_not_run"] else "")
         )
-    header = f"{'path':<8}" + "".join(f"{c:>11}" for c in cols)
+    header = f"{'path':<8}" + "".join(f"{_HEADINGS.get(c, c):>11}" for c in cols)
     lines.append(header)
     lines.append("-" * len(header))
     for name, m in summary["paths"].items():
@@ -661,6 +670,10 @@ def skipped_line(summary: Mapping[str, Any]) -> str | None:
     shown = "; ".join(f"{k}: {v}" for k, v in list(ids.items())[:5])
     more = f"; and {len(ids) - 5} more" if len(ids) > 5 else ""
     return f"skipped {skipped['count']} before the first search ({shown}{more})"
+
+
+#: Column headings of :func:`format_table` that are not the metric's key.
+_HEADINGS = {"ndcg@10_binary": "bndcg@10"}
 
 
 def _cells(m: Mapping[str, Any], cols: Sequence[str]) -> str:

@@ -43,7 +43,7 @@ from hybridsag.evaluation import (
     skipped_line,
     uses_vectors,
 )
-from hybridsag.metrics import metrics_for
+from hybridsag.metrics import Gold, metrics_for
 from hybridsag.offline_runs import (
     DEPTH,
     GRID_KS,
@@ -76,6 +76,11 @@ METRICS = ("recall@5", "recall@10", "ndcg@10")
 STAT_TESTS = ("student", "fisher")
 SHORT = {"recall@5": "R@5", "recall@10": "R@10", "ndcg@10": "nDCG@10"}
 Progress = Callable[[str, int], Callable[[int], None]]
+
+
+def _grade(gold: frozenset[str], rid: str) -> int:
+    """``rid``'s grade as ranx reads qrels (an integer; 1 for a gold set without grades)."""
+    return int(gold.grade(rid)) if isinstance(gold, Gold) else 1
 
 
 def _ranx() -> Any:
@@ -236,7 +241,7 @@ def _bootstrap_ci(diffs: Sequence[float], *, seed: int, n_resamples: int) -> lis
 
 
 def compare_runs(
-    qrels: Mapping[str, frozenset[str]],
+    qrels: Mapping[str, Gold],
     runs: Mapping[str, Mapping[str, Sequence[str]]],
     *,
     stat_test: str = "student",
@@ -252,7 +257,8 @@ def compare_runs(
     ranx = _ranx()
     labels = list(runs)
     qids = sorted(qrels)
-    ranx_qrels = ranx.Qrels.from_dict({q: {d: 1 for d in qrels[q]} for q in qids})
+    # graded as the metrics read them (ranx's nDCG is trec_eval's: gain = grade)
+    ranx_qrels = ranx.Qrels.from_dict({q: {d: _grade(qrels[q], d) for d in qrels[q]} for q in qids})
     ranx_runs = []
     for label in labels:
         table = {

@@ -112,3 +112,29 @@ def test_an_interrupted_eval_writes_partial_results(
     assert "PARTIAL: interrupted in bm25 after 2 of 3 questions; not run: title" in (
         format_table(summary)
     )
+
+
+def test_graded_qrels_give_graded_and_binary_ndcg(tmp_path: Path) -> None:
+    """A qrels file with grades is read as ranx and trec_eval read it (gain = grade): eval
+    reports graded nDCG@10 and the binary reading beside it, and the table shows both."""
+    from hybridsag.evaluation import load_dataset
+
+    corpus = [{"_id": f"p{i}", "title": f"T{i}", "text": f"orbit number {i} of the lamp"}
+              for i in range(6)]  # fmt: skip
+    corpus[0]["text"] = "the lamp orbit lamp orbit lamp"  # bm25's first, graded 1
+    folder = tmp_path / "graded"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(c) + "\n" for c in corpus), "utf-8")
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "lamp orbit"}) + "\n")
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq\tp0\t1\nq\tp3\t3\nq\tp5\t0\n")
+    ds = load_dataset(folder)
+    assert ds.qrels["q"] == frozenset({"p0", "p3"}) and ds.qrels["q"].grade("p3") == 3.0
+    summary = run_eval(
+        Settings(data_dir=tmp_path / "data", embedding={"model": "none"}),
+        folder, paths=["bm25"], out=tmp_path / "r",
+    )  # fmt: skip
+    assert summary["graded"] is True
+    bm25 = summary["paths"]["bm25"]
+    assert bm25["recall@10"] == 1.0
+    assert bm25["ndcg@10"] < bm25["ndcg@10_binary"]  # the grade-3 passage ranks below grade 1
+    assert "bndcg@10" in format_table(summary).splitlines()[1]

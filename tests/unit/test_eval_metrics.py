@@ -1,4 +1,4 @@
-"""``metrics_for``: Recall@K (HippoRAG definition), MRR@10 and nDCG@10 with binary gains."""
+"""``metrics_for``: Recall@K (HippoRAG definition), MRR@10, graded and binary nDCG@10."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hybridsag.metrics import metrics_for
+from hybridsag.metrics import Gold, metrics_for
 
 
 def _log2(n: int) -> float:
@@ -44,6 +44,7 @@ def test_perfect_ranking_scores_one() -> None:
         "recall@10": 1.0,
         "mrr@10": 1.0,
         "ndcg@10": pytest.approx(1.0),
+        "ndcg@10_binary": pytest.approx(1.0),
     }
 
 
@@ -74,3 +75,40 @@ def test_a_repeated_id_counts_once() -> None:
     m = metrics_for(["g", "g", "g"], frozenset({"g"}))
     assert m["ndcg@10"] == pytest.approx(1.0)  # never above 1
     assert m["recall@10"] == 1.0 and m["mrr@10"] == 1.0
+
+
+def test_graded_ndcg_matches_ranx_and_trec_eval_reading() -> None:
+    """On a graded set, nDCG@10 is ranx's (trec_eval's: gain = grade, the ideal ranking sorted
+    by grade); the binary reading is reported beside it; recall counts every grade above 0."""
+    import random
+
+    from ranx import Qrels, Run, evaluate
+
+    rng = random.Random(20261202)
+    qrels, runs, ours_graded, ours_binary = {}, {}, [], []
+    for q in range(60):
+        docs = [f"d{i}" for i in range(30)]
+        grades = {d: rng.choice([0, 1, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, 12))}
+        if not any(grades.values()):
+            grades[docs[0]] = 2
+        ranked = rng.sample(docs, 15)
+        qrels[f"q{q:02d}"] = {d: g for d, g in grades.items() if g > 0}
+        runs[f"q{q:02d}"] = {d: 1.0 / r for r, d in enumerate(ranked, start=1)}
+        m = metrics_for(ranked, Gold(grades))
+        ours_graded.append(m["ndcg@10"])
+        ours_binary.append(m["ndcg@10_binary"])
+        assert m["recall@10"] == len(set(ranked[:10]) & set(qrels[f"q{q:02d}"])) / len(qrels[f"q{q:02d}"])
+    graded = evaluate(Qrels.from_dict(qrels), Run.from_dict(runs), "ndcg@10", return_mean=False)
+    binary_qrels = {q: dict.fromkeys(g, 1) for q, g in qrels.items()}
+    binary = evaluate(Qrels.from_dict(binary_qrels), Run.from_dict(runs), "ndcg@10", return_mean=False)
+    assert [round(x, 9) for x in ours_graded] == [round(float(x), 9) for x in graded]
+    assert [round(x, 9) for x in ours_binary] == [round(float(x), 9) for x in binary]
+    assert ours_graded != ours_binary  # the set is graded: the readings differ
+
+
+def test_gold_from_ids_is_binary() -> None:
+    gold = Gold(["a", "b"])
+    assert gold == frozenset({"a", "b"}) and not gold.graded and gold.grade("a") == 1.0
+    m = metrics_for(["b", "a"], gold)
+    assert m["ndcg@10"] == m["ndcg@10_binary"] == pytest.approx(1.0)
+    assert Gold({"a": 3, "b": 0}) == frozenset({"a"})  # grade 0 is not gold
