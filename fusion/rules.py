@@ -39,6 +39,7 @@ from hybridsag.fusion.text import (
     contains_whole_identifier,
     defines_identifier,
     heading_defines_identifier,
+    hyphenated_name,
     is_heading_only,
     looks_like_identifier,
     normalize_title,
@@ -120,7 +121,9 @@ def apply_rules(
        lowest ``ChunkView.ordinal``: its introduction; the best-ranked one when ordinals are
        unknown) is pinned to the front; at most ``pin_exact_titles`` resources are pinned, in
        their fused order. Other chunks of a pinned resource are not pinned.
-    3. Identifier tiers, only when ``looks_like_identifier(query)`` returns an identifier: the
+    3. Identifier tiers, only when ``looks_like_identifier(query)`` returns an identifier, or
+       ``hyphenated_name(query)`` a name that a remaining hit's own heading defines (an
+       option such as ``legacy-peer-deps``; ``state-of-the-art`` stays prose elsewhere): the
        hits not pinned are stably partitioned into tier 0 ``identifier_definition``
        (``defines_identifier`` on the text, or ``heading_defines_identifier`` on the heading
        path: the section headed by the identifier), tier 1 ``identifier_whole``
@@ -209,7 +212,7 @@ def apply_rules(
             trace(name, before, desired)
         return bounded(before, desired, RULE_BOUNDS[name])
 
-    ident = looks_like_identifier(query)
+    ident = looks_like_identifier(query) or _defined_hyphenated(query, rest, chunks)
     if ident is None:
         offset = len(pinned)
         if judge_accept is not None:
@@ -332,6 +335,20 @@ def _next_hop_others(hits: list[FusedHit], *, offset: int) -> list[FusedHit]:
     for i, hit in zip(others, slotted):
         out[i] = hit
     return out
+
+
+def _defined_hyphenated(
+    query: str, hits: list[FusedHit], chunks: Mapping[str, ChunkView]
+) -> str | None:
+    """The query's hyphenated name when one of ``hits`` is the section its heading defines."""
+    name = hyphenated_name(query)
+    if name is None:
+        return None
+    for hit in hits:
+        view = chunks.get(hit.chunk_id)
+        if view is not None and heading_defines_identifier(view.heading_path, name):
+            return name
+    return None
 
 
 def _identifier_tier(

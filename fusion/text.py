@@ -19,6 +19,7 @@ __all__ = [
     "contains_whole_identifier",
     "defines_identifier",
     "heading_defines_identifier",
+    "hyphenated_name",
     "is_heading_only",
     "looks_like_identifier",
     "normalize_title",
@@ -136,6 +137,28 @@ def looks_like_identifier(query: str) -> str | None:
     ):
         return token
     return None
+
+
+_HYPHENATED = re.compile(r"-{0,2}([a-z][a-z0-9]*(?:-[a-z0-9]+)+)")
+
+
+def hyphenated_name(query: str) -> str | None:
+    """The name when the whole query is one lower-case hyphenated token, as command-line
+    options and config keys are written (``legacy-peer-deps``, ``--save-exact``, in backticks or
+    not), without its leading dashes; else ``None``.
+
+    Unlike :func:`looks_like_identifier` such a token may be an English compound
+    (``state-of-the-art``), so the identifier rules take it as an identifier only when a
+    candidate's own section heading is that name (:func:`heading_defines_identifier`).
+
+    >>> hyphenated_name("--legacy-peer-deps"), hyphenated_name("legacy peer deps")
+    ('legacy-peer-deps', None)
+    """
+    token = query.strip()
+    if len(token) > 2 and token[0] == "`" and token[-1] == "`":
+        token = token[1:-1]
+    m = _HYPHENATED.fullmatch(token)
+    return m.group(1) if m else None
 
 
 def _whole(ident: str) -> str:

@@ -21,6 +21,7 @@ from hybridsag.fusion import (
     contains_whole_identifier,
     defines_identifier,
     fuse,
+    hyphenated_name,
     is_heading_only,
     looks_like_identifier,
     normalize_title,
@@ -678,6 +679,46 @@ def test_rules_missing_chunk_is_kept_without_rules() -> None:
     assert only_ghost == []
 
 
+def test_rules_hyphenated_option_is_an_identifier_where_a_heading_defines_it() -> None:
+    """``legacy-peer-deps``: the section headed by the option outranks three copies of another
+    option's text that mention it; a hyphenated English compound with no such heading is left
+    to the other rules."""
+    fused = fused_list("copy1", "copy2", "copy3", "other", "defining")
+    mention = "Like `legacy-peer-deps`, `strict-peer-deps` changes how peers are resolved."
+    chunks = {
+        **{c: view(c, mention, heading_path="Config > `strict-peer-deps`")
+           for c in ("copy1", "copy2", "copy3")},
+        "other": view("other", "unrelated"),
+        "defining": view("defining", "* Default: false", heading_path="Config > `legacy-peer-deps`"),
+    }  # fmt: skip
+    for query in ("legacy-peer-deps", "--legacy-peer-deps", "`legacy-peer-deps`"):
+        out = apply_rules(fused, query=query, chunks=chunks)
+        assert summary(out)[0] == ("defining", 1, ("identifier_definition",)), query
+    prose = {c: view(c, "a state-of-the-art method") for c in ("copy1", "copy2", "copy3", "other")}
+    prose["defining"] = view("defining", "state-of-the-art results", heading_path="Results")
+    assert apply_rules(fused, query="state-of-the-art", chunks=prose) == fused
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("legacy-peer-deps", "legacy-peer-deps"),
+        ("--save-exact", "save-exact"),
+        ("-x-y", "x-y"),
+        (" `dry-run` ", "dry-run"),
+        ("state-of-the-art", "state-of-the-art"),
+        ("save", None),
+        ("Legacy-Peer-Deps", None),
+        ("legacy peer deps", None),
+        ("---x-y", None),
+        ("a--b", None),
+        ("x-", None),
+    ],
+)
+def test_hyphenated_name(query: str, expected: str | None) -> None:
+    assert hyphenated_name(query) == expected
+
+
 def test_rules_reject_negative_pin_limit() -> None:
     with pytest.raises(ValueError, match="pin_exact_titles must be >= 0, got -1"):
         apply_rules([], query="q", chunks={}, pin_exact_titles=-1)
@@ -738,6 +779,7 @@ def test_fusion_all_is_accurate() -> None:
         "convex",
         "defines_identifier",
         "fuse",
+        "hyphenated_name",
         "is_heading_only",
         "list_stats",
         "looks_like_identifier",
