@@ -17,7 +17,7 @@ are kept by repeating each part of the text that many times (rounded), the usual
 single-field BM25 field weights.
 
 A row carries its resource's public id and tenant (``resource_id``, ``tenant``); a resource named
-alone is named by its store key, turned into both by :func:`hybridsag.dense.resources_expression`.
+alone is named by its store key, turned into both by :func:`hybridsag.milvus_client.resources_expression`.
 
 Rows are written and deleted by the same write path as the FTS5 rows: the ``add_*``/``remove_*``
 methods run inside the store's write transaction and write to Milvus before it commits. A Milvus
@@ -44,26 +44,29 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from hybridsag.dense import (
-    F_ACL,
-    F_RESOURCE,
-    F_TENANT,
     MAX_ACL_TAG_BYTES,
     MAX_ACL_TAGS,
     MAX_CHUNK_ID_BYTES,
     MAX_RESOURCE_ID_BYTES,
     MAX_TENANT_BYTES,
-    DenseFilter,
+)
+from hybridsag.errors import ConfigError, LexicalError
+from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex, strip_diacritics
+from hybridsag.milvus_client import (
+    F_ACL,
+    F_RESOURCE,
+    F_TENANT,
+    MAX_LIMIT,
+    MAX_VARCHAR_BYTES,
     connect_milvus,
-    filter_expression,
     iterate_rows,
     lite_path,
     milvus_retriable,
     quote_literal,
     release_milvus,
     resources_expression,
+    visibility_expression,
 )
-from hybridsag.errors import ConfigError, LexicalError
-from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex, strip_diacritics
 from hybridsag.settings import LexicalSettings, Settings
 from hybridsag.store import Filters, Store, select_in, split_key
 from hybridsag.tokenizer import Tokenizer, has_cjk
@@ -94,9 +97,7 @@ MILVUS_LEXICAL_MIGRATIONS: tuple[tuple[str, str], ...] = (
 #: The oldest Milvus with full-text search (the BM25 Function and the BM25 metric).
 MIN_SERVER_VERSION = (2, 5)
 #: Milvus' VARCHAR limit, in bytes: longer text is cut at a character boundary.
-MAX_TEXT_BYTES = 65_535
-#: Milvus caps a search's ``limit`` at this.
-MAX_LIMIT = 16_384
+MAX_TEXT_BYTES = MAX_VARCHAR_BYTES
 #: Rows per upsert call.
 WRITE_BATCH = 500
 
@@ -374,10 +375,8 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
     def _expression(self, filters: Filters) -> str:
         """Tenant, ACL, resource ids and status of ``filters`` as a Milvus filter expression
         (metadata is checked in the store, with everything else, on the hits)."""
-        expr = filter_expression(
-            DenseFilter(
-                tenant=filters.tenant, resource_ids=filters.resource_ids, acl_any=filters.acl
-            )
+        expr = visibility_expression(
+            tenant=filters.tenant, resource_ids=filters.resource_ids, acl_any=filters.acl
         )
         statuses = f"{F_STATUS} in [{', '.join(quote_literal(x) for x in filters.statuses)}]"
         return f"({expr}) and ({statuses})" if expr else statuses

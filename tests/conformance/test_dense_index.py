@@ -24,13 +24,11 @@ from hybridsag.dense import (
     MilvusDenseIndex,
     VectorRow,
     filter_expression,
-    lite_path,
     make_dense_index,
-    quote_literal,
-    resources_expression,
 )
 from hybridsag.embedder import Embedder, make_embedder
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
+from hybridsag.milvus_client import lite_path, quote_literal, resources_expression
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
 from hybridsag.store import resource_key
 from tests.consistency_support import create_legacy_collection

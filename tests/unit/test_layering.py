@@ -309,3 +309,29 @@ def test_only_an_adapter_imports_its_framework() -> None:
         and path != ROOT / "plugin" / "integrations" / adapter
     ]
     assert bad == []
+
+
+#: What the lexical index on Milvus may still take from the dense adapter: the document bounds
+#: its schema is sized by (their owner is the documents' table of bounds, not the Milvus code).
+DOCUMENT_BOUNDS = frozenset(
+    {"MAX_CHUNK_ID_BYTES", "MAX_RESOURCE_ID_BYTES", "MAX_TENANT_BYTES", "MAX_ACL_TAG_BYTES",
+     "MAX_ACL_TAGS"}
+)
+
+
+def test_the_milvus_plumbing_is_its_own_module_both_adapters_use() -> None:
+    """Connecting, Lite sharing, quoting, expressions, row iteration and retries live in
+    ``hybridsag.milvus_client``: both Milvus adapters import it, and the lexical one takes none
+    of it from the dense adapter."""
+    imports: dict[str, set[str]] = {}
+    for path, name, _line in imports_of("plugin"):
+        imports.setdefault(module_name(path, "plugin"), set()).add(name)
+    for adapter in ("hybridsag.dense", "hybridsag.milvus_lexical"):
+        assert any(is_within(n, "hybridsag.milvus_client") for n in imports[adapter]), adapter
+    from_dense = {
+        n.rpartition(".")[2]
+        for n in imports["hybridsag.milvus_lexical"]
+        if n.rpartition(".")[0] == "hybridsag.dense"
+    }
+    assert from_dense <= DOCUMENT_BOUNDS
+    assert not any(is_within(n, "hybridsag.dense") for n in imports["hybridsag.milvus_client"])
