@@ -335,7 +335,7 @@ class Components:
         m = self.settings.milvus
         if self._given_dense is not None:
             index = self._given_dense
-            given_id = getattr(index, "index_id", None)
+            given_id = index.index_id
             if given_id is not None and given_id != self.index_id:
                 raise IndexMismatchError(
                     f"the dense index given belongs to index {given_id!r}, this data dir's is "

@@ -176,7 +176,22 @@ class DenseIndex(Protocol):
     for connection failures, timeouts and rate limits (the same call may work later) and false
     otherwise. Settings that cannot work raise :class:`~hybridsag.errors.ConfigError`; a store
     built for another embedder raises :class:`~hybridsag.errors.IndexMismatchError`.
+
+    The contract is complete: identity (``collection``, ``index_id``), opening (``ensure``),
+    writes, reads, the reconciler's audit (``iter_entries``, ``count``), ``describe`` and
+    ``close``; every backend implements all of it and runs ``tests/conformance/test_dense_index.py``.
     """
+
+    @property
+    def collection(self) -> str:
+        """The collection (or the engine's name for its table of vectors) this index reads."""
+        ...
+
+    @property
+    def index_id(self) -> str | None:
+        """The index (data dir) whose rows this index reads and writes; None for a team's
+        collection, whose rows carry no index id."""
+        ...
 
     def ensure(self, dimension: int, *, create: bool = True) -> None:
         """Open the store, create the collection if it is missing, this backend may and
@@ -229,10 +244,13 @@ class DenseIndex(Protocol):
         """Number of stored rows, read with Strong consistency."""
         ...
 
+    def describe(self) -> str:
+        """One line for ``doctor``: the collection, whose it is and its rows (reads the count)."""
+        ...
+
     def close(self) -> None:
         """Release the connection; safe to call twice. ``ensure`` opens it again."""
         ...
-
 
 
 def filter_expression(
@@ -813,6 +831,12 @@ class MilvusDenseIndex:
             ),
         )
         return int(result[0]["count(*)"])
+
+    def describe(self) -> str:
+        """See :meth:`DenseIndex.describe`: ``collection hybridsag_5f0c9a, index 5f0c9a, 120
+        vectors``; a team's collection (attach mode) is named as such."""
+        owner = "attached (a team's)" if self._attach else f"index {self._index_id}"
+        return f"collection {self._collection}, {owner}, {self.count()} vectors"
 
     def close(self) -> None:
         """See :meth:`DenseIndex.close`."""

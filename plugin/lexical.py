@@ -183,18 +183,37 @@ class ChunkTokens:
 
 @runtime_checkable
 class LexicalIndex(Protocol):
-    """The lexical index the bm25, title and SAG2 paths read.
+    """The lexical index: what the bm25, title and SAG2 paths read, what the write path and the
+    reconciler write and audit, and how it describes and closes itself. Every backend (FTS5,
+    PostgreSQL's tsvector rows, Milvus full-text search) implements all of it and runs the
+    conformance suites (``tests/conformance/test_lexical_backends.py``,
+    ``test_store_backends.py``).
 
-    Contract: ``search`` returns at most ``limit`` hits of visible chunks (``filters`` applied in
+    Reads: ``search`` returns at most ``limit`` hits of visible chunks (``filters`` applied in
     the query), rank 1 first, ``score`` higher-is-better, ``raw_score`` the engine's own number;
     ``query_terms`` never returns engine syntax (every term is quoted when searched);
-    ``doc_freqs`` maps each known term to the number of chunks holding it. Every method raises
-    :class:`~hybridsag.errors.LexicalError` when the engine fails.
+    ``doc_freqs`` maps each known term to the number of chunks holding it.
+
+    Writes take ``conn``, the connection of a write transaction the caller holds
+    (``Store.atomic()``): the index's rows change in the same transaction as the chunk and
+    resource rows they index (an engine outside the store writes there before the store commits,
+    so a failure rolls the transaction back). ``chunk_tokens`` and ``title_tokens`` are pure:
+    call them before taking the write lock.
+
+    Audit (the reconciler): ``indexed_rowids`` is the snapshot of what is indexed, ``has_*``
+    check one row, ``remove_orphan_*`` remove a row whose store row is gone.
+
+    Every method raises :class:`~hybridsag.errors.LexicalError` when the engine fails.
     """
 
     tokenizer: Tokenizer
 
-    def query_terms(self, query: str) -> list[str]: ...
+    # -- reads ----------------------------------------------------------------------------------
+
+    def query_terms(self, query: str) -> list[str]:
+        """The query's terms as the index tokenizer makes them (at most ``max_terms``), with
+        the title-alias fix applied."""
+        ...
 
     def search(
         self,
@@ -204,23 +223,117 @@ class LexicalIndex(Protocol):
         filters: Filters,
         must: str | None = None,
         path: str = "bm25",
-    ) -> list[Hit]: ...
+    ) -> list[Hit]:
+        """BM25 top ``limit`` for quoted-OR ``terms`` (all containing ``must`` when given), as
+        hits of the path named ``path``."""
+        ...
 
     def search_titles(
         self, terms: Sequence[str], *, limit: int, filters: Filters
-    ) -> list[tuple[str, float]]: ...
+    ) -> list[tuple[str, float]]:
+        """``(resource key, score)`` of the resources whose title matches, best first (the
+        score is FTS5's ``bm25()`` scale: lower is better)."""
+        ...
 
-    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]: ...
+    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
+        """The best-matching chunk (current version) of each resource for ``terms``; resources
+        with no matching chunk are absent."""
+        ...
 
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]: ...
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """Number of chunks holding each known term (all statuses), keyed by the term given."""
+        ...
 
-    def total_chunks(self) -> int: ...
+    def total_chunks(self) -> int:
+        """Chunk rows in the index (the N of its IDF)."""
+        ...
 
     def scoped_doc_freqs(
         self, terms: Sequence[str], filters: Filters
-    ) -> tuple[dict[str, int], int]: ...
+    ) -> tuple[dict[str, int], int]:
+        """:meth:`doc_freqs` and :meth:`total_chunks` counted over the chunks ``filters`` lets
+        through (current versions only)."""
+        ...
 
-    def close(self) -> None: ...
+    # -- writes (inside the caller's write transaction) -----------------------------------------
+
+    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
+        """The tokens of one chunk's row (pure)."""
+        ...
+
+    def title_tokens(self, title: str) -> str:
+        """The tokens of one resource's title row (pure)."""
+        ...
+
+    def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
+        """Index chunks: ``(chunks.id, tokens)`` each."""
+        ...
+
+    def remove_chunks(self, conn: Any, rowids: Iterable[int]) -> None:
+        """Remove the rows of these ``chunks.id`` values (absent ones are ignored)."""
+        ...
+
+    def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
+        """Remove the rows of every chunk row of the resource keyed ``resource_id`` (all
+        versions)."""
+        ...
+
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
+        """Index titles: ``(resources.id, title tokens)`` each."""
+        ...
+
+    def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
+        """Remove the title rows of these ``resources.id`` values."""
+        ...
+
+    def remove_resource_title(self, conn: Any, resource_id: str) -> None:
+        """Remove the title row of the resource keyed ``resource_id``."""
+        ...
+
+    def status_changed(self, conn: Any, resource_id: str) -> None:
+        """The resource was disabled or enabled (an engine that filters on its own copy of the
+        status writes it again; one that joins the store's rows has nothing to do)."""
+        ...
+
+    def flush(self) -> None:
+        """Seal what a bulk ingest wrote (an engine whose write buffer searches more slowly
+        than sealed segments); nothing to do elsewhere."""
+        ...
+
+    # -- audit (the reconciler) -----------------------------------------------------------------
+
+    def indexed_rowids(self, conn: Any) -> tuple[set[int], set[int]]:
+        """Every indexed ``(chunks.id set, resources.id set)``: a row of no store row is in it
+        (an orphan), one the index holds wrongly is not (missing)."""
+        ...
+
+    def has_chunk(self, conn: Any, rowid: int) -> bool:
+        """Whether chunk row ``rowid`` is indexed."""
+        ...
+
+    def has_title(self, conn: Any, rowid: int) -> bool:
+        """Whether resource row ``rowid`` has its title row."""
+        ...
+
+    def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
+        """Remove the row ``rowid`` if no chunk row has that id any more; returns 1 or 0."""
+        ...
+
+    def remove_orphan_title(self, conn: Any, rowid: int) -> int:
+        """Remove the title row ``rowid`` if no resource has that id any more; returns 1 or 0."""
+        ...
+
+    # -- describe, close ------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """One line for ``doctor`` and ``/readyz``: the engine, where it is, its rows (an engine
+        outside the store connects to say so)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the index holds apart from the store (which its owner closes); safe to
+        call twice."""
+        ...
 
 
 class Fts5LexicalIndex:
@@ -561,6 +674,13 @@ class Fts5LexicalIndex:
         ).fetchone()
         return row is not None
 
+    #: what :meth:`describe` calls the engine
+    _KIND = "FTS5"
+
+    def describe(self) -> str:
+        """See :meth:`LexicalIndex.describe`: ``FTS5 in the store, 120 chunks``."""
+        return f"{self._KIND} in the store, {self.total_chunks()} chunks"
+
     def close(self) -> None:
         """Release what the index holds apart from the store (FTS5: nothing; the store is
         closed by its owner)."""
@@ -679,6 +799,7 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
 
     _CHUNKS, _TITLES, _ID = "chunks_lex", "titles_lex", "id"
     _MIGRATIONS = PG_LEXICAL_MIGRATIONS
+    _KIND = "PostgreSQL tsvector rows"
 
     def total_chunks(self) -> int:
         return self._count_chunks()
