@@ -51,7 +51,15 @@ from hybridsag.dense import (
     MAX_TENANT_BYTES,
 )
 from hybridsag.errors import ConfigError, LexicalError
-from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex, strip_diacritics
+from hybridsag.fusion.types import Hit
+from hybridsag.lexical import (
+    ChunkTokens,
+    LexicalQueries,
+    LexicalTables,
+    Ranker,
+    count_store_chunks,
+    strip_diacritics,
+)
 from hybridsag.milvus_client import (
     F_ACL,
     F_RESOURCE,
@@ -156,18 +164,23 @@ def _like_term(term: str) -> str:
 
 
 def _terms_of(tokens: ChunkTokens) -> list[str]:
-    """The distinct terms of a chunk row, folded as :meth:`Fts5LexicalIndex.doc_freqs` folds."""
+    """The distinct terms of a chunk row, folded as :meth:`LexicalQueries.doc_freqs` folds."""
     words = f"{tokens.title} {tokens.heading} {tokens.body}".split()
     return list(dict.fromkeys(strip_diacritics(w) for w in words))
 
 
-class MilvusLexicalIndex(Fts5LexicalIndex):
+class MilvusLexicalIndex:
     """:class:`~hybridsag.lexical.LexicalIndex` on Milvus full-text search (see the module
     docstring). Nothing connects until the first search or write; thread-safe like the dense
-    index (one client, opened under a lock)."""
+    index (one client, opened under a lock).
 
-    _CHUNKS, _TITLES, _ID = "mlex_chunks", "mlex_titles", "id"
-    _MIGRATIONS = MILVUS_LEXICAL_MIGRATIONS
+    It holds the query skeleton (:class:`~hybridsag.lexical.LexicalQueries`) and is its
+    :class:`~hybridsag.lexical.LexicalEngine`: Milvus ranks, the store's ``mlex_*`` rows count."""
+
+    #: the store-side rows the query skeleton reads (terms, titles) and how a term matches
+    tables = LexicalTables(
+        "mlex_chunks", "mlex_titles", "id", "(' ' || mlex_chunks.terms || ' ') LIKE ? ESCAPE '\\'"
+    )
 
     def __init__(
         self,
@@ -184,7 +197,11 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
                 "lexical.backend = 'milvus' needs this data dir's index id, and its vectors were "
                 "written by an older build; run `hybridsag rebuild-vectors` first"
             )
-        super().__init__(store, tokenizer, settings, max_terms=max_terms)
+        self.store = store
+        self.tokenizer = tokenizer
+        self.settings = settings
+        store.migrate(MILVUS_LEXICAL_MIGRATIONS)
+        self._queries = LexicalQueries(store, tokenizer, self, max_terms=max_terms)
         self._all = all_settings
         self._analyzer: Literal["auto", "standard", "jieba"] = settings.milvus_analyzer
         self._chunks_coll, self._titles_coll = lexical_collections(index_id)
@@ -353,24 +370,59 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
         if client is not None:
             release_milvus(client, key)
 
-    # -- vocabulary ------------------------------------------------------------------------------
+    # -- reads (the query skeleton's) -----------------------------------------------------------
+
+    def query_terms(self, query: str) -> list[str]:
+        return self._queries.query_terms(query)
+
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        filters: Filters,
+        must: str | None = None,
+        path: str = "bm25",
+    ) -> list[Hit]:
+        return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
+
+    def search_titles(
+        self, terms: Sequence[str], *, limit: int, filters: Filters
+    ) -> list[tuple[str, float]]:
+        return self._queries.search_titles(terms, limit=limit, filters=filters)
+
+    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
+        return self._queries.best_chunks(resource_ids, terms)
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        return self._queries.doc_freqs(terms)
+
+    def scoped_doc_freqs(
+        self, terms: Sequence[str], filters: Filters
+    ) -> tuple[dict[str, int], int]:
+        return self._queries.scoped_doc_freqs(terms, filters)
+
+    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
+        return self._queries.chunk_tokens(title, heading, body)
+
+    def title_tokens(self, title: str) -> str:
+        return self._queries.title_tokens(title)
+
+    # -- the engine: vocabulary ------------------------------------------------------------------
 
     def total_chunks(self) -> int:
-        return self._count_chunks()
+        return count_store_chunks(self.store)
 
-    def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+    def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
         rows = select_in(
             self.store.connection(), "SELECT term, doc FROM mlex_vocab", "term", lexemes
         )
         return {term: int(row[1]) for term, row in rows.items() if int(row[1]) > 0}
 
-    def _term_match(self, term: str) -> str:
+    def term_match(self, term: str) -> str:
         return _like_term(strip_diacritics(term))
 
-    def _matches(self) -> str:
-        return "(' ' || mlex_chunks.terms || ' ') LIKE ? ESCAPE '\\'"
-
-    # -- search ------------------------------------------------------------------------------------
+    # -- the engine: search ---------------------------------------------------------------------
 
     def _expression(self, filters: Filters) -> str:
         """Tenant, ACL, resource ids and status of ``filters`` as a Milvus filter expression
@@ -409,9 +461,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             rows.append((int(hit.get(F_ID, hit.get("id"))), abs(float(hit["distance"])), entity))
         return rows
 
-    def _chunk_ranker(
-        self, terms: Sequence[str], must: str | None, filters: Filters
-    ) -> Callable[[str, list[object], int, int], list[Any]]:
+    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
         query = " ".join([must, *terms] if must else terms)
         expr = self._expression(filters)
         conn = self.store.connection()
@@ -421,8 +471,8 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             # checked in the store, on the term as the index tokenizer made it (a text_match
             # in the Milvus filter would prune first, but Milvus Lite evaluates it row by row,
             # about 0.1 to 0.3 s a term on 2wiki, and cannot match CJK text with it)
-            must_sql = f" AND m.id = c.id AND {self._matches().replace('mlex_chunks.', 'm.')}"
-            must_params = [self._term_match(must)]
+            must_sql = f" AND m.id = c.id AND {self.tables.matches.replace('mlex_chunks.', 'm.')}"
+            must_params = [self.term_match(must)]
         done: list[list[tuple[int, float, dict[str, Any]]]] = []  # Milvus had no more rows
 
         def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
@@ -457,7 +507,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
 
         return ranked
 
-    def _title_rows(
+    def title_rows(
         self,
         terms: Sequence[str],
         filter_sql: str,
@@ -486,7 +536,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
                 return rows
             depth = min(depth * 4, MAX_LIMIT)
 
-    def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+    def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         expr = resources_expression(resource_ids)
         found = self._bm25(
             self._chunks_coll,

@@ -79,6 +79,8 @@ def test_every_lexical_backend_implements_the_whole_contract(
         hs.ingest("keeper", "the lighthouse keeper logs every ship", title="Lighthouse")
         lexical = hs.components.lexical
         assert isinstance(lexical, LexicalIndex)
+        # a contract, not a base class: no backend inherits another's behaviour
+        assert type(lexical).__mro__ == (type(lexical), object)
         for name in set().union(*LEXICAL_CONTRACT.values()) - {"tokenizer"}:
             assert callable(getattr(lexical, name)), name
         conn = hs.components.store.connection()
