@@ -62,7 +62,7 @@ from typing import Any, Literal
 from hybridsag.consistency.sources import SourceDrift, read_sources
 from hybridsag.dense import DenseIndex
 from hybridsag.errors import StoreError
-from hybridsag.lexical import Fts5LexicalIndex
+from hybridsag.lexical import LexicalIndex
 from hybridsag.owners import pid_alive
 from hybridsag.settings import Settings
 from hybridsag.store import Store
@@ -317,7 +317,7 @@ class StoreState:
     collection: str | None = None
 
 
-def read_state(store: Store, lexical: Fts5LexicalIndex, dense: DenseIndex | None) -> StoreState:
+def read_state(store: Store, lexical: LexicalIndex, dense: DenseIndex | None) -> StoreState:
     """Read the store in one snapshot, then the dense index (Strong reads): the reads of a plan.
 
     Raises:
@@ -366,7 +366,7 @@ def read_state(store: Store, lexical: Fts5LexicalIndex, dense: DenseIndex | None
         journal=journal,
         entries=entries,
         dense_checked=dense is not None,
-        collection=getattr(dense, "collection", None),
+        collection=dense.collection if dense is not None else None,
     )
 
 
@@ -384,7 +384,7 @@ def _is_live(entry: VectorEntry, snap: StoreState) -> bool:
 
 def build_plan(
     store: Store,
-    lexical: Fts5LexicalIndex,
+    lexical: LexicalIndex,
     dense: DenseIndex | None,
     settings: Settings,
     *,

@@ -854,13 +854,10 @@ def _local_health(backend: LocalBackend) -> dict[str, str]:
         index = parts.stored_dense_index()
         if index is None:
             return f"{where}: no vectors recorded for this data dir yet"
-        return f"{where}: collection {parts.collection}, index {parts.index_id}, {index.count()} vectors"
+        return f"{where}: {index.describe()}"
 
     def lexical() -> str:
-        if s.lexical.backend != "milvus":
-            kind = "PostgreSQL tsvector rows" if parts.store.is_postgres else "FTS5"
-            return f"{kind} in the store, {parts.lexical.total_chunks()} chunks"
-        return str(parts.lexical.describe())  # connects, checks a server's version (2.5+)
+        return parts.lexical.describe()  # Milvus: connects, checks a server's version (2.5+)
 
     def fusion() -> str:
         f = s.fusion

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
-from hybridsag.lexical import Fts5LexicalIndex, LexicalIndex, PostgresLexicalIndex
+from hybridsag.lexical import LexicalIndex, StoreLexicalIndex
 from hybridsag.paths import check_path_names, check_weights, path_spec
 from hybridsag.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever
@@ -174,8 +174,7 @@ class Components:
                 index_id=self.index_id,
                 max_terms=s.query.max_terms,
             )
-        lexical_class = PostgresLexicalIndex if self.store.is_postgres else Fts5LexicalIndex
-        return lexical_class(self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms)
+        return StoreLexicalIndex(self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -335,7 +334,7 @@ class Components:
         m = self.settings.milvus
         if self._given_dense is not None:
             index = self._given_dense
-            given_id = getattr(index, "index_id", None)
+            given_id = index.index_id
             if given_id is not None and given_id != self.index_id:
                 raise IndexMismatchError(
                     f"the dense index given belongs to index {given_id!r}, this data dir's is "

@@ -34,26 +34,26 @@ nor deleted by this data dir.
 Resources: a row carries a resource's public id and its tenant in two fields (``resource_id``,
 ``tenant``), as rows always did. Where a resource is named alone (``delete_resource(s)``,
 ``iter_entries``) it is named by the store's key (:func:`~hybridsag.store.resource_key`: the id
-in tenant ``""``, else tenant and id), which :func:`resources_expression` turns into both fields,
+in tenant ``""``, else tenant and id), which
+:func:`~hybridsag.milvus_client.resources_expression` turns into both fields,
 so two tenants' ``notes`` are never confused. In attach mode the team's ``milvus.fields.tenant``
 field plays the tenant (a team collection without one holds tenant ``""`` only).
 
 Filters become a Milvus boolean expression built by :func:`filter_expression`; every string is
-written as a double-quoted literal by :func:`quote_literal`, so no user string can change the
-expression's structure. Scores: ``raw_score`` is the Milvus distance; ``score`` is higher-is-better
+written as a double-quoted literal (:func:`~hybridsag.milvus_client.quote_literal`), so no user
+string can change the expression's structure. Connecting, the Milvus Lite store this process
+shares with the lexical index, reading every row and the retriable failures are
+:mod:`hybridsag.milvus_client`'s. Scores: ``raw_score`` is the Milvus distance; ``score`` is higher-is-better
 (COSINE and IP as they are, L2 negated; Milvus' L2 is the squared distance).
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from hybridsag.documents import (
@@ -65,8 +65,22 @@ from hybridsag.documents import (
 )
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.fusion.types import Hit
+from hybridsag.milvus_client import (
+    F_ACL,
+    F_RESOURCE,
+    F_TENANT,
+    MAX_LIMIT,
+    connect_milvus,
+    iterate_rows,
+    lite_path,
+    milvus_retriable,
+    quote_literal,
+    release_lite,
+    resources_expression,
+    visibility_expression,
+)
 from hybridsag.settings import Settings
-from hybridsag.store import resource_key, split_key
+from hybridsag.store import resource_key
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymilvus import MilvusClient
@@ -80,37 +94,21 @@ __all__ = [
     "MilvusDenseIndex",
     "OWNER_PROPERTY",
     "VectorRow",
-    "connect_milvus",
     "default_collection",
     "filter_expression",
-    "iterate_rows",
-    "lite_lock_holder",
-    "lite_locked_message",
-    "lite_path",
     "make_dense_index",
-    "milvus_retriable",
-    "quote_literal",
-    "release_milvus",
-    "resources_expression",
 ]
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
 #: Path name every dense hit carries.
 PATH = "dense"
 
-# Field names and sizes of hybridsag's own collection. Milvus limits VARCHAR max_length to 65,535
-# bytes and ARRAY capacity to 4,096; these are sized for ids, tenants and ACL tags.
-F_ID, F_INDEX, F_RESOURCE, F_VERSION, F_TENANT, F_ACL, F_VECTOR = (
-    "chunk_id",
-    "index_id",
-    "resource_id",
-    "version",
-    "tenant",
-    "acl",
-    "vector",
-)
+# Field names and sizes of hybridsag's own collection (the resource, tenant and ACL fields are
+# named in hybridsag.milvus_client, as in every collection of hybridsag's). Milvus limits VARCHAR
+# max_length to 65,535 bytes and ARRAY capacity to 4,096; these are sized for ids, tenants and
+# ACL tags.
+F_ID, F_INDEX, F_VERSION, F_VECTOR = "chunk_id", "index_id", "version", "vector"
 #: The collection property naming the index that owns a collection of hybridsag's own schema.
 OWNER_PROPERTY = "hybridsag.index_id"
 #: The name every data dir used before collections were per index (older builds' default).
@@ -124,8 +122,6 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
 # Search-time ef: Milvus requires ef >= limit; 64 keeps recall high for small limits.
 HNSW_MIN_EF = 64
-# Milvus' largest top-k per search (16,384, the documented Milvus limit).
-MAX_LIMIT = 16_384
 # Rows per write call: keeps one gRPC message far below Milvus' 64 MiB default limit.
 WRITE_BATCH_BYTES = 16 * 1024 * 1024
 DELETE_BATCH = 1_000
@@ -182,7 +178,22 @@ class DenseIndex(Protocol):
     for connection failures, timeouts and rate limits (the same call may work later) and false
     otherwise. Settings that cannot work raise :class:`~hybridsag.errors.ConfigError`; a store
     built for another embedder raises :class:`~hybridsag.errors.IndexMismatchError`.
+
+    The contract is complete: identity (``collection``, ``index_id``), opening (``ensure``),
+    writes, reads, the reconciler's audit (``iter_entries``, ``count``), ``describe`` and
+    ``close``; every backend implements all of it and runs ``tests/conformance/test_dense_index.py``.
     """
+
+    @property
+    def collection(self) -> str:
+        """The collection (or the engine's name for its table of vectors) this index reads."""
+        ...
+
+    @property
+    def index_id(self) -> str | None:
+        """The index (data dir) whose rows this index reads and writes; None for a team's
+        collection, whose rows carry no index id."""
+        ...
 
     def ensure(self, dimension: int, *, create: bool = True) -> None:
         """Open the store, create the collection if it is missing, this backend may and
@@ -235,39 +246,13 @@ class DenseIndex(Protocol):
         """Number of stored rows, read with Strong consistency."""
         ...
 
+    def describe(self) -> str:
+        """One line for ``doctor``: the collection, whose it is and its rows (reads the count)."""
+        ...
+
     def close(self) -> None:
         """Release the connection; safe to call twice. ``ensure`` opens it again."""
         ...
-
-
-# --------------------------------------------------------------------------------------------
-# Expression building (pure functions; tests assert on their output)
-
-
-def quote_literal(value: str) -> str:
-    """``value`` as a double-quoted Milvus expression string literal.
-
-    Backslash, double quote, newline, carriage return and tab are backslash-escaped; every other
-    character (quotes ``'``, other control characters, any Unicode) is written as is, which both
-    Milvus Lite 3.2.2 and Milvus 2.3.5 read back unchanged. (``\\uXXXX`` escapes are avoided on
-    purpose: Milvus Lite 3.2.2 rejects them.)
-
-    Example: the id ``say "hi"`` becomes the expression text ``"say \\"hi\\""``.
-    """
-    if not isinstance(value, str):
-        raise InputError(f"a filter value must be a str, got {type(value).__name__}: {value!r}")
-    escaped = (
-        value.replace("\\", "\\\\")
-        .replace('"', '\\"')
-        .replace("\n", "\\n")
-        .replace("\r", "\\r")
-        .replace("\t", "\\t")
-    )
-    return f'"{escaped}"'
-
-
-def _quote_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(quote_literal(v) for v in values) + "]"
 
 
 def filter_expression(
@@ -277,315 +262,23 @@ def filter_expression(
     tenant_field: str | None = F_TENANT,
     acl_field: str | None = F_ACL,
 ) -> str:
-    """The Milvus boolean expression for ``flt`` ("" when nothing is filtered).
-
-    ``tenant_field`` / ``acl_field`` None means the collection has no such field; that part of the
-    filter is then left to the caller's post-filter (attach mode on a collection without them).
+    """The Milvus boolean expression for ``flt`` ("" when nothing is filtered), written by
+    :func:`~hybridsag.milvus_client.visibility_expression` (the field arguments are its own).
 
     >>> filter_expression(DenseFilter(tenant="t1", exclude_resource_ids=("r9",)))
     '(tenant == "t1") and (resource_id not in ["r9"])'
     """
     if flt is None:
         return ""
-    parts: list[str] = []
-    if flt.tenant is not None and tenant_field is not None:
-        parts.append(f"{tenant_field} == {quote_literal(flt.tenant)}")
-    if flt.resource_ids is not None:
-        parts.append(f"{resource_field} in {_quote_list(flt.resource_ids)}")
-    if flt.exclude_resource_ids:
-        parts.append(f"{resource_field} not in {_quote_list(flt.exclude_resource_ids)}")
-    if flt.acl_any is not None and acl_field is not None:
-        public = f"array_length({acl_field}) == 0"
-        if flt.acl_any:
-            parts.append(
-                f"{public} or array_contains_any({acl_field}, {_quote_list(flt.acl_any)})"
-            )
-        else:
-            parts.append(public)
-    return " and ".join(f"({p})" for p in parts)
-
-
-def resources_expression(
-    keys: Sequence[str], *, resource_field: str = F_RESOURCE, tenant_field: str | None = F_TENANT
-) -> str:
-    """The Milvus expression matching the rows of the resources whose store keys are ``keys``
-    (:func:`~hybridsag.store.resource_key`): per tenant, its tenant and its public ids ("" when
-    ``keys`` name nothing). ``tenant_field`` None (a team collection without one): only the
-    keys of tenant ``""`` can match.
-
-    >>> resources_expression(["notes", "acme\\x1fnotes"])
-    '(tenant == "" and resource_id in ["notes"]) or (tenant == "acme" and resource_id in ["notes"])'
-    """
-    by_tenant: dict[str, list[str]] = {}
-    for key in dict.fromkeys(keys):
-        tenant, resource_id = split_key(key)
-        by_tenant.setdefault(tenant, []).append(resource_id)
-    if tenant_field is None:
-        plain = by_tenant.get("", [])
-        return f"{resource_field} in {_quote_list(plain)}" if plain else ""
-    return " or ".join(
-        f"({tenant_field} == {quote_literal(tenant)} and {resource_field} in {_quote_list(ids)})"
-        for tenant, ids in by_tenant.items()
+    return visibility_expression(
+        tenant=flt.tenant,
+        resource_ids=flt.resource_ids,
+        exclude_resource_ids=flt.exclude_resource_ids,
+        acl_any=flt.acl_any,
+        resource_field=resource_field,
+        tenant_field=tenant_field,
+        acl_field=acl_field,
     )
-
-
-def lite_path(settings: Settings) -> Path:
-    """Where the Milvus Lite store lives: ``settings.milvus_lite_path`` with a ``.db`` suffix
-    (pymilvus only treats a local path ending in ``.db`` as Milvus Lite)."""
-    path = Path(settings.milvus_lite_path)
-    return path if path.suffix == ".db" else path.with_suffix(".db")
-
-
-# --------------------------------------------------------------------------------------------
-# Error mapping
-
-# Milvus Lite 3.x runs its server inside this process and keeps it, with its data-dir lock, until
-# the process exits, even after ``MilvusClient.close()``. The last MilvusDenseIndex of a path to
-# close releases it, so that another process (a CLI run, the reconciler) can open the path.
-_LITE_USERS: dict[str, int] = {}
-_LITE_USERS_LOCK = threading.Lock()
-# Opening the same Milvus Lite path from two threads at once starts two servers that race for
-# its lock; opens are serialised (they are rare: one per index object), and so is the last
-# user's release, which stops the path's server: an open never meets a server being stopped,
-# nor a user count that a release has just taken to zero while the server still holds the lock.
-_LITE_OPEN_LOCK = threading.Lock()
-#: opens of a Milvus Lite path tried before its failure is raised (see connect_milvus)
-_LITE_OPEN_TRIES = 3
-
-
-def _lite_key(path: Path) -> str:
-    return str(path.resolve())
-
-
-def _lite_acquire(path: Path) -> str:
-    key = _lite_key(path)
-    with _LITE_USERS_LOCK:
-        _LITE_USERS[key] = _LITE_USERS.get(key, 0) + 1
-    return key
-
-
-def _lite_release(key: str) -> None:
-    with _LITE_OPEN_LOCK, _LITE_USERS_LOCK:
-        users = _LITE_USERS.get(key, 0) - 1
-        if users > 0:
-            _LITE_USERS[key] = users
-            return
-        _LITE_USERS.pop(key, None)
-        try:
-            from milvus_lite.server_manager import server_manager_instance
-        except ImportError:  # pragma: no cover - milvus-lite is a declared dependency
-            return
-        server_manager_instance.release_server(key)
-
-
-#: The file Milvus Lite 3.2.2 locks (``fcntl.flock``, exclusive) inside its data folder.
-_LITE_LOCK_FILE = "LOCK"
-
-
-def lite_lock_holder(path: Path) -> int | None:
-    """The pid of another process that holds Milvus Lite's lock on the data folder ``path``
-    (0 when a process holds it but ``/proc/locks`` does not say which), else None.
-
-    Milvus Lite takes the lock when it opens and refuses a second process; checking first
-    turns what would be a logged traceback and a 25 s wait into an immediate, plain answer.
-    A lock this process holds (another client of the same folder) is not "another process".
-    """
-    lock = path / _LITE_LOCK_FILE
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not on POSIX: Milvus Lite reports it itself
-        return None
-    try:
-        fd = os.open(lock, os.O_RDWR)
-    except OSError:
-        return None  # no lock file yet: nobody has opened this folder
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            pid = _flock_owner(lock)
-            return None if pid == os.getpid() else (pid or 0)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def _flock_owner(lock: Path) -> int | None:
-    """The pid ``/proc/locks`` names for the flock on ``lock`` (Linux), else None."""
-    try:
-        inode = lock.stat().st_ino
-        lines = Path("/proc/locks").read_text("ascii", "replace").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        fields = line.split()
-        # "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF" ("->" marks a waiter)
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[2] != "->":
-            try:
-                if int(fields[5].rsplit(":", 1)[1]) == inode:
-                    return int(fields[4])
-            except (IndexError, ValueError):
-                continue
-    return None
-
-
-def lite_locked_message(path: Path, pid: int) -> str:
-    """What to tell a person whose command finds the Milvus Lite folder locked."""
-    who = f"another process (pid {pid})" if pid else "another process"
-    return (
-        f"{who} holds the Milvus Lite index at {path.resolve()}; Milvus Lite serves one process "
-        "at a time: wait for it to finish, search through the running service (`hybridsag serve`), "
-        "or run a Milvus server (`milvus-lite server --host 127.0.0.1`, then set milvus.uri) "
-        "that several processes can share"
-    )
-
-
-def connect_milvus(
-    settings: Settings,
-    *,
-    create: bool,
-    call: Callable[[str, Callable[[], Any]], Any],
-    lost: Callable[[str], Exception],
-) -> tuple[MilvusClient, str | None]:
-    """A ``MilvusClient`` for ``settings.milvus`` (Milvus Lite under the data dir when ``uri`` is
-    unset, else the server) and the Lite key to hand to :func:`release_milvus` on close (None for
-    a server). ``call(action, fn)`` runs a pymilvus call and maps its errors; ``lost(what)`` is
-    the error for a Lite store that should exist (``create`` false) and does not. Shared by the
-    dense index and the Milvus lexical index, which open one Lite server per path and process.
-    """
-    try:
-        from pymilvus import MilvusClient
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise ConfigError("Milvus needs pymilvus (pip install pymilvus)") from exc
-    cfg = settings.milvus
-    if cfg.uri is not None:
-        uri = cfg.uri
-        token = cfg.token.get_secret_value() if cfg.token else ""
-        client = call(
-            "connecting", lambda: MilvusClient(uri=uri, token=token, timeout=cfg.timeout_s)
-        )
-        return client, None
-    path = lite_path(settings)
-    if not create and not path.exists():
-        raise lost(f"the Milvus Lite store {path} is missing")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot create the Milvus Lite folder {path.parent} (data_dir): {exc}"
-        ) from exc
-    with _LITE_OPEN_LOCK:  # Milvus Lite starts one server per path and process
-        if _lite_key(path) not in _LITE_USERS:
-            holder = lite_lock_holder(path)
-            if holder is not None:
-                raise DenseError(lite_locked_message(path, holder), retriable=True)
-        for attempt in range(_LITE_OPEN_TRIES):
-            try:
-                client = call(
-                    "opening Milvus Lite (another process may hold its lock; for several "
-                    "processes run `milvus-lite server --host 127.0.0.1` and set milvus.uri)",
-                    lambda: MilvusClient(uri=str(path), timeout=cfg.timeout_s),
-                )
-                break
-            except DenseError as exc:
-                # milvus-lite starts a path's server without a lock of its own, and pymilvus
-                # can ask for it from a thread that is not opening (a reconnect): two starts
-                # at once leave one failed ("Open local milvus failed", the folder lock taken
-                # by the other, seen once in a fresh clone's test run). The next try finds the
-                # server the other start registered.
-                if attempt + 1 == _LITE_OPEN_TRIES or (
-                    type(exc.__cause__).__name__ != "ConnectionConfigException"
-                ):
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-        return client, _lite_acquire(path)
-
-
-def release_milvus(client: MilvusClient, lite_key: str | None) -> None:
-    """Close a client from :func:`connect_milvus` and release its Lite server when it was the
-    path's last user in this process (close errors are not raised: there is nothing to do)."""
-    try:
-        client.close()
-    except Exception:  # noqa: BLE001 - closing must not mask what the caller is doing
-        log.debug("closing a Milvus client failed", exc_info=True)
-    finally:
-        if lite_key is not None:
-            _lite_release(lite_key)
-
-
-def iterate_rows(
-    client: MilvusClient,
-    call: Callable[[str, Callable[[], Any]], Any],
-    collection: str,
-    expr: str,
-    output: list[str],
-    *,
-    batch_size: int = 1000,
-    timeout: float | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Every row of ``collection`` matching ``expr`` (``output`` fields and the primary key),
-    read with Strong consistency through ``query_iterator`` in batches; ``call`` maps errors."""
-    iterator = call(
-        "query_iterator",
-        lambda: client.query_iterator(
-            collection,
-            batch_size=batch_size,
-            filter=expr,
-            output_fields=output,
-            consistency_level="Strong",
-            timeout=timeout,
-        ),
-    )
-    try:
-        while True:
-            batch = call("query_iterator.next", iterator.next)
-            if not batch:
-                return
-            yield from batch
-    finally:
-        try:
-            iterator.close()
-        except Exception:  # noqa: BLE001 - closing a finished iterator must not mask errors
-            pass
-
-
-_RETRIABLE_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
-_CONNECT_FAILED = 2  # pymilvus Status.CONNECT_FAILED
-_RATE_LIMIT = 8  # pymilvus ErrorCode.RATE_LIMIT
-
-
-def milvus_retriable(exc: BaseException) -> bool:
-    if isinstance(exc, (TimeoutError, ConnectionError)):
-        return True
-    try:
-        from pymilvus.exceptions import (
-            ConnectError,
-            MilvusException,
-            MilvusUnavailableException,
-        )
-    except ImportError:  # pragma: no cover
-        return False
-    if isinstance(exc, (ConnectError, MilvusUnavailableException)):
-        return True
-    if isinstance(exc, MilvusException):
-        if exc.retriable:
-            return True
-        code = exc.code
-        name = getattr(code, "name", None)  # a grpc.StatusCode after retries ran out
-        if name in _RETRIABLE_GRPC:
-            return True
-        if isinstance(code, int) and code in (_CONNECT_FAILED, _RATE_LIMIT):
-            return True
-        text = str(exc.message).lower()
-        return "deadline exceeded" in text or "timeout" in text or "unavailable" in text
-    code_fn = getattr(exc, "code", None)  # a raw grpc.RpcError
-    if callable(code_fn):
-        try:
-            return getattr(code_fn(), "name", None) in _RETRIABLE_GRPC
-        except Exception:  # noqa: BLE001
-            return False
-    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -1141,6 +834,12 @@ class MilvusDenseIndex:
         )
         return int(result[0]["count(*)"])
 
+    def describe(self) -> str:
+        """See :meth:`DenseIndex.describe`: ``collection hybridsag_5f0c9a, index 5f0c9a, 120
+        vectors``; a team's collection (attach mode) is named as such."""
+        owner = "attached (a team's)" if self._attach else f"index {self._index_id}"
+        return f"collection {self._collection}, {owner}, {self.count()} vectors"
+
     def close(self) -> None:
         """See :meth:`DenseIndex.close`."""
         with self._lock:
@@ -1152,7 +851,7 @@ class MilvusDenseIndex:
                 self._call("close", client.close)
             finally:
                 if lite_key is not None:
-                    _lite_release(lite_key)
+                    release_lite(lite_key)
 
 
 def _fields_by_name(description: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,8 +1,15 @@
 """The lexical index: the one owner of every FTS5 statement, behind the ``LexicalIndex`` protocol.
 
-With the store on PostgreSQL the index lives in PostgreSQL as well (:class:`PostgresLexicalIndex`:
+The contract (:class:`LexicalIndex`: reads, writes, the reconciler's audit, describe, close) is
+implemented by :class:`StoreLexicalIndex`, whose rows live in the store's own database, and by
+:class:`~hybridsag.milvus_lexical.MilvusLexicalIndex`. Neither is a parent of the other: each
+holds the query skeleton (:class:`LexicalQueries`: term analysis, the refilling search, titles,
+best chunks) and answers the few statements that differ (:class:`LexicalEngine`).
+
+With the store on PostgreSQL the index lives in PostgreSQL as well (:class:`PostgresStatements`:
 tsvector rows ranked by the BM25 of FTS5, so both engines rank alike); what follows describes
-FTS5, and the PostgreSQL class keeps every part of it but the tables and the ranking statement.
+FTS5 (:class:`Fts5Statements`), and PostgreSQL keeps every part of it but the tables and the
+ranking statement.
 
 Every statement that creates, reads or writes the FTS5 tables lives here: the write path, the
 title path and the reconciler call these methods instead of writing SQL of their own, so how a
@@ -52,10 +59,16 @@ from hybridsag.tokenizer import FTS_TOKENIZE, Tokenizer
 __all__ = [
     "FTS_MIGRATIONS",
     "ChunkTokens",
-    "Fts5LexicalIndex",
+    "Fts5Statements",
+    "LexicalEngine",
     "LexicalIndex",
+    "LexicalQueries",
+    "LexicalTables",
     "PG_LEXICAL_MIGRATIONS",
-    "PostgresLexicalIndex",
+    "PostgresStatements",
+    "Ranker",
+    "StoreLexicalIndex",
+    "StoreStatements",
     "build_best_chunks_sql",
     "build_match",
     "build_pg_bm25_sql",
@@ -63,6 +76,7 @@ __all__ = [
     "build_title_search_sql",
     "build_tsquery",
     "build_tsvector",
+    "count_store_chunks",
     "fold_term",
     "quote_term",
 ]
@@ -173,7 +187,7 @@ def fold_term(term: str) -> str:
 @dataclass(frozen=True, slots=True)
 class ChunkTokens:
     """What one ``chunks_fts`` row holds: the space-joined tokens of the resource title, the
-    heading path and the chunk text (built by :meth:`Fts5LexicalIndex.chunk_tokens`)."""
+    heading path and the chunk text (built by :meth:`LexicalQueries.chunk_tokens`)."""
 
     title: str
     heading: str
@@ -182,18 +196,37 @@ class ChunkTokens:
 
 @runtime_checkable
 class LexicalIndex(Protocol):
-    """The lexical index the bm25, title and SAG2 paths read.
+    """The lexical index: what the bm25, title and SAG2 paths read, what the write path and the
+    reconciler write and audit, and how it describes and closes itself. Every backend (FTS5,
+    PostgreSQL's tsvector rows, Milvus full-text search) implements all of it and runs the
+    conformance suites (``tests/conformance/test_lexical_backends.py``,
+    ``test_store_backends.py``).
 
-    Contract: ``search`` returns at most ``limit`` hits of visible chunks (``filters`` applied in
+    Reads: ``search`` returns at most ``limit`` hits of visible chunks (``filters`` applied in
     the query), rank 1 first, ``score`` higher-is-better, ``raw_score`` the engine's own number;
     ``query_terms`` never returns engine syntax (every term is quoted when searched);
-    ``doc_freqs`` maps each known term to the number of chunks holding it. Every method raises
-    :class:`~hybridsag.errors.LexicalError` when the engine fails.
+    ``doc_freqs`` maps each known term to the number of chunks holding it.
+
+    Writes take ``conn``, the connection of a write transaction the caller holds
+    (``Store.atomic()``): the index's rows change in the same transaction as the chunk and
+    resource rows they index (an engine outside the store writes there before the store commits,
+    so a failure rolls the transaction back). ``chunk_tokens`` and ``title_tokens`` are pure:
+    call them before taking the write lock.
+
+    Audit (the reconciler): ``indexed_rowids`` is the snapshot of what is indexed, ``has_*``
+    check one row, ``remove_orphan_*`` remove a row whose store row is gone.
+
+    Every method raises :class:`~hybridsag.errors.LexicalError` when the engine fails.
     """
 
     tokenizer: Tokenizer
 
-    def query_terms(self, query: str) -> list[str]: ...
+    # -- reads ----------------------------------------------------------------------------------
+
+    def query_terms(self, query: str) -> list[str]:
+        """The query's terms as the index tokenizer makes them (at most ``max_terms``), with
+        the title-alias fix applied."""
+        ...
 
     def search(
         self,
@@ -203,49 +236,200 @@ class LexicalIndex(Protocol):
         filters: Filters,
         must: str | None = None,
         path: str = "bm25",
-    ) -> list[Hit]: ...
+    ) -> list[Hit]:
+        """BM25 top ``limit`` for quoted-OR ``terms`` (all containing ``must`` when given), as
+        hits of the path named ``path``."""
+        ...
 
     def search_titles(
         self, terms: Sequence[str], *, limit: int, filters: Filters
-    ) -> list[tuple[str, float]]: ...
+    ) -> list[tuple[str, float]]:
+        """``(resource key, score)`` of the resources whose title matches, best first (the
+        score is FTS5's ``bm25()`` scale: lower is better)."""
+        ...
 
-    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]: ...
+    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
+        """The best-matching chunk (current version) of each resource for ``terms``; resources
+        with no matching chunk are absent."""
+        ...
 
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]: ...
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """Number of chunks holding each known term (all statuses), keyed by the term given."""
+        ...
 
-    def total_chunks(self) -> int: ...
+    def total_chunks(self) -> int:
+        """Chunk rows in the index (the N of its IDF)."""
+        ...
 
     def scoped_doc_freqs(
         self, terms: Sequence[str], filters: Filters
-    ) -> tuple[dict[str, int], int]: ...
+    ) -> tuple[dict[str, int], int]:
+        """:meth:`doc_freqs` and :meth:`total_chunks` counted over the chunks ``filters`` lets
+        through (current versions only)."""
+        ...
 
-    def close(self) -> None: ...
+    # -- writes (inside the caller's write transaction) -----------------------------------------
+
+    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
+        """The tokens of one chunk's row (pure)."""
+        ...
+
+    def title_tokens(self, title: str) -> str:
+        """The tokens of one resource's title row (pure)."""
+        ...
+
+    def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
+        """Index chunks: ``(chunks.id, tokens)`` each."""
+        ...
+
+    def remove_chunks(self, conn: Any, rowids: Iterable[int]) -> None:
+        """Remove the rows of these ``chunks.id`` values (absent ones are ignored)."""
+        ...
+
+    def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
+        """Remove the rows of every chunk row of the resource keyed ``resource_id`` (all
+        versions)."""
+        ...
+
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
+        """Index titles: ``(resources.id, title tokens)`` each."""
+        ...
+
+    def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
+        """Remove the title rows of these ``resources.id`` values."""
+        ...
+
+    def remove_resource_title(self, conn: Any, resource_id: str) -> None:
+        """Remove the title row of the resource keyed ``resource_id``."""
+        ...
+
+    def status_changed(self, conn: Any, resource_id: str) -> None:
+        """The resource was disabled or enabled (an engine that filters on its own copy of the
+        status writes it again; one that joins the store's rows has nothing to do)."""
+        ...
+
+    def flush(self) -> None:
+        """Seal what a bulk ingest wrote (an engine whose write buffer searches more slowly
+        than sealed segments); nothing to do elsewhere."""
+        ...
+
+    # -- audit (the reconciler) -----------------------------------------------------------------
+
+    def indexed_rowids(self, conn: Any) -> tuple[set[int], set[int]]:
+        """Every indexed ``(chunks.id set, resources.id set)``: a row of no store row is in it
+        (an orphan), one the index holds wrongly is not (missing)."""
+        ...
+
+    def has_chunk(self, conn: Any, rowid: int) -> bool:
+        """Whether chunk row ``rowid`` is indexed."""
+        ...
+
+    def has_title(self, conn: Any, rowid: int) -> bool:
+        """Whether resource row ``rowid`` has its title row."""
+        ...
+
+    def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
+        """Remove the row ``rowid`` if no chunk row has that id any more; returns 1 or 0."""
+        ...
+
+    def remove_orphan_title(self, conn: Any, rowid: int) -> int:
+        """Remove the title row ``rowid`` if no resource has that id any more; returns 1 or 0."""
+        ...
+
+    # -- describe, close ------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """One line for ``doctor`` and ``/readyz``: the engine, where it is, its rows (an engine
+        outside the store connects to say so)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the index holds apart from the store (which its owner closes); safe to
+        call twice."""
+        ...
 
 
-class Fts5LexicalIndex:
-    """SQLite FTS5 implementation of :class:`LexicalIndex`, over the store's database.
+#: ``(filter_sql, filter_params, depth, limit) -> rows`` of ``(chunk_id, resource_id, score)``,
+#: best (lowest) score first: an engine's chunk ranking for one query (see
+#: :meth:`LexicalEngine.chunk_ranker`)
+Ranker = Callable[[str, list[object], int, int], list[Any]]
 
-    Read methods use the calling thread's store connection. Write methods take ``conn``, the
-    connection of a write transaction the caller holds (``Store.atomic()``), so FTS rows change
-    in the same transaction as the chunk and resource rows they index.
+
+@dataclass(frozen=True, slots=True)
+class LexicalTables:
+    """The store tables a lexical backend keeps its terms in, as the query skeleton reads them:
+    ``chunks`` (one row per indexed chunk, keyed by ``id`` = ``chunks.id``), ``titles`` (one row
+    per indexed title, keyed by ``id`` = ``resources.id``, its tokens in a ``title`` column) and
+    ``matches``, the condition that a ``chunks`` row holds the term bound as ``?``."""
+
+    chunks: str
+    titles: str
+    id: str
+    matches: str
+
+
+class LexicalEngine(Protocol):
+    """The statements that differ between lexical backends; :class:`LexicalQueries` runs the
+    rest of every query on them. Each raises the store's errors (``Store.errors``) or
+    :class:`~hybridsag.errors.LexicalError`."""
+
+    tables: LexicalTables
+
+    def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+        """How many chunk rows hold each of ``lexemes`` (folded; absent: none)."""
+        ...
+
+    def total_chunks(self) -> int:
+        """Chunk rows in the index (the N of its IDF)."""
+        ...
+
+    def term_match(self, term: str) -> str:
+        """The expression of one term, bound as ``?`` in ``tables.matches``."""
+        ...
+
+    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
+        """The chunk ranking of quoted-OR ``terms`` (all holding ``must`` when given).
+        ``filters`` is what the ranker's ``filter_sql`` is made from (for an engine that
+        filters in its own language)."""
+        ...
+
+    def title_rows(
+        self,
+        terms: Sequence[str],
+        filter_sql: str,
+        params: list[object],
+        limit: int,
+        filters: Filters,
+    ) -> list[Any]:
+        """``(resource key, score)`` rows of the titles matching ``terms``, best (lowest)
+        first."""
+        ...
+
+    def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+        """``(resource key, chunk_id)`` rows of these resources' current chunks matching
+        ``terms``, best first."""
+        ...
+
+
+class LexicalQueries:
+    """The query skeleton every lexical backend holds: term analysis with the title-alias fix,
+    document frequencies (whole index and within filters), the search that refills deeper when
+    filters leave too few rows, the title search, the best chunk per resource, and the tokens of
+    a row. What differs between engines is asked of the :class:`LexicalEngine` it is given.
+
+    Reads use the calling thread's store connection.
     """
 
-    #: the tables (and their id column) of the chunk rows and of the title rows
-    _CHUNKS, _TITLES, _ID = "chunks_fts", "titles_fts", "rowid"
-    _MIGRATIONS = FTS_MIGRATIONS
-
     def __init__(
-        self, store: Store, tokenizer: Tokenizer, settings: LexicalSettings, *, max_terms: int = 80
+        self, store: Store, tokenizer: Tokenizer, engine: LexicalEngine, *, max_terms: int = 80
     ) -> None:
         self.store = store
         self.tokenizer = tokenizer
-        self.settings = settings
+        self.engine = engine
         self.max_terms = max_terms
         self._alias_lock = threading.Lock()
         self._alias_key: tuple[object, ...] | None = None
         self._alias: dict[str, set[str]] = {}
-        store.migrate(self._MIGRATIONS)
-        self._topk = Fts5TopK("chunks_fts", "chunks_vocab")
 
     # -- terms --------------------------------------------------------------------------------
 
@@ -269,39 +453,26 @@ class Fts5LexicalIndex:
         return terms
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        """Number of chunks holding each term (FTS5 vocabulary, all statuses), keyed by the
-        term as given. The vocabulary holds terms as FTS5 indexed them, with diacritics removed
-        (:data:`~hybridsag.tokenizer.FTS_TOKENIZE`), so the lookup folds them the same way."""
+        """Number of chunks holding each term (all statuses), keyed by the term as given. The
+        engines hold terms with diacritics removed (:data:`~hybridsag.tokenizer.FTS_TOKENIZE`),
+        so the lookup folds them the same way."""
         if not terms:
             return {}
         keys = {t: strip_diacritics(t) for t in dict.fromkeys(terms)}
         try:
-            found = self._vocabulary(list(dict.fromkeys(keys.values())))
+            found = self.engine.vocabulary(list(dict.fromkeys(keys.values())))
         except self.store.errors as exc:
             raise LexicalError(f"reading the lexical vocabulary failed: {exc}") from exc
         return {t: found[k] for t, k in keys.items() if found.get(k)}
 
-    def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
-        """How many chunk rows hold each of ``lexemes`` (absent: none); kept until the next
-        write (:class:`~hybridsag.fts5_topk.Fts5TopK`)."""
-        return self._topk.doc_freqs(self.store.connection(), lexemes)
-
-    def total_chunks(self) -> int:
-        """Chunk rows in the index: FTS5 keeps the count (the N of its IDF) in a record of
-        its own, read without scanning a table."""
-        return self._topk.stats(self.store.connection()).rows
-
-    def _count_chunks(self) -> int:
-        """Chunk rows in the store (an engine without a kept count)."""
-        return int(self.store.connection().execute("SELECT count(*) FROM chunks").fetchone()[0])
-
     def scoped_doc_freqs(
         self, terms: Sequence[str], filters: Filters
     ) -> tuple[dict[str, int], int]:
-        """:meth:`doc_freqs` and :meth:`total_chunks` counted over the chunks ``filters`` lets
-        through (current versions only): statistics of a tenant's own documents, which say
-        nothing about another tenant's. One count per term: meant for a query's few terms."""
+        """:meth:`doc_freqs` and the chunk count over the chunks ``filters`` lets through
+        (current versions only): statistics of a tenant's own documents, which say nothing
+        about another tenant's. One count per term: meant for a query's few terms."""
         filter_sql, params = filters.sql("r", self.store.backend)
+        t = self.engine.tables
         conn = self.store.connection()
         scope = (
             "FROM chunks c JOIN resources r ON r.resource_id = c.resource_id "
@@ -311,14 +482,13 @@ class Fts5LexicalIndex:
             total = int(conn.execute(f"SELECT count(*) {scope}", params).fetchone()[0])
             out: dict[str, int] = {}
             for term in dict.fromkeys(terms):
-                match = self._term_match(term)
+                match = self.engine.term_match(term)
                 if not match:
                     continue
                 n = conn.execute(
-                    f"SELECT count(*) FROM {self._CHUNKS} JOIN chunks c "
-                    f"ON c.id = {self._CHUNKS}.{self._ID} "
+                    f"SELECT count(*) FROM {t.chunks} JOIN chunks c ON c.id = {t.chunks}.{t.id} "
                     "JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version "
-                    f"WHERE {self._matches()} AND {filter_sql}",
+                    f"WHERE {t.matches} AND {filter_sql}",
                     [match, *params],
                 ).fetchone()[0]
                 if n:
@@ -327,21 +497,13 @@ class Fts5LexicalIndex:
             raise LexicalError(f"counting terms within the filters failed: {exc}") from exc
         return out, total
 
-    def _term_match(self, term: str) -> str:
-        """The match expression of one term (its parameter in :meth:`_matches`)."""
-        return build_match([term])
-
-    def _matches(self) -> str:
-        """The condition that a chunk row matches the expression bound as ``?``."""
-        return "chunks_fts MATCH ?"
-
     def _title_aliases(self) -> dict[str, set[str]]:
         conn = self.store.connection()
         key = tuple(conn.execute("SELECT count(*), max(updated_at) FROM resources").fetchone())
         with self._alias_lock:
             if key != self._alias_key:
                 aliases: dict[str, set[str]] = {}
-                for (title,) in conn.execute(f"SELECT title FROM {self._TITLES}"):
+                for (title,) in conn.execute(f"SELECT title FROM {self.engine.tables.titles}"):
                     for token in title.split():
                         folded = fold_term(token)
                         if folded != token:
@@ -371,14 +533,14 @@ class Fts5LexicalIndex:
         ranked = None
         while True:
             try:
-                ranked = ranked or self._chunk_ranker(terms, must, filters)
+                ranked = ranked or self.engine.chunk_ranker(terms, must, filters)
                 rows = ranked(filter_sql, filter_params, depth, limit)
             except self.store.errors as exc:
                 raise LexicalError(f"lexical search for {match!r:.200} failed: {exc}") from exc
             if len(rows) >= limit:
                 break
             if total is None:
-                total = self.total_chunks()
+                total = self.engine.total_chunks()
             if depth >= total:
                 break
             depth *= 4
@@ -404,7 +566,7 @@ class Fts5LexicalIndex:
             return []
         filter_sql, params = filters.sql("r", self.store.backend)
         try:
-            rows = self._title_rows(terms, filter_sql, params, limit, filters)
+            rows = self.engine.title_rows(terms, filter_sql, params, limit, filters)
         except self.store.errors as exc:
             raise LexicalError(f"title search failed: {exc}") from exc
         return [(rid, float(score)) for rid, score in rows]
@@ -417,21 +579,68 @@ class Fts5LexicalIndex:
             return {}
         best: dict[str, str] = {}
         try:
-            rows = self._best_chunk_rows(resource_ids, terms)
+            rows = self.engine.best_chunk_rows(resource_ids, terms)
         except self.store.errors as exc:
             raise LexicalError(f"title path chunk lookup failed: {exc}") from exc
         for rid, chunk_id in rows:
             best.setdefault(rid, chunk_id)
         return best
 
-    # -- the engine's statements (what another engine overrides) ------------------------------
+    # -- tokens of a row (pure: call them before taking the write lock) ------------------------
 
-    def _chunk_ranker(
-        self, terms: Sequence[str], must: str | None, filters: Filters
-    ) -> Callable[[str, list[object], int, int], list[Any]]:
-        """A function ``(filter_sql, filter_params, depth, limit) -> rows`` of
-        ``(chunk_id, resource_id, score)``, best (lowest) score first. ``filters`` is what
-        ``filter_sql`` was made from (for an engine that filters in its own language)."""
+    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
+        """The tokens of one chunk's row."""
+        tok = self.tokenizer.index_text
+        return ChunkTokens(tok(title), tok(heading), tok(body))
+
+    def title_tokens(self, title: str) -> str:
+        """The tokens of one resource's title row."""
+        return self.tokenizer.index_text(title)
+
+
+def count_store_chunks(store: Store) -> int:
+    """Chunk rows in the store (the N of an engine that keeps no count of its own)."""
+    return int(store.connection().execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+
+class StoreStatements(LexicalEngine, Protocol):
+    """The statements of a lexical index whose rows live in the store's own database (FTS5 on
+    SQLite, tsvector rows on PostgreSQL): the :class:`LexicalEngine` and how rows are added."""
+
+    kind: str
+    migrations: tuple[tuple[str, str], ...]
+
+    def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None: ...
+
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None: ...
+
+
+class Fts5Statements:
+    """The FTS5 tables' statements (:class:`StoreStatements`)."""
+
+    kind = "FTS5"
+    migrations = FTS_MIGRATIONS
+    tables = LexicalTables("chunks_fts", "titles_fts", "rowid", "chunks_fts MATCH ?")
+
+    def __init__(self, store: Store, settings: LexicalSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self._topk = Fts5TopK("chunks_fts", "chunks_vocab")
+
+    def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+        """From the ``fts5vocab`` view, kept until the next write
+        (:class:`~hybridsag.fts5_topk.Fts5TopK`)."""
+        return self._topk.doc_freqs(self.store.connection(), lexemes)
+
+    def total_chunks(self) -> int:
+        """FTS5 keeps the count (the N of its IDF) in a record of its own, read without
+        scanning a table."""
+        return self._topk.stats(self.store.connection()).rows
+
+    def term_match(self, term: str) -> str:
+        return build_match([term])
+
+    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
         s = self.settings
         match = build_match(terms, must=must)
         conn = self.store.connection()
@@ -452,7 +661,7 @@ class Fts5LexicalIndex:
 
         return ranked
 
-    def _title_rows(
+    def title_rows(
         self,
         terms: Sequence[str],
         filter_sql: str,
@@ -466,7 +675,7 @@ class Fts5LexicalIndex:
             .fetchall()
         )
 
-    def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+    def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         s = self.settings
         return (
             self.store.connection()
@@ -478,42 +687,111 @@ class Fts5LexicalIndex:
             .fetchall()
         )
 
-    # -- rows (inside the caller's write transaction) -------------------------------------------
-
-    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
-        """The tokens of one chunk's FTS row (pure: call it before taking the write lock)."""
-        tok = self.tokenizer.index_text
-        return ChunkTokens(tok(title), tok(heading), tok(body))
-
-    def title_tokens(self, title: str) -> str:
-        """The tokens of one resource's title row."""
-        return self.tokenizer.index_text(title)
-
     def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
-        """Index chunks: ``(chunks.id, tokens)`` each."""
         conn.executemany(
             "INSERT INTO chunks_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)",
             [(rowid, t.title, t.heading, t.body) for rowid, t in rows],
         )
 
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
+        conn.executemany("INSERT INTO titles_fts(rowid, title) VALUES (?, ?)", list(rows))
+
+
+class StoreLexicalIndex:
+    """:class:`LexicalIndex` in the store's own database: FTS5 on SQLite
+    (:class:`Fts5Statements`), tsvector rows on PostgreSQL (:class:`PostgresStatements`), as
+    the store's database is. It holds the query skeleton (:class:`LexicalQueries`) and the
+    engine's statements; the row statements below are written once for both.
+
+    Write methods take ``conn``, the connection of a write transaction the caller holds
+    (``Store.atomic()``), so the index's rows change in the same transaction as the chunk and
+    resource rows they index.
+    """
+
+    def __init__(
+        self, store: Store, tokenizer: Tokenizer, settings: LexicalSettings, *, max_terms: int = 80
+    ) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+        self.settings = settings
+        engine: StoreStatements = (
+            PostgresStatements(store, settings) if store.is_postgres
+            else Fts5Statements(store, settings)
+        )
+        store.migrate(engine.migrations)
+        self._engine = engine
+        self._queries = LexicalQueries(store, tokenizer, engine, max_terms=max_terms)
+
+    # -- reads (the query skeleton's) -----------------------------------------------------------
+
+    def query_terms(self, query: str) -> list[str]:
+        return self._queries.query_terms(query)
+
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        filters: Filters,
+        must: str | None = None,
+        path: str = "bm25",
+    ) -> list[Hit]:
+        return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
+
+    def search_titles(
+        self, terms: Sequence[str], *, limit: int, filters: Filters
+    ) -> list[tuple[str, float]]:
+        return self._queries.search_titles(terms, limit=limit, filters=filters)
+
+    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
+        return self._queries.best_chunks(resource_ids, terms)
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        return self._queries.doc_freqs(terms)
+
+    def total_chunks(self) -> int:
+        return self._engine.total_chunks()
+
+    def scoped_doc_freqs(
+        self, terms: Sequence[str], filters: Filters
+    ) -> tuple[dict[str, int], int]:
+        return self._queries.scoped_doc_freqs(terms, filters)
+
+    # -- rows (inside the caller's write transaction) -------------------------------------------
+
+    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
+        return self._queries.chunk_tokens(title, heading, body)
+
+    def title_tokens(self, title: str) -> str:
+        return self._queries.title_tokens(title)
+
+    def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
+        self._engine.add_chunks(conn, rows)
+
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
+        self._engine.add_titles(conn, rows)
+
     def remove_chunks(self, conn: Any, rowids: Iterable[int]) -> None:
         """Remove the rows of these ``chunks.id`` values (absent ones are ignored)."""
+        t = self._engine.tables
         conn.executemany(
-            f"DELETE FROM {self._CHUNKS} WHERE {self._ID} = ?", [(r,) for r in rowids]
+            f"DELETE FROM {t.chunks} WHERE {t.id} = ?", [(r,) for r in rowids]
         )
 
     def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
         """Remove the rows of every chunk row of ``resource_id`` (all versions)."""
+        t = self._engine.tables
         conn.execute(
-            f"DELETE FROM {self._CHUNKS} WHERE {self._ID} IN "
+            f"DELETE FROM {t.chunks} WHERE {t.id} IN "
             "(SELECT id FROM chunks WHERE resource_id = ?)",
             (resource_id,),
         )
 
     def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
         """Remove the row ``rowid`` if no chunk row has that id any more; returns 1 or 0."""
+        t = self._engine.tables
         cur = conn.execute(
-            f"DELETE FROM {self._CHUNKS} WHERE {self._ID} = ? AND NOT EXISTS "
+            f"DELETE FROM {t.chunks} WHERE {t.id} = ? AND NOT EXISTS "
             "(SELECT 1 FROM chunks WHERE id = ?)",
             (rowid, rowid),
         )
@@ -521,33 +799,33 @@ class Fts5LexicalIndex:
 
     def has_chunk(self, conn: Any, rowid: int) -> bool:
         """Whether chunk row ``rowid`` is indexed."""
+        t = self._engine.tables
         row = conn.execute(
-            f"SELECT 1 FROM {self._CHUNKS} WHERE {self._ID} = ?", (rowid,)
+            f"SELECT 1 FROM {t.chunks} WHERE {t.id} = ?", (rowid,)
         ).fetchone()
         return row is not None
 
-    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
-        """Index titles: ``(resources.id, title tokens)`` each."""
-        conn.executemany("INSERT INTO titles_fts(rowid, title) VALUES (?, ?)", list(rows))
-
     def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
         """Remove the title rows of these ``resources.id`` values."""
+        t = self._engine.tables
         conn.executemany(
-            f"DELETE FROM {self._TITLES} WHERE {self._ID} = ?", [(r,) for r in rowids]
+            f"DELETE FROM {t.titles} WHERE {t.id} = ?", [(r,) for r in rowids]
         )
 
     def remove_resource_title(self, conn: Any, resource_id: str) -> None:
         """Remove the title row of ``resource_id``."""
+        t = self._engine.tables
         conn.execute(
-            f"DELETE FROM {self._TITLES} WHERE {self._ID} IN "
+            f"DELETE FROM {t.titles} WHERE {t.id} IN "
             "(SELECT id FROM resources WHERE resource_id = ?)",
             (resource_id,),
         )
 
     def remove_orphan_title(self, conn: Any, rowid: int) -> int:
         """Remove the title row ``rowid`` if no resource has that id any more; returns 1 or 0."""
+        t = self._engine.tables
         cur = conn.execute(
-            f"DELETE FROM {self._TITLES} WHERE {self._ID} = ? AND NOT EXISTS "
+            f"DELETE FROM {t.titles} WHERE {t.id} = ? AND NOT EXISTS "
             "(SELECT 1 FROM resources WHERE id = ?)",
             (rowid, rowid),
         )
@@ -555,18 +833,23 @@ class Fts5LexicalIndex:
 
     def has_title(self, conn: Any, rowid: int) -> bool:
         """Whether resource row ``rowid`` has its title row."""
+        t = self._engine.tables
         row = conn.execute(
-            f"SELECT 1 FROM {self._TITLES} WHERE {self._ID} = ?", (rowid,)
+            f"SELECT 1 FROM {t.titles} WHERE {t.id} = ?", (rowid,)
         ).fetchone()
         return row is not None
 
+    def describe(self) -> str:
+        """See :meth:`LexicalIndex.describe`: ``FTS5 in the store, 120 chunks``."""
+        return f"{self._engine.kind} in the store, {self.total_chunks()} chunks"
+
     def close(self) -> None:
-        """Release what the index holds apart from the store (FTS5: nothing; the store is
-        closed by its owner)."""
+        """Release what the index holds apart from the store (nothing: the store is closed by
+        its owner)."""
 
     def flush(self) -> None:
-        """Seal what a bulk ingest wrote (an engine with a write buffer that searches more
-        slowly than sealed segments, as Milvus Lite does); FTS5 has nothing to do."""
+        """Seal what a bulk ingest wrote: nothing to do in the store (Milvus Lite has a write
+        buffer that searches more slowly than sealed segments)."""
 
     def status_changed(self, conn: Any, resource_id: str) -> None:
         """A resource was disabled or enabled: nothing to do here, the status lives in the
@@ -575,8 +858,9 @@ class Fts5LexicalIndex:
 
     def indexed_rowids(self, conn: Any) -> tuple[set[int], set[int]]:
         """Every indexed ``(chunks.id set, resources.id set)`` (the reconciler's snapshot)."""
-        chunks = {r[0] for r in conn.execute(f"SELECT {self._ID} FROM {self._CHUNKS}")}
-        titles = {r[0] for r in conn.execute(f"SELECT {self._ID} FROM {self._TITLES}")}
+        t = self._engine.tables
+        chunks = {r[0] for r in conn.execute(f"SELECT {t.id} FROM {t.chunks}")}
+        titles = {r[0] for r in conn.execute(f"SELECT {t.id} FROM {t.titles}")}
         return chunks, titles
 
 
@@ -664,9 +948,9 @@ def build_pg_bm25_sql(table: str, where: str = "") -> str:
         GROUP BY l.id"""
 
 
-class PostgresLexicalIndex(Fts5LexicalIndex):
-    """The lexical index in PostgreSQL, for a store on PostgreSQL (the same protocol, the same
-    write-row methods, rows written in the caller's transaction like the FTS5 rows).
+class PostgresStatements:
+    """The lexical index's statements in PostgreSQL, for a store on PostgreSQL
+    (:class:`StoreStatements`: rows written in the caller's transaction like the FTS5 rows).
 
     ``chunks_lex(id, n_tokens, tsv)`` and ``titles_lex(id, title, n_tokens, tsv)`` hold one
     tsvector per row built from the index tokenizer's tokens (:func:`build_tsvector`; title,
@@ -676,19 +960,21 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
     counts at most 256 times in a row.
     """
 
-    _CHUNKS, _TITLES, _ID = "chunks_lex", "titles_lex", "id"
-    _MIGRATIONS = PG_LEXICAL_MIGRATIONS
+    kind = "PostgreSQL tsvector rows"
+    migrations = PG_LEXICAL_MIGRATIONS
+    tables = LexicalTables("chunks_lex", "titles_lex", "id", "chunks_lex.tsv @@ ?::tsquery")
+
+    def __init__(self, store: Store, settings: LexicalSettings) -> None:
+        self.store = store
+        self.settings = settings
 
     def total_chunks(self) -> int:
-        return self._count_chunks()
+        return count_store_chunks(self.store)
 
-    def _term_match(self, term: str) -> str:
+    def term_match(self, term: str) -> str:
         return build_tsquery([term])
 
-    def _matches(self) -> str:
-        return "chunks_lex.tsv @@ ?::tsquery"
-
-    def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+    def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
         rows = self.store.connection().execute(
             "SELECT q.t, (SELECT count(*) FROM chunks_lex WHERE tsv @@ q.tq::tsquery) "
             "FROM unnest(?::text[], ?::text[]) AS q(t, tq)",
@@ -715,9 +1001,7 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
             idf.append(value if value > 0 else 1e-6)
         return lexemes, idf
 
-    def _chunk_ranker(
-        self, terms: Sequence[str], must: str | None, filters: Filters
-    ) -> Callable[[str, list[object], int, int], list[Any]]:
+    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
         s = self.settings
         phrases = [must, *terms] if must else list(terms)
         lexemes, idf = self._idf("chunks_lex", phrases)
@@ -740,7 +1024,7 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
 
         return ranked
 
-    def _title_rows(
+    def title_rows(
         self,
         terms: Sequence[str],
         filter_sql: str,
@@ -761,7 +1045,7 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
             .fetchall()
         )
 
-    def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+    def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         s = self.settings
         lexemes, idf = self._idf("chunks_lex", terms)
         marks = ",".join("?" * len(resource_ids))
@@ -782,7 +1066,6 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
         )
 
     def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
-        """Index chunks: ``(chunks.id, tokens)`` each."""
         values = []
         for rowid, t in rows:
             tsv, n = build_tsvector([(t.title, "A"), (t.heading, "B"), (t.body, "C")])
@@ -792,7 +1075,6 @@ class PostgresLexicalIndex(Fts5LexicalIndex):
         )
 
     def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
-        """Index titles: ``(resources.id, title tokens)`` each."""
         values = []
         for rowid, title in rows:
             tsv, n = build_tsvector([(title, "A")])

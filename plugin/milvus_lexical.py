@@ -17,7 +17,7 @@ are kept by repeating each part of the text that many times (rounded), the usual
 single-field BM25 field weights.
 
 A row carries its resource's public id and tenant (``resource_id``, ``tenant``); a resource named
-alone is named by its store key, turned into both by :func:`hybridsag.dense.resources_expression`.
+alone is named by its store key, turned into both by :func:`hybridsag.milvus_client.resources_expression`.
 
 Rows are written and deleted by the same write path as the FTS5 rows: the ``add_*``/``remove_*``
 methods run inside the store's write transaction and write to Milvus before it commits. A Milvus
@@ -43,20 +43,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from hybridsag.dense import (
-    F_ACL,
-    F_RESOURCE,
-    F_TENANT,
-    DenseFilter,
-    connect_milvus,
-    filter_expression,
-    iterate_rows,
-    lite_path,
-    milvus_retriable,
-    quote_literal,
-    release_milvus,
-    resources_expression,
-)
 from hybridsag.documents import (
     MAX_ACL_TAG_BYTES,
     MAX_ACL_TAGS,
@@ -66,7 +52,29 @@ from hybridsag.documents import (
 )
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.fts5_topk import strip_diacritics
-from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex
+from hybridsag.fusion.types import Hit
+from hybridsag.lexical import (
+    ChunkTokens,
+    LexicalQueries,
+    LexicalTables,
+    Ranker,
+    count_store_chunks,
+)
+from hybridsag.milvus_client import (
+    F_ACL,
+    F_RESOURCE,
+    F_TENANT,
+    MAX_LIMIT,
+    MAX_VARCHAR_BYTES,
+    connect_milvus,
+    iterate_rows,
+    lite_path,
+    milvus_retriable,
+    quote_literal,
+    release_milvus,
+    resources_expression,
+    visibility_expression,
+)
 from hybridsag.settings import LexicalSettings, Settings
 from hybridsag.store import Filters, Store, select_in, split_key
 from hybridsag.tokenizer import Tokenizer, has_cjk
@@ -97,9 +105,7 @@ MILVUS_LEXICAL_MIGRATIONS: tuple[tuple[str, str], ...] = (
 #: The oldest Milvus with full-text search (the BM25 Function and the BM25 metric).
 MIN_SERVER_VERSION = (2, 5)
 #: Milvus' VARCHAR limit, in bytes: longer text is cut at a character boundary.
-MAX_TEXT_BYTES = 65_535
-#: Milvus caps a search's ``limit`` at this.
-MAX_LIMIT = 16_384
+MAX_TEXT_BYTES = MAX_VARCHAR_BYTES
 #: Rows per upsert call.
 WRITE_BATCH = 500
 
@@ -158,18 +164,23 @@ def _like_term(term: str) -> str:
 
 
 def _terms_of(tokens: ChunkTokens) -> list[str]:
-    """The distinct terms of a chunk row, folded as :meth:`Fts5LexicalIndex.doc_freqs` folds."""
+    """The distinct terms of a chunk row, folded as :meth:`LexicalQueries.doc_freqs` folds."""
     words = f"{tokens.title} {tokens.heading} {tokens.body}".split()
     return list(dict.fromkeys(strip_diacritics(w) for w in words))
 
 
-class MilvusLexicalIndex(Fts5LexicalIndex):
+class MilvusLexicalIndex:
     """:class:`~hybridsag.lexical.LexicalIndex` on Milvus full-text search (see the module
     docstring). Nothing connects until the first search or write; thread-safe like the dense
-    index (one client, opened under a lock)."""
+    index (one client, opened under a lock).
 
-    _CHUNKS, _TITLES, _ID = "mlex_chunks", "mlex_titles", "id"
-    _MIGRATIONS = MILVUS_LEXICAL_MIGRATIONS
+    It holds the query skeleton (:class:`~hybridsag.lexical.LexicalQueries`) and is its
+    :class:`~hybridsag.lexical.LexicalEngine`: Milvus ranks, the store's ``mlex_*`` rows count."""
+
+    #: the store-side rows the query skeleton reads (terms, titles) and how a term matches
+    tables = LexicalTables(
+        "mlex_chunks", "mlex_titles", "id", "(' ' || mlex_chunks.terms || ' ') LIKE ? ESCAPE '\\'"
+    )
 
     def __init__(
         self,
@@ -186,7 +197,11 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
                 "lexical.backend = 'milvus' needs this data dir's index id, and its vectors were "
                 "written by an older build; run `hybridsag rebuild-vectors` first"
             )
-        super().__init__(store, tokenizer, settings, max_terms=max_terms)
+        self.store = store
+        self.tokenizer = tokenizer
+        self.settings = settings
+        store.migrate(MILVUS_LEXICAL_MIGRATIONS)
+        self._queries = LexicalQueries(store, tokenizer, self, max_terms=max_terms)
         self._all = all_settings
         self._analyzer: Literal["auto", "standard", "jieba"] = settings.milvus_analyzer
         self._chunks_coll, self._titles_coll = lexical_collections(index_id)
@@ -355,32 +370,65 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
         if client is not None:
             release_milvus(client, key)
 
-    # -- vocabulary ------------------------------------------------------------------------------
+    # -- reads (the query skeleton's) -----------------------------------------------------------
+
+    def query_terms(self, query: str) -> list[str]:
+        return self._queries.query_terms(query)
+
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        filters: Filters,
+        must: str | None = None,
+        path: str = "bm25",
+    ) -> list[Hit]:
+        return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
+
+    def search_titles(
+        self, terms: Sequence[str], *, limit: int, filters: Filters
+    ) -> list[tuple[str, float]]:
+        return self._queries.search_titles(terms, limit=limit, filters=filters)
+
+    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
+        return self._queries.best_chunks(resource_ids, terms)
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        return self._queries.doc_freqs(terms)
+
+    def scoped_doc_freqs(
+        self, terms: Sequence[str], filters: Filters
+    ) -> tuple[dict[str, int], int]:
+        return self._queries.scoped_doc_freqs(terms, filters)
+
+    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
+        return self._queries.chunk_tokens(title, heading, body)
+
+    def title_tokens(self, title: str) -> str:
+        return self._queries.title_tokens(title)
+
+    # -- the engine: vocabulary ------------------------------------------------------------------
 
     def total_chunks(self) -> int:
-        return self._count_chunks()
+        return count_store_chunks(self.store)
 
-    def _vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+    def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
         rows = select_in(
             self.store.connection(), "SELECT term, doc FROM mlex_vocab", "term", lexemes
         )
         return {term: int(row[1]) for term, row in rows.items() if int(row[1]) > 0}
 
-    def _term_match(self, term: str) -> str:
+    def term_match(self, term: str) -> str:
         return _like_term(strip_diacritics(term))
 
-    def _matches(self) -> str:
-        return "(' ' || mlex_chunks.terms || ' ') LIKE ? ESCAPE '\\'"
-
-    # -- search ------------------------------------------------------------------------------------
+    # -- the engine: search ---------------------------------------------------------------------
 
     def _expression(self, filters: Filters) -> str:
         """Tenant, ACL, resource ids and status of ``filters`` as a Milvus filter expression
         (metadata is checked in the store, with everything else, on the hits)."""
-        expr = filter_expression(
-            DenseFilter(
-                tenant=filters.tenant, resource_ids=filters.resource_ids, acl_any=filters.acl
-            )
+        expr = visibility_expression(
+            tenant=filters.tenant, resource_ids=filters.resource_ids, acl_any=filters.acl
         )
         statuses = f"{F_STATUS} in [{', '.join(quote_literal(x) for x in filters.statuses)}]"
         return f"({expr}) and ({statuses})" if expr else statuses
@@ -413,9 +461,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             rows.append((int(hit.get(F_ID, hit.get("id"))), abs(float(hit["distance"])), entity))
         return rows
 
-    def _chunk_ranker(
-        self, terms: Sequence[str], must: str | None, filters: Filters
-    ) -> Callable[[str, list[object], int, int], list[Any]]:
+    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
         query = " ".join([must, *terms] if must else terms)
         expr = self._expression(filters)
         conn = self.store.connection()
@@ -425,8 +471,8 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
             # checked in the store, on the term as the index tokenizer made it (a text_match
             # in the Milvus filter would prune first, but Milvus Lite evaluates it row by row,
             # about 0.1 to 0.3 s a term on 2wiki, and cannot match CJK text with it)
-            must_sql = f" AND m.id = c.id AND {self._matches().replace('mlex_chunks.', 'm.')}"
-            must_params = [self._term_match(must)]
+            must_sql = f" AND m.id = c.id AND {self.tables.matches.replace('mlex_chunks.', 'm.')}"
+            must_params = [self.term_match(must)]
         done: list[list[tuple[int, float, dict[str, Any]]]] = []  # Milvus had no more rows
 
         def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
@@ -461,7 +507,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
 
         return ranked
 
-    def _title_rows(
+    def title_rows(
         self,
         terms: Sequence[str],
         filter_sql: str,
@@ -490,7 +536,7 @@ class MilvusLexicalIndex(Fts5LexicalIndex):
                 return rows
             depth = min(depth * 4, MAX_LIMIT)
 
-    def _best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+    def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         expr = resources_expression(resource_ids)
         found = self._bm25(
             self._chunks_coll,

@@ -84,7 +84,7 @@ from hybridsag.store import (
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex, VectorRow
     from hybridsag.embedder import Embedder
-    from hybridsag.lexical import ChunkTokens, Fts5LexicalIndex
+    from hybridsag.lexical import ChunkTokens, LexicalIndex
     from hybridsag.settings import ChunkingSettings
 
 __all__ = [
@@ -201,7 +201,7 @@ class Writer:
     def __init__(
         self,
         store: Store,
-        lexical: Fts5LexicalIndex,
+        lexical: LexicalIndex,
         chunking: ChunkingSettings,
         lock: WriteLock,
         *,

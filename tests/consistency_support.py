@@ -173,12 +173,15 @@ class FaultyDense:
             raise DenseError(f"injected failure of {op} (call {self.calls})", retriable=True)
 
     @property
-    def collection(self) -> str | None:
-        return getattr(self.inner, "collection", None)
+    def collection(self) -> str:
+        return self.inner.collection
 
     @property
     def index_id(self) -> str | None:
-        return getattr(self.inner, "index_id", None)
+        return self.inner.index_id
+
+    def describe(self) -> str:
+        return self.inner.describe()
 
     def ensure(self, dimension: int, *, create: bool = True) -> None:
         self.inner.ensure(dimension, create=create)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hybridsag.dense import lite_path
+from hybridsag.milvus_client import lite_path
 from hybridsag.settings import Settings
 
 __all__ = ["create_team_collection"]

@@ -271,10 +271,9 @@ class ServiceState:
         if self.watcher is not None:
             out["sources"] = self.watcher.describe()
         parts = hs.components
-        describe = getattr(parts.lexical, "describe", None)
-        if callable(describe):  # the lexical index on Milvus full-text search
+        if self.settings.lexical.backend == "milvus":  # an engine of its own, outside the store
             try:
-                out["lexical"] = f"ok: {describe()}"
+                out["lexical"] = f"ok: {parts.lexical.describe()}"
             except HybridSagError as exc:
                 out["lexical"] = f"failed: {exc}"
         if not parts.dense_enabled:

@@ -24,13 +24,11 @@ from hybridsag.dense import (
     MilvusDenseIndex,
     VectorRow,
     filter_expression,
-    lite_path,
     make_dense_index,
-    quote_literal,
-    resources_expression,
 )
 from hybridsag.embedder import Embedder, make_embedder
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
+from hybridsag.milvus_client import lite_path, quote_literal, resources_expression
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
 from hybridsag.store import resource_key
 from tests.consistency_support import create_legacy_collection
@@ -162,6 +160,34 @@ def test_registry_and_protocol(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"'faiss'.*\['milvus'\]"):
         make_dense_index(settings, index_id=INDEX_ID, backend="faiss")
     assert not lite_path(settings).exists()  # nothing opened before ensure()
+
+
+#: The complete dense contract, pinned: identity, opening, writes, reads, the reconciler's
+#: audit, describe, close.
+DENSE_CONTRACT = {
+    "identity": {"collection", "index_id"},
+    "opening": {"ensure"},
+    "writes": {"upsert", "delete_ids", "delete_resource", "delete_resources", "flush"},
+    "reads": {"search"},
+    "audit": {"iter_entries", "count"},
+    "describe and close": {"describe", "close"},
+}
+
+
+def test_the_dense_contract_is_complete_and_pinned() -> None:
+    declared = {n for n in vars(DenseIndex) if not n.startswith("_")}
+    assert declared == set().union(*DENSE_CONTRACT.values())
+
+
+def test_every_dense_backend_implements_the_whole_contract(open_index) -> None:
+    index = open_index()
+    assert isinstance(index, DenseIndex)
+    for name in set().union(*DENSE_CONTRACT.values()) - DENSE_CONTRACT["identity"]:
+        assert callable(getattr(index, name)), name
+    index.upsert([row("a", unit(0)), row("b", unit(30))])
+    assert index.describe() == f"collection {index.collection}, index {INDEX_ID}, 2 vectors"
+    index.close()
+    index.close()  # twice is safe
 
 
 def test_calls_before_ensure_are_refused(tmp_path: Path) -> None:
@@ -619,6 +645,8 @@ def test_attach_mode_reads_a_team_collection(open_index, make_settings) -> None:
         index.search(unit(0), limit=3, filter=DenseFilter(exclude_resource_ids=("s1",)))
     ) == ["d2", "d3"]
     assert index.count() == 3
+    assert index.index_id is None  # a team's rows carry no index id
+    assert index.describe() == f"collection {index.collection}, attached (a team's), 3 vectors"
     # a resource is named by its key: the team's tenant field holds the tenant
     assert sorted(index.iter_entries()) == [
         ("d1", "acme\x1fs1", 0), ("d2", "acme\x1fs2", 0), ("d3", "beta\x1fs3", 0)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hybridsag.consistency import apply_plan, build_plan
 from hybridsag.errors import ConfigError, LexicalError
+from hybridsag.lexical import LexicalIndex
 from hybridsag.milvus_lexical import (
     MilvusLexicalIndex,
     check_server_version,
@@ -43,6 +44,60 @@ def pair(tmp_path: Path) -> Iterator[tuple[HybridSearch, HybridSearch]]:
         _settings(tmp_path / "fts5", None), _settings(tmp_path / "milvus", None, "milvus"), docs
     ) as pair:
         yield pair
+
+
+#: The complete lexical contract, pinned: reads, writes, the reconciler's audit, describe, close.
+LEXICAL_CONTRACT = {
+    "reads": {"tokenizer", "query_terms", "search", "search_titles", "best_chunks", "doc_freqs",
+              "total_chunks", "scoped_doc_freqs"},
+    "writes": {"chunk_tokens", "title_tokens", "add_chunks", "remove_chunks",
+               "remove_resource_chunks", "add_titles", "remove_titles", "remove_resource_title",
+               "status_changed", "flush"},
+    "audit": {"indexed_rowids", "has_chunk", "has_title", "remove_orphan_chunk",
+              "remove_orphan_title"},
+    "describe and close": {"describe", "close"},
+}
+
+
+def _contract_members(protocol: type) -> set[str]:
+    """The public members a Protocol class declares (its methods and its annotated fields)."""
+    names = {n for n in vars(protocol) if not n.startswith("_")}
+    return names | set(getattr(protocol, "__annotations__", {}))
+
+
+def test_the_lexical_contract_is_complete_and_pinned() -> None:
+    assert _contract_members(LexicalIndex) == set().union(*LEXICAL_CONTRACT.values())
+
+
+def test_every_lexical_backend_implements_the_whole_contract(
+    tmp_path: Path, index_backends: tuple[str | None, str]
+) -> None:
+    """FTS5, PostgreSQL's rows and Milvus full-text search each answer every member of the
+    contract: the write path and the reconciler need no backend's own names, nothing is
+    probed for."""
+    with HybridSearch(_settings(tmp_path / "d", *index_backends)) as hs:
+        hs.ingest("keeper", "the lighthouse keeper logs every ship", title="Lighthouse")
+        lexical = hs.components.lexical
+        assert isinstance(lexical, LexicalIndex)
+        # a contract, not a base class: no backend inherits another's behaviour
+        assert type(lexical).__mro__ == (type(lexical), object)
+        for name in set().union(*LEXICAL_CONTRACT.values()) - {"tokenizer"}:
+            assert callable(getattr(lexical, name)), name
+        conn = hs.components.store.connection()
+        chunk_ids, title_ids = lexical.indexed_rowids(conn)
+        assert len(chunk_ids) == len(title_ids) == 1
+        assert lexical.has_chunk(conn, next(iter(chunk_ids)))
+        assert lexical.has_title(conn, next(iter(title_ids)))
+        assert lexical.remove_orphan_chunk(conn, next(iter(chunk_ids))) == 0  # not an orphan
+        lexical.flush()
+        line = lexical.describe()
+        if index_backends[1] == "milvus":
+            assert line.startswith("Milvus full-text search at Milvus Lite") and "(1 rows)" in line
+        else:
+            kind = "FTS5" if index_backends[0] is None else "PostgreSQL tsvector rows"
+            assert line == f"{kind} in the store, 1 chunks"
+        lexical.close()
+        lexical.close()  # twice is safe
 
 
 def _resources(hits: list) -> set[str]:

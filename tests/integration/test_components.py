@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hybridsag.components import Components
-from hybridsag.dense import DenseFilter, DenseIndex, VectorRow
+from hybridsag.dense import VectorRow
 from hybridsag.embedder import EMBEDDERS, SentenceTransformerEmbedder
 from hybridsag.errors import DenseError, QueryError
 from hybridsag.evaluation import run_eval
@@ -32,7 +32,7 @@ from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import Filters
 
-from tests.consistency_support import MODEL, own_dense_index, shared_embedder
+from tests.consistency_support import MODEL, FaultyDense, own_dense_index, shared_embedder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -421,15 +421,9 @@ def test_a_judge_without_its_query_embedding_is_reported_as_degraded(tmp_path: P
         )
 
 
-class _BrokenDense:
+class _BrokenDense(FaultyDense):
     """A dense index whose writes and deletes fail (the dependency fails, the write path is
     real)."""
-
-    def __init__(self, inner: DenseIndex) -> None:
-        self.inner = inner
-
-    def ensure(self, dimension: int, *, create: bool = True) -> None:
-        self.inner.ensure(dimension, create=create)
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         raise DenseError("upsert refused")
@@ -442,23 +436,6 @@ class _BrokenDense:
 
     def delete_resources(self, resource_ids: Sequence[str]) -> None:
         raise DenseError("delete refused")
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def search(
-        self, vector: Sequence[float], *, limit: int, filter: DenseFilter | None = None
-    ) -> list[Hit]:
-        return self.inner.search(vector, limit=limit, filter=filter)
-
-    def iter_entries(self, batch_size: int = 1000) -> Iterator[tuple[str, str, int]]:
-        return self.inner.iter_entries(batch_size)
-
-    def count(self) -> int:
-        return self.inner.count()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def test_a_failed_compensation_is_noted_on_the_error(tmp_path: Path) -> None:

@@ -450,3 +450,16 @@ def test_the_stores_size_their_fields_from_the_bounds_table() -> None:
         if isinstance(t, ast.Name) and t.id in bounds
     }
     assert owners == {f"plugin/documents.py: {name}" for name in bounds}
+
+
+def test_the_milvus_plumbing_is_its_own_module_both_adapters_use() -> None:
+    """Connecting, Lite sharing, quoting, expressions, row iteration and retries live in
+    ``hybridsag.milvus_client``: both Milvus adapters import it, and the lexical one imports
+    nothing from the dense adapter (its field bounds are the documents' table)."""
+    imports: dict[str, set[str]] = {}
+    for path, name, _line in imports_of("plugin"):
+        imports.setdefault(module_name(path, "plugin"), set()).add(name)
+    for adapter in ("hybridsag.dense", "hybridsag.milvus_lexical"):
+        assert any(is_within(n, "hybridsag.milvus_client") for n in imports[adapter]), adapter
+    assert not any(is_within(n, "hybridsag.dense") for n in imports["hybridsag.milvus_lexical"])
+    assert not any(is_within(n, "hybridsag.dense") for n in imports["hybridsag.milvus_client"])
