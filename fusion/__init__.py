@@ -11,7 +11,6 @@ from hybridsag.fusion.rules import RULE_REASONS, apply_rules
 from hybridsag.fusion.text import (
     contains_whole_identifier,
     defines_identifier,
-    hyphenated_name,
     is_heading_only,
     looks_like_identifier,
     normalize_title,
@@ -50,7 +49,6 @@ __all__ = [
     "defines_identifier",
     "fuse",
     "is_heading_only",
-    "hyphenated_name",
     "list_stats",
     "looks_like_identifier",
     "normalise",

@@ -21,12 +21,12 @@ from hybridsag.fusion import (
     contains_whole_identifier,
     defines_identifier,
     fuse,
-    hyphenated_name,
     is_heading_only,
     looks_like_identifier,
     normalize_title,
     rrf,
 )
+from hybridsag.fusion.text import hyphenated_name
 
 
 def hit(chunk_id: str, path: str, rank: int, raw: float | None = None, **detail: object) -> Hit:
@@ -779,7 +779,6 @@ def test_fusion_all_is_accurate() -> None:
         "convex",
         "defines_identifier",
         "fuse",
-        "hyphenated_name",
         "is_heading_only",
         "list_stats",
         "looks_like_identifier",
