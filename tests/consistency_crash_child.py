@@ -7,6 +7,8 @@ OP is ``ingest`` or ``delete``; STEP is a write-path step name given to the step
 process dies inside ``dense.upsert`` after writing half of the rows). Exit code 3 means the
 write finished without reaching the step (a test failure); a kill shows as -9 to the parent.
 ``--lexical-only``: no model and no Milvus (``embedding.model = "none"``), for a fast child.
+A delete child loads no model either (a delete embeds nothing); an ingest child loads the
+shared embedder before it writes.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ def main(argv: list[str]) -> int:
         dense = FaultyDense(inner, upsert_fault="kill", only_resource=target)
     if lexical_only:
         hs = HybridSearch(settings, step_hook=hook)
+    elif op == "delete":
+        # a delete embeds nothing: no model loads (the dense index opens at the dimension the
+        # data dir recorded), so this child starts in a fraction of an ingest child's time
+        hs = HybridSearch(settings, step_hook=hook)
+        hs.components.dense_index()
     else:
         hs = open_search(settings, dense_index=dense, step_hook=hook)
     if op == "ingest":

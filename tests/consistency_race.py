@@ -4,6 +4,12 @@ Writer threads ingest, re-ingest and delete resources (some ids shared by every 
 one thread only); a search thread searches beside them; a reconcile thread runs the reconciler
 every ``reconcile_interval_s``. Every operation records its start and end (``perf_counter``).
 
+:meth:`RaceResult.windows` counts, from those records, how often each race window was hit
+(a search beside a delete, two writes of one resource at once, a reconcile beside a write, a
+failed write); ``run_race(until=...)`` keeps the writers going past ``operations`` until the
+caller's counts are reached (or ``max_operations``), so a test asserts counts that do not hang
+on how fast the machine is.
+
 :meth:`RaceResult.visibility_violations` checks the promise "a search never returns a resource
 that was deleted before the search began": a result is a violation when a delete of its resource
 finished before the search started and no ingest of that resource could have committed after the
@@ -106,6 +112,38 @@ class RaceResult:
                     )
         return out
 
+    def windows(self) -> dict[str, int]:
+        """How often each race window was hit:
+
+        - ``searches_during_deletes``: searches that overlapped a delete that succeeded;
+        - ``overlapping_writes``: operations that overlapped another operation on the same
+          resource (two writers on one id at once);
+        - ``reconciles_during_writes``: reconciles that overlapped an operation;
+        - ``failed_writes``: operations that failed (an injected fault, a lost race).
+        """
+        deletes = [o for o in self.ops if o.kind == "delete" and o.ok]
+        by_rid: dict[str, list[Op]] = {}
+        for o in self.ops:
+            by_rid.setdefault(o.resource_id, []).append(o)
+        overlapping = sum(
+            1
+            for ops in by_rid.values()
+            for o in ops
+            if any(p is not o and p.t0 < o.t1 and o.t0 < p.t1 for p in ops)
+        )
+        return {
+            "searches_during_deletes": sum(
+                1 for s in self.searches if any(d.t0 < s.t1 and s.t0 < d.t1 for d in deletes)
+            ),
+            "overlapping_writes": overlapping,
+            "reconciles_during_writes": sum(
+                1
+                for r in self.reconciles
+                if any(o.t0 < r["t1"] and r["t0"] < o.t1 for o in self.ops)
+            ),
+            "failed_writes": sum(1 for o in self.ops if not o.ok),
+        }
+
     def final_state_problems(self, hs: HybridSearch) -> tuple[list[str], int]:
         """(problems, number of resources checked)."""
         problems = []
@@ -145,9 +183,16 @@ def run_race(
     seed: int = 7,
     reconcile_interval_s: float | None = 0.5,
     reconcile_force: bool = True,
+    until: Callable[[RaceResult], bool] | None = None,
+    max_operations: int | None = None,
 ) -> RaceResult:
     """Run ``operations`` writes over ``writers`` threads beside a search loop and (unless
     ``reconcile_interval_s`` is None) a reconcile loop; returns every record.
+
+    ``until``: after its share of ``operations``, each writer keeps writing until
+    ``until(result)`` holds (called under the records' lock) or ``max_operations`` (default
+    four times ``operations``) were done in all: the caller's counts of
+    :meth:`RaceResult.windows` are then reached however fast the machine runs.
 
     ``replicas``: objects with ``ingest``/``delete``/``search`` as :class:`HybridSearch` has them
     (service clients of several replicas): writer ``k`` writes through replica ``k mod n`` and
@@ -159,12 +204,19 @@ def run_race(
     counter = itertools.count()
     done = threading.Event()
     shared = [f"s{i}" for i in range(shared_ids)]
+    cap = operations * 4 if max_operations is None else max_operations
+
+    def covered() -> bool:
+        with lock:
+            return until is None or len(result.ops) >= cap or until(result)
 
     def writer(k: int, n_ops: int) -> None:
         hs = targets[k % len(targets)]
         rng = random.Random(seed * 1000 + k)
         ids = shared + [f"w{k}-{j}" for j in range(own_ids)]
-        for _ in range(n_ops):
+        done_ops = 0
+        while done_ops < n_ops or not covered():
+            done_ops += 1
             rid = rng.choice(ids)
             if rng.random() < delete_share:
                 t0 = time.perf_counter()
@@ -209,15 +261,16 @@ def run_race(
             rec = Reconciler(hs.components)
             run = lambda: rec.run(force=reconcile_force)  # noqa: E731
         while not done.wait(reconcile_interval_s):
+            t0 = time.perf_counter()
             try:
                 report = run()
             except HybridSagError as exc:
                 result.reconcile_errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            result.reconciles.append(
-                {"before": report["counts_before"], "after": report["counts_after"],
-                 "errors": report["errors"]}
-            )
+            record = {"before": report["counts_before"], "after": report["counts_after"],
+                      "errors": report["errors"], "t0": t0, "t1": time.perf_counter()}
+            with lock:
+                result.reconciles.append(record)
 
     def guarded(body: Callable[..., None]) -> Callable[..., None]:
         # an unexpected exception stops its thread; keep it for the test to show
@@ -261,6 +314,7 @@ def summarize(result: RaceResult, extra: Sequence[tuple[str, Any]] = ()) -> dict
         "by_kind": kinds,
         "searches": len(result.searches),
         "reconciles_during": len(result.reconciles),
+        "windows": result.windows(),
         "seconds": round(result.seconds, 2),
     }
     out.update(extra)

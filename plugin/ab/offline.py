@@ -15,6 +15,13 @@ beside them and the largest per-question difference is reported as ``crosscheck`
 where the arms disagree most (the spread of nDCG@10 across arms) go to ``details.jsonl``; each
 arm's run is written in TREC format under ``runs/`` and a TREC run file can itself be an arm.
 
+ranx's kernels are numba functions compiled on first use for the types they are given, and a
+passage id reaches them as a NumPy string array as wide as the longest id: every width
+compiles them again (tens of seconds). :func:`compare_runs` therefore hands ranx each passage
+id as a code of one width (:func:`_passage_codes`), so they compile once and numba's on-disk
+cache serves every later data set; TREC files are read and written here, without ranx's data
+structures, for the same reason.
+
 Needs the ``ab`` extra (``pip install 'hybridsag[ab]'``: ranx).
 """
 
@@ -111,31 +118,54 @@ def _quiet_numba() -> Iterator[None]:
 
 
 def write_trec(path: Path, run: Mapping[str, Sequence[str]], *, name: str) -> None:
-    """Write ``run`` (question id -> ranked passage ids) as a TREC run file
-    (``qid Q0 docid rank score name``; score 1/rank), via ranx."""
-    ranx = _ranx()
-    table = {q: {d: 1.0 / r for r, d in enumerate(docs, start=1)} for q, docs in run.items() if docs}
+    """Write ``run`` (question id -> ranked passage ids) as a TREC run file, one line per
+    passage: ``qid Q0 docid rank score name`` (rank 1-based, score 1/rank; questions with no
+    passage are left out), the format ranx and trec_eval read."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not table:
-        path.write_text("", encoding="utf-8")
-        return
-    ranx.Run.from_dict(table, name=name).save(str(path), kind="trec")
+    lines = [
+        f"{q} Q0 {d} {r} {1.0 / r!r} {name}"
+        for q, docs in run.items()
+        for r, d in enumerate(docs, start=1)
+    ]
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
 
 
 def read_trec(path: Path) -> dict[str, list[str]]:
-    """A TREC run file as question id -> passage ids ranked by score (InputError names a bad
-    file)."""
-    ranx = _ranx()
+    """A TREC run file (``qid Q0 docid rank score name``) as question id -> passage ids ranked
+    by score, highest first (ties by passage id; the rank column is not read, as ranx and
+    trec_eval do not; a passage listed twice keeps its last score). InputError names a missing
+    file or a bad line."""
     if not Path(path).is_file():
         raise InputError(f"TREC run {path} does not exist")
-    try:
-        run = ranx.Run.from_file(str(path), kind="trec").to_dict()
-    except (ValueError, IndexError, KeyError) as exc:
-        raise InputError(f"{path} is not a TREC run (qid Q0 docid rank score name): {exc}") from None
+    scores: dict[str, dict[str, float]] = {}
+    for n, line in enumerate(Path(path).read_text("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        try:
+            if len(fields) != 6:
+                raise ValueError(f"{len(fields)} fields, not 6")
+            q, _, d, _, score, _ = fields
+            scores.setdefault(q, {})[d] = float(score)
+        except ValueError as exc:
+            raise InputError(
+                f"{path} is not a TREC run (qid Q0 docid rank score name): line {n}: {exc}"
+            ) from None
     return {
-        str(q): [d for d, _ in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))]
-        for q, docs in run.items()
+        q: [d for d, _ in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))]
+        for q, docs in scores.items()
     }
+
+
+def _passage_codes(
+    qrels: Mapping[str, frozenset[str]], runs: Mapping[str, Mapping[str, Sequence[str]]]
+) -> dict[str, str]:
+    """Every passage id of ``qrels`` and ``runs`` -> a code of one width (``p`` and 11 digits,
+    in sorted id order) for ranx: its compiled kernels are kept per id width (see the module
+    docstring), and the metrics depend on which ids match, never on how they are spelt."""
+    ids = {d for gold in qrels.values() for d in gold}
+    ids.update(d for run in runs.values() for docs in run.values() for d in docs)
+    return {d: f"p{i:011d}" for i, d in enumerate(sorted(ids))}
 
 
 # -- running the arms ----------------------------------------------------------------------------
@@ -257,12 +287,15 @@ def compare_runs(
     ranx = _ranx()
     labels = list(runs)
     qids = sorted(qrels)
+    code = _passage_codes(qrels, runs)
     # graded as the metrics read them (ranx's nDCG is trec_eval's: gain = grade)
-    ranx_qrels = ranx.Qrels.from_dict({q: {d: _grade(qrels[q], d) for d in qrels[q]} for q in qids})
+    ranx_qrels = ranx.Qrels.from_dict(
+        {q: {code[d]: _grade(qrels[q], d) for d in qrels[q]} for q in qids}
+    )
     ranx_runs = []
     for label in labels:
         table = {
-            q: {d: 1.0 / r for r, d in enumerate(runs[label].get(q, []), start=1)}
+            q: {code[d]: 1.0 / r for r, d in enumerate(runs[label].get(q, []), start=1)}
             for q in qids
             if runs[label].get(q)
         }

@@ -267,8 +267,9 @@ def _exception_then_reconcile(
 # -- (b) a child process SIGKILLed at each step ---------------------------------------------------
 
 
-# A guard against a hung child, not a speed check: the 11 children load torch and the model, and
-# on a loaded 2-core machine they need minutes; pytest-timeout (600 s) stays the outer bound.
+# A guard against a hung child, not a speed check: the 8 ingest children load torch and the model
+# (the 3 delete children load neither), and on a loaded 2-core machine they need minutes;
+# pytest-timeout (600 s) stays the outer bound.
 HUNG_CHILDREN_S = 540.0
 
 
