@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -55,7 +55,7 @@ from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, Store
 from hybridsag.folders import taken_by, without_excluded
 from hybridsag.settings import Settings
 from hybridsag.sources import SourceErrors
-from hybridsag.store import Store, select_in
+from hybridsag.store import Store
 from hybridsag.writer import Writer
 
 __all__ = ["BatchResult", "ReconcileReport", "apply_plan", "check_apply_allowed"]
@@ -240,6 +240,7 @@ class _Run:
         self.dense = dense
         self.writer = writer
         self.lexical = writer.lexical
+        self.ledger = writer.ledger
         self.settings = settings
         self.cfg = settings.consistency
         self.lease = lease
@@ -307,27 +308,14 @@ class _Run:
 
     # -- re-checks against the store as it is now (under the write lock) ----------------------
 
-    def _resources(self, conn: Any, rids: Iterable[str]) -> dict[str, Any]:
-        return select_in(
-            conn,
-            "SELECT resource_id, id, status, version, pending_version, title FROM resources",
-            "resource_id",
-            rids,
-        )
-
-    def _chunk_rows(self, conn: Any, cids: Iterable[str]) -> dict[str, Any]:
-        return select_in(
-            conn, "SELECT chunk_id, id, resource_id, version FROM chunks", "chunk_id", cids
-        )
-
     def deletable(
         self, entries: Sequence[VectorEntry], *, undoing: tuple[str, int] | None = None
     ) -> list[str]:
         """The chunk ids of ``entries`` that are neither live now nor owned by a standing claim
         (``undoing`` names the one claim being undone, whose vectors may go)."""
         conn = self.store.connection()
-        res = self._resources(conn, (e.resource_id for e in entries))
-        chunks = self._chunk_rows(conn, (e.chunk_id for e in entries))
+        res = self.ledger.resource_states(conn, (e.resource_id for e in entries))
+        chunks = self.ledger.chunk_states(conn, (e.chunk_id for e in entries))
         out = []
         for e in entries:
             r = res.get(e.resource_id)
@@ -363,7 +351,7 @@ class _Run:
     ) -> tuple[int, int]:
         done = skipped = 0
         conn = self.store.connection()
-        current = self._resources(conn, [item.resource_id for item in batch])
+        current = self.ledger.resource_states(conn, [item.resource_id for item in batch])
         finishing: list[TombstonedLeftover] = []
         for item in batch:
             r = current.get(item.resource_id)
@@ -377,7 +365,7 @@ class _Run:
             with self.store.atomic() as c:
                 n = 0
                 for rowid in item.chunk_rowids:
-                    n += self._delete_chunk_if_orphan(c, rowid, None)
+                    n += self.ledger.drop_orphan_chunk(c, rowid, None)
             self._bump(effects, "deleted_chunks", n)
             done += 1
         if finishing:  # one filtered delete for the batch, then each resource's rows
@@ -385,7 +373,7 @@ class _Run:
                 self.dense.delete_resources([item.resource_id for item in finishing])
                 self._bump(effects, "deleted_vectors", sum(len(i.vectors) for i in finishing))
             for item in finishing:
-                self.writer.purge(item.resource_id)
+                self.ledger.purge(item.resource_id)
                 self._bump(effects, "purged_resources")
                 done += 1
         return done, skipped
@@ -395,31 +383,18 @@ class _Run:
         conn = self.store.connection()
         for claim in batch:
             rid, p = claim.resource_id, claim.pending_version
-            r = self._resources(conn, [rid]).get(rid)
+            r = self.ledger.resource_states(conn, [rid]).get(rid)
             if p is not None:
                 if r is None or r["status"] == "deleting" or r["pending_version"] != p:
                     skipped += 1  # committed, released or deleted since the plan
                     continue
                 self._delete_ids(self.deletable(claim.vectors, undoing=(rid, p)), effects)
-            with self.store.atomic() as c:
-                # the write path's own release (the claim, its journal row, a never-committed row)
-                released, dropped = self.writer.release_claim(
-                    c, rid, p, drop_uncommitted=claim.never_committed or p is not None,
-                    drop_title=True,
-                )
-                self._bump(effects, "released_claims", released)
-                self._bump(effects, "dropped_rows", dropped)
-                current = c.execute(
-                    "SELECT pending_version FROM resources WHERE resource_id = ?", (rid,)
-                ).fetchone()
-                standing = None if current is None else current[0]
-                for jid in claim.journal_ids:
-                    # keep the journal row of the claim that stands (none when standing is None)
-                    cur = c.execute(
-                        "DELETE FROM journal WHERE id = ? AND NOT (op = 'ingest' AND version = ?)",
-                        (jid, -1 if standing is None else standing),
-                    )
-                    self._bump(effects, "deleted_journal_rows", cur.rowcount)
+            released, dropped, deleted = self.ledger.release_stuck(
+                rid, p, claim.journal_ids, drop_uncommitted=claim.never_committed or p is not None
+            )
+            self._bump(effects, "released_claims", released)
+            self._bump(effects, "dropped_rows", dropped)
+            self._bump(effects, "deleted_journal_rows", deleted)
             done += 1
         return done, skipped
 
@@ -428,28 +403,11 @@ class _Run:
         self._delete_ids(ids, effects)
         return len(ids), len(batch) - len(ids)
 
-    def _delete_chunk_if_orphan(
-        self, c: Any, rowid: int, chunk_id: str | None
-    ) -> int:
-        row = c.execute(
-            "SELECT chunk_id, resource_id, version FROM chunks WHERE id = ?", (rowid,)
-        ).fetchone()
-        if row is None or (chunk_id is not None and row["chunk_id"] != chunk_id):
-            return 0
-        r = c.execute(
-            "SELECT status, version FROM resources WHERE resource_id = ?", (row["resource_id"],)
-        ).fetchone()
-        if r is not None and r["status"] != "deleting" and r["version"] == row["version"]:
-            return 0  # live again (cannot happen with forward-only versions; kept as a guard)
-        self.lexical.remove_chunks(c, [rowid])
-        c.execute("DELETE FROM chunks WHERE id = ?", (rowid,))
-        return 1
-
     def chunks(self, batch: list[ChunkRow], effects: dict[str, int]) -> tuple[int, int]:
         done = 0
         with self.store.atomic() as c:
             for item in batch:
-                done += self._delete_chunk_if_orphan(c, item.rowid, item.chunk_id)
+                done += self.ledger.drop_orphan_chunk(c, item.rowid, item.chunk_id)
         self._bump(effects, "deleted_chunks", done)
         return done, len(batch) - done
 
@@ -470,26 +428,16 @@ class _Run:
         with self.store.atomic() as c:
             for item in batch:
                 if item.table == "chunks_fts":
-                    row = c.execute(
-                        """SELECT c.heading_path, c.text, r.title FROM chunks c
-                           JOIN resources r ON r.resource_id = c.resource_id
-                             AND r.version = c.version AND r.status != 'deleting'
-                           WHERE c.id = ?""",
-                        (item.rowid,),
-                    ).fetchone()
+                    row = self.ledger.live_chunk_text(c, item.rowid)
                     if row is None or lex.has_chunk(c, item.rowid):
                         continue
                     tokens = lex.chunk_tokens(row["title"], row["heading_path"], row["text"])
                     lex.add_chunks(c, [(item.rowid, tokens)])
                 else:
-                    row = c.execute(
-                        """SELECT title FROM resources r WHERE id = ? AND version > 0
-                             AND status != 'deleting'""",
-                        (item.rowid,),
-                    ).fetchone()
-                    if row is None or lex.has_title(c, item.rowid):
+                    title = self.ledger.committed_title(c, item.rowid)
+                    if title is None or lex.has_title(c, item.rowid):
                         continue
-                    lex.add_titles(c, [(item.rowid, lex.title_tokens(row["title"]))])
+                    lex.add_titles(c, [(item.rowid, lex.title_tokens(title))])
                 done += 1
         self._bump(effects, "repaired_fts_rows", done)
         return done, len(batch) - done

@@ -62,6 +62,7 @@ from typing import Any, Literal
 from hybridsag.consistency.sources import SourceDrift, read_sources
 from hybridsag.dense import DenseIndex
 from hybridsag.errors import StoreError
+from hybridsag.ledger import Ledger
 from hybridsag.lexical import LexicalIndex
 from hybridsag.owners import pid_alive
 from hybridsag.settings import Settings
@@ -325,30 +326,18 @@ def read_state(store: Store, lexical: LexicalIndex, dense: DenseIndex | None) ->
     """
     try:
         with store.snapshot() as conn:  # one read snapshot for every table below
-            resources = {
-                r["resource_id"]: r
-                for r in conn.execute(
-                    "SELECT id, resource_id, status, version, pending_version, updated_at "
-                    "FROM resources"
-                )
-            }
-            chunks_by_id: dict[str, Mapping[str, Any]] = {}
-            chunks_by_resource: dict[str, list[Mapping[str, Any]]] = {}
-            for row in conn.execute(
-                "SELECT id, chunk_id, resource_id, version FROM chunks ORDER BY id"
-            ):
-                chunks_by_id[row["chunk_id"]] = row
-                chunks_by_resource.setdefault(row["resource_id"], []).append(row)
+            rows = Ledger.state(conn)
             chunk_fts, title_fts = lexical.indexed_rowids(conn)
-            tombstones = {
-                r[0]: int(r[1]) for r in conn.execute("SELECT resource_id, version FROM tombstones")
-            }
-            journal: dict[str, list[Mapping[str, Any]]] = {}
-            for row in conn.execute(
-                "SELECT id, op, resource_id, version, step, pid, started_at, updated_at, detail "
-                "FROM journal ORDER BY id"
-            ):
-                journal.setdefault(row["resource_id"], []).append(row)
+        resources = rows.resources
+        chunks_by_id: dict[str, Mapping[str, Any]] = {}
+        chunks_by_resource: dict[str, list[Mapping[str, Any]]] = {}
+        for row in rows.chunks:
+            chunks_by_id[row["chunk_id"]] = row
+            chunks_by_resource.setdefault(row["resource_id"], []).append(row)
+        tombstones = rows.tombstones
+        journal: dict[str, list[Mapping[str, Any]]] = {}
+        for row in rows.journal:
+            journal.setdefault(row["resource_id"], []).append(row)
     except store.errors as exc:
         raise StoreError(f"reading {store.name} for the reconcile plan failed: {exc}") from exc
     entries: list[VectorEntry] = []

@@ -216,11 +216,7 @@ class Components:
         return self._new_index_id()
 
     def _new_index_id(self) -> str:
-        with self.store.atomic() as conn:
-            conn.execute(
-                "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
-                (META_INDEX_ID, uuid.uuid4().hex),
-            )
+        self.store.init_meta([(META_INDEX_ID, uuid.uuid4().hex)])
         index_id = self.store.get_meta(META_INDEX_ID)
         assert index_id is not None
         return index_id
@@ -364,17 +360,13 @@ class Components:
             if stored_dim is None:
                 embedder = self.embedder()
                 fingerprint = getattr(embedder, "fingerprint", embedder.name)
-                with self.store.atomic() as conn:
-                    for key, value in (
+                self.store.init_meta(
+                    [
                         (META_DIMENSION, str(dimension)),
                         (META_MODEL, self._model_name()),
                         (META_FINGERPRINT, fingerprint),
-                    ):
-                        conn.execute(
-                            "INSERT INTO meta(key, value) VALUES (?, ?) "
-                            "ON CONFLICT(key) DO NOTHING",
-                            (key, value),
-                        )
+                    ]
+                )
         except BaseException:
             if index is not self._given_dense:
                 index.close()

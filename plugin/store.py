@@ -1010,6 +1010,16 @@ class Store:
         with self.atomic() as conn:
             conn.execute(_UPSERT_META, (key, value))
 
+    def init_meta(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Record each ``(key, value)`` whose key holds nothing yet (one transaction; the first
+        process to record a key wins)."""
+        with self.atomic() as conn:
+            for key, value in pairs:
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
+                    (key, value),
+                )
+
     def _check_tokenizer(self, fingerprint: str) -> None:
         stored = self.get_meta("tokenizer")
         if stored is None:

@@ -28,9 +28,10 @@ delete
   2. the resource's vectors are deleted; 3. one transaction removes chunks, FTS rows and the row.
 
 A crash between steps leaves a journal row (or a ``deleting``/``indexing`` status) that the
-reconciler finishes or undoes. Releasing a claim is one operation, :meth:`Writer.release_claim`,
-whether the write path undoes its own batch, releases an abandoned claim, or the reconciler
-releases a stuck one.
+reconciler finishes or undoes. Every statement on the record's tables is the ledger's
+(:mod:`hybridsag.ledger`); releasing a claim is one operation, :meth:`Ledger.release`, whether
+the write path undoes its own batch, releases an abandoned claim, or the reconciler releases a
+stuck one.
 
 Cancellation: :meth:`Writer.ingest_many` takes a ``cancel`` event (the service sets it when it
 shuts down), checked before each document is chunked, between chunk tokenizations, between
@@ -50,16 +51,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from hybridsag.chunker import Chunk, chunk_text
 from hybridsag.documents import (
@@ -72,19 +71,19 @@ from hybridsag.documents import (
 from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelledError
 from hybridsag.fusion.markdown import HEADING_JOIN
 from hybridsag.fusion.text import normalize_title
+from hybridsag.ledger import Ledger, Staged
 from hybridsag.owners import owner_dead, pid_alive, this_owner
 from hybridsag.progress import IngestProgress, as_progress
 from hybridsag.store import (
     Store,
     chunk_id_for,
-    select_in,
     split_key,
 )
 
 if TYPE_CHECKING:
     from hybridsag.dense import DenseIndex, VectorRow
     from hybridsag.embedder import Embedder
-    from hybridsag.lexical import ChunkTokens, LexicalIndex
+    from hybridsag.lexical import LexicalIndex
     from hybridsag.settings import ChunkingSettings
 
 __all__ = [
@@ -174,16 +173,6 @@ class WriteLock:
                     self._fd = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    doc: Document
-    chunks: tuple[Chunk, ...]
-    title_tokens: str
-    title_norm: str
-    chunk_tokens: tuple[ChunkTokens, ...]
-    vectors: Any = None  # numpy array (n_chunks, dim) or None
-
-
 #: Test hook: called with a step name at each step of the write path; a test may raise there
 #: (or kill the process) to prove that a crash at that step is recoverable.
 StepHook = Callable[[str, str], None]
@@ -219,6 +208,8 @@ class Writer:
         self._stored_dense = stored_dense if stored_dense is not None else dense
         self._embedder = embedder
         self._hook = step_hook
+        #: the record's state machine (the reconciler's too)
+        self.ledger = Ledger(store, lexical, step=self._step)
         self._released_abandoned = False  # every abandoned claim released once (first batch)
 
     @property
@@ -242,7 +233,7 @@ class Writer:
         *,
         mode: Literal["sag", "passage"] | None = None,
         cancel: threading.Event | None = None,
-    ) -> _Prepared:
+    ) -> Staged:
         """Chunk and tokenize one document (no lock, no I/O); WriteCancelledError when
         ``cancel`` is set before the last chunk is tokenized."""
         _check_cancel(cancel, "while chunking")
@@ -261,7 +252,7 @@ class Writer:
         for c in chunks:
             _check_cancel(cancel, "while tokenizing")
             tokens.append(lex.chunk_tokens(doc.title, c.heading_path, c.text))
-        return _Prepared(
+        return Staged(
             doc=doc,
             chunks=tuple(chunks),
             title_tokens=lex.title_tokens(doc.title),
@@ -350,13 +341,8 @@ class Writer:
                 if (rec.source_mtime_ns, rec.source_size, rec.source_sha256) != source:
                     refresh.append((*source, d.key, rec.version))
         if refresh:
-            with self.lock.hold(), self.store.atomic() as conn:
-                conn.executemany(
-                    "UPDATE resources SET source_mtime_ns = ?, source_size = ?, "
-                    "source_sha256 = ? "
-                    "WHERE resource_id = ? AND version = ? AND pending_version IS NULL",
-                    refresh,
-                )
+            with self.lock.hold():
+                self.ledger.refresh_stat(refresh)
         return same
 
     def _prepare_each(
@@ -366,7 +352,7 @@ class Writer:
         report: IngestReport,
         ticks: IngestProgress,
         cancel: threading.Event | None,
-    ) -> list[_Prepared]:
+    ) -> list[Staged]:
         """Chunk and tokenize each document; one that fails is reported and left out."""
         prepared = []
         for d in docs:
@@ -386,8 +372,8 @@ class Writer:
         return prepared
 
     def _embed(
-        self, prepared: list[_Prepared], ticks: IngestProgress, cancel: threading.Event | None
-    ) -> list[_Prepared]:
+        self, prepared: list[Staged], ticks: IngestProgress, cancel: threading.Event | None
+    ) -> list[Staged]:
         """``prepared`` with the vectors of their chunks, embedded in slices of
         :data:`EMBED_SLICE` so that the progress shows the embedding as it goes."""
         import numpy as np
@@ -479,66 +465,11 @@ class Writer:
         report.chunks = sum(len(p.chunks) for p in prepared if p.doc.key in committed)
         return report
 
-    def _claim(self, prepared: Sequence[_Prepared]) -> dict[str, int]:
-        now = time.time()
-        pid = os.getpid()
-        rids = [p.doc.key for p in prepared]
-        claims: dict[str, int] = {}
-        with self.store.atomic() as conn:
-            rows = _rows_by_id(
-                conn, "SELECT resource_id, version, pending_version FROM resources", rids
-            )
-            tombs = _rows_by_id(conn, "SELECT resource_id, version FROM tombstones", rids)
-            new_rows, bumps, journal = [], [], []
-            for p in prepared:
-                rid = p.doc.key
-                self._step("claim", rid)
-                row, tomb = rows.get(rid), tombs.get(rid)
-                version = 1 + max(
-                    row["version"] if row else 0,
-                    (row["pending_version"] or 0) if row else 0,
-                    tomb["version"] if tomb else 0,
-                )
-                if row is None:
-                    new_rows.append(
-                        (
-                            rid,
-                            p.doc.title,
-                            p.title_norm,
-                            p.doc.source_uri,
-                            p.doc.source_root,
-                            p.doc.tenant,
-                            p.doc.acl_json,
-                            p.doc.metadata_json,
-                            version,
-                            now,
-                            now,
-                        )
-                    )
-                else:
-                    bumps.append((version, now, rid))
-                journal.append((rid, version, pid, now, now, _claim_detail(len(p.chunks))))
-                claims[rid] = version
-            conn.executemany(
-                """INSERT INTO resources(resource_id, title, title_norm, source_uri,
-                       source_root, content_sha256, tenant, acl, metadata, status, version,
-                       pending_version, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, 'indexing', 0, ?, ?, ?)""",
-                new_rows,
-            )
-            conn.executemany(
-                "UPDATE resources SET pending_version = ?, updated_at = ? WHERE resource_id = ?",
-                bumps,
-            )
-            conn.executemany(
-                "INSERT INTO journal(op, resource_id, version, step, pid, started_at, updated_at,"
-                " detail) VALUES ('ingest', ?, ?, 'claimed', ?, ?, ?, ?)",
-                journal,
-            )
-        return claims
+    def _claim(self, prepared: Sequence[Staged]) -> dict[str, int]:
+        return self.ledger.claim(prepared, [_claim_detail(len(p.chunks)) for p in prepared])
 
     def _vector_rows(
-        self, prepared: Sequence[_Prepared], claims: Mapping[str, int]
+        self, prepared: Sequence[Staged], claims: Mapping[str, int]
     ) -> list[VectorRow]:
         """The vector rows of a batch, keyed by the claimed versions."""
         from hybridsag.dense import VectorRow
@@ -560,115 +491,9 @@ class Writer:
         return rows
 
     def _commit(
-        self, prepared: Sequence[_Prepared], claims: Mapping[str, int]
+        self, prepared: Sequence[Staged], claims: Mapping[str, int]
     ) -> tuple[set[str], set[str], list[str]]:
-        now = time.time()
-        committed: set[str] = set()
-        lost: set[str] = set()
-        with self.store.atomic() as conn:
-            rids = [p.doc.key for p in prepared]
-            rows = _rows_by_id(
-                conn,
-                "SELECT resource_id, id, pending_version, status, version FROM resources",
-                rids,
-            )
-            keep: list[_Prepared] = []
-            for p in prepared:
-                rid = p.doc.key
-                self._step("commit", rid)
-                row = rows.get(rid)
-                if row is None or row["pending_version"] != claims[rid] or row["status"] == "deleting":
-                    lost.add(rid)
-                else:
-                    keep.append(p)
-            kept = [p.doc.key for p in keep]
-            old = _rows_by_id(conn, "SELECT resource_id, id, chunk_id FROM chunks", kept, many=True)
-            old_ids = [r["chunk_id"] for rs in old.values() for r in rs]
-            self.lexical.remove_chunks(conn, (r["id"] for rs in old.values() for r in rs))
-            conn.executemany("DELETE FROM chunks WHERE resource_id = ?", [(r,) for r in old])
-            conn.executemany(
-                """UPDATE resources SET title = ?, title_norm = ?, source_uri = ?,
-                       source_root = ?, source_mtime_ns = ?, source_size = ?,
-                       source_sha256 = ?, content_sha256 = ?, tenant = ?,
-                       acl = ?, metadata = ?,
-                       status = CASE status WHEN 'disabled' THEN 'disabled' ELSE 'ready' END,
-                       version = ?, pending_version = NULL, updated_at = ?, error = NULL
-                   WHERE resource_id = ?""",
-                [
-                    (
-                        p.doc.title,
-                        p.title_norm,
-                        p.doc.source_uri,
-                        p.doc.source_root,
-                        p.doc.source_mtime_ns,
-                        p.doc.source_size,
-                        p.doc.source_sha256,
-                        p.doc.content_sha256,
-                        p.doc.tenant,
-                        p.doc.acl_json,
-                        p.doc.metadata_json,
-                        claims[p.doc.key],
-                        now,
-                        p.doc.key,
-                    )
-                    for p in keep
-                ],
-            )
-            row_of = {p.doc.key: rows[p.doc.key] for p in keep}
-            # only a resource committed before has a title row to replace
-            self.lexical.remove_titles(conn, (r["id"] for r in row_of.values() if r["version"]))
-            self.lexical.add_titles(
-                conn, ((row_of[p.doc.key]["id"], p.title_tokens) for p in keep)
-            )
-            chunk_rows = []
-            fts_tokens: list[ChunkTokens] = []
-            for p in keep:
-                rid, version = p.doc.key, claims[p.doc.key]
-                for c, tokens in zip(p.chunks, p.chunk_tokens):
-                    chunk_rows.append(
-                        (
-                            chunk_id_for(rid, version, c.ordinal),
-                            rid,
-                            version,
-                            c.ordinal,
-                            c.heading_path,
-                            c.text,
-                            c.start_line,
-                            c.end_line,
-                            c.byte_start,
-                            c.byte_end,
-                            hashlib.sha256(c.text.encode("utf-8")).hexdigest(),
-                        )
-                    )
-                    fts_tokens.append(tokens)
-            if chunk_rows:
-                first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
-                conn.executemany(
-                    """INSERT INTO chunks(id, chunk_id, resource_id, version, ordinal,
-                           heading_path, text, start_line, end_line, byte_start, byte_end,
-                           content_sha256)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    [(first + i, *row) for i, row in enumerate(chunk_rows)],
-                )
-                self.lexical.add_chunks(conn, ((first + i, t) for i, t in enumerate(fts_tokens)))
-                vector_rows = [
-                    (first + i, _vector_blob(vec))
-                    for i, vec in enumerate(v for p in keep for v in _vectors_of(p))
-                    if vec is not None
-                ]
-                conn.executemany(
-                    "INSERT INTO chunk_vectors(id, vector) VALUES (?, ?) "
-                    "ON CONFLICT(id) DO UPDATE SET vector = excluded.vector",
-                    vector_rows,
-                )
-            tombs = _rows_by_id(conn, "SELECT resource_id FROM tombstones", kept)
-            conn.executemany("DELETE FROM tombstones WHERE resource_id = ?", [(r,) for r in tombs])
-            conn.executemany(
-                "DELETE FROM journal WHERE resource_id = ? AND version = ? AND op = 'ingest'",
-                [(p.doc.key, claims[p.doc.key]) for p in prepared],
-            )
-            committed.update(kept)
-        return committed, lost, old_ids
+        return self.ledger.commit(prepared, claims)
 
     def _compensate(
         self,
@@ -687,77 +512,22 @@ class Writer:
                 _note(cause, f"compensation left {len(written)} vector(s) to the reconciler: {exc}")
                 return  # the claims stay: the reconciler deletes the vectors, then releases them
         try:
-            self._release(claims)
+            self.ledger.release_claims(claims)
         except StoreError as exc:
             _note(cause, f"compensation left {len(claims)} claim(s) to the reconciler: {exc}")
-
-    def _release(self, claims: Mapping[str, int]) -> None:
-        with self.store.atomic() as conn:
-            for rid, version in claims.items():
-                self.release_claim(conn, rid, version)
-
-    def release_claim(
-        self,
-        conn: Any,
-        resource_id: str,
-        version: int | None,
-        *,
-        drop_uncommitted: bool = True,
-        drop_title: bool = False,
-    ) -> tuple[int, int]:
-        """Release claim ``version`` of ``resource_id`` inside the caller's write transaction
-        (:meth:`Store.atomic`; the caller holds the write lock and has removed the vectors the
-        claim may have written): the pending version is cleared where it is still ``version``,
-        the claim's journal row is removed, and with ``drop_uncommitted`` a resource row that
-        was never committed (``indexing``, version 0) and holds no other claim is dropped (with
-        ``drop_title``, the reconciler's, also a title row under its id, which only a commit
-        writes). ``version`` None releases nothing and only drops such a row.
-
-        The one release of the write path's state machine: a batch undoing itself
-        (compensation), an abandoned claim (:meth:`release_abandoned`) and the reconciler's
-        stuck claims all come here. Returns (claims released, rows dropped)."""
-        released = dropped = 0
-        if version is not None:
-            cur = conn.execute(
-                "UPDATE resources SET pending_version = NULL WHERE resource_id = ? "
-                "AND pending_version = ?",
-                (resource_id, version),
-            )
-            released = max(cur.rowcount, 0)
-            conn.execute(
-                "DELETE FROM journal WHERE resource_id = ? AND version = ? AND op = 'ingest'",
-                (resource_id, version),
-            )
-        if drop_uncommitted:
-            row = conn.execute(
-                "SELECT id FROM resources WHERE resource_id = ? AND status = 'indexing' "
-                "AND version = 0 AND pending_version IS NULL",
-                (resource_id,),
-            ).fetchone()
-            if row is not None:
-                if drop_title:
-                    self.lexical.remove_titles(conn, [row[0]])
-                conn.execute("DELETE FROM resources WHERE id = ?", (row[0],))
-                dropped = 1
-        return released, dropped
 
     def release_abandoned(self, resource_ids: Sequence[str] | None = None) -> list[str]:
         """Release the ingest claims (of ``resource_ids``, or every one) whose owner is a dead
         process of this host (:func:`claim_abandoned`): the vectors each may have written (its
         journal row records how many chunks) are deleted, then it is released
-        (:meth:`release_claim`). A claim of a live process, of another host, or one recorded
+        (:meth:`Ledger.release`). A claim of a live process, of another host, or one recorded
         without an owner and chunk count is left to the reconciler, and so is one whose vectors
         could not be deleted (logged). The caller holds the write lock; the write path calls
         this before every claim. Returns the ids whose claims were released, in order."""
         with self.lock.hold():
-            conn = self.store.connection()
-            select = "SELECT resource_id, id, version, pid, detail FROM journal WHERE op = 'ingest'"
+            rows = self.ledger.ingest_claims(resource_ids)
             if resource_ids is None:
-                rows = list(conn.execute(select + " ORDER BY id"))
                 self._released_abandoned = True
-            else:
-                found = _rows_by_id(conn, select + " AND", resource_ids, many=True)
-                rows = sorted((r for rs in found.values() for r in rs), key=lambda r: r["id"])
             abandoned: list[tuple[str, int, int]] = []
             for r in rows:
                 _owner, chunks = _read_detail(r["detail"])
@@ -765,10 +535,8 @@ class Writer:
                     abandoned.append((r["resource_id"], int(r["version"]), chunks))
             if not abandoned:
                 return []
-            current = _rows_by_id(
-                conn,
-                "SELECT resource_id, status, version FROM resources",
-                [rid for rid, _v, _n in abandoned],
+            current = self.ledger.resource_states(
+                self.store.connection(), [rid for rid, _v, _n in abandoned]
             )
             abandoned = [
                 a for a in abandoned if a[0] in current and current[a[0]]["status"] != "deleting"
@@ -795,7 +563,7 @@ class Writer:
                     return []
             with self.store.atomic() as wconn:
                 for rid, version, _chunks in abandoned:
-                    self.release_claim(wconn, rid, version)
+                    self.ledger.release(wconn, rid, version)
             released = list(dict.fromkeys(rid for rid, _v, _n in abandoned))
             log.info(
                 "released %d abandoned claim(s) of dead processes: %s",
@@ -835,17 +603,7 @@ class Writer:
         if self._dense is None or self._embedder is None:
             raise DenseError("backfill_vectors needs a dense index and an embedder")
         embedder = self._embedder()
-        conn = self.store.connection()
-        sql = """SELECT c.chunk_id, c.resource_id, c.version, c.heading_path, c.text, r.title,
-                        r.tenant, r.acl
-                 FROM chunks c JOIN resources r
-                   ON r.resource_id = c.resource_id AND r.version = c.version
-                 WHERE r.status IN ('ready', 'disabled')"""
-        params: list[Any] = []
-        if resource_ids is not None:
-            sql += f" AND c.resource_id IN ({','.join('?' * len(resource_ids))})"
-            params = list(resource_ids)
-        rows = conn.execute(sql + " ORDER BY c.id", params).fetchall()
+        rows = self.ledger.current_chunks(resource_ids)
         if not rows:
             return 0
         dense = self._dense()
@@ -874,17 +632,11 @@ class Writer:
                 gone = [v.chunk_id for v in batch if v.chunk_id not in current]
                 if gone:
                     dense.delete_ids(gone)
-                with self.store.atomic() as wconn:
-                    wconn.executemany(
-                        "INSERT INTO chunk_vectors(id, vector) "
-                        "SELECT id, ? FROM chunks WHERE chunk_id = ? "
-                        "ON CONFLICT(id) DO UPDATE SET vector = excluded.vector",
-                        [
-                            (_vector_blob(vec), r["chunk_id"])
-                            for r, vec in zip(part, vectors)
-                            if r["chunk_id"] in current
-                        ],
-                    )
+                self.ledger.store_vectors(
+                    (r["chunk_id"], vec)
+                    for r, vec in zip(part, vectors)
+                    if r["chunk_id"] in current
+                )
             written += len(batch) - len(gone)
             if progress:
                 progress(len(part))
@@ -908,11 +660,7 @@ class Writer:
             now = time.time()
             with self.store.atomic() as conn:
                 self._step("tombstone", resource_id)
-                row = conn.execute(
-                    "SELECT version, pending_version, source_uri, source_root, tenant, acl "
-                    "FROM resources WHERE resource_id = ?",
-                    (resource_id,),
-                ).fetchone()
+                row = self.ledger.delete_target(conn, resource_id)
                 if row is None:
                     return False
                 if exclude and _stays_deleted(row["source_uri"], row["source_root"]):
@@ -924,23 +672,7 @@ class Writer:
                         acl_json=row["acl"],
                         now=now,
                     )
-                version = max(row[0], row[1] or 0)
-                conn.execute(
-                    "UPDATE resources SET status = 'deleting', updated_at = ? "
-                    "WHERE resource_id = ?",
-                    (now, resource_id),
-                )
-                conn.execute(
-                    "INSERT INTO tombstones(resource_id, version, deleted_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT(resource_id) DO UPDATE SET version = excluded.version, "
-                    "deleted_at = excluded.deleted_at",
-                    (resource_id, version, now),
-                )
-                conn.execute(
-                    "INSERT INTO journal(op, resource_id, version, step, pid, started_at, "
-                    "updated_at) VALUES ('delete', ?, ?, 'tombstoned', ?, ?, ?)",
-                    (resource_id, version, os.getpid(), now, now),
-                )
+                self.ledger.tombstone(conn, resource_id, max(row[0], row[1] or 0), now)
             self._step("vectors_delete", resource_id)
             dense = self._vectors_to_remove()
             if dense is not None:
@@ -950,37 +682,22 @@ class Writer:
 
     def purge(self, resource_id: str) -> None:
         """Remove chunks, FTS rows and the row of a tombstoned resource (delete's last step;
-        ``resource_id`` is its key)."""
-        with self.store.atomic() as conn:
-            self._step("purge", resource_id)
-            self.lexical.remove_resource_chunks(conn, resource_id)
-            conn.execute("DELETE FROM chunks WHERE resource_id = ?", (resource_id,))
-            self.lexical.remove_resource_title(conn, resource_id)
-            conn.execute(
-                "DELETE FROM resources WHERE resource_id = ? AND status = 'deleting'",
-                (resource_id,),
-            )
-            conn.execute("DELETE FROM journal WHERE resource_id = ?", (resource_id,))
+        ``resource_id`` is its key): :meth:`Ledger.purge`."""
+        self.ledger.purge(resource_id)
 
     def set_enabled(self, resource_id: str, enabled: bool) -> bool:
         """Disable (invisible, kept) or enable the resource whose key is ``resource_id``; False
         when it does not exist."""
-        with self.lock.hold(), self.store.atomic() as conn:
-            row = conn.execute(
-                "SELECT status FROM resources WHERE resource_id = ?", (resource_id,)
-            ).fetchone()
-            if row is None or row[0] not in ("ready", "disabled"):
-                if row is None:
-                    return False
-                raise IngestError(
-                    f"resource {split_key(resource_id)[1]!r} is {row[0]!r}; only ready or "
-                    "disabled ones can be enabled or disabled"
-                )
-            conn.execute(
-                "UPDATE resources SET status = ?, updated_at = ? WHERE resource_id = ?",
-                ("ready" if enabled else "disabled", time.time(), resource_id),
+        status = "ready" if enabled else "disabled"
+        with self.lock.hold():
+            was = self.ledger.set_status(resource_id, status, only_from=("ready", "disabled"))
+        if was is None:
+            return False
+        if was not in ("ready", "disabled"):
+            raise IngestError(
+                f"resource {split_key(resource_id)[1]!r} is {was!r}; only ready or "
+                "disabled ones can be enabled or disabled"
             )
-            self.lexical.status_changed(conn, resource_id)
         return True
 
 
@@ -1009,24 +726,7 @@ def _embed_text(title: str, chunk: Chunk) -> str:
     return f"{head}\n{chunk.text}" if head else chunk.text
 
 
-def _rows_by_id(
-    conn: Any, select: str, resource_ids: Sequence[str], *, many: bool = False
-) -> dict[str, Any]:
-    """``select`` (whose first column is resource_id) for the given ids, keyed by id."""
-    return select_in(conn, select, "resource_id", resource_ids, many=many)
 
-
-def _vectors_of(p: _Prepared) -> list[Any]:
-    """One vector (or None) per chunk of a prepared document, in chunk order."""
-    if p.vectors is None:
-        return [None] * len(p.chunks)
-    return list(p.vectors)
-
-
-def _vector_blob(vector: Any) -> bytes:
-    import numpy as np
-
-    return np.asarray(vector, dtype=np.float32).tobytes()
 
 
 def _note(cause: BaseException, message: str) -> None:

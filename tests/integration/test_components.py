@@ -1,6 +1,6 @@
 """The composition root: parts built once (also when the first search comes from many threads),
 no model where none is needed, paths and judges from registries, FTS5 SQL in one module,
-nested transactions, and failures reported instead of dropped."""
+the ledger's SQL in one module, nested transactions, and failures reported instead of dropped."""
 
 from __future__ import annotations
 
@@ -320,8 +320,8 @@ FTS_NAMES = re.compile(r"\b(chunks_fts|titles_fts|chunks_vocab)\b")
 SQL_WORDS = re.compile(r"\b(SELECT|INSERT|DELETE|UPDATE|CREATE|MATCH|FROM|JOIN)\b")
 
 
-def fts_statements(source: str) -> list[tuple[int, str]]:
-    """String constants of ``source`` that are SQL naming an FTS5 table or view."""
+def sql_constants(source: str, *patterns: re.Pattern[str]) -> list[tuple[int, str]]:
+    """String constants of ``source`` (with their lines) that match every one of ``patterns``."""
     import ast
 
     return [
@@ -329,9 +329,13 @@ def fts_statements(source: str) -> list[tuple[int, str]]:
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
-        and FTS_NAMES.search(node.value)
-        and SQL_WORDS.search(node.value)
+        and all(p.search(node.value) for p in patterns)
     ]
+
+
+def fts_statements(source: str) -> list[tuple[int, str]]:
+    """String constants of ``source`` that are SQL naming an FTS5 table or view."""
+    return sql_constants(source, FTS_NAMES, SQL_WORDS)
 
 
 def test_only_the_lexical_module_holds_fts5_sql() -> None:
@@ -348,6 +352,58 @@ def test_only_the_lexical_module_holds_fts5_sql() -> None:
         (1, "DELETE FROM chunks_fts WHERE rowid = ?")
     ]
     assert fts_statements('"""rows of ``chunks_fts`` without a chunk row"""') == []
+
+
+# -- the ledger's SQL has one owner -------------------------------------------------------------
+
+LEDGER_TABLE = r"(resources|chunks|chunk_vectors|tombstones|journal|meta)\b"
+LEDGER_SQL = re.compile(rf"\b(FROM|INTO|UPDATE|JOIN)\s+{LEDGER_TABLE}")
+LEDGER_WRITE = re.compile(rf"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{LEDGER_TABLE}")
+#: where a ledger table may be read: the schema, meta and a search's reads (store), and the
+#: lexical adapters' search SQL, which joins their own rows with chunks and resources
+LEDGER_READERS = (
+    "plugin/ledger.py",
+    "plugin/store.py",
+    "plugin/lexical.py",
+    "plugin/milvus_lexical.py",
+)
+#: where one may be written: the ledger (the record's state), the store (migrations, meta)
+LEDGER_WRITERS = ("plugin/ledger.py", "plugin/store.py")
+
+
+def ledger_statements(source: str, pattern: re.Pattern[str] = LEDGER_SQL) -> list[tuple[int, str]]:
+    """String constants of ``source`` that are SQL on a ledger table (matching ``pattern``)."""
+    return sql_constants(source, pattern)
+
+
+def test_only_the_ledger_writes_the_records_state() -> None:
+    """SQL on ``resources``, ``chunks``, ``chunk_vectors``, ``tombstones``, ``journal`` and
+    ``meta`` lives in ``ledger.py`` (every write of the record's state and the reads of the
+    write path and the reconciler) and ``store.py`` (the schema, its migrations, ``meta``, the
+    reads a search makes); ``lexical.py`` and ``milvus_lexical.py`` may read them (their search
+    SQL joins their rows with chunks and resources), never write them. Any other module of
+    ``plugin/`` or ``consistency/`` holding such SQL fails."""
+    offenders = []
+    for folder in ("plugin", "consistency"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            source = path.read_text("utf-8")
+            if name not in LEDGER_READERS:
+                found = ledger_statements(source)
+            elif name not in LEDGER_WRITERS:
+                found = ledger_statements(source, LEDGER_WRITE)
+            else:
+                continue
+            offenders += [f"{name}:{lineno}: {text.strip()[:80]}" for lineno, text in found]
+    assert offenders == []
+    # and the check can fail
+    assert ledger_statements('x = "DELETE FROM journal WHERE id = ?"') == [
+        (1, "DELETE FROM journal WHERE id = ?")
+    ]
+    assert ledger_statements('"SELECT 1 FROM chunks_fts"') == []
+    assert ledger_statements('"the chunks of a resource"') == []
+    fts_delete = '"DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks)"'
+    assert ledger_statements(fts_delete, LEDGER_WRITE) == []
 
 
 def _squash(sql: str) -> str:
