@@ -50,7 +50,7 @@ from hybridsag.consistency.plan import (
     TombstonedLeftover,
     VectorEntry,
 )
-from hybridsag.dense import DenseIndex
+from hybridsag.vectors import DenseIndex
 from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, StoreError
 from hybridsag.folders import taken_by, without_excluded
 from hybridsag.settings import Settings

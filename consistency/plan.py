@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from hybridsag.consistency.sources import SourceDrift, read_sources
-from hybridsag.dense import DenseIndex
+from hybridsag.vectors import DenseIndex
 from hybridsag.errors import StoreError
 from hybridsag.ledger import Ledger
 from hybridsag.lexical import LexicalIndex
@@ -302,7 +302,7 @@ owner_alive = pid_alive
 class StoreState:
     """What a plan is computed from: one SQLite snapshot (resources, chunks, the lexical
     index's rowids, tombstones, journal) and then every entry of the dense index (only this
-    index's own rows: :mod:`hybridsag.dense` filters on the index id) and its collection."""
+    index's own rows: :mod:`hybridsag.vectors` filters on the index id) and its collection."""
 
     resources: dict[str, Mapping[str, Any]]
     resource_rowids: set[int]

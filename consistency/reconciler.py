@@ -25,7 +25,7 @@ from hybridsag.errors import ConsistencyError, HybridSagError
 from hybridsag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from hybridsag.dense import DenseIndex
+    from hybridsag.vectors import DenseIndex
     from hybridsag.embedder import Embedder
 
 __all__ = ["Reconciler"]

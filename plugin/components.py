@@ -19,7 +19,7 @@ passage vectors under ``<data_dir>/cache`` (``embedding.http.cache``), so a pass
 once is not sent again (a rebuild, a re-index, a chunk that did not change).
 
 Index identity: every data dir gets an index id once (random, in the meta, :attr:`index_id`);
-its vectors live in a collection it owns and carry the id (:mod:`hybridsag.dense`), so data
+its vectors live in a collection it owns and carry the id (:mod:`hybridsag.vectors`), so data
 dirs sharing a Milvus server never see, plan over nor delete each other's vectors. A data dir
 whose vectors were written by an older build (a dimension recorded, no index id) opens no dense
 index until ``hybridsag rebuild-vectors`` (:meth:`Components.rebuild_vectors`) gave it one. A
@@ -48,10 +48,10 @@ from hybridsag.paths.base import Retriever
 from hybridsag.settings import HTTP_EMBEDDERS, Settings
 from hybridsag.store import Store
 from hybridsag.tokenizer import Tokenizer
-from hybridsag.trust import load_trust_model
+from hybridsag.query_facts import load_trust_model
 
 if TYPE_CHECKING:
-    from hybridsag.dense import DenseIndex
+    from hybridsag.vectors import DenseIndex
     from hybridsag.embedder import Embedder
     from hybridsag.fusion import TrustModel
     from hybridsag.judges.base import Judge
@@ -227,7 +227,7 @@ class Components:
         older build's, which may share one with other data dirs)."""
         if self.settings.milvus.collection:
             return self.settings.milvus.collection
-        from hybridsag.dense import default_collection
+        from hybridsag.vectors import default_collection
 
         return default_collection(self.index_id) if self.index_id is not None else None
 
@@ -323,7 +323,7 @@ class Components:
         return _memo(embedder)
 
     def _build_dense_index(self) -> DenseIndex:
-        from hybridsag.dense import LEGACY_COLLECTION, make_dense_index
+        from hybridsag.vectors import LEGACY_COLLECTION, make_dense_index
 
         if not self.dense_enabled:
             raise ConfigError("the dense path is off (embedding.model = 'none')")

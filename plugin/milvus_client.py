@@ -1,4 +1,4 @@
-"""The Milvus plumbing both Milvus adapters use: the dense index (:mod:`hybridsag.dense`) and
+"""The Milvus plumbing both Milvus adapters use: the dense index (:mod:`hybridsag.vectors`) and
 the lexical index on Milvus full-text search (:mod:`hybridsag.milvus_lexical`).
 
 What lives here is what is true of any collection hybridsag talks to, not of one adapter's

@@ -30,7 +30,7 @@ from hybridsag.query import validate_query
 from hybridsag.search import FusionInput, HybridSearch, fuse_step
 from hybridsag.settings import FusionSettings, Settings
 from hybridsag.store import Filters
-from hybridsag.trust import load_trust_model
+from hybridsag.query_facts import load_trust_model
 
 __all__ = [
     "DEPTH",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from hybridsag.dense import DenseIndex
+    from hybridsag.vectors import DenseIndex
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
     from hybridsag.lexical import LexicalIndex

@@ -44,14 +44,14 @@ from hybridsag.store import (
     resource_key,
 )
 from hybridsag.tokenizer import has_cjk
-from hybridsag.trust import query_facts
+from hybridsag.query_facts import query_facts
 
 if TYPE_CHECKING:
     import threading
 
     # the write side (chunker, folders, sources, writer) is imported by the methods that
     # ingest, so that a search process never loads it
-    from hybridsag.dense import DenseIndex
+    from hybridsag.vectors import DenseIndex
     from hybridsag.documents import Document, Format, IngestReport
     from hybridsag.embedder import Embedder
     from hybridsag.judges.base import Judge
@@ -983,7 +983,7 @@ class HybridSearch:
     ) -> tuple[FusionInput, dict[str, ChunkRecord], dict[str, ResourceRecord]]:
         """What the fusion step reads of ``ran``, the runs of the paths ``names`` for the
         validated ``query`` (a search and every offline capture build it here): the visible
-        chunks, the trust step's query facts when ``facts`` (:func:`hybridsag.trust.query_facts`,
+        chunks, the trust step's query facts when ``facts`` (:func:`hybridsag.query_facts.query_facts`,
         the embedder asked only when an embedding path ran; timed as ``trust_ms``), the paths a
         tenant filter hides; with the chunks' records and their resources."""
         records, resources, views = self.visible_chunks(ran.runs, filters)

@@ -297,7 +297,7 @@ class MilvusSettings(_Section):
 
     uri: str | None = None
     token: SecretStr | None = None
-    #: None: ``hybridsag_<index id>``, a collection of this data dir's own (hybridsag.dense);
+    #: None: ``hybridsag_<index id>``, a collection of this data dir's own (hybridsag.vectors);
     #: a name of your choice is refused when another data dir's index already owns it
     collection: str | None = None
     consistency_level: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"

@@ -32,7 +32,7 @@ un-tenanted chunk id ends in ``#<digits>``, a tenant's in ``@<tenant>`` with no 
 ordinal; and a tenant's id is read back from the right (the tenant after the last ``@``).
 
 The vector and full-text rows in Milvus carry the public id and the tenant as two fields, as
-they always did; :mod:`hybridsag.dense` turns a key into both (and back, when it lists its rows).
+they always did; :mod:`hybridsag.vectors` turns a key into both (and back, when it lists its rows).
 An index written before identity was per tenant (the key of every resource was its id) is
 rewritten by the migration ``0005_tenant_keys``: the keys of tenant resources in ``resources``,
 ``chunks``, ``journal`` and ``tombstones`` become ``tenant + KEY_SEP + id``; chunk ids are kept

@@ -81,7 +81,7 @@ from hybridsag.store import (
 )
 
 if TYPE_CHECKING:
-    from hybridsag.dense import DenseIndex, VectorRow
+    from hybridsag.vectors import DenseIndex, VectorRow
     from hybridsag.embedder import Embedder
     from hybridsag.lexical import LexicalIndex
     from hybridsag.settings import ChunkingSettings
@@ -472,7 +472,7 @@ class Writer:
         self, prepared: Sequence[Staged], claims: Mapping[str, int]
     ) -> list[VectorRow]:
         """The vector rows of a batch, keyed by the claimed versions."""
-        from hybridsag.dense import VectorRow
+        from hybridsag.vectors import VectorRow
 
         rows = []
         for p in prepared:
@@ -598,7 +598,7 @@ class Writer:
         ready resources whose vectors are missing. Returns the number of vectors written. A
         chunk whose resource moved to another version meanwhile is skipped (its vector is
         deleted again), so a backfill never resurrects old text."""
-        from hybridsag.dense import VectorRow
+        from hybridsag.vectors import VectorRow
 
         if self._dense is None or self._embedder is None:
             raise DenseError("backfill_vectors needs a dense index and an embedder")

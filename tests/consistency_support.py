@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hybridsag.components import Components
-from hybridsag.dense import DenseFilter, DenseIndex, MilvusDenseIndex, VectorRow
+from hybridsag.vectors import DenseFilter, DenseIndex, MilvusDenseIndex, VectorRow
 from hybridsag.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import DenseError
 from hybridsag.fusion.types import Hit

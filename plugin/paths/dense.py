@@ -22,7 +22,7 @@ from hybridsag.paths.base import PathResult, Peers, elapsed_ms
 from hybridsag.store import ChunkRecord, Filters, Store
 
 if TYPE_CHECKING:
-    from hybridsag.dense import DenseIndex
+    from hybridsag.vectors import DenseIndex
     from hybridsag.embedder import Embedder
     from hybridsag.parts import Parts
 
@@ -53,7 +53,7 @@ class DenseRetriever:
     def retrieve(
         self, query: str, *, limit: int, filters: Filters, peers: Peers | None = None
     ) -> PathResult:
-        from hybridsag.dense import DenseFilter
+        from hybridsag.vectors import DenseFilter
 
         t0 = time.perf_counter()
         vector = self.embedder.encode([query], kind="query")[0]

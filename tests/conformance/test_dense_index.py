@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridsag.dense import (
+from hybridsag.vectors import (
     DENSE_INDEXES,
     DenseFilter,
     DenseIndex,

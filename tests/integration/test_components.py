@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hybridsag.components import Components
-from hybridsag.dense import VectorRow
+from hybridsag.vectors import VectorRow
 from hybridsag.embedder import EMBEDDERS, SentenceTransformerEmbedder
 from hybridsag.errors import DenseError, QueryError
 from hybridsag.evaluation import run_eval
@@ -203,7 +203,7 @@ for name, argv in {
     rc = main(["--data-dir", data, *argv], out=out)
     runs[name] = [rc, out.getvalue()]
 heavy = ("torch", "transformers", "sentence_transformers", "onnxruntime", "pymilvus",
-         "milvus_lite", "grpc", "pandas", "numpy", "jieba", "hybridsag.writer", "hybridsag.dense")
+         "milvus_lite", "grpc", "pandas", "numpy", "jieba", "hybridsag.writer", "hybridsag.vectors")
 print(json.dumps({"runs": runs, "heavy": sorted(m for m in heavy if m in sys.modules)}))
 """
 

@@ -171,7 +171,7 @@ BEHIND_THE_BACKEND = (
     "hybridsag.components.Components",
     "hybridsag.writer",
     "hybridsag.folders",
-    "hybridsag.dense",
+    "hybridsag.vectors",
     "hybridsag.lexical",
     "hybridsag.client",
     "hybridsag.ab.online",

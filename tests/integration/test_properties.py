@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridsag.cli import main
-from hybridsag.dense import DenseFilter, filter_expression
+from hybridsag.vectors import DenseFilter, filter_expression
 from hybridsag.documents import make_document
 from hybridsag.errors import HybridSagError, QueryError
 from hybridsag.lexical import build_match, quote_term

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hybridsag.dense import DenseFilter
+from hybridsag.vectors import DenseFilter
 from hybridsag.documents import make_document
 from hybridsag.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import QueryError

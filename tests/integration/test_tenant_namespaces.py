@@ -22,7 +22,7 @@ import httpx
 import numpy as np
 import pytest
 from hybridsag.consistency import Reconciler
-from hybridsag.dense import VectorRow
+from hybridsag.vectors import VectorRow
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.store import MIGRATIONS, chunk_id_suffix, split_key

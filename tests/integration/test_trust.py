@@ -22,7 +22,7 @@ from hybridsag.components import Components
 from hybridsag.documents import make_document
 from hybridsag.embedder import vocabulary_share
 from hybridsag.search import HybridSearch, SearchResponse
-from hybridsag.trust import load_trust_model, query_facts
+from hybridsag.query_facts import load_trust_model, query_facts
 from hybridsag.errors import ConfigError
 
 from tests.integration.test_sag2 import BRIDGE, CORPUS, QUESTION

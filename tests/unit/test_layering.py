@@ -384,7 +384,7 @@ WRITE_SIDE = ("hybridsag.chunker", "hybridsag.writer", "hybridsag.folders", "hyb
               "hybridsag.manifest")  # fmt: skip
 #: The read side: the recall paths, the judges, fusion, the query and trust steps and output.
 READ_SIDE = ("hybridsag.paths", "hybridsag.judges", "hybridsag.fusion", "hybridsag.query",
-             "hybridsag.trust", "hybridsag.render", "hybridsag.agent")  # fmt: skip
+             "hybridsag.query_facts", "hybridsag.render", "hybridsag.agent")  # fmt: skip
 
 
 def test_the_read_side_never_imports_the_write_side() -> None:
@@ -459,7 +459,7 @@ def test_the_milvus_plumbing_is_its_own_module_both_adapters_use() -> None:
     imports: dict[str, set[str]] = {}
     for path, name, _line in imports_of("plugin"):
         imports.setdefault(module_name(path, "plugin"), set()).add(name)
-    for adapter in ("hybridsag.dense", "hybridsag.milvus_lexical"):
+    for adapter in ("hybridsag.vectors", "hybridsag.milvus_lexical"):
         assert any(is_within(n, "hybridsag.milvus_client") for n in imports[adapter]), adapter
-    assert not any(is_within(n, "hybridsag.dense") for n in imports["hybridsag.milvus_lexical"])
-    assert not any(is_within(n, "hybridsag.dense") for n in imports["hybridsag.milvus_client"])
+    assert not any(is_within(n, "hybridsag.vectors") for n in imports["hybridsag.milvus_lexical"])
+    assert not any(is_within(n, "hybridsag.vectors") for n in imports["hybridsag.milvus_client"])
