@@ -25,9 +25,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from hybridsag.errors import ConfigError, DenseError, InputError
+from hybridsag.errors import ConfigError, DenseError, HybridSagError, InputError
 from hybridsag.settings import Settings
 from hybridsag.store import split_key
 
@@ -45,6 +45,7 @@ __all__ = [
     "lite_lock_holder",
     "lite_locked_message",
     "lite_path",
+    "milvus_call",
     "milvus_retriable",
     "quote_literal",
     "release_lite",
@@ -382,6 +383,25 @@ def iterate_rows(
 _RETRIABLE_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
 _CONNECT_FAILED = 2  # pymilvus Status.CONNECT_FAILED
 _RATE_LIMIT = 8  # pymilvus ErrorCode.RATE_LIMIT
+
+
+_T = TypeVar("_T")
+
+
+def milvus_call(
+    fn: Callable[[], _T],
+    *,
+    ours: tuple[type[HybridSagError], ...],
+    error: Callable[[str, bool], HybridSagError],
+) -> _T:
+    """``fn()``, with anything pymilvus raises mapped to ``error(message, retriable)`` (the
+    adapter's error, naming its collection); the adapter's own errors ``ours`` pass through."""
+    try:
+        return fn()
+    except ours:
+        raise
+    except Exception as exc:  # noqa: BLE001 - everything from pymilvus is mapped here
+        raise error(str(exc), milvus_retriable(exc)) from exc
 
 
 def milvus_retriable(exc: BaseException) -> bool:

@@ -69,7 +69,7 @@ from hybridsag.milvus_client import (
     connect_milvus,
     iterate_rows,
     lite_path,
-    milvus_retriable,
+    milvus_call,
     quote_literal,
     release_milvus,
     resources_expression,
@@ -218,15 +218,12 @@ class MilvusLexicalIndex:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _call(self, action: str, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except (ConfigError, LexicalError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - everything from pymilvus is mapped here
-            raise LexicalError(
-                f"{action} in the Milvus lexical index ({self._where}) failed: {exc}",
-                retriable=milvus_retriable(exc),
-            ) from exc
+        where = f"{action} in the Milvus lexical index ({self._where}) failed"
+        return milvus_call(
+            fn,
+            ours=(ConfigError, LexicalError),
+            error=lambda msg, retriable: LexicalError(f"{where}: {msg}", retriable=retriable),
+        )
 
     def _lost(self, what: str) -> LexicalError:
         return LexicalError(

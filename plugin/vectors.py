@@ -73,7 +73,7 @@ from hybridsag.milvus_client import (
     connect_milvus,
     iterate_rows,
     lite_path,
-    milvus_retriable,
+    milvus_call,
     quote_literal,
     release_lite,
     resources_expression,
@@ -367,15 +367,12 @@ class MilvusDenseIndex:
         return self._metric
 
     def _call(self, action: str, fn: Callable[[], T]) -> T:
-        try:
-            return fn()
-        except (ConfigError, InputError, DenseError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - everything from pymilvus is mapped here
-            raise DenseError(
-                f"{action} on collection {self._collection!r} ({self._where}) failed: {exc}",
-                retriable=milvus_retriable(exc),
-            ) from exc
+        where = f"{action} on collection {self._collection!r} ({self._where}) failed"
+        return milvus_call(
+            fn,
+            ours=(ConfigError, InputError, DenseError),
+            error=lambda msg, retriable: DenseError(f"{where}: {msg}", retriable=retriable),
+        )
 
     def _open(self, *, create: bool = True) -> MilvusClient:
         if self._client is not None:
