@@ -249,3 +249,37 @@ def test_benchmark_blocks_name_real_scripts_and_flags() -> None:
             problems += [f"{b.where()}: {scripts[0]} has no {w}" for w in after
                          if w.startswith("--") and f'"{w.split("=")[0]}"' not in source]  # fmt: skip
     assert problems == [], "\n".join(problems)
+
+
+# ---- names ----------------------------------------------------------------------------------
+
+_DOTTED = re.compile(r"`(hybridsag(?:\.[A-Za-z_]\w*)+)")
+# names in the pages that are no Python object: a logger, a file
+NOT_OBJECTS = {"hybridsag.service.access", "hybridsag.sqlite3"}
+
+
+def _resolves(name: str) -> bool:
+    import importlib
+
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_every_module_or_name_the_pages_give_exists() -> None:
+    """A page that names ``hybridsag.x.y`` names a module or object that is there (modules move:
+    a page left behind fails here, not in a reader's hands)."""
+    named = {m for page in PAGES for m in _DOTTED.findall(page.read_text("utf-8"))} - NOT_OBJECTS
+    assert "hybridsag.fusion.trust" in named
+    assert [n for n in sorted(named) if not _resolves(n)] == []
+    assert not _resolves("hybridsag.fusion.no_such_module")
