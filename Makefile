@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.hybridsag-installed
 PYTEST_ARGS ?=
 # The extras that make install (and so make test and CI) installs, and that make lock locks.
 # Adding an extra here and running  make lock  is all it takes; tests/unit/test_lock.py checks.
-EXTRAS := test server formats service onnx langchain llamaindex mcp ab postgres
+EXTRAS := test server formats service onnx langchain llamaindex mcp ab postgres docs
 LOCK   := requirements.lock
 TORCH  := torch==2.13.0+cpu
 UV     := uv==0.13.9
@@ -52,12 +52,15 @@ demo: install
 	$(BIN)/hybridsag reconcile --dry-run || exit 1; \
 	echo; echo "=== stopping the service (SIGTERM: requests in flight finish first)"
 
-# Regenerate $(LOCK) from pyproject.toml with uv in a throwaway venv (not the project's).
+# Regenerate $(LOCK) from pyproject.toml with uv in a throwaway venv (not the project's). uv reads
+# the output file's pins as preferences, so the old lock, copied there first, keeps every pin that
+# still satisfies pyproject.toml: a new extra adds its packages and moves no other.
 lock:
 	tools=$$(mktemp -d) && trap 'rm -rf "$$tools"' EXIT && \
 	$(PYTHON) -m venv "$$tools" && \
 	"$$tools/bin/python" -m pip install --quiet --disable-pip-version-check $(UV) && \
 	echo '$(TORCH)' > "$$tools/torch.txt" && \
+	cp $(LOCK) $(LOCK).tmp && \
 	"$$tools/bin/uv" pip compile pyproject.toml $(foreach e,$(EXTRAS),--extra $(e)) \
 		--constraint "$$tools/torch.txt" --find-links /opt/wheels --emit-find-links \
 		--generate-hashes --python "$(PYTHON)" --no-header --quiet -o $(LOCK).tmp && \
