@@ -104,7 +104,7 @@ _OPSET = 18
 
 #: Lowest cosine between the exported model's vector and the sentence-transformers vector of
 #: the same probe text that an export may show. The int8 floor sits below what dynamic
-#: quantisation gives MiniLM (the README's measured section has the figures) and far above what
+#: quantisation gives MiniLM (docs/benchmarks.md has the figures) and far above what
 #: a wrong tokenizer or pooling gives.
 PROBE_FLOOR = {"fp32": 0.9999, "int8": 0.95}
 

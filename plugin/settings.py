@@ -324,7 +324,7 @@ class FusionSettings(_Section):
 
     With SAG2 in the fusion, ``judge_order`` (on by default) keeps what its judge scored in the
     judge's order: the judge has already weighed the lexical, dense and title evidence the
-    other paths would vote with again (the README's measured section shows what re-voting
+    other paths would vote with again (docs/benchmarks.md shows what re-voting
     costs). The weights and k then place
     the hits no judge saw, and decide everything in fusions without SAG2. They come from
     ``hybridsag eval --tune-weights`` on musique100 (never on 2wiki, the headline set), with
