@@ -30,46 +30,16 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from hybridsag.store import Store, chunk_id_for, select_in
 
 if TYPE_CHECKING:
     from hybridsag.chunker import Chunk
+    from hybridsag.documents import Document
     from hybridsag.lexical import ChunkTokens, LexicalIndex
 
-__all__ = ["Ledger", "LedgerState", "ResourceFields", "Staged"]
-
-
-class ResourceFields(Protocol):
-    """What the ledger stores of a document (:class:`hybridsag.documents.Document` has it)."""
-
-    @property
-    def key(self) -> str: ...
-    @property
-    def resource_id(self) -> str: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def tenant(self) -> str: ...
-    @property
-    def acl(self) -> tuple[str, ...]: ...
-    @property
-    def acl_json(self) -> str: ...
-    @property
-    def metadata_json(self) -> str: ...
-    @property
-    def source_uri(self) -> str | None: ...
-    @property
-    def source_root(self) -> str | None: ...
-    @property
-    def source_mtime_ns(self) -> int | None: ...
-    @property
-    def source_size(self) -> int | None: ...
-    @property
-    def source_sha256(self) -> str | None: ...
-    @property
-    def content_sha256(self) -> str: ...
+__all__ = ["Ledger", "LedgerState", "Staged"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +47,7 @@ class Staged:
     """A document chunked and tokenized (and embedded, when ``vectors`` is set): what a claim
     and a commit write."""
 
-    doc: ResourceFields
+    doc: Document
     chunks: tuple[Chunk, ...]
     title_tokens: str
     title_norm: str
