@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from hybridsag.ab.offline import compare_arms  # noqa: E402
-from hybridsag.evaluation import load_dataset  # noqa: E402
+from hybridsag.evaluation.harness import load_dataset  # noqa: E402
 from hybridsag.settings import ExperimentSettings, Settings  # noqa: E402
 from tests.absim import simulate  # noqa: E402
 from tests.servicesupport import ADMIN, running_service  # noqa: E402

@@ -27,7 +27,7 @@ __all__ = ["main"]
 
 
 def _settings(index: Path, prune: bool, min_postings: int, dense: bool) -> Any:
-    from hybridsag.evaluation import PASSAGE_MAX_CHARS
+    from hybridsag.evaluation.harness import PASSAGE_MAX_CHARS
     from hybridsag.settings import Settings
 
     return Settings(

@@ -15,7 +15,7 @@ Each is chunked with the default settings (``fmt="text"``, ``markdown`` for ``co
 table gives seconds (best of ``--runs``), chunks, and MB/s. A linear chunker keeps MB/s about
 flat across the sizes; a quadratic one loses a factor of the size ratio. ``--compare FILE``
 also times another chunker module (say the one before issue 23:
-``git show 64738e2:plugin/chunker.py > /tmp/old_chunker.py``), skipping a size where it would
+``git show 64738e2:plugin/ingest/chunker.py > /tmp/old_chunker.py``), skipping a size where it would
 pass ``--compare-max-s`` seconds if quadratic, and checks that both give the same chunks.
 
     .venv/bin/python benchmarks/chunk_scale.py
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import astuple
 from types import ModuleType
 
-from hybridsag import chunker
+from hybridsag.ingest import chunker
 
 MB = 1_000_000
 

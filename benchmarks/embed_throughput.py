@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hybridsag.embedder import make_embedder
+from hybridsag.vectors.embedder import make_embedder
 from hybridsag.settings import Settings
 
 

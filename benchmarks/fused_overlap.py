@@ -29,12 +29,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from hybridsag.embed_cache import CachedEmbedder, QueryMemo
-from hybridsag.embedder import make_embedder
-from hybridsag.evaluation import PASSAGE_MAX_CHARS, load_dataset
+from hybridsag.vectors.embed_cache import CachedEmbedder, QueryMemo
+from hybridsag.vectors.embedder import make_embedder
+from hybridsag.evaluation.harness import PASSAGE_MAX_CHARS, load_dataset
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 __all__ = ["main"]
 

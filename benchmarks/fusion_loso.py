@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Choose the fusion defaults by leave-one-set-out, on captured runs (no path is run twice).
 
-Every labelled dev set is captured once (``hybridsag.tuning.capture_set``: each path's hits and
+Every labelled dev set is captured once (``hybridsag.evaluation.tuning.capture_set``: each path's hits and
 the SAG2 pool of every question, as a default search runs them). For each held-out set the judge
-(``hybridsag.tuning.fit_judge``) and the trust model (:func:`fit_trust`) are fitted on the other
+(``hybridsag.evaluation.tuning.fit_judge``) and the trust model (:func:`fit_trust`) are fitted on the other
 sets only; the held-out set's sag2 order is re-scored with that judge, and each fusion choice (a
 ``[fusion]`` setting and a trust model) is scored on it with
-:func:`hybridsag.offline_runs.fused`, the search's own fusion step. 2wiki is only ever a check
+:func:`hybridsag.evaluation.offline_runs.fused`, the search's own fusion step. 2wiki is only ever a check
 set: scored with the models fitted on all dev sets, never fitted on.
 
     python benchmarks/fusion_loso.py --report benchmarks/results/fusion_loso.md \\
@@ -31,9 +31,9 @@ import numpy as np
 
 from hybridsag.fusion.trust import SIGNAL_NAMES, TrustModel, assess, trust_signals
 from hybridsag.judges.features import load_weights
-from hybridsag.offline_runs import fused
+from hybridsag.evaluation.offline_runs import fused
 from hybridsag.settings import FusionSettings
-from hybridsag.tuning import (
+from hybridsag.evaluation.tuning import (
     CapturedQuery,
     CapturedSet,
     JudgeFit,
@@ -73,7 +73,7 @@ def sim_runs(q: CapturedQuery, judge: JudgeFit, views: Mapping) -> Runs:
 
 
 def per_query_ndcg(ranked: Sequence[str], gold: frozenset[str]) -> float:
-    from hybridsag.metrics import metrics_for
+    from hybridsag.evaluation.measures import metrics_for
 
     return metrics_for(list(ranked), gold)["ndcg@10"]
 

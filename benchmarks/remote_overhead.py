@@ -38,16 +38,16 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hybridsag.embedder import make_embedder  # noqa: E402
-from hybridsag.evaluation import load_dataset  # noqa: E402
-from hybridsag.http_embedder import HttpEmbedder  # noqa: E402
+from hybridsag.vectors.embedder import make_embedder  # noqa: E402
+from hybridsag.evaluation.harness import load_dataset  # noqa: E402
+from hybridsag.vectors.http_embedder import HttpEmbedder  # noqa: E402
 from hybridsag.judges.base import Candidate  # noqa: E402
 from hybridsag.judges.chat import ChatJudge  # noqa: E402
 from hybridsag.judges.cross_encoder import pair_text  # noqa: E402
 from hybridsag.judges.reranker import RerankerJudge  # noqa: E402
 from hybridsag.search import HybridSearch  # noqa: E402
 from hybridsag.settings import ChatJudgeSettings, RerankerSettings, Settings  # noqa: E402
-from hybridsag.store import Filters  # noqa: E402
+from hybridsag.records.store import Filters  # noqa: E402
 
 
 def start_server(port: int, model: str) -> subprocess.Popen[bytes]:

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hybridsag.config import load_settings
-from hybridsag.evaluation import open_eval_index, load_dataset
+from hybridsag.evaluation.harness import open_eval_index, load_dataset
 from hybridsag.fusion import FusedHit, rrf
 from hybridsag.fusion.rules import RULE_BOUNDS, apply_rules
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,13 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from hybridsag.embed_cache import CachedEmbedder
-from hybridsag.embedder import make_embedder
-from hybridsag.evaluation import load_dataset
+from hybridsag.vectors.embed_cache import CachedEmbedder
+from hybridsag.vectors.embedder import make_embedder
+from hybridsag.evaluation.harness import load_dataset
 from hybridsag.paths.sag2 import Sag2Retriever
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 
 def _pct(values: list[float], q: float) -> float:

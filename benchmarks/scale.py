@@ -9,7 +9,7 @@ joins the first half of one real title of that set to the second half of another
 vocabulary, language mix and length statistics stay real. One seeded stream makes the
 distractors, so a smaller haystack is a prefix of a larger one.
 
-Each size runs ``hybridsag eval`` (:func:`~hybridsag.evaluation.run_eval`) in a child process
+Each size runs ``hybridsag eval`` (:func:`~hybridsag.evaluation.harness.run_eval`) in a child process
 over the first ``--queries`` 2wiki questions: lexical build time and bytes, dense build time and
 bytes, p50/p95 and R@5/R@10 of every path and of the fused search; then a second child opens
 the built index as a search process does, times the reconcile plan (``build_plan``), runs
@@ -186,8 +186,8 @@ def _register_noisy_backend(work: Path, corpus: Path, real_vectors: int, noise: 
     """Register :data:`NOISY_BACKEND` in the embedder registry: the settings' model through the
     backend named by ``SCALE_INNER_BACKEND`` (its vectors cached under ``work``) for 2wiki's
     passages and the first ``real_vectors`` passages of ``corpus``, noise for the rest."""
-    from hybridsag.embed_cache import CachedEmbedder
-    from hybridsag.embedder import EMBEDDERS, make_embedder
+    from hybridsag.vectors.embed_cache import CachedEmbedder
+    from hybridsag.vectors.embedder import EMBEDDERS, make_embedder
 
     real: set[str] = set()
     base_texts: list[str] = []
@@ -229,7 +229,7 @@ def _peak_mib() -> float:
 
 
 def _child_eval(args: argparse.Namespace) -> dict[str, Any]:
-    from hybridsag.evaluation import run_eval
+    from hybridsag.evaluation.harness import run_eval
 
     folder = Path(args.folder)
     lexical_only = args.lexical_only
@@ -253,7 +253,7 @@ def _child_search(args: argparse.Namespace) -> dict[str, Any]:
     """Open the built index as a search process does: the reconcile plan's time, ``queries``
     fused searches, the peak memory."""
     from hybridsag.consistency import build_plan
-    from hybridsag.evaluation import PASSAGE_MAX_CHARS, load_dataset
+    from hybridsag.evaluation.harness import PASSAGE_MAX_CHARS, load_dataset
     from hybridsag.search import HybridSearch
 
     folder = Path(args.folder)

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hybridsag.store import KEY_SEP, Store
+from hybridsag.records.store import KEY_SEP, Store
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from hybridsag.evaluation import load_dataset
+from hybridsag.evaluation.harness import load_dataset
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         report_exit_code,
         write_report,
     )
-    from hybridsag.consistency.sources import SourceDrift, SourceItem, read_sources
+    from hybridsag.consistency.source_drift import SourceDrift, SourceItem, read_sources
     from hybridsag.consistency.scheduler import (
         build_scheduler,
         cron_trigger,
@@ -87,7 +87,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "report_exit_code",
         "write_report",
     ),
-    "hybridsag.consistency.sources": (
+    "hybridsag.consistency.source_drift": (
         "SourceDrift",
         "SourceItem",
         "read_sources",

@@ -10,7 +10,7 @@ Before anything is changed, :func:`check_apply_allowed` refuses (``ConsistencyEr
 - without ``force``, when the source drift would delete every resource of a folder root whose
   files are gone, or more than one and more than ``consistency.max_delete_share`` of them (an
   unmounted disk looks like a folder whose files all vanished), or more than
-  ``consistency.max_delete_count`` in all (:func:`hybridsag.consistency.sources.source_guard`).
+  ``consistency.max_delete_count`` in all (:func:`hybridsag.consistency.source_drift.source_guard`).
 
 Source drift is repaired through the write path: a resource whose file is gone is deleted
 (``Writer.delete``: tombstone, vectors, rows) after checking again that the file is still gone;
@@ -19,7 +19,7 @@ re-indexes what changed and only refreshes the stat of a touched file); a new fi
 again against the exclusions and the ids other files hold.
 
 Then each class is applied in batches of ``consistency.batch_size`` items. Every batch holds the
-writer's :class:`~hybridsag.writer.WriteLock` (so it never races an ingest or a delete: the write
+writer's :class:`~hybridsag.ingest.writer.WriteLock` (so it never races an ingest or a delete: the write
 path holds the same lock from claim to commit; re-embedding missing vectors is the exception: it
 embeds outside the lock and takes it only to write and re-check) and re-checks each item against the
 store as it is now, because the plan may be older than the lock: a vector that became live, a claim
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hybridsag.consistency.lease import Lease
-from hybridsag.consistency.sources import SourceItem, source_documents, source_guard
+from hybridsag.consistency.source_drift import SourceItem, source_documents, source_guard
 from hybridsag.consistency.plan import (
     ChunkRow,
     FtsRow,
@@ -50,13 +50,13 @@ from hybridsag.consistency.plan import (
     TombstonedLeftover,
     VectorEntry,
 )
-from hybridsag.vectors import DenseIndex
+from hybridsag.vectors.index import DenseIndex
 from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, StoreError
-from hybridsag.folders import taken_by, without_excluded
+from hybridsag.ingest.folders import taken_by, without_excluded
 from hybridsag.settings import Settings
-from hybridsag.sources import SourceErrors
-from hybridsag.store import Store
-from hybridsag.writer import Writer
+from hybridsag.ingest.sources import SourceErrors
+from hybridsag.records.store import Store
+from hybridsag.ingest.writer import Writer
 
 __all__ = ["BatchResult", "ReconcileReport", "apply_plan", "check_apply_allowed"]
 
@@ -172,7 +172,7 @@ def apply_plan(
 ) -> ReconcileReport:
     """Run ``plan`` in bounded, retried, re-checked batches and report what was done.
 
-    ``store`` is the :class:`~hybridsag.store.Store` the plan was built from, ``dense`` its dense
+    ``store`` is the :class:`~hybridsag.records.store.Store` the plan was built from, ``dense`` its dense
     index (None when the dense path is off), ``writer`` the write path over them (its lock is
     held per batch; its ``purge`` and ``backfill_vectors`` finish deletes and re-embed missing
     vectors). ``lease``, when given, is renewed before every batch.

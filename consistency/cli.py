@@ -16,7 +16,7 @@ fixed), 1 the plan has work (``--dry-run``, ``audit``) or work is left after app
 failed plan or batch; the service unreachable; bad input).
 
 ``serve`` refuses a data dir another running service holds (naming it) before it binds, and
-holds the data dir itself while it runs (:mod:`hybridsag.service_lock`).
+holds the data dir itself while it runs (:mod:`hybridsag.records.service_lock`).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
     if args.schedule:
         from hybridsag.cli import in_process_only
         from hybridsag.consistency.scheduler import run_scheduler
-        from hybridsag.service_lock import holder
+        from hybridsag.records.service_lock import holder
 
         in_process_only(settings, "reconcile --schedule (a service runs the schedule itself)")
         held = holder(settings.data_dir)
@@ -229,7 +229,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
             overrides["server"] = server
         settings = settings_from_args(args, **overrides)
     from hybridsag.service.server import bind, build_server, serve
-    from hybridsag.service_lock import holder
+    from hybridsag.records.service_lock import holder
 
     held = holder(settings.data_dir)  # a second service on one data dir: refused, named
     if held is not None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from hybridsag.consistency.plan import owner_alive
 from hybridsag.errors import ConsistencyError, StoreError
-from hybridsag.store import Store
+from hybridsag.records.store import Store
 
 __all__ = ["LEASE_NAME", "Lease", "new_owner_id", "owner_gone"]
 

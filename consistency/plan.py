@@ -6,7 +6,7 @@ this module only reads.
 title rowids, tombstones, journal) and then every ``(chunk_id, resource_id, version)`` in the dense
 index (``DenseIndex.iter_entries``, Strong consistency); :func:`diff`, a pure function of what was
 read, sorts what does not belong into classes (:func:`build_plan` is the two together). A
-resource is named by its store key throughout (:func:`hybridsag.store.resource_key`: tenant and
+resource is named by its store key throughout (:func:`hybridsag.records.store.resource_key`: tenant and
 id), in the store's rows and in what the dense index lists alike:
 
 ``orphan_vectors``
@@ -28,7 +28,7 @@ id), in the store's rows and in what the dense index lists alike:
 ``stuck_indexing``
     a claim (``pending_version``, a ``journal`` row, a never-committed ``indexing`` row) older than
     ``consistency.indexing_timeout_s`` or whose owning process is gone from this host (by the
-    owner id the claim records, :func:`hybridsag.writer.claim_abandoned`): its vectors
+    owner id the claim records, :func:`hybridsag.ingest.writer.claim_abandoned`): its vectors
     are deleted, the claim released, a never-committed row dropped. Journal rows that no longer
     belong to a standing claim are listed here too.
 ``missing_vectors``
@@ -39,7 +39,7 @@ id), in the store's rows and in what the dense index lists alike:
 Claims that are neither stuck nor finished are reported as ``pending_claims`` and left alone.
 
 ``source_deleted`` / ``source_changed`` / ``source_new``
-    source drift (:mod:`hybridsag.consistency.sources`, read by :func:`build_plan` after the
+    source drift (:mod:`hybridsag.consistency.source_drift`, read by :func:`build_plan` after the
     index): a folder resource whose file is gone from disk, one whose file now makes another
     document, a file under a folder root with no resource. Repaired through the write path;
     ``sources`` also holds what is said but is no work (touched files, skipped files, roots not
@@ -59,15 +59,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from hybridsag.consistency.sources import SourceDrift, read_sources
-from hybridsag.vectors import DenseIndex
+from hybridsag.consistency.source_drift import SourceDrift, read_sources
+from hybridsag.vectors.index import DenseIndex
 from hybridsag.errors import StoreError
-from hybridsag.ledger import Ledger
-from hybridsag.lexical import LexicalIndex
-from hybridsag.owners import pid_alive
+from hybridsag.records.ledger import Ledger
+from hybridsag.lexical.index import LexicalIndex
+from hybridsag.records.owners import pid_alive
 from hybridsag.settings import Settings
-from hybridsag.store import Store
-from hybridsag.writer import claim_abandoned
+from hybridsag.records.store import Store
+from hybridsag.ingest.writer import claim_abandoned
 
 __all__ = [
     "CLASSES",
@@ -108,7 +108,7 @@ ITER_BATCH = 5000
 
 @dataclass(frozen=True, slots=True)
 class VectorEntry:
-    """One stored vector: its chunk id, its resource's key (:func:`hybridsag.store.resource_key`,
+    """One stored vector: its chunk id, its resource's key (:func:`hybridsag.records.store.resource_key`,
     the id in tenant ``""``) and version."""
 
     chunk_id: str
@@ -294,7 +294,7 @@ class ReconcilePlan:
 
 
 #: Whether process ``pid`` exists on this host (kept here for the lease; claims are judged by
-#: :func:`hybridsag.writer.claim_abandoned`, which survives pid reuse).
+#: :func:`hybridsag.ingest.writer.claim_abandoned`, which survives pid reuse).
 owner_alive = pid_alive
 
 
@@ -302,7 +302,7 @@ owner_alive = pid_alive
 class StoreState:
     """What a plan is computed from: one SQLite snapshot (resources, chunks, the lexical
     index's rowids, tombstones, journal) and then every entry of the dense index (only this
-    index's own rows: :mod:`hybridsag.vectors` filters on the index id) and its collection."""
+    index's own rows: :mod:`hybridsag.vectors.index` filters on the index id) and its collection."""
 
     resources: dict[str, Mapping[str, Any]]
     resource_rowids: set[int]
@@ -382,7 +382,7 @@ def build_plan(
 ) -> ReconcilePlan:
     """Diff the dense index, the lexical index's rows and the chunk rows against the resource
     table: :func:`read_state`, then the pure :func:`diff`; then, with ``sources``, the folder
-    resources against their files (:func:`hybridsag.consistency.sources.read_sources`).
+    resources against their files (:func:`hybridsag.consistency.source_drift.read_sources`).
 
     Reads only. ``dense`` None (the dense path is off, or this data dir never recorded vectors)
     skips every vector class. ``now`` (epoch seconds) is the clock claims are aged against

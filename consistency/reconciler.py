@@ -25,8 +25,8 @@ from hybridsag.errors import ConsistencyError, HybridSagError
 from hybridsag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from hybridsag.vectors import DenseIndex
-    from hybridsag.embedder import Embedder
+    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.embedder import Embedder
 
 __all__ = ["Reconciler"]
 

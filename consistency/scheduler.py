@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from apscheduler.schedulers.base import BaseScheduler
     from apscheduler.triggers.base import BaseTrigger
 
-    from hybridsag.embedder import Embedder
+    from hybridsag.vectors.embedder import Embedder
     from hybridsag.components import Components
 
 __all__ = ["JOB_ID", "build_scheduler", "cron_trigger", "reconcile_once", "run_scheduler"]

@@ -85,7 +85,7 @@ SIGNAL_NAMES: tuple[str, ...] = (
 @dataclass(frozen=True, slots=True)
 class QueryFacts:
     """What the caller measured of a query outside the paths' hits (plain numbers; see
-    ``hybridsag.query_facts.query_facts``): the share of its letters the embedding model reads as
+    ``hybridsag.paths.query_facts.query_facts``): the share of its letters the embedding model reads as
     words (``None``: unknown), its lexical terms, the share of them in the index, their mean
     normalised IDF, its length in words, and the share of its words that are capitalised."""
 

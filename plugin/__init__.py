@@ -1,4 +1,5 @@
-"""hybridsag: a hybrid search plugin (SAG2 lexical-judge, dense Milvus, title) with RRF fusion.
+"""hybridsag: a hybrid search plugin: SAG2 lexical-judge, dense (Milvus) and title paths, merged
+by a per-query trust step and convex fusion (weighted RRF the alternative).
 
 The public names below are imported on first use (PEP 562 module ``__getattr__``), so that
 ``import hybridsag`` (and every ``hybridsag.<module>`` import, which runs this file first) costs
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from hybridsag.fusion.types import FusedHit, Hit
     from hybridsag.search import HybridSearch, SearchResponse, SearchResult
     from hybridsag.settings import Settings
-    from hybridsag.store import Filters
+    from hybridsag.records.store import Filters
 
 __version__ = "0.1.0"
 
@@ -55,7 +56,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "hybridsag.fusion.types": ("FusedHit", "Hit"),
     "hybridsag.search": ("HybridSearch", "SearchResponse", "SearchResult"),
     "hybridsag.settings": ("Settings",),
-    "hybridsag.store": ("Filters",),
+    "hybridsag.records.store": ("Filters",),
 }
 
 __all__ = sorted([*(name for names in _PUBLIC.values() for name in names), "__version__"])

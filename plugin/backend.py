@@ -8,7 +8,7 @@ operation, renders the answer; it never branches on where the index is.
   :class:`~hybridsag.search.HybridSearch`: one the caller hands in (and closes), or one it opens
   itself from settings (:meth:`LocalBackend.from_settings`), on the first operation that needs
   it. One it opens itself is refused (:class:`~hybridsag.errors.ServiceHoldsDataDir`) while a
-  running service holds the data dir (:mod:`hybridsag.service_lock`), before anything is
+  running service holds the data dir (:mod:`hybridsag.records.service_lock`), before anything is
   opened: such a command goes through the service instead.
 - :class:`RemoteBackend` sends them to a running ``hybridsag serve``
   (:class:`~hybridsag.client.ServiceClient`; the async searches through
@@ -44,8 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hybridsag.agent import agent_text
-from hybridsag.budget import DEFAULT_BUDGET, check_budget
+from hybridsag.output.agent import agent_text
+from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 from hybridsag.errors import (
     ConfigError,
     ForbiddenError,
@@ -55,10 +55,10 @@ from hybridsag.errors import (
     QueryError,
     ServiceError,
 )
-from hybridsag.progress import IngestProgress, as_progress
-from hybridsag.query import validate_query
-from hybridsag.service_lock import holder, refuse_if_held
-from hybridsag.store import STATUSES, Filters
+from hybridsag.ingest.progress import IngestProgress, as_progress
+from hybridsag.paths.query import validate_query
+from hybridsag.records.service_lock import holder, refuse_if_held
+from hybridsag.records.store import STATUSES, Filters
 
 if TYPE_CHECKING:
     import threading as _threading
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from hybridsag.client import ServiceClient
     from hybridsag.search import HybridSearch
     from hybridsag.settings import ExperimentSettings, Settings
-    from hybridsag.store import ChunkRecord, ResourceRecord
+    from hybridsag.records.store import ChunkRecord, ResourceRecord
     from hybridsag.documents import Document
 
 __all__ = [
@@ -194,7 +194,7 @@ class Backend(Protocol):
     service (:class:`RemoteBackend`); both take and return the same JSON-shaped values.
 
     Searching: ``search`` returns ``SearchResponse.as_dict()``, ``search_agent`` its agent
-    text (:func:`hybridsag.agent.agent_text`); bad input is a :class:`QueryValueError`.
+    text (:func:`hybridsag.output.agent.agent_text`); bad input is a :class:`QueryValueError`.
     ``warm`` builds what a search over ``paths`` needs and returns the milliseconds of each
     step (nothing to build through a service); ``query_terms`` are the terms a result's
     snippet highlights (none through a service, which does not say them); ``check_paths``
@@ -583,18 +583,18 @@ class LocalBackend:
         return report.as_dict()
 
     def sync_need(self, root: str, files: Sequence[Any], **options: Any) -> dict[str, Any]:
-        """Step 1 of a folder sync through the service (:func:`hybridsag.manifest.sync_need`:
+        """Step 1 of a folder sync through the service (:func:`hybridsag.ingest.manifest.sync_need`:
         the files of the manifest whose bytes are needed); ``options`` as it takes them."""
         return self.hybrid_search().sync_need(root, files, **options).as_dict()
 
     def sync_upload(self, root: str, path: str, data: bytes, **options: Any) -> dict[str, Any]:
-        """Step 2: one needed file's bytes indexed (:func:`hybridsag.manifest.sync_upload`);
+        """Step 2: one needed file's bytes indexed (:func:`hybridsag.ingest.manifest.sync_upload`);
         the ingest report."""
         return self.hybrid_search().sync_upload(root, path, data, **options).as_dict()
 
     def sync_commit(self, root: str, paths: Sequence[str], **options: Any) -> dict[str, Any]:
         """Step 3: the folder's resources the client's folder no longer holds pruned
-        (:func:`hybridsag.manifest.sync_commit`); the ingest report."""
+        (:func:`hybridsag.ingest.manifest.sync_commit`); the ingest report."""
         return self.hybrid_search().sync_commit(root, paths, **options).as_dict()
 
     def delete(self, resource_id: str, *, tenant: str | None = None) -> bool:
@@ -833,7 +833,7 @@ def _local_health(backend: LocalBackend) -> dict[str, str]:
         return f"{s.judge.name} ({type(built).__name__}); on failure: {s.judge.on_failure}"
 
     def model() -> str:
-        from hybridsag.embedder_common import resolve_model
+        from hybridsag.vectors.embedder_common import resolve_model
 
         if s.embedding.model == "none":
             return "dense path off (embedding.model = 'none')"

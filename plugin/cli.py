@@ -41,7 +41,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from hybridsag import __version__
-from hybridsag.budget import DEFAULT_BUDGET, check_budget
+from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 from hybridsag.errors import (
     AuthError,
     ConfigError,
@@ -52,8 +52,8 @@ from hybridsag.errors import (
 )
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
-from hybridsag.progress import IngestProgress
-from hybridsag.store import STATUSES
+from hybridsag.ingest.progress import IngestProgress
+from hybridsag.records.store import STATUSES
 
 __all__ = [
     "COMMANDS_GROUP",
@@ -250,7 +250,7 @@ class IngestBars(IngestProgress):
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "tenant", None) is not None or getattr(args, "acl", None):
-        from hybridsag.store import Filters
+        from hybridsag.records.store import Filters
 
         try:  # checked as a search's filters are, before anything is opened
             Filters(tenant=args.tenant or "", acl=tuple(args.acl or ()))
@@ -277,7 +277,7 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _print_json(report, out)
         return 0
-    from hybridsag.render import counted
+    from hybridsag.output.render import counted
 
     pruned = report.get("pruned", [])
     out.write(
@@ -311,7 +311,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _print_json(rows, out)
         return 0
-    from hybridsag.render import counted, display_width, pad
+    from hybridsag.output.render import counted, display_width, pad
 
     width = max([len("RESOURCE"), *(display_width(r["resource_id"]) for r in rows)])
     # a resource is (tenant, id): the tenant column shows where any resource has one
@@ -341,7 +341,7 @@ def _list_excluded(rows: Sequence[Any], args: argparse.Namespace, out: TextIO) -
     if args.json:
         _print_json(list(rows), out)
         return 0
-    from hybridsag.render import display_width, pad
+    from hybridsag.output.render import display_width, pad
 
     width = max([len("RESOURCE"), *(display_width(r["resource_id"]) for r in rows)])
     out.write(f"{'TENANT':<8}  {'RESOURCE':<{width}}  STATUS    SOURCE\n")
@@ -354,7 +354,7 @@ def _list_excluded(rows: Sequence[Any], args: argparse.Namespace, out: TextIO) -
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.render import stale_words
+    from hybridsag.output.render import stale_words
 
     with backend_from_args(args) as backend:
         detail = backend.show(args.resource_id, tenant=args.tenant)
@@ -426,7 +426,7 @@ def _paths_arg(args: argparse.Namespace) -> tuple[str, ...] | None:
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "agent":
         return cmd_search_agent(args, out)
-    from hybridsag.render import render_search
+    from hybridsag.output.render import render_search
 
     as_json = args.json or args.format == "json"
     options = _search_options(args)
@@ -573,7 +573,7 @@ def cmd_rebuild_vectors(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.evaluation import format_table, run_eval
+    from hybridsag.evaluation.harness import format_table, run_eval
 
     settings = _settings(args)
     in_process_only(settings, "eval")
@@ -590,7 +590,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
         progress=_progress_factory(not args.quiet),
     )
     if args.tune_weights:
-        from hybridsag.evaluation import tune_weights
+        from hybridsag.evaluation.harness import tune_weights
 
         summary = tune_weights(
             settings, Path(args.data), method=args.grid_method, **common  # type: ignore[arg-type]

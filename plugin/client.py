@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from hybridsag.budget import DEFAULT_BUDGET
+from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.errors import (
     AuthError,
     ConsistencyError,
@@ -34,7 +34,7 @@ from hybridsag.errors import (
     ServiceError,
 )
 from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
-from hybridsag.progress import IngestProgress, as_progress
+from hybridsag.ingest.progress import IngestProgress, as_progress
 
 __all__ = ["JSONL_KEYS", "AsyncServiceClient", "ServiceClient", "search_body"]
 
@@ -288,7 +288,7 @@ class ServiceClient:
         ``bytes_sent`` (request bodies).
 
         The folder is scanned with the rules of an in-process index
-        (:func:`hybridsag.sources.scan_folder`: suffixes, hidden files, ``.gitignore``,
+        (:func:`hybridsag.ingest.sources.scan_folder`: suffixes, hidden files, ``.gitignore``,
         symlinks) and each file hashed; the manifest goes to ``POST /v1/sync``; only the files
         the service needs are read again and sent (``PUT /v1/sync/files``, each within
         ``server.max_body_bytes``: a larger one is reported as skipped); ``POST
@@ -297,7 +297,7 @@ class ServiceClient:
         one file, or a folder that holds no file). An unchanged folder costs the manifest and
         the commit. A sync that stopped part way (the network, Ctrl-C) is completed by the
         next one, which sends only the rest. The ids are those of an in-process index of the
-        folder (:mod:`hybridsag.manifest`). ``tenant``: None for the token's own (``""``
+        folder (:mod:`hybridsag.ingest.manifest`). ``tenant``: None for the token's own (``""``
         for an admin); ``acl``: the resources' ACL tags. ``progress`` ticks once per file.
 
         Raises:
@@ -305,7 +305,7 @@ class ServiceClient:
             InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as the service
                 answers (a manifest over ``server.max_body_bytes``: InputError).
         """
-        from hybridsag.sources import (
+        from hybridsag.ingest.sources import (
             SourceErrors,
             hash_regular,
             read_regular,

@@ -19,7 +19,7 @@ passage vectors under ``<data_dir>/cache`` (``embedding.http.cache``), so a pass
 once is not sent again (a rebuild, a re-index, a chunk that did not change).
 
 Index identity: every data dir gets an index id once (random, in the meta, :attr:`index_id`);
-its vectors live in a collection it owns and carry the id (:mod:`hybridsag.vectors`), so data
+its vectors live in a collection it owns and carry the id (:mod:`hybridsag.vectors.index`), so data
 dirs sharing a Milvus server never see, plan over nor delete each other's vectors. A data dir
 whose vectors were written by an older build (a dimension recorded, no index id) opens no dense
 index until ``hybridsag rebuild-vectors`` (:meth:`Components.rebuild_vectors`) gave it one. A
@@ -41,21 +41,21 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
-from hybridsag.lexical import LexicalIndex, StoreLexicalIndex
+from hybridsag.lexical.index import LexicalIndex, StoreLexicalIndex
 from hybridsag.paths import check_path_names, check_weights, path_spec
-from hybridsag.postgres import AdvisoryWriteLock
+from hybridsag.records.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever
 from hybridsag.settings import HTTP_EMBEDDERS, Settings
-from hybridsag.store import Store
-from hybridsag.tokenizer import Tokenizer
-from hybridsag.query_facts import load_trust_model
+from hybridsag.records.store import Store
+from hybridsag.lexical.tokenizer import Tokenizer
+from hybridsag.paths.query_facts import load_trust_model
 
 if TYPE_CHECKING:
-    from hybridsag.vectors import DenseIndex
-    from hybridsag.embedder import Embedder
+    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.embedder import Embedder
     from hybridsag.fusion import TrustModel
     from hybridsag.judges.base import Judge
-    from hybridsag.writer import StepHook, WriteLock, Writer
+    from hybridsag.ingest.writer import StepHook, WriteLock, Writer
 
 __all__ = ["Components", "Once", "check_names"]
 
@@ -164,7 +164,7 @@ class Components:
         rows) or Milvus full-text search (which connects on first use)."""
         s = self.settings
         if s.lexical.backend == "milvus":
-            from hybridsag.milvus_lexical import MilvusLexicalIndex
+            from hybridsag.lexical.milvus_fulltext import MilvusLexicalIndex
 
             return MilvusLexicalIndex(
                 self.store,
@@ -227,7 +227,7 @@ class Components:
         older build's, which may share one with other data dirs)."""
         if self.settings.milvus.collection:
             return self.settings.milvus.collection
-        from hybridsag.vectors import default_collection
+        from hybridsag.vectors.index import default_collection
 
         return default_collection(self.index_id) if self.index_id is not None else None
 
@@ -262,7 +262,7 @@ class Components:
     def embedding_backend(self) -> str:
         """The embedder backend this data dir uses: ``embedding.backend``, with ``auto``
         resolved against what the index recorded (nothing is loaded)."""
-        from hybridsag.embedder_common import resolve_backend
+        from hybridsag.vectors.embedder_common import resolve_backend
 
         return resolve_backend(self.settings, self._stored_fingerprint()).embedding.backend
 
@@ -303,7 +303,7 @@ class Components:
         return embedder
 
     def _build_embedder(self) -> Embedder:
-        from hybridsag.embedder import make_embedder
+        from hybridsag.vectors.embedder import make_embedder
 
         embedder = make_embedder(self.settings, recorded=self._stored_fingerprint())
         if embedder is None:
@@ -316,14 +316,14 @@ class Components:
             )
         embedder = self._checked_embedder(embedder)
         if self.embedding_backend() in HTTP_EMBEDDERS and self.settings.embedding.http.cache:
-            from hybridsag.embed_cache import CachedEmbedder
+            from hybridsag.vectors.embed_cache import CachedEmbedder
 
             # a remote embedder's passages are kept on disk by fingerprint and text hash
             embedder = CachedEmbedder(embedder, self.settings.data_dir / "cache")
         return _memo(embedder)
 
     def _build_dense_index(self) -> DenseIndex:
-        from hybridsag.vectors import LEGACY_COLLECTION, make_dense_index
+        from hybridsag.vectors.index import LEGACY_COLLECTION, make_dense_index
 
         if not self.dense_enabled:
             raise ConfigError("the dense path is off (embedding.model = 'none')")
@@ -416,14 +416,14 @@ class Components:
         return self._lock.get()
 
     def _build_lock(self) -> WriteLock:
-        from hybridsag.writer import WriteLock
+        from hybridsag.ingest.writer import WriteLock
 
         if self.store.is_postgres:  # writers of every replica take turns on the database
             return AdvisoryWriteLock(self.store.backend)  # type: ignore[arg-type,return-value]
         return WriteLock(self.settings.data_dir)
 
     def _build_writer(self) -> Writer:
-        from hybridsag.writer import Writer
+        from hybridsag.ingest.writer import Writer
 
         own_vectors = self.dense_enabled and not self.settings.milvus.attach
         return Writer(
@@ -453,9 +453,9 @@ class Components:
 
 
 def _memo(embedder: Embedder) -> Embedder:
-    """``embedder`` behind a :class:`~hybridsag.embed_cache.QueryMemo`, so that one search
+    """``embedder`` behind a :class:`~hybridsag.vectors.embed_cache.QueryMemo`, so that one search
     embeds its query once (the dense path and the judge's passes share the vector)."""
-    from hybridsag.embed_cache import QueryMemo
+    from hybridsag.vectors.embed_cache import QueryMemo
 
     return embedder if isinstance(embedder, QueryMemo) else QueryMemo(embedder)
 

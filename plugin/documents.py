@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from hybridsag.errors import IngestError
-from hybridsag.store import chunk_id_suffix, resource_key
+from hybridsag.records.store import chunk_id_suffix, resource_key
 
 if TYPE_CHECKING:
-    from hybridsag.store import ResourceRecord
+    from hybridsag.records.store import ResourceRecord
 
 __all__ = [
+    "Chunk",
     "CHUNK_ID_SUFFIX_BYTES",
     "FORMATS",
     "MAX_ACL_TAGS",
@@ -47,6 +48,25 @@ __all__ = [
     "same_document",
 ]
 
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk of a resource, as the chunker cuts it and the ledger stores it.
+
+    ``text`` is exactly ``source_bytes[byte_start:byte_end].decode("utf-8")`` where
+    ``source_bytes`` is the UTF-8 encoding of the text given to
+    :func:`~hybridsag.ingest.chunker.chunk_text`.
+    """
+
+    ordinal: int  # 0-based order within the resource
+    text: str  # the exact source slice; heading lines are never part of it
+    heading_path: str  # open headings joined with " > " ("" if none)
+    start_line: int  # 1-based line of the first char of text
+    end_line: int  # 1-based line of the last char of text (inclusive)
+    byte_start: int  # UTF-8 byte offset into the source, inclusive
+    byte_end: int  # exclusive
+
+
 #: The source formats the chunker reads (a document's ``fmt``).
 Format = Literal["markdown", "rst", "text"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -63,7 +83,7 @@ MAX_TENANT_BYTES = 256
 MAX_ACL_TAG_BYTES = 256
 MAX_ACL_TAGS = 256
 #: A chunk id is ``<resource_id>@<version>#<ordinal>``, followed by ``@<tenant>`` (escaped) for a
-#: tenant's resource (:func:`~hybridsag.store.chunk_id_for`): the version and ordinal take at
+#: tenant's resource (:func:`~hybridsag.records.store.chunk_id_for`): the version and ordinal take at
 #: most 31 bytes (an int64 version has 19 digits, an ordinal 10), so a resource id and its
 #: tenant's suffix may take what is left of Milvus' primary key
 #: (:data:`MAX_CHUNK_ID_BYTES`).
@@ -119,7 +139,7 @@ class Document:
 
     @property
     def key(self) -> str:
-        """The store's key of this resource (:func:`~hybridsag.store.resource_key`)."""
+        """The store's key of this resource (:func:`~hybridsag.records.store.resource_key`)."""
         return resource_key(self.resource_id, self.tenant)
 
 

@@ -102,7 +102,7 @@ class NotFoundError(InputError):
 
 class ServiceHoldsDataDir(InputError):
     """A command would open the index of a data dir that a running ``hybridsag serve`` holds
-    (:mod:`hybridsag.service_lock`): with the embedded Milvus Lite only one process may open
+    (:mod:`hybridsag.records.service_lock`): with the embedded Milvus Lite only one process may open
     it, and the service is the data dir's writer, so the command goes through the service.
     ``data_dir``, ``pid`` and ``url`` name the holder; the message names the ``--server`` form.
     """

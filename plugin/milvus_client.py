@@ -1,5 +1,5 @@
-"""The Milvus plumbing both Milvus adapters use: the dense index (:mod:`hybridsag.vectors`) and
-the lexical index on Milvus full-text search (:mod:`hybridsag.milvus_lexical`).
+"""The Milvus plumbing both Milvus adapters use: the dense index (:mod:`hybridsag.vectors.index`) and
+the lexical index on Milvus full-text search (:mod:`hybridsag.lexical.milvus_fulltext`).
 
 What lives here is what is true of any collection hybridsag talks to, not of one adapter's
 schema:
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hybridsag.errors import ConfigError, DenseError, HybridSagError, InputError
 from hybridsag.settings import Settings
-from hybridsag.store import split_key
+from hybridsag.records.store import split_key
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymilvus import MilvusClient
@@ -136,7 +136,7 @@ def resources_expression(
     keys: Sequence[str], *, resource_field: str = F_RESOURCE, tenant_field: str | None = F_TENANT
 ) -> str:
     """The Milvus expression matching the rows of the resources whose store keys are ``keys``
-    (:func:`~hybridsag.store.resource_key`): per tenant, its tenant and its public ids ("" when
+    (:func:`~hybridsag.records.store.resource_key`): per tenant, its tenant and its public ids ("" when
     ``keys`` name nothing). ``tenant_field`` None (a team collection without one): only the
     keys of tenant ``""`` can match.
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from hybridsag.vectors import DenseIndex
-    from hybridsag.embedder import Embedder
+    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.embedder import Embedder
     from hybridsag.judges.base import Judge
-    from hybridsag.lexical import LexicalIndex
+    from hybridsag.lexical.index import LexicalIndex
     from hybridsag.settings import Settings
-    from hybridsag.store import Store
-    from hybridsag.tokenizer import Tokenizer
+    from hybridsag.records.store import Store
+    from hybridsag.lexical.tokenizer import Tokenizer
 
 __all__ = ["Parts"]
 

@@ -18,8 +18,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from hybridsag.agent import agent_text
-from hybridsag.budget import DEFAULT_BUDGET
+from hybridsag.output.agent import agent_text
+from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.components import Components
 from hybridsag.errors import (
     BudgetError,
@@ -32,10 +32,10 @@ from hybridsag.errors import (
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
 from hybridsag.fusion import TrustModel, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
-from hybridsag.query import validate_query
-from hybridsag.remote import QueryMeter, metered, submit
+from hybridsag.paths.query import validate_query
+from hybridsag.remote_calls import QueryMeter, metered, submit
 from hybridsag.settings import FusionSettings, Settings
-from hybridsag.store import (
+from hybridsag.records.store import (
     STATUSES,
     ChunkRecord,
     Exclusion,
@@ -43,21 +43,21 @@ from hybridsag.store import (
     ResourceRecord,
     resource_key,
 )
-from hybridsag.tokenizer import has_cjk
-from hybridsag.query_facts import query_facts
+from hybridsag.lexical.tokenizer import has_cjk
+from hybridsag.paths.query_facts import query_facts
 
 if TYPE_CHECKING:
     import threading
 
     # the write side (chunker, folders, sources, writer) is imported by the methods that
     # ingest, so that a search process never loads it
-    from hybridsag.vectors import DenseIndex
+    from hybridsag.vectors.index import DenseIndex
     from hybridsag.documents import Document, Format, IngestReport
-    from hybridsag.embedder import Embedder
+    from hybridsag.vectors.embedder import Embedder
     from hybridsag.judges.base import Judge
-    from hybridsag.manifest import ManifestEntry, SyncNeed
-    from hybridsag.progress import IngestProgress
-    from hybridsag.writer import StepHook
+    from hybridsag.ingest.manifest import ManifestEntry, SyncNeed
+    from hybridsag.ingest.progress import IngestProgress
+    from hybridsag.ingest.writer import StepHook
 
 __all__ = [
     "PATH_WORKERS",
@@ -234,7 +234,7 @@ def fuse_step(
     judge_order: bool | None = None,
 ) -> tuple[list[FusedHit], Trust | None]:
     """The fusion step of a search, which every offline run calls too
-    (:mod:`hybridsag.offline_runs`), so that what they score is what a search returns: with
+    (:mod:`hybridsag.evaluation.offline_runs`), so that what they score is what a search returns: with
     ``fusion.trust`` on, :func:`hybridsag.fusion.assess` under ``model`` weighs the paths from
     ``weights`` (default ``fusion.weights``); then :func:`hybridsag.fusion.fuse` with
     ``fusion``'s options (``judge_order`` overrides its own), by rank (RRF) when a path's
@@ -306,7 +306,7 @@ class SearchResponse:
 
     def as_agent_text(self, budget: int = DEFAULT_BUDGET) -> str:
         """The results grouped by file and heading, with line numbers and short quotes, in at
-        most ``budget`` characters (:func:`hybridsag.agent.agent_text`); ValueError for a
+        most ``budget`` characters (:func:`hybridsag.output.agent.agent_text`); ValueError for a
         budget outside ``MIN_BUDGET..MAX_BUDGET``."""
         return agent_text(self.as_dict(), budget)
 
@@ -383,7 +383,7 @@ class HybridSearch:
     ``embedder``, ``dense_index``, ``judge`` and ``step_hook`` go to the components made here.
     Safe to share between threads: the parts are built once on first use, under locks.
 
-    A resource is ``(tenant, resource_id)`` (:mod:`hybridsag.store`): every method that names
+    A resource is ``(tenant, resource_id)`` (:mod:`hybridsag.records.store`): every method that names
     one takes its ``tenant`` (default ``""``, the un-tenanted resources), and results carry it.
 
     >>> hs = HybridSearch(Settings(data_dir=Path("/tmp/hs-doc")))   # doctest: +SKIP
@@ -476,7 +476,7 @@ class HybridSearch:
         checked again on its own, so one bad item is reported in ``errors`` and the others are
         indexed. Once ``cancel`` is set the ingest stops at its next cancellation point, undoes
         the batch in flight and raises :class:`~hybridsag.errors.WriteCancelledError`
-        (:meth:`hybridsag.writer.Writer.ingest_many`)."""
+        (:meth:`hybridsag.ingest.writer.Writer.ingest_many`)."""
         return self.components.writer().ingest_many(
             docs, mode=mode, progress=progress, skip_unchanged=skip_unchanged, cancel=cancel
         )
@@ -490,8 +490,8 @@ class HybridSearch:
     ) -> IngestReport:
         """Ingest a JSONL file (BEIR ``corpus.jsonl`` works as is); bad lines, and lines over
         ``ingest.max_file_mb``, are reported. With ``progress``, the lines are counted first."""
-        from hybridsag.progress import as_progress
-        from hybridsag.sources import SourceErrors, count_lines, iter_jsonl
+        from hybridsag.ingest.progress import as_progress
+        from hybridsag.ingest.sources import SourceErrors, count_lines, iter_jsonl
 
         errors = SourceErrors()
         max_line = int(self.settings.ingest.max_file_mb * _MIB)
@@ -520,11 +520,11 @@ class HybridSearch:
         the data dir; without the extra they are reported as skipped); ``path`` may also name
         one file. Ids are relative to the folder indexed before that holds the file, else to
         the folder named; with ``prune``, resources of the folder whose files are gone are
-        deleted (see :mod:`hybridsag.folders`). Only regular files inside the folder are read,
+        deleted (see :mod:`hybridsag.ingest.folders`). Only regular files inside the folder are read,
         each up to ``ingest.max_file_mb``; with ``only`` just the files it names (or holds),
         with ``changed_only`` just those whose stat differs from the one recorded (a file
-        watcher's batch, a rescan: :func:`hybridsag.folders.ingest_path`)."""
-        from hybridsag.folders import ingest_path
+        watcher's batch, a rescan: :func:`hybridsag.ingest.folders.ingest_path`)."""
+        from hybridsag.ingest.folders import ingest_path
 
         components = self.components
         return ingest_path(
@@ -552,8 +552,8 @@ class HybridSearch:
         visible: Callable[[ResourceRecord], bool] | None = None,
     ) -> SyncNeed:
         """Step 1 of a folder sync through the service: which files of a client's folder
-        manifest are needed (:func:`hybridsag.manifest.sync_need`); writes nothing."""
-        from hybridsag.manifest import sync_need
+        manifest are needed (:func:`hybridsag.ingest.manifest.sync_need`); writes nothing."""
+        from hybridsag.ingest.manifest import sync_need
 
         return sync_need(
             self.components.store, self.settings, root=root, files=files, tenant=tenant,
@@ -573,8 +573,8 @@ class HybridSearch:
         cancel: threading.Event | None = None,
     ) -> IngestReport:
         """Step 2: index one uploaded file of a synced folder as an in-process index would
-        (:func:`hybridsag.manifest.sync_upload`)."""
-        from hybridsag.manifest import sync_upload
+        (:func:`hybridsag.ingest.manifest.sync_upload`)."""
+        from hybridsag.ingest.manifest import sync_upload
 
         components = self.components
         return sync_upload(
@@ -592,8 +592,8 @@ class HybridSearch:
         visible: Callable[[ResourceRecord], bool] | None = None,
     ) -> IngestReport:
         """Step 3: prune what a synced folder no longer holds
-        (:func:`hybridsag.manifest.sync_commit`)."""
-        from hybridsag.manifest import sync_commit
+        (:func:`hybridsag.ingest.manifest.sync_commit`)."""
+        from hybridsag.ingest.manifest import sync_commit
 
         components = self.components
         return sync_commit(
@@ -620,12 +620,12 @@ class HybridSearch:
     def include(self, resource_id: str, *, tenant: str = "") -> IngestReport:
         """Lift the exclusion of the folder file ``resource_id`` of ``tenant`` and index the
         file again (its root, the ACL it had), as its folder's index would
-        (:func:`hybridsag.folders.include_file`).
+        (:func:`hybridsag.ingest.folders.include_file`).
 
         Raises:
             NotFoundError: no file of that id is excluded.
         """
-        from hybridsag.folders import include_file
+        from hybridsag.ingest.folders import include_file
 
         parts = self.components
         lifted, report = include_file(
@@ -963,7 +963,7 @@ class HybridSearch:
         """What fusion may see of the runs' chunks (ranks up to ``fusion.depth``): their
         records, their resources (by key), and a :class:`ChunkView` of each chunk whose resource
         still exists and passes ``filters`` (the post-fusion check). A view's ``resource_id`` is
-        the resource's key (:func:`~hybridsag.store.resource_key`: the id in tenant ``""``), so
+        the resource's key (:func:`~hybridsag.records.store.resource_key`: the id in tenant ``""``), so
         that fusion never takes two tenants' resources of one id for one."""
         depth = self.settings.fusion.depth
         store = self.components.store
@@ -983,7 +983,7 @@ class HybridSearch:
     ) -> tuple[FusionInput, dict[str, ChunkRecord], dict[str, ResourceRecord]]:
         """What the fusion step reads of ``ran``, the runs of the paths ``names`` for the
         validated ``query`` (a search and every offline capture build it here): the visible
-        chunks, the trust step's query facts when ``facts`` (:func:`hybridsag.query_facts.query_facts`,
+        chunks, the trust step's query facts when ``facts`` (:func:`hybridsag.paths.query_facts.query_facts`,
         the embedder asked only when an embedding path ran; timed as ``trust_ms``), the paths a
         tenant filter hides; with the chunks' records and their resources."""
         records, resources, views = self.visible_chunks(ran.runs, filters)

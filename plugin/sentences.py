@@ -183,7 +183,7 @@ def split_sentences(text: str) -> list[str]:
 
     A sentence ends after ``.`` ``!`` ``?`` ``。`` ``！`` ``？`` ``；`` or ``…`` (and any closing
     quotes or brackets right after them). ASCII terminators need whitespace, the end, or a CJK
-    character after them, so ``3.14``, ``v2.3.1`` and ``hybridsag.chunker`` stay whole; a period
+    character after them, so ``3.14``, ``v2.3.1`` and ``hybridsag.ingest.chunker`` stay whole; a period
     does not end a sentence before a lowercase word (``e.g. the``), after a dotted initialism
     (``U.S.``, ``e.g.``), a title (``Dr.``, ``Mr.``), an initial (``John F. Kennedy``) or before
     a number after ``No.``/``Fig.``. Blank lines, list items and table rows always start a new

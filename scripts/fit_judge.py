@@ -22,7 +22,7 @@ rebuilds them)::
     python scripts/fit_judge.py --out plugin/judges/judge_weights.json \
         --report benchmarks/results/judge_loso.md
 
-The captures (``hybridsag.tuning.capture_set``: every path's hits and the SAG2 pools of each
+The captures (``hybridsag.evaluation.tuning.capture_set``: every path's hits and the SAG2 pools of each
 question, run once) are cached under ``--cache`` (keyed by set, question limit and feature
 names), so a refit after changing only the fit is quick; ``benchmarks/fusion_loso.py`` reads
 the same captures.
@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from hybridsag.judges.features import load_weights
-from hybridsag.tuning import (
+from hybridsag.evaluation.tuning import (
     RANK_METRICS,
     CapturedSet,
     JudgeFit,

@@ -63,7 +63,7 @@ def onnx_cache_dir(_user_cache: Path) -> Path:
     once per session (the export takes tens of seconds) by the real export path: the same
     folder the default backend (``auto``) exports its float32 model into, so the session makes
     each precision's export once."""
-    from hybridsag.onnx_embedder import build_onnx_model
+    from hybridsag.vectors.onnx_embedder import build_onnx_model
     from hybridsag.settings import EmbeddingSettings
 
     root = _user_cache / "hybridsag" / "onnx"

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hybridsag.components import Components
-from hybridsag.vectors import DenseFilter, DenseIndex, MilvusDenseIndex, VectorRow
-from hybridsag.embedder import SentenceTransformerEmbedder
+from hybridsag.vectors.index import DenseFilter, DenseIndex, MilvusDenseIndex, VectorRow
+from hybridsag.vectors.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import DenseError
 from hybridsag.fusion.types import Hit
 from hybridsag.search import HybridSearch
@@ -298,7 +298,7 @@ def check_consistent(hs: HybridSearch) -> list[str]:
 def _milvus_lexical_problems(hs: HybridSearch, chunk_of_row: dict[int, str]) -> list[str]:
     """The Milvus full-text collections read with pymilvus directly: one row per chunk, holding
     that chunk's id (not another version's), and one row per resource."""
-    from hybridsag.milvus_lexical import lexical_collections
+    from hybridsag.lexical.milvus_fulltext import lexical_collections
 
     client = hs.components.lexical.client()  # type: ignore[attr-defined]
     chunks_coll, titles_coll = lexical_collections(hs.components.index_id)

@@ -103,7 +103,7 @@ def packaged_encoder(*, memo: bool = True) -> Callable[[Sequence[str]], np.ndarr
     as ``hybridsag eval`` embeds with it: the vectors a local dense path would have. With
     ``memo`` each text is embedded once per process (a stand-in's shortcut, so that a benchmark
     that reranks the same passages for many questions measures the wiring, not the model)."""
-    from hybridsag.embedder import make_embedder
+    from hybridsag.vectors.embedder import make_embedder
     from hybridsag.settings import Settings
 
     embedder = make_embedder(Settings(data_dir="/tmp/modelserver-unused"))

@@ -66,7 +66,7 @@ class Arm:
         """``base`` with this arm's method, k, rounds and settings-file sections applied.
         InputError names a value the settings refuse, and a fusion parameter the arm sets that
         its fusion method does not read (a ``k`` under convex)."""
-        from hybridsag.offline_runs import check_method
+        from hybridsag.evaluation.offline_runs import check_method
 
         if not self.file_sections and (self.method, self.k, self.rounds) == (None, None, None):
             return base

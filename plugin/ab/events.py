@@ -31,7 +31,7 @@ from hybridsag.errors import ConfigError, StoreError
 from hybridsag.settings import Settings
 
 if TYPE_CHECKING:
-    from hybridsag.store import Store
+    from hybridsag.records.store import Store
 
 __all__ = [
     "EVENT_STORES",
@@ -237,7 +237,7 @@ _COLUMNS = "seq, at, kind, experiment, query_id, body"
 
 class StoreEventStore:
     """:class:`EventStore` in the system of record (``ab_events``), on SQLite or PostgreSQL
-    through :class:`~hybridsag.store.Store`: one log for every process and replica that shares
+    through :class:`~hybridsag.records.store.Store`: one log for every process and replica that shares
     the store. ``owns_store``: :meth:`close` closes ``store`` too."""
 
     def __init__(self, store: Store, *, owns_store: bool = False) -> None:
@@ -307,8 +307,8 @@ class StoreEventStore:
 
 def _store_events(settings: Settings) -> StoreEventStore:
     """The ``store`` event store: the system of record of ``settings``, opened on its own."""
-    from hybridsag.store import Store
-    from hybridsag.tokenizer import Tokenizer
+    from hybridsag.records.store import Store
+    from hybridsag.lexical.tokenizer import Tokenizer
 
     tok = Tokenizer(
         user_dict=settings.tokenizer.user_dict, stopwords_dir=settings.tokenizer.stopwords_dir

@@ -3,13 +3,13 @@
 
 Every arm (:mod:`hybridsag.ab.arms`) answers the same questions over one index; a fused arm
 is scored on the paths' runs captured once per run-level settings, with the search's own
-fusion step (:mod:`hybridsag.offline_runs`), as the grid's points are. Per arm:
+fusion step (:mod:`hybridsag.evaluation.offline_runs`), as the grid's points are. Per arm:
 Recall@5, Recall@10 and nDCG@10. Per pair of arms (A vs B, in the order given): the mean
 difference A - B of each metric with a paired bootstrap 95% interval (``scipy.stats.bootstrap``
 over the per-question differences, percentile method, seeded), wins/losses/ties, and a paired
 significance test from ranx (``ranx.compare``: two-sided paired Student's t-test by default, or
 Fisher's randomization test) whose p-values are Bonferroni-corrected over every (pair, metric)
-test reported. The metric definitions are ranx's; our own :func:`hybridsag.evaluation.metrics_for`
+test reported. The metric definitions are ranx's; our own :func:`hybridsag.evaluation.measures.metrics_for`
 (the HippoRAG 2 Recall@K: the share of a question's gold passages in the top K) is computed
 beside them and the largest per-question difference is reported as ``crosscheck``. The questions
 where the arms disagree most (the spread of nDCG@10 across arms) go to ``details.jsonl``; each
@@ -40,7 +40,7 @@ from typing import Any
 
 from hybridsag.ab.arms import Arm, parse_arms
 from hybridsag.errors import ConfigError, InputError
-from hybridsag.evaluation import (
+from hybridsag.evaluation.harness import (
     Dataset,
     eval_versions,
     load_dataset,
@@ -50,8 +50,8 @@ from hybridsag.evaluation import (
     skipped_line,
     uses_vectors,
 )
-from hybridsag.metrics import Gold, metrics_for
-from hybridsag.offline_runs import (
+from hybridsag.evaluation.measures import Gold, metrics_for
+from hybridsag.evaluation.offline_runs import (
     DEPTH,
     GRID_KS,
     GRID_WEIGHTS,
@@ -63,7 +63,7 @@ from hybridsag.offline_runs import (
 )
 from hybridsag.paths import PATHS
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 __all__ = [
     "METRICS",
@@ -197,7 +197,7 @@ def run_arms(
     progress: Progress | None = None,
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, list[float]], dict[str, Any]]:
     """Index ``ds`` once and answer every question with every arm: a path alone runs by
-    itself; a fused arm is scored on a capture of its paths (:mod:`hybridsag.offline_runs`:
+    itself; a fused arm is scored on a capture of its paths (:mod:`hybridsag.evaluation.offline_runs`:
     the paths run once per distinct run-level settings, and each arm's fusion is scored on
     them with the search's own fusion step). Returns each arm's ranked passage ids per
     question, its per-question latencies in ms (a fused arm's: its capture's paths plus its
@@ -534,10 +534,10 @@ def grid_search(
     """Sweep a fused search over ``fuse`` (default ``search.paths``) for one fusion ``method``
     (default ``fusion.method``): per-path ``weights`` (relative: the largest of a point is 1),
     SAG2 ``rounds``, and the method's own parameter: RRF ``ks`` (default
-    :data:`~hybridsag.offline_runs.GRID_KS`) for rrf, ``normalisations`` (default the
+    :data:`~hybridsag.evaluation.offline_runs.GRID_KS`) for rrf, ``normalisations`` (default the
     configured one) for convex. The paths run once per question and rounds value, and every
     point is scored with the search's own fusion step, trust included
-    (:mod:`hybridsag.offline_runs`). Returns every point's
+    (:mod:`hybridsag.evaluation.offline_runs`). Returns every point's
     R@5, R@10 and nDCG@10, best first (``top`` of them in ``table``), and writes ``grid.json``
     into ``out``. InputError, before anything is indexed, for ``ks`` under convex or
     ``normalisations`` under rrf (naming the method), an unknown path or a rounds value outside

@@ -4,7 +4,7 @@
 Tools:
 
 - ``search(query, top_k, paths, filters, budget, format)``: read-only. By default the agent text
-  (:func:`hybridsag.agent.agent_text`: results grouped by file and heading, line numbers, short
+  (:func:`hybridsag.output.agent.agent_text`: results grouped by file and heading, line numbers, short
   quotes, at most ``budget`` characters); ``format="json"`` gives the full response as JSON
   (text, ids, lines, byte ranges, hashes, each path's rank and score).
 - ``ingest(resources)`` and ``delete(resource_id, tenant)``: only with ``mcp.allow_writes`` (or

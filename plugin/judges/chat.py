@@ -28,7 +28,7 @@ counting as certain). A reply whose listed tokens hold neither raises
 :class:`~hybridsag.errors.JudgeResponseError`.
 
 Contract of :meth:`ChatJudge.judge` (as the Jev judge's; the machinery is shared,
-:mod:`hybridsag.judges.remote` and :class:`hybridsag.remote.Endpoint`): one probability per
+:mod:`hybridsag.judges.remote` and :class:`hybridsag.remote_calls.Endpoint`): one probability per
 candidate or an exception, never a default. At most ``max_in_flight`` requests at once; a
 request over ``token_budget`` estimated tokens raises :class:`~hybridsag.errors.JudgeError`
 naming the candidate before anything is sent; every reply validated (a choice with logprobs,
@@ -68,7 +68,7 @@ from hybridsag.judges.remote import (
     plan_batches,
     sha256_of,
 )
-from hybridsag.remote import (
+from hybridsag.remote_calls import (
     JUDGE_ERRORS,
     Endpoint,
     count_of,
@@ -189,7 +189,7 @@ class ChatJudge:
         self.close()
 
     def stats(self) -> dict[str, int]:
-        """The endpoint's totals (:meth:`hybridsag.remote.Endpoint.stats`)."""
+        """The endpoint's totals (:meth:`hybridsag.remote_calls.Endpoint.stats`)."""
         return self._endpoint.stats()
 
     def _body(self, messages: list[dict[str, str]]) -> dict[str, Any]:

@@ -142,7 +142,7 @@ class CrossEncoderJudge:
                     "the cross-encoder judge needs sentence-transformers and torch (pip install "
                     "'sentence-transformers>=5,<7' torch), or choose another judge"
                 ) from exc
-            from hybridsag.embedder import quiet_weight_loading
+            from hybridsag.vectors.embedder import quiet_weight_loading
 
             try:
                 with quiet_weight_loading():

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from hybridsag.embedder import vocabulary_share
+from hybridsag.vectors.embedder import vocabulary_share
 from hybridsag.errors import ConfigError, HybridSagError
 from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
 

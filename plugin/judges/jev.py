@@ -21,7 +21,7 @@ safe id ``q<n>`` mapped back when a chunk id is not ``[A-Za-z0-9_.:-]{1,64}``.
 
 Contract of :meth:`JevJudge.judge`: one probability per candidate or an exception, never a default.
 
-The request, its retries and the search's remote budget are :class:`hybridsag.remote.Endpoint`'s
+The request, its retries and the search's remote budget are :class:`hybridsag.remote_calls.Endpoint`'s
 (its ``RETRIABLE_STATUSES`` and ``parse_retry_after``); the cache, the
 batching and the order are :mod:`hybridsag.judges.remote`'s, which the other remote judges share.
 
@@ -82,7 +82,7 @@ from hybridsag.judges.remote import (
     plan_batches,
     sha256_of,
 )
-from hybridsag.remote import (
+from hybridsag.remote_calls import (
     JUDGE_ERRORS,
     Endpoint,
     Reply,

@@ -5,11 +5,11 @@ order of the answers.
 A remote judge turns its candidates into items (one per candidate not found in the cache),
 cuts them into batches with :func:`plan_batches` (no batch over the token budget nor over its
 item cap; an item that alone is over the budget raises :class:`~hybridsag.errors.JudgeError`
-naming it before anything is sent), sends them with :func:`hybridsag.remote.run_parallel` (at
+naming it before anything is sent), sends them with :func:`hybridsag.remote_calls.run_parallel` (at
 most ``max_in_flight`` at once; the first failure stops the other batches and is raised), caches
 each batch's answers as it comes, and reports the order with :func:`judge_order`.
 The HTTP request itself, its retries and the search's budget are
-:class:`hybridsag.remote.Endpoint`'s.
+:class:`hybridsag.remote_calls.Endpoint`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from hybridsag.errors import ConfigError, InputError, JudgeError
 from hybridsag.judges.base import Candidate
-from hybridsag.remote import Reply, is_number
+from hybridsag.remote_calls import Reply, is_number
 
 __all__ = [
     "Batch",

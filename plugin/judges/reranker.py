@@ -22,7 +22,7 @@ TEI's own sigmoid when ``raw_scores`` is false) and a score outside 0..1 is an e
 ``calibration = "auto"`` is ``sigmoid`` for ``tei`` and ``identity`` for the others.
 
 Contract of :meth:`RerankerJudge.judge` (as the Jev judge's; the machinery is shared,
-:mod:`hybridsag.judges.remote` and :class:`hybridsag.remote.Endpoint`): one probability per
+:mod:`hybridsag.judges.remote` and :class:`hybridsag.remote_calls.Endpoint`): one probability per
 candidate or an exception, never a default.
 
 * A passage is the pair text of :func:`hybridsag.judges.cross_encoder.pair_text` (title, new
@@ -72,7 +72,7 @@ from hybridsag.judges.remote import (
     plan_batches,
     sha256_of,
 )
-from hybridsag.remote import (
+from hybridsag.remote_calls import (
     JUDGE_ERRORS,
     Endpoint,
     Reply,
@@ -166,7 +166,7 @@ class RerankerJudge:
         self.close()
 
     def stats(self) -> dict[str, int]:
-        """The endpoint's totals (:meth:`hybridsag.remote.Endpoint.stats`)."""
+        """The endpoint's totals (:meth:`hybridsag.remote_calls.Endpoint.stats`)."""
         return self._endpoint.stats()
 
     def judge(

@@ -1,6 +1,6 @@
 """The ``Retriever`` extension point every recall path implements, and what it returns.
 
-Every path applies the caller's :class:`~hybridsag.store.Filters` in its own query and returns
+Every path applies the caller's :class:`~hybridsag.records.store.Filters` in its own query and returns
 frozen :class:`~hybridsag.fusion.Hit` values, rank 1 first, score higher-is-better.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from hybridsag.fusion.types import Hit
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 __all__ = ["PathResult", "Peers", "Retriever", "elapsed_ms"]
 

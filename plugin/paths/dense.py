@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 from hybridsag.fusion.types import Hit
 from hybridsag.paths.base import PathResult, Peers, elapsed_ms
-from hybridsag.store import ChunkRecord, Filters, Store
+from hybridsag.records.store import ChunkRecord, Filters, Store
 
 if TYPE_CHECKING:
-    from hybridsag.vectors import DenseIndex
-    from hybridsag.embedder import Embedder
+    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.embedder import Embedder
     from hybridsag.parts import Parts
 
 __all__ = ["MAX_DENSE_ASK", "DenseRetriever", "build"]
@@ -53,7 +53,7 @@ class DenseRetriever:
     def retrieve(
         self, query: str, *, limit: int, filters: Filters, peers: Peers | None = None
     ) -> PathResult:
-        from hybridsag.vectors import DenseFilter
+        from hybridsag.vectors.index import DenseFilter
 
         t0 = time.perf_counter()
         vector = self.embedder.encode([query], kind="query")[0]

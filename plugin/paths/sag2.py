@@ -52,7 +52,7 @@ from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeErro
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
 from hybridsag.judges.simple import UnavailableJudge
-from hybridsag.lexical import LexicalIndex
+from hybridsag.lexical.index import LexicalIndex
 from hybridsag.paths.base import PathResult, Peers
 from hybridsag.paths.evidence import (
     EvidencePassage,
@@ -63,7 +63,7 @@ from hybridsag.paths.evidence import (
 )
 from hybridsag.sentences import split_sentences
 from hybridsag.settings import JudgeSettings, Sag2Settings
-from hybridsag.store import Filters, Store
+from hybridsag.records.store import Filters, Store
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
@@ -88,7 +88,7 @@ _CAP_RUN = re.compile(r"\b[A-Z][\w'’\-]*(?:\s+[A-Z][\w'’\-]*)+")
 @dataclass
 class _Cand:
     chunk_id: str
-    resource_id: str  # the resource's key (hybridsag.store.resource_key)
+    resource_id: str  # the resource's key (hybridsag.records.store.resource_key)
     title: str
     heading_path: str
     text: str
@@ -212,7 +212,7 @@ class Sag2Trace:
 
 
 class Sag2Retriever:
-    """The SAG2 path over a :class:`~hybridsag.lexical.LexicalIndex` and a :class:`Judge`."""
+    """The SAG2 path over a :class:`~hybridsag.lexical.index.LexicalIndex` and a :class:`Judge`."""
 
     name = "sag2"
     #: the path whose hits join the round-0 pool when it runs in the same search

@@ -60,7 +60,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hybridsag import __version__
-from hybridsag.agent import agent_text
+from hybridsag.output.agent import agent_text
 from hybridsag.ab.online import Experiments
 from hybridsag.backend import PAGE_MAX, LocalBackend, ReconcileHooks, SearchOptions
 from hybridsag.documents import Document
@@ -76,7 +76,7 @@ from hybridsag.errors import (
     OverloadError,
 )
 from hybridsag.paths import path_names
-from hybridsag.query import validate_query
+from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.service import experiments, sync, ui
 from hybridsag.service.auth import Principal, TokenBook
@@ -100,7 +100,7 @@ from hybridsag.service.models import (
     WriteOut,
 )
 from hybridsag.settings import Settings
-from hybridsag.store import STATUSES
+from hybridsag.records.store import STATUSES
 
 __all__ = ["API_PREFIX", "ServiceState", "create_app"]
 
@@ -148,7 +148,7 @@ class ServiceState:
         #: the operations every handler calls, over the warm search (built by warm())
         self.backend: LocalBackend | None = None
         self.ready = False
-        #: set by close(): writes in flight are cancelled (hybridsag.writer's cancel event)
+        #: set by close(): writes in flight are cancelled (hybridsag.ingest.writer's cancel event)
         self.stopping = threading.Event()
         self.warm_error: str | None = None
         #: the last deep check of /readyz: (time.monotonic() when done, checks)

@@ -90,7 +90,7 @@ class ServiceMetrics:
         self.reconcile = Counter(
             "hybridsag_reconcile_runs", "Reconcile runs by outcome", ["outcome"], registry=r
         )
-        # remote models (a small, separate addition: hybridsag.remote's per-search meter)
+        # remote models (a small, separate addition: hybridsag.remote_calls's per-search meter)
         self.remote_calls = Counter(
             "hybridsag_remote_calls", "HTTP calls to remote models by searches, retries included",
             ["remote"], registry=r,

@@ -22,10 +22,10 @@ from pydantic import (
     model_validator,
 )
 
-from hybridsag.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from hybridsag.output.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.documents import MAX_SOURCE_URI_CHARS, Format, IngestReport
 from hybridsag.errors import HybridSagError
-from hybridsag.manifest import (
+from hybridsag.ingest.manifest import (
     MAX_MANIFEST_FILES,
     PATH_PATTERN,
     ROOT_PATTERN,
@@ -34,7 +34,7 @@ from hybridsag.manifest import (
 )
 from hybridsag.search import SearchResult
 from hybridsag.paths import check_path_names, check_weights
-from hybridsag.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
+from hybridsag.records.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
 from hybridsag.settings import EXPERIMENT_NAME_PATTERN, ExperimentSettings
 
 __all__ = [
@@ -73,10 +73,10 @@ assert set(Status.__args__) == set(SEARCHABLE_STATUSES)  # type: ignore[attr-def
 
 
 #: A searchable query: something besides whitespace, and no control character but tab, CR, LF
-#: (what ``hybridsag.query.validate_query`` accepts, as a JSON-schema pattern).
+#: (what ``hybridsag.paths.query.validate_query`` accepts, as a JSON-schema pattern).
 _CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
 QUERY_PATTERN = rf"^[^{_CONTROL}]*[^\s{_CONTROL}][^{_CONTROL}]*$"
-#: A metadata key a filter may name (``hybridsag.store.Filters``).
+#: A metadata key a filter may name (``hybridsag.records.store.Filters``).
 META_KEY_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
 
 MetaKey = Annotated[str, StringConstraints(pattern=META_KEY_PATTERN)]
@@ -106,7 +106,7 @@ class _Body(BaseModel):
 
 
 class SearchFilters(_Body):
-    """Who may see what (``hybridsag.store.Filters``). A tenant-scoped token's own tenant and
+    """Who may see what (``hybridsag.records.store.Filters``). A tenant-scoped token's own tenant and
     ACL tags are forced in; it may only narrow them."""
 
     tenant: str | None = Field(None, max_length=256)
@@ -432,8 +432,8 @@ class ErrorOut(_Body):
 
 
 def _library_check(check: Any) -> Any:
-    """A before-validator running ``check`` (a :mod:`hybridsag.manifest` check) on a string,
-    so a refusal says what :mod:`hybridsag.manifest` says rather than quoting the pattern
+    """A before-validator running ``check`` (a :mod:`hybridsag.ingest.manifest` check) on a string,
+    so a refusal says what :mod:`hybridsag.ingest.manifest` says rather than quoting the pattern
     (which the schema still carries)."""
 
     def validate(value: Any) -> Any:
@@ -503,7 +503,7 @@ class SyncIn(_Body):
 
 
 class SyncOut(_Body):
-    """What the service needs of a manifest (``hybridsag.manifest.SyncNeed``): ``need``, the
+    """What the service needs of a manifest (``hybridsag.ingest.manifest.SyncNeed``): ``need``, the
     paths to upload; ``unchanged``; ``errors`` by id (files it will not take, and why);
     ``held``, the paths of resources under the folder that the manifest does not name (the
     commit prunes those the client's folder no longer holds); ``id_root``, the folder ids are

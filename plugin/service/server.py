@@ -15,7 +15,7 @@ answering 408 first. The body has its own limit (``server.body_timeout_s``, in
 :func:`bind` binds the listening socket before anything says "serving", so a port in use is a
 :class:`~hybridsag.errors.ConfigError` naming it (one line and exit 2 in the CLI).
 
-:func:`serve` holds the data dir's service lock (:mod:`hybridsag.service_lock`) from the moment
+:func:`serve` holds the data dir's service lock (:mod:`hybridsag.records.service_lock`) from the moment
 its socket is bound until the server has stopped (the search closed): meanwhile a command on
 that data dir that would open the index says, in one line, to go through this service
 (``hybridsag --server URL ...``), and a second service on it is refused. uvicorn ends a
@@ -44,7 +44,7 @@ from hybridsag.search import HybridSearch
 from hybridsag.backend import ReconcileHooks
 from hybridsag.service.app import create_app
 from hybridsag.service.limits import error_body
-from hybridsag.service_lock import hold_service_lock, service_url
+from hybridsag.records.service_lock import hold_service_lock, service_url
 from hybridsag.settings import Settings
 
 __all__ = ["bind", "build_server", "header_timeout_protocol", "serve"]

@@ -11,7 +11,7 @@ calls (:meth:`hybridsag.client.ServiceClient.sync_folder`); a write token's.
 3. ``POST /v1/sync/commit`` with the paths the folder still holds: prunes the others.
 
 Handlers hold no logic: they check the caller's role, tenant and ACL tags and run the step
-(:mod:`hybridsag.manifest`, through the service's :class:`~hybridsag.backend.LocalBackend`) on the service's
+(:mod:`hybridsag.ingest.manifest`, through the service's :class:`~hybridsag.backend.LocalBackend`) on the service's
 write :class:`~hybridsag.service.limits.Gate` (one writer: every step is serialised with every
 other write of the service). A tenant-scoped token syncs into its own tenant, and never
 replaces or prunes a resource whose ACL tags it does not hold.
@@ -24,7 +24,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from hybridsag.errors import InputError
-from hybridsag.manifest import ManifestEntry
+from hybridsag.ingest.manifest import ManifestEntry
 from hybridsag.service.auth import Principal
 from hybridsag.service.models import (
     IngestOut,

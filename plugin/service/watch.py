@@ -11,7 +11,7 @@ A :class:`FolderWatcher` runs inside the service's lifespan, in two asyncio task
 - the *applier* takes all pending changes of a folder at once, as one batch, and applies it
   through the service's write :class:`~hybridsag.service.limits.Gate` (one writer: batches are
   serialised with every other write of the service): the folder is scanned with the rules of a
-  folder index (:func:`hybridsag.folders.ingest_path`), the files the batch names (or holds,
+  folder index (:func:`hybridsag.ingest.folders.ingest_path`), the files the batch names (or holds,
   for a folder) are read and indexed (unchanged content is not re-indexed), and the folder's
   resources whose files are gone are pruned. Changes that arrive meanwhile wait for the next
   batch, so a burst (a ``git checkout`` of 500 files) is a few batches, and since every batch

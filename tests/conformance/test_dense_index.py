@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridsag.vectors import (
+from hybridsag.vectors.index import (
     DENSE_INDEXES,
     DenseFilter,
     DenseIndex,
@@ -26,11 +26,11 @@ from hybridsag.vectors import (
     filter_expression,
     make_dense_index,
 )
-from hybridsag.embedder import Embedder, make_embedder
+from hybridsag.vectors.embedder import Embedder, make_embedder
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.milvus_client import lite_path, quote_literal, resources_expression
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
-from hybridsag.store import resource_key
+from hybridsag.records.store import resource_key
 from tests.consistency_support import create_legacy_collection
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture shared with integration/
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from hybridsag.consistency import apply_plan, build_plan
 from hybridsag.errors import ConfigError, LexicalError
-from hybridsag.lexical import LexicalIndex
-from hybridsag.milvus_lexical import (
+from hybridsag.lexical.index import LexicalIndex
+from hybridsag.lexical.milvus_fulltext import (
     MilvusLexicalIndex,
     check_server_version,
     compose_text,
@@ -27,7 +27,7 @@ from hybridsag.milvus_lexical import (
 )
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters, resource_key, split_key
+from hybridsag.records.store import Filters, resource_key, split_key
 
 from tests.conformance.test_store_backends import WORDS, _corpus, _settings, indexed_twice
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture

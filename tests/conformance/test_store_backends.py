@@ -21,7 +21,7 @@ from hybridsag.documents import make_document
 from hybridsag.errors import ConsistencyError, IndexMismatchError, StoreError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters, Store, resource_key, split_key
+from hybridsag.records.store import Filters, Store, resource_key, split_key
 
 WORDS = (
     "apple orchard river stone lantern copper meadow falcon harbor violet ember quartz willow "

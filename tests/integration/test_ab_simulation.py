@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hybridsag.ab.offline import compare_arms
-from hybridsag.evaluation import load_dataset
+from hybridsag.evaluation.harness import load_dataset
 from hybridsag.settings import ExperimentSettings
 from tests.absim import simulate
 from tests.servicesupport import ADMIN, running_service

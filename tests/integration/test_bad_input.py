@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from hybridsag.errors import IngestError, QueryError
-from hybridsag.query import validate_query
+from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 PATHS = ["bm25", "title"]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hybridsag.lexical import build_match, quote_term
+from hybridsag.lexical.index import build_match, quote_term
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 FILLER = {
     "Rivers": "Rivers carry water from mountains to the sea.",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters, split_key
+from hybridsag.records.store import Filters, split_key
 
 from tests.conformance.test_store_backends import WORDS, _corpus, indexed_twice
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hybridsag.components import Components
-from hybridsag.render import _terms_pattern, snippet
+from hybridsag.output.render import _terms_pattern, snippet
 from tests.cli_support import SAMPLES, lexical_only, run, sample_index  # noqa: F401
 from tests.settings_support import clean_env_settings
 
@@ -76,7 +76,7 @@ def test_snippet_is_centred_on_the_first_match() -> None:
 def test_terms_are_highlighted_only_on_a_terminal(sample_index: Path) -> None:
     code, text = run("search", "ReActAgent", "-k", "1")
     assert "\x1b[" not in text  # stdout is not a terminal here
-    from hybridsag.render import _highlight
+    from hybridsag.output.render import _highlight
 
     pattern = _terms_pattern(["reactagent"])
     assert _highlight("use ReActAgent now", pattern, True) == "use \x1b[1mReActAgent\x1b[0m now"
@@ -176,7 +176,7 @@ def test_an_index_another_process_holds_is_one_line_saying_who_and_what_to_do(
 
 
 def test_a_reason_two_paths_share_is_said_once() -> None:
-    from hybridsag.render import _reasons
+    from hybridsag.output.render import _reasons
 
     error = "DenseError: another process (pid 7) holds the Milvus Lite index at /x/milvus.db"
     reasons = {"sag2": f"dense candidates unavailable: {error}", "dense": error}

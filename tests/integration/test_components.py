@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 from hybridsag.components import Components
-from hybridsag.vectors import VectorRow
-from hybridsag.embedder import EMBEDDERS, SentenceTransformerEmbedder
+from hybridsag.vectors.index import VectorRow
+from hybridsag.vectors.embedder import EMBEDDERS, SentenceTransformerEmbedder
 from hybridsag.errors import DenseError, QueryError
-from hybridsag.evaluation import run_eval
+from hybridsag.evaluation.harness import run_eval
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.features import FeatureJudge
-from hybridsag.lexical import (
+from hybridsag.lexical.index import (
     build_best_chunks_sql,
     build_search_sql,
     build_title_search_sql,
@@ -30,7 +30,7 @@ from hybridsag.lexical import (
 from hybridsag.paths import PathResult, PathSpec, Peers, register_path, unregister_path
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 from tests.consistency_support import MODEL, FaultyDense, own_dense_index, shared_embedder
 
@@ -203,7 +203,7 @@ for name, argv in {
     rc = main(["--data-dir", data, *argv], out=out)
     runs[name] = [rc, out.getvalue()]
 heavy = ("torch", "transformers", "sentence_transformers", "onnxruntime", "pymilvus",
-         "milvus_lite", "grpc", "pandas", "numpy", "jieba", "hybridsag.writer", "hybridsag.vectors")
+         "milvus_lite", "grpc", "pandas", "numpy", "jieba", "hybridsag.ingest.writer", "hybridsag.vectors.index")
 print(json.dumps({"runs": runs, "heavy": sorted(m for m in heavy if m in sys.modules)}))
 """
 
@@ -343,7 +343,7 @@ def test_only_the_lexical_module_holds_fts5_sql() -> None:
         f"{path.relative_to(ROOT)}:{lineno}: {text.strip()[:80]}"
         for folder in ("plugin", "consistency")
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if path != ROOT / "plugin" / "lexical.py"
+        if path != ROOT / "plugin" / "lexical" / "index.py"
         for lineno, text in fts_statements(path.read_text("utf-8"))
     ]
     assert offenders == []
@@ -362,13 +362,13 @@ LEDGER_WRITE = re.compile(rf"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{LEDGER_TA
 #: where a ledger table may be read: the schema, meta and a search's reads (store), and the
 #: lexical adapters' search SQL, which joins their own rows with chunks and resources
 LEDGER_READERS = (
-    "plugin/ledger.py",
-    "plugin/store.py",
-    "plugin/lexical.py",
-    "plugin/milvus_lexical.py",
+    "plugin/records/ledger.py",
+    "plugin/records/store.py",
+    "plugin/lexical/index.py",
+    "plugin/lexical/milvus_fulltext.py",
 )
 #: where one may be written: the ledger (the record's state), the store (migrations, meta)
-LEDGER_WRITERS = ("plugin/ledger.py", "plugin/store.py")
+LEDGER_WRITERS = ("plugin/records/ledger.py", "plugin/records/store.py")
 
 
 def ledger_statements(source: str, pattern: re.Pattern[str] = LEDGER_SQL) -> list[tuple[int, str]]:
@@ -567,8 +567,8 @@ from hybridsag.cli import main
 data = sys.argv[1]
 out = io.StringIO()
 rc = main(["--data-dir", data, "search", "orrery scheduler", "--json"], out=out)
-write_side = ("hybridsag.chunker", "hybridsag.writer", "hybridsag.folders", "hybridsag.sources",
-              "hybridsag.manifest")
+write_side = ("hybridsag.ingest.chunker", "hybridsag.ingest.writer", "hybridsag.ingest.folders", "hybridsag.ingest.sources",
+              "hybridsag.ingest.manifest")
 print(json.dumps({"rc": rc, "response": json.loads(out.getvalue()),
                   "write_side": sorted(m for m in write_side if m in sys.modules)}))
 """

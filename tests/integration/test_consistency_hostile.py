@@ -28,7 +28,7 @@ from hybridsag.settings import Settings
 CHILD = """
 import os, signal, sys
 from hybridsag.consistency import Lease
-from hybridsag.store import Store
+from hybridsag.records.store import Store
 path, fingerprint, mode = sys.argv[1:4]
 lease = Lease(Store(path, tokenizer_fingerprint=fingerprint), ttl_s=600)
 lease.acquire()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridsag.evaluation import format_table, run_eval
+from hybridsag.evaluation.harness import format_table, run_eval
 from hybridsag.settings import Settings
 from tests.cli_support import run
 
@@ -117,7 +117,7 @@ def test_an_interrupted_eval_writes_partial_results(
 def test_graded_qrels_give_graded_and_binary_ndcg(tmp_path: Path) -> None:
     """A qrels file with grades is read as ranx and trec_eval read it (gain = grade): eval
     reports graded nDCG@10 and the binary reading beside it, and the table shows both."""
-    from hybridsag.evaluation import load_dataset
+    from hybridsag.evaluation.harness import load_dataset
 
     corpus = [{"_id": f"p{i}", "title": f"T{i}", "text": f"orbit number {i} of the lamp"}
               for i in range(6)]  # fmt: skip

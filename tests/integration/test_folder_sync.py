@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from hybridsag.errors import IngestError
-from hybridsag.progress import IngestProgress
+from hybridsag.ingest.progress import IngestProgress
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 

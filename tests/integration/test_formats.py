@@ -26,7 +26,7 @@ epub = pytest.importorskip("ebooklib.epub")
 fpdf = pytest.importorskip("fpdf")
 
 from hybridsag.errors import IngestError  # noqa: E402
-from hybridsag.formats import DocumentConverter, converted_cache_dir, escape_structure  # noqa: E402
+from hybridsag.ingest.formats import DocumentConverter, converted_cache_dir, escape_structure  # noqa: E402
 from hybridsag.search import HybridSearch, SearchResult  # noqa: E402
 from hybridsag.settings import Settings  # noqa: E402
 
@@ -211,7 +211,7 @@ def test_reindex_reads_the_cache_and_staleness_follows_the_source(
         if p.suffix in (".pdf", ".docx", ".html", ".htm", ".epub")
     }
     before = {rel: p.read_bytes() for rel, p in sources.items()}
-    with caplog.at_level(logging.DEBUG, logger="hybridsag.formats"):
+    with caplog.at_level(logging.DEBUG, logger="hybridsag.ingest.formats"):
         first = hs.ingest_folder(library)
     assert first.indexed == 6 and first.errors == {}
     converted = [r.getMessage() for r in caplog.records if r.getMessage().startswith("converted ")]
@@ -229,7 +229,7 @@ def test_reindex_reads_the_cache_and_staleness_follows_the_source(
     assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # no temporary files left
 
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="hybridsag.formats"):
+    with caplog.at_level(logging.DEBUG, logger="hybridsag.ingest.formats"):
         second = hs.ingest_folder(library)
     assert (second.indexed, second.unchanged, second.errors) == (0, 6, {})
     messages = [r.getMessage() for r in caplog.records]
@@ -249,7 +249,7 @@ def test_reindex_reads_the_cache_and_staleness_follows_the_source(
     stale = hs.search("walrus", paths=["bm25"]).results
     assert [(r.resource_id, r.stale) for r in stale] == [("report.pdf", True)]
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="hybridsag.formats"):
+    with caplog.at_level(logging.DEBUG, logger="hybridsag.ingest.formats"):
         third = hs.ingest_folder(library)
     assert (third.indexed, third.unchanged) == (1, 5)
     assert len([r for r in caplog.records if r.getMessage().startswith("converted ")]) == 1
@@ -416,7 +416,7 @@ def test_without_the_extra_the_files_are_skipped_with_the_pip_install(tmp_path: 
 
 def test_the_core_never_imports_a_parser_and_the_extra_is_optional() -> None:
     code = (
-        "import sys, hybridsag, hybridsag.search, hybridsag.sources, hybridsag.formats, "
+        "import sys, hybridsag, hybridsag.search, hybridsag.ingest.sources, hybridsag.ingest.formats, "
         f"hybridsag.cli; print(sorted(m for m in {PARSERS!r} if m in sys.modules))"
     )
     proc = subprocess.run(

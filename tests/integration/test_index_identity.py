@@ -18,7 +18,7 @@ import pytest
 from hybridsag.cli import main
 from hybridsag.components import META_INDEX_ID, Components
 from hybridsag.consistency import Reconciler
-from hybridsag.vectors import LEGACY_COLLECTION, VectorRow
+from hybridsag.vectors.index import LEGACY_COLLECTION, VectorRow
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
 from hybridsag.milvus_client import lite_path
 from hybridsag.search import HybridSearch

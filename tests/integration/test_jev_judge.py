@@ -29,7 +29,7 @@ from hybridsag.judges import make_judge
 from hybridsag.judges.base import Candidate, Judge
 from hybridsag.judges.jev import JevJudge
 from hybridsag.judges.remote import JudgementCache, estimate_tokens
-from hybridsag.remote import parse_retry_after
+from hybridsag.remote_calls import parse_retry_after
 from hybridsag.settings import JevSettings, JudgeSettings, Settings
 from pydantic import SecretStr
 

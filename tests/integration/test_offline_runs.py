@@ -1,4 +1,4 @@
-"""The offline-runs engine (:mod:`hybridsag.offline_runs`) scores what a search returns.
+"""The offline-runs engine (:mod:`hybridsag.evaluation.offline_runs`) scores what a search returns.
 
 A small real corpus (the SAG2 tests' film -> director -> mother chain beside the CLI tests'
 computing pioneers, 18 passages, 6 questions) is indexed as eval indexes it, lexical-only
@@ -22,14 +22,14 @@ import pytest
 from hybridsag.ab.arms import parse_arms
 from hybridsag.ab.offline import grid_search
 from hybridsag.errors import InputError
-from hybridsag.evaluation import (
+from hybridsag.evaluation.harness import (
     load_dataset,
     open_eval_index,
     questions_of,
     tune_weights,
 )
-from hybridsag.metrics import metrics_for
-from hybridsag.offline_runs import Capture, capture, fused, grid, relative_weights, score
+from hybridsag.evaluation.measures import metrics_for
+from hybridsag.evaluation.offline_runs import Capture, capture, fused, grid, relative_weights, score
 from hybridsag.search import HybridSearch
 from hybridsag.settings import FusionSettings, Settings
 from tests.cli_support import CORPUS as PIONEERS

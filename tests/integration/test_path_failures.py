@@ -19,7 +19,7 @@ from hybridsag.paths import PathResult, PathSpec, Peers, register_path, unregist
 from hybridsag.paths.dense import DenseRetriever
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import ChunkRecord, Filters, Store
+from hybridsag.records.store import ChunkRecord, Filters, Store
 
 from tests.consistency_support import make_settings, open_search
 

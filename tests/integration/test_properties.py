@@ -23,15 +23,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridsag.cli import main
-from hybridsag.vectors import DenseFilter, filter_expression
+from hybridsag.vectors.index import DenseFilter, filter_expression
 from hybridsag.documents import make_document
 from hybridsag.errors import HybridSagError, QueryError
-from hybridsag.lexical import build_match, quote_term
-from hybridsag.query import validate_query
+from hybridsag.lexical.index import build_match, quote_term
+from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import Filters, ResourceRecord
-from hybridsag.tokenizer import FTS_TOKENIZE
+from hybridsag.records.store import Filters, ResourceRecord
+from hybridsag.lexical.tokenizer import FTS_TOKENIZE
 
 #: derandomized (the same examples every run), no example database, a deadline per example
 #: far above what any of these takes (so a slow machine is not a failure, a hang is)
@@ -100,7 +100,7 @@ RESOURCES = sqlite3.connect(":memory:", check_same_thread=False)
 RESOURCES.execute(
     "CREATE TABLE resources(resource_id TEXT, tenant TEXT, acl TEXT, metadata TEXT, status TEXT)"
 )
-RESOURCES.execute(  # the key of acme's r1 (hybridsag.store.resource_key)
+RESOURCES.execute(  # the key of acme's r1 (hybridsag.records.store.resource_key)
     """INSERT INTO resources VALUES ('acme' || char(31) || 'r1', 'acme', '["eng"]',
         '{"k": 1, "s": "x"}', 'ready')"""
 )

@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 from hybridsag.documents import make_document
-from hybridsag.embedder import SentenceTransformerEmbedder
+from hybridsag.vectors.embedder import SentenceTransformerEmbedder
 from hybridsag.fusion import contains_whole_identifier, defines_identifier
 from hybridsag.fusion.rules import RULE_BOUNDS
 from hybridsag.paths import BUILTIN_PATHS
 from hybridsag.search import HybridSearch, SearchResponse, SearchResult
 from hybridsag.settings import EmbeddingSettings, Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
 from tests.settings_support import clean_env_settings

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from hybridsag.components import Components
 from hybridsag.errors import BudgetError, ConfigError, DenseError, IndexMismatchError
-from hybridsag.http_embedder import HttpEmbedder, unit_rows
-from hybridsag.remote import QueryMeter, metered
+from hybridsag.vectors.http_embedder import HttpEmbedder, unit_rows
+from hybridsag.remote_calls import QueryMeter, metered
 from hybridsag.settings import Settings
 from pydantic import ValidationError
 

@@ -21,7 +21,7 @@ from hybridsag.judges.base import Candidate
 from hybridsag.judges.chat import ChatJudge, build_messages, yes_probability
 from hybridsag.judges.jev import CRITERIA
 from hybridsag.judges.reranker import RerankerJudge, calibrate
-from hybridsag.remote import QueryMeter, metered
+from hybridsag.remote_calls import QueryMeter, metered
 from hybridsag.settings import ChatJudgeSettings, RerankerSettings
 from pydantic import ValidationError
 

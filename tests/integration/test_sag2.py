@@ -42,8 +42,8 @@ from hybridsag.paths.sag2 import (
 )
 from hybridsag.search import HybridSearch
 from hybridsag.settings import JudgeSettings, Sag2Settings, Settings
-from hybridsag.store import Filters
-from hybridsag.tokenizer import Tokenizer
+from hybridsag.records.store import Filters
+from hybridsag.lexical.tokenizer import Tokenizer
 from pydantic import ValidationError
 
 from tests.jevserver import (

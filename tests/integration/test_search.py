@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hybridsag.vectors import DenseFilter
+from hybridsag.vectors.index import DenseFilter
 from hybridsag.documents import make_document
-from hybridsag.embedder import SentenceTransformerEmbedder
+from hybridsag.vectors.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import QueryError
 from hybridsag.paths import BUILTIN_PATHS
 from hybridsag.search import HybridSearch, SearchResponse
 from hybridsag.settings import EmbeddingSettings, Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
 from tests.settings_support import clean_env_settings

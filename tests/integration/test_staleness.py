@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hybridsag.cli import main
-from hybridsag.render import render_response
+from hybridsag.output.render import render_response
 from hybridsag.search import HybridSearch, SearchResponse
 from hybridsag.service.models import SearchOut
 from tests.servicesupport import ADMIN, folder_service_settings, running_service

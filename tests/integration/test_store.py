@@ -9,7 +9,7 @@ import pytest
 from hybridsag.errors import IndexMismatchError, QueryError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import MIGRATIONS, Filters, Store, resource_key, split_key
+from hybridsag.records.store import MIGRATIONS, Filters, Store, resource_key, split_key
 
 FP = "test-tokenizer/1"
 

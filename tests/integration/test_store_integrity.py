@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from hybridsag.cli import main
 from hybridsag.errors import CorruptStoreError
-from hybridsag.lexical import FTS_MIGRATIONS
+from hybridsag.lexical.index import FTS_MIGRATIONS
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.store import MIGRATIONS
+from hybridsag.records.store import MIGRATIONS
 
 PROCESSES = 8
 TRIALS = 12
@@ -85,7 +85,7 @@ def test_a_rollback_journal_store_switches_to_wal_while_another_connection_reads
     """SQLite does not wait on a busy lock for a journal-mode switch; the open must."""
     import threading
 
-    from hybridsag.store import Store
+    from hybridsag.records.store import Store
 
     path = tmp_path / "old.sqlite3"
     reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from hybridsag.components import Components
 from hybridsag.documents import make_document
-from hybridsag.embedder import vocabulary_share
+from hybridsag.vectors.embedder import vocabulary_share
 from hybridsag.search import HybridSearch, SearchResponse
-from hybridsag.query_facts import load_trust_model, query_facts
+from hybridsag.paths.query_facts import load_trust_model, query_facts
 from hybridsag.errors import ConfigError
 
 from tests.integration.test_sag2 import BRIDGE, CORPUS, QUESTION

@@ -1,4 +1,4 @@
-"""The agent view of a search response (``hybridsag.agent.agent_text``): grouping, order, quotes,
+"""The agent view of a search response (``hybridsag.output.agent.agent_text``): grouping, order, quotes,
 the budget, and indexed text that cannot forge the layout."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import random
 from typing import Any
 
 import pytest
-from hybridsag.agent import QUOTE_CHARS, agent_text
-from hybridsag.budget import MAX_BUDGET, MIN_BUDGET, check_budget
+from hybridsag.output.agent import QUOTE_CHARS, agent_text
+from hybridsag.output.budget import MAX_BUDGET, MIN_BUDGET, check_budget
 
 
 def result(rank: int, rid: str, heading: str, text: str, **extra: Any) -> dict[str, Any]:

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybridsag import chunker
-from hybridsag.chunker import Chunk, chunk_text, rst_adornment, rst_title
+from hybridsag.ingest import chunker
+from hybridsag.documents import Chunk
+from hybridsag.ingest.chunker import chunk_text, rst_adornment, rst_title
 from hybridsag.sentences import split_sentences
 
 CORPUS = Path(__file__).resolve().parents[2] / "samples" / "corpus"
@@ -435,8 +436,8 @@ def test_whitespace_only_input_gives_no_chunk() -> None:
         ),
         ("混合 English. 中文句子。End", ["混合 English.", "中文句子。", "End"]),
         (
-            "Call hybridsag.chunker.split_sentences() now.",
-            ["Call hybridsag.chunker.split_sentences() now."],
+            "Call hybridsag.sentences.split_sentences() now.",
+            ["Call hybridsag.sentences.split_sentences() now."],
         ),
         ("Error E-1234. Retry!", ["Error E-1234.", "Retry!"]),
         (
@@ -475,7 +476,7 @@ def test_chunk_is_frozen_and_api_is_explicit() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         chunk.text = "changed"  # type: ignore[misc]
     assert sorted(chunker.__all__) == [
-        "Chunk", "DEFAULT_MAX_LINES", "DEFAULT_MIN_CHARS", "MAX_CHARS_FACTOR", "chunk_text",
+        "DEFAULT_MAX_LINES", "DEFAULT_MIN_CHARS", "MAX_CHARS_FACTOR", "chunk_text",
         "rst_adornment", "rst_title",
     ]  # fmt: skip
 

@@ -145,4 +145,4 @@ def test_dockerfile_python_steps_name_what_exists() -> None:
             for path in re.findall(r"http://127\.0\.0\.1:\d+(/\w+)", code):
                 assert path in {r.path for r in probes.routes}  # type: ignore[attr-defined]
                 checked.append(path)
-    assert {"hybridsag.embedder.make_embedder", "/readyz"} <= set(checked)
+    assert {"hybridsag.vectors.embedder.make_embedder", "/readyz"} <= set(checked)

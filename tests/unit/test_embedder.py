@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridsag.embedder import (
+from hybridsag.vectors.embedder import (
     EMBEDDERS,
     Embedder,
     SentenceTransformerEmbedder,
@@ -21,9 +21,9 @@ from hybridsag.embedder import (
     load_onnx_embedder,
     make_embedder,
 )
-from hybridsag.embedder_common import PACKAGED_MODEL, packaged_model_dir, resolve_backend
+from hybridsag.vectors.embedder_common import PACKAGED_MODEL, packaged_model_dir, resolve_backend
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
-from hybridsag.onnx_embedder import OnnxEmbedder
+from hybridsag.vectors.onnx_embedder import OnnxEmbedder
 from hybridsag.settings import EmbeddingSettings, Settings
 
 BACKENDS = ["sentence-transformers", "onnx"]

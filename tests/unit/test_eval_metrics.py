@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hybridsag.metrics import Gold, metrics_for
+from hybridsag.evaluation.measures import Gold, metrics_for
 
 
 def _log2(n: int) -> float:

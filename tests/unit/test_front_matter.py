@@ -1,5 +1,5 @@
 """Front matter (issue 24, item 6): the title and metadata a Markdown file declares at its top,
-read with a bound (hybridsag.front_matter)."""
+read with a bound (hybridsag.ingest.front_matter)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from hybridsag.front_matter import MAX_METADATA_CHARS, read_front_matter
+from hybridsag.ingest.front_matter import MAX_METADATA_CHARS, read_front_matter
 
 
 def test_yaml_gives_the_title_and_scalar_metadata() -> None:

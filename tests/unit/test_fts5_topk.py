@@ -1,4 +1,4 @@
-"""The bounded BM25 top k (``hybridsag.fts5_topk``) against FTS5's own full ranking, on real
+"""The bounded BM25 top k (``hybridsag.lexical.fts5_topk``) against FTS5's own full ranking, on real
 SQLite FTS5 tables made by the project's migration: the same rows and the same scores, for
 generated corpora and queries (common and rare words, repeated terms, accents, a must term or
 phrase), and the document frequencies it keeps follow every committed write.
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybridsag.fts5_topk import Fts5TopK, fts5_varints, term_bound
-from hybridsag.lexical import FTS_MIGRATIONS, build_match
+from hybridsag.lexical.fts5_topk import Fts5TopK, fts5_varints, term_bound
+from hybridsag.lexical.index import FTS_MIGRATIONS, build_match
 
 WEIGHTS = (2.0, 2.0, 1.0)
 #: a vocabulary with a Zipf-like shape: a few words in most rows, many in few

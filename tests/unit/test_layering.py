@@ -378,18 +378,20 @@ def imports_of_any(folder: str) -> Iterator[tuple[Path, str, int]]:
             yield path, name, line
 
 
-#: The write side: a search process never loads these (``search.py`` imports them inside the
-#: methods that ingest).
-WRITE_SIDE = ("hybridsag.chunker", "hybridsag.writer", "hybridsag.folders", "hybridsag.sources",
-              "hybridsag.manifest")  # fmt: skip
-#: The read side: the recall paths, the judges, fusion, the query and trust steps and output.
-READ_SIDE = ("hybridsag.paths", "hybridsag.judges", "hybridsag.fusion", "hybridsag.query",
-             "hybridsag.query_facts", "hybridsag.render", "hybridsag.agent")  # fmt: skip
+#: The write side: a search process never loads it (``search.py`` imports it inside the methods
+#: that ingest).
+WRITE_SIDE = ("hybridsag.ingest",)
+#: The read side and the stores under it: the recall paths, the judges, fusion, the query and
+#: trust steps, output, the lexical and dense indexes, the records, and the leaves they share.
+READ_SIDE = ("hybridsag.paths", "hybridsag.judges", "hybridsag.fusion", "hybridsag.output",
+             "hybridsag.lexical", "hybridsag.vectors", "hybridsag.records", "hybridsag.documents",
+             "hybridsag.sentences", "hybridsag.milvus_client", "hybridsag.remote_calls")  # fmt: skip
 
 
 def test_the_read_side_never_imports_the_write_side() -> None:
     """No read-side module imports a write-side one anywhere (the sentence splitter both use
-    is :mod:`hybridsag.sentences`), and ``search.py`` only inside functions or for types."""
+    is :mod:`hybridsag.sentences`, a chunk is :class:`hybridsag.documents.Chunk`),
+    and ``search.py`` only inside functions or for types."""
     bad = [
         f"{path.relative_to(ROOT)}:{line}: {name}"
         for folder in ("plugin", "fusion")
@@ -415,10 +417,10 @@ def test_the_read_side_never_imports_the_write_side() -> None:
 #: imports an output or store module, and a document's validation never a store adapter or
 #: the write path.
 LEAVES = {
-    "hybridsag.settings": {"hybridsag.errors", "hybridsag.budget"},
-    "hybridsag.documents": {"hybridsag.errors", "hybridsag.store"},
+    "hybridsag.settings": {"hybridsag.errors", "hybridsag.output.budget"},
+    "hybridsag.documents": {"hybridsag.errors", "hybridsag.records.store"},
     "hybridsag.sentences": set(),
-    "hybridsag.budget": set(),
+    "hybridsag.output.budget": set(),
 }
 
 
@@ -459,7 +461,61 @@ def test_the_milvus_plumbing_is_its_own_module_both_adapters_use() -> None:
     imports: dict[str, set[str]] = {}
     for path, name, _line in imports_of("plugin"):
         imports.setdefault(module_name(path, "plugin"), set()).add(name)
-    for adapter in ("hybridsag.vectors", "hybridsag.milvus_lexical"):
+    for adapter in ("hybridsag.vectors.index", "hybridsag.lexical.milvus_fulltext"):
         assert any(is_within(n, "hybridsag.milvus_client") for n in imports[adapter]), adapter
-    assert not any(is_within(n, "hybridsag.vectors") for n in imports["hybridsag.milvus_lexical"])
-    assert not any(is_within(n, "hybridsag.vectors") for n in imports["hybridsag.milvus_client"])
+    assert not any(is_within(n, "hybridsag.vectors.index") for n in imports["hybridsag.lexical.milvus_fulltext"])
+    assert not any(is_within(n, "hybridsag.vectors.index") for n in imports["hybridsag.milvus_client"])
+
+
+#: The folders of ``plugin/`` and the package's own modules: what each may import. A new edge
+#: between two of them is a design change, made here on purpose::
+#:
+#:   faces       cli, backend, client, service/, integrations/, ab/       (parse, call, render)
+#:   façade      search, components (the composition root), parts
+#:   read side   paths/ (+ query, query_facts) -> judges/ -> lexical/, vectors/ -> records/
+#:   write side  ingest/ (sources, formats, chunker, writer, folders, manifest) -> the stores
+#:   offline     evaluation/ (harness, measures, offline_runs, tuning) -> the façade and paths
+#:   leaves      documents, sentences, settings, config, errors, lazy, milvus_client,
+#:               remote_calls, jsondepth; output/ (render, agent, budget); fusion (pure)
+LEAVES_OF_ALL = {"errors", "settings", "documents", "fusion"}
+FOLDER_IMPORTS: dict[str, set[str]] = {
+    "records": {"lexical"},  # for types only: the ledger names ChunkTokens and LexicalIndex
+    "lexical": {"records", "milvus_client"},
+    "vectors": {"records", "milvus_client", "remote_calls"},
+    "judges": {"vectors", "parts", "remote_calls"},
+    "paths": {"judges", "lexical", "vectors", "records", "parts", "sentences"},
+    "output": {"search"},
+    "ingest": {"lexical", "records", "vectors", "sentences"},
+    "evaluation": {"judges", "paths", "records", "vectors", "remote_calls", "search"},
+    "ab": {"evaluation", "lexical", "paths", "records", "cli", "search"},
+    "service": {"ab", "ingest", "output", "paths", "records", "backend", "jsondepth", "search",
+                "__version__"},
+    "integrations": {"backend", "search", "__version__"},
+}
+
+
+def _group(module: str) -> str:
+    """The folder (or top-level module) of a ``hybridsag`` module: ``hybridsag.ingest.writer`` is
+    ``ingest``, ``hybridsag.search`` is ``search``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_each_folder_imports_only_the_folders_it_may() -> None:
+    """Every import (top, function, ``TYPE_CHECKING``) from a folder of ``plugin/`` reaches only
+    itself, a leaf every module may use, or what :data:`FOLDER_IMPORTS` allows it."""
+    bad = sorted(
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path, name, line in imports_of("plugin")
+        if is_within(name, "hybridsag")
+        and (source := _group(module_name(path, "plugin"))) in FOLDER_IMPORTS
+        and (target := _group(name)) != source
+        and target not in LEAVES_OF_ALL | FOLDER_IMPORTS[source]
+    )
+    assert bad == []
+
+
+def test_the_folder_rule_can_fail() -> None:
+    """The rule sees a real cross-folder edge: ``paths`` reaching into ``ingest`` is caught."""
+    assert _group("hybridsag.ingest.writer") == "ingest" not in FOLDER_IMPORTS["paths"]
+    assert _group("hybridsag.search") == "search" not in FOLDER_IMPORTS["records"]

@@ -1,4 +1,4 @@
-"""The checks of a folder manifest (``hybridsag.manifest``) and the patterns the service's
+"""The checks of a folder manifest (``hybridsag.ingest.manifest``) and the patterns the service's
 schema carries for them: the two accept exactly the same roots and paths."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from hybridsag.errors import InputError
-from hybridsag.manifest import PATH_PATTERN, ROOT_PATTERN, check_rel, check_root
+from hybridsag.ingest.manifest import PATH_PATTERN, ROOT_PATTERN, check_rel, check_root
 
 ROOTS = {
     "/home/me/docs": True,

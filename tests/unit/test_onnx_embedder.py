@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridsag.embed_cache import CachedEmbedder
-from hybridsag.embedder import make_embedder
-from hybridsag.embedder_common import PACKAGED_MODEL
+from hybridsag.vectors.embed_cache import CachedEmbedder
+from hybridsag.vectors.embedder import make_embedder
+from hybridsag.vectors.embedder_common import PACKAGED_MODEL
 from hybridsag.errors import ConfigError
-from hybridsag.onnx_embedder import (
+from hybridsag.vectors.onnx_embedder import (
     CHECKSUM_FILE,
     CONFIG_FILE,
     MODEL_FILE,
@@ -55,7 +55,7 @@ def reference(onnx_cache_dir: Path) -> np.ndarray:
 def test_the_query_path_never_imports_torch(onnx_cache_dir: Path, reference: np.ndarray) -> None:
     child = f"""
 import json, sys
-from hybridsag.embedder import make_embedder
+from hybridsag.vectors.embedder import make_embedder
 from hybridsag.settings import Settings
 embedding = {{"backend": "onnx", "onnx_cache_dir": {str(onnx_cache_dir)!r}}}
 emb = make_embedder(Settings(embedding=embedding))
@@ -152,7 +152,7 @@ def test_a_damaged_export_is_exported_again(
     data[len(data) // 2] ^= 0xFF  # one flipped byte inside the weights
     damaged.write_bytes(bytes(data))
     emb = OnnxEmbedder(onnx_settings(cache))
-    with caplog.at_level("WARNING", logger="hybridsag.onnx_embedder"):
+    with caplog.at_level("WARNING", logger="hybridsag.vectors.onnx_embedder"):
         vec = emb.encode([QUERY], kind="query")[0]
     assert "damaged" in caplog.text and "does not match its checksum" in caplog.text
     assert emb.folder == cache / good.name
@@ -215,14 +215,14 @@ def test_the_module_command_builds_or_checks_the_configured_export(onnx_cache_di
     env["HYBRIDSAG_EMBEDDING__ONNX_CACHE_DIR"] = str(onnx_cache_dir)
     env["HYBRIDSAG_EMBEDDING__BACKEND"] = "onnx"  # named: int8 (auto would take float32)
     done = subprocess.run(
-        [sys.executable, "-m", "hybridsag.onnx_embedder"],
+        [sys.executable, "-m", "hybridsag.vectors.onnx_embedder"],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(onnx_model_dir(onnx_settings(onnx_cache_dir)))
     env["HYBRIDSAG_EMBEDDING__MODEL"] = "/no/such/model"
     bad = subprocess.run(
-        [sys.executable, "-m", "hybridsag.onnx_embedder"],
+        [sys.executable, "-m", "hybridsag.vectors.onnx_embedder"],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )
     assert bad.returncode == 2

@@ -28,7 +28,7 @@ def child(code: str) -> subprocess.CompletedProcess[str]:
 def test_the_core_never_imports_a_framework() -> None:
     code = f"""
 import json, sys
-import hybridsag, hybridsag.search, hybridsag.client, hybridsag.agent, hybridsag.service
+import hybridsag, hybridsag.search, hybridsag.client, hybridsag.output.agent, hybridsag.service
 import hybridsag.integrations, hybridsag.backend
 from hybridsag.cli import build_parser
 build_parser().parse_args(["search", "x", "--format", "agent"])

@@ -1,4 +1,4 @@
-"""Owner ids of write claims (hybridsag.owners): a dead owner is told apart from a live one, from
+"""Owner ids of write claims (hybridsag.records.owners): a dead owner is told apart from a live one, from
 a process that reused its pid, and from a process of another host or boot. Real processes."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from hybridsag.owners import owner_dead, pid_alive, this_owner
+from hybridsag.records.owners import owner_dead, pid_alive, this_owner
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
 

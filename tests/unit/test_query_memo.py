@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hybridsag.embed_cache import QueryMemo
+from hybridsag.vectors.embed_cache import QueryMemo
 
 
 class CountingEmbedder:

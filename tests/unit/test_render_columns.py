@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hybridsag.render import counted, display_width, pad
+from hybridsag.output.render import counted, display_width, pad
 
 
 def test_a_count_of_one_is_singular() -> None:
@@ -27,7 +27,7 @@ def test_padded_names_end_in_one_column() -> None:
 
 def test_the_heading_line_does_not_repeat_the_title_and_uses_one_separator() -> None:
     """``Agents › Agents > The ReActAgent loop`` (issue 28) reads ``Agents › The ReActAgent loop``."""
-    from hybridsag.render import headings_below
+    from hybridsag.output.render import headings_below
 
     assert headings_below("Agents", "Agents > The ReActAgent loop > Thought") == [
         "The ReActAgent loop", "Thought",

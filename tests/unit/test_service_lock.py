@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hybridsag.errors import InputError, ServiceHoldsDataDir
-from hybridsag.owners import this_owner
-from hybridsag.service_lock import (
+from hybridsag.records.owners import this_owner
+from hybridsag.records.service_lock import (
     LOCK_NAME,
     hold_service_lock,
     holder,
@@ -30,7 +30,7 @@ URL = "http://127.0.0.1:8765"
 
 def _dead_owner() -> tuple[int, str]:
     """The pid and owner id of a process that has exited."""
-    code = "from hybridsag.owners import this_owner; import os; print(os.getpid(), this_owner())"
+    code = "from hybridsag.records.owners import this_owner; import os; print(os.getpid(), this_owner())"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     pid, owner = proc.stdout.split()
     return int(pid), owner

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridsag.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, Tokenizer, load_stopwords
+from hybridsag.lexical.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, Tokenizer, load_stopwords
 
 
 @pytest.fixture(scope="module")

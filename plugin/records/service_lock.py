@@ -7,9 +7,9 @@ it (``hybridsag --server URL ...``). The lock tells them so before they open any
 the service's pid and URL and the ``--server`` form to run.
 
 The record is JSON: ``{"pid", "host", "url", "started_at", "boot", "owner"}``, where ``owner``
-is the process's :func:`~hybridsag.owners.this_owner` id (host, pid, start time, boot id), so
+is the process's :func:`~hybridsag.records.owners.this_owner` id (host, pid, start time, boot id), so
 that a lock left by a killed service is recognised as stale even once its pid has been given to
-another process or the host has rebooted (:func:`~hybridsag.owners.owner_dead`). A record whose
+another process or the host has rebooted (:func:`~hybridsag.records.owners.owner_dead`). A record whose
 owner is dead is stale: :func:`read_service_lock` ignores it and :func:`hold_service_lock`
 replaces it. A record of another host counts as live (it cannot be judged from here). A file
 that is not a record of this shape (not JSON, a planted FIFO or link, over
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import ConfigError, ServiceHoldsDataDir
-from hybridsag.owners import owner_dead, this_owner
+from hybridsag.records.owners import owner_dead, this_owner
 
 __all__ = [
     "LOCK_NAME",

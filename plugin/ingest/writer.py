@@ -8,7 +8,7 @@ ingest (per batch)
   1. *claim* (one transaction): each resource gets ``pending_version`` = one above anything it
      ever had (its version, an earlier pending one, its tombstone); a new resource row is created
      ``indexing`` (invisible); a ``journal`` row records ``claimed``, with the claim's owner (a
-     process id that survives pid reuse, :mod:`hybridsag.owners`) and its chunk count in
+     process id that survives pid reuse, :mod:`hybridsag.records.owners`) and its chunk count in
      ``detail`` (JSON), so that anyone can tell an abandoned claim and the vector ids it may have
      written. Before claiming, the claims of the batch's ids (on a writer's first batch: every
      claim) whose owner is a dead process of this host are released
@@ -29,7 +29,7 @@ delete
 
 A crash between steps leaves a journal row (or a ``deleting``/``indexing`` status) that the
 reconciler finishes or undoes. Every statement on the record's tables is the ledger's
-(:mod:`hybridsag.ledger`); releasing a claim is one operation, :meth:`Ledger.release`, whether
+(:mod:`hybridsag.records.ledger`); releasing a claim is one operation, :meth:`Ledger.release`, whether
 the write path undoes its own batch, releases an abandoned claim, or the reconciler releases a
 stuck one.
 
@@ -42,7 +42,7 @@ committed before stay).
 reconciler finishes or undoes.
 
 A resource is ``(tenant, resource_id)``: every statement here names it by its key
-(:func:`~hybridsag.store.resource_key`; the id itself in tenant ``""``), so two tenants' ``notes``
+(:func:`~hybridsag.records.store.resource_key`; the id itself in tenant ``""``), so two tenants' ``notes``
 are two resources; reports name the public id.
 """
 
@@ -60,8 +60,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from hybridsag.chunker import Chunk, chunk_text
+from hybridsag.ingest.chunker import chunk_text
 from hybridsag.documents import (
+    Chunk,
     Document,
     IngestReport,
     printable,
@@ -71,19 +72,19 @@ from hybridsag.documents import (
 from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelledError
 from hybridsag.fusion.markdown import HEADING_JOIN
 from hybridsag.fusion.text import normalize_title
-from hybridsag.ledger import Ledger, Staged
-from hybridsag.owners import owner_dead, pid_alive, this_owner
-from hybridsag.progress import IngestProgress, as_progress
-from hybridsag.store import (
+from hybridsag.records.ledger import Ledger, Staged
+from hybridsag.records.owners import owner_dead, pid_alive, this_owner
+from hybridsag.ingest.progress import IngestProgress, as_progress
+from hybridsag.records.store import (
     Store,
     chunk_id_for,
     split_key,
 )
 
 if TYPE_CHECKING:
-    from hybridsag.vectors import DenseIndex, VectorRow
-    from hybridsag.embedder import Embedder
-    from hybridsag.lexical import LexicalIndex
+    from hybridsag.vectors.index import DenseIndex, VectorRow
+    from hybridsag.vectors.embedder import Embedder
+    from hybridsag.lexical.index import LexicalIndex
     from hybridsag.settings import ChunkingSettings
 
 __all__ = [
@@ -124,7 +125,7 @@ def _read_detail(detail: str | None) -> tuple[str | None, int | None]:
 
 def claim_abandoned(pid: int, detail: str | None) -> bool:
     """Whether the process that wrote a claim's journal row is gone from this host: judged by
-    the owner id in ``detail`` (:func:`hybridsag.owners.owner_dead`, safe across pid reuse,
+    the owner id in ``detail`` (:func:`hybridsag.records.owners.owner_dead`, safe across pid reuse,
     reboots and hosts), or for a row without one by its ``pid`` alone."""
     owner, _chunks = _read_detail(detail)
     if owner is not None:
@@ -472,7 +473,7 @@ class Writer:
         self, prepared: Sequence[Staged], claims: Mapping[str, int]
     ) -> list[VectorRow]:
         """The vector rows of a batch, keyed by the claimed versions."""
-        from hybridsag.vectors import VectorRow
+        from hybridsag.vectors.index import VectorRow
 
         rows = []
         for p in prepared:
@@ -598,7 +599,7 @@ class Writer:
         ready resources whose vectors are missing. Returns the number of vectors written. A
         chunk whose resource moved to another version meanwhile is skipped (its vector is
         deleted again), so a backfill never resurrects old text."""
-        from hybridsag.vectors import VectorRow
+        from hybridsag.vectors.index import VectorRow
 
         if self._dense is None or self._embedder is None:
             raise DenseError("backfill_vectors needs a dense index and an embedder")
@@ -653,7 +654,7 @@ class Writer:
         ``exclude`` (a delete asked for by hand, :meth:`HybridSearch.delete`): a folder
         resource whose file still exists, or whose root is not a folder on this host (a
         client's synced folder: the file cannot be looked at here), is also excluded from its
-        folder (:meth:`~hybridsag.store.Store.add_exclusion`, in the tombstone's transaction),
+        folder (:meth:`~hybridsag.records.store.Store.add_exclusion`, in the tombstone's transaction),
         so that the next index of the folder does not bring it back. Pruning and the
         reconciler delete resources whose files are gone, without it."""
         with self.lock.hold():

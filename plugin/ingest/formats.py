@@ -1,7 +1,7 @@
 """PDF, DOCX, HTML and EPUB files turned into Markdown the chunker reads (the ``formats`` extra).
 
 :class:`DocumentConverter` converts one file into a :class:`Converted`: Markdown text in which the
-document's structure is ATX headings, so :func:`~hybridsag.chunker.chunk_text` turns it into
+document's structure is ATX headings, so :func:`~hybridsag.ingest.chunker.chunk_text` turns it into
 heading paths, plus the title and page count. What each format keeps:
 
 - **PDF** (pypdf): the text of every page in page order, each page under its own heading

@@ -2,7 +2,7 @@
 
 The contract (:class:`LexicalIndex`: reads, writes, the reconciler's audit, describe, close) is
 implemented by :class:`StoreLexicalIndex`, whose rows live in the store's own database, and by
-:class:`~hybridsag.milvus_lexical.MilvusLexicalIndex`. Neither is a parent of the other: each
+:class:`~hybridsag.lexical.milvus_fulltext.MilvusLexicalIndex`. Neither is a parent of the other: each
 holds the query skeleton (:class:`LexicalQueries`: term analysis, the refilling search, titles,
 best chunks) and answers the few statements that differ (:class:`LexicalEngine`).
 
@@ -17,7 +17,7 @@ row is built, searched or deleted is written once. The tables:
 
 ``chunks_fts(title, heading, body)``
     one row per chunk (rowid = ``chunks.id``): the resource title, the heading path and the
-    chunk text, each as space-joined :class:`~hybridsag.tokenizer.Tokenizer` tokens;
+    chunk text, each as space-joined :class:`~hybridsag.lexical.tokenizer.Tokenizer` tokens;
 ``titles_fts(title)``
     one row per committed resource (rowid = ``resources.id``): the title's tokens;
 ``chunks_vocab``
@@ -34,7 +34,7 @@ form ("the title-alias fix").
 Ranking is FTS5 ``bm25()`` with column weights title/heading/body from ``lexical`` settings. The
 top of the FTS5 ranking is taken in a subquery before the resource join and refilled with a deeper
 subquery when filters leave too few rows. Where the query's terms hold many postings
-(``lexical.prune``), that top comes from :mod:`hybridsag.fts5_topk` instead: the same rows and
+(``lexical.prune``), that top comes from :mod:`hybridsag.lexical.fts5_topk` instead: the same rows and
 scores, with the common terms' postings never scored. The statements are built by pure functions
 (:func:`build_search_sql`, :func:`build_title_search_sql`, :func:`build_best_chunks_sql`) that
 tests assert on.
@@ -50,11 +50,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from hybridsag.errors import LexicalError
-from hybridsag.fts5_topk import BM25_B, BM25_K1, Fts5TopK, strip_diacritics
+from hybridsag.lexical.fts5_topk import BM25_B, BM25_K1, Fts5TopK, strip_diacritics
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import LexicalSettings
-from hybridsag.store import Filters, Store
-from hybridsag.tokenizer import FTS_TOKENIZE, Tokenizer
+from hybridsag.records.store import Filters, Store
+from hybridsag.lexical.tokenizer import FTS_TOKENIZE, Tokenizer
 
 __all__ = [
     "FTS_MIGRATIONS",
@@ -149,7 +149,7 @@ def build_best_chunks_sql(n_resources: int) -> str:
         ORDER BY bm25(chunks_fts, ?, ?, ?), c.id"""
 
 
-#: the deepest top the bounded ranking (:mod:`hybridsag.fts5_topk`) is asked for; a deeper
+#: the deepest top the bounded ranking (:mod:`hybridsag.lexical.fts5_topk`) is asked for; a deeper
 #: refill (filters left too few rows) runs the plain statement
 _PRUNE_MAX_DEPTH = 2000
 
@@ -454,7 +454,7 @@ class LexicalQueries:
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """Number of chunks holding each term (all statuses), keyed by the term as given. The
-        engines hold terms with diacritics removed (:data:`~hybridsag.tokenizer.FTS_TOKENIZE`),
+        engines hold terms with diacritics removed (:data:`~hybridsag.lexical.tokenizer.FTS_TOKENIZE`),
         so the lookup folds them the same way."""
         if not terms:
             return {}
@@ -629,7 +629,7 @@ class Fts5Statements:
 
     def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
         """From the ``fts5vocab`` view, kept until the next write
-        (:class:`~hybridsag.fts5_topk.Fts5TopK`)."""
+        (:class:`~hybridsag.lexical.fts5_topk.Fts5TopK`)."""
         return self._topk.doc_freqs(self.store.connection(), lexemes)
 
     def total_chunks(self) -> int:

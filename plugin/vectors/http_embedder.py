@@ -13,12 +13,12 @@ batch of ``embedding.batch_size`` texts; ``embedding.http.path`` replaces the pa
             {"model": m, "input": [texts], "truncate": true}
             200 {"embeddings": [[...], ...], "prompt_eval_count": n}
 
-Contract (:class:`hybridsag.embedder.Embedder`):
+Contract (:class:`hybridsag.vectors.embedder.Embedder`):
 
 * Texts are cut to ``embedding.max_chars`` characters first. A call's batches run at most
   ``embedding.http.max_in_flight`` at once, and no more than that are in flight for the
   embedder as a whole (every thread shares one limit). Each request goes through
-  :meth:`hybridsag.remote.Endpoint.post`: retries with backoff on 408/429/5xx and transport
+  :meth:`hybridsag.remote_calls.Endpoint.post`: retries with backoff on 408/429/5xx and transport
   errors, ``Retry-After`` honoured, timeouts, the key scrubbed from messages, and the search's
   remote budget (``embedder/<backend>`` in its usage).
 * Every answer is validated: as many vectors as texts (``openai``: every index 0..n-1 exactly
@@ -36,7 +36,7 @@ Contract (:class:`hybridsag.embedder.Embedder`):
   ``dimensions``, which changes its vectors), known without a request: an index built with it
   refuses another model or backend, as it refuses a local one
   (:class:`~hybridsag.components.Components`). Passages are cached on disk by fingerprint and
-  text hash (:class:`hybridsag.embed_cache.CachedEmbedder`, ``embedding.http.cache``); a
+  text hash (:class:`hybridsag.vectors.embed_cache.CachedEmbedder`, ``embedding.http.cache``); a
   search's query by the composition root's query memo.
 * ``kind`` (query or passage) is accepted and not sent: these APIs take plain texts.
 
@@ -57,9 +57,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import numpy as np
 
-from hybridsag.embedder_common import Kind, check_encode_args
+from hybridsag.vectors.embedder_common import Kind, check_encode_args
 from hybridsag.errors import ConfigError
-from hybridsag.remote import (
+from hybridsag.remote_calls import (
     DENSE_ERRORS,
     Endpoint,
     Reply,
@@ -232,7 +232,7 @@ class HttpEmbedder:
         self.endpoint.close()
 
     def stats(self) -> dict[str, int]:
-        """The endpoint's totals (:meth:`hybridsag.remote.Endpoint.stats`)."""
+        """The endpoint's totals (:meth:`hybridsag.remote_calls.Endpoint.stats`)."""
         return self.endpoint.stats()
 
     @property

@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import ConfigError, InputError, QueryError
-from hybridsag.metrics import NAMES, Gold, metrics_for
+from hybridsag.evaluation.measures import NAMES, Gold, metrics_for
 from hybridsag.paths import PATHS, path_names
-from hybridsag.query import validate_query
-from hybridsag.remote import remote_figures
+from hybridsag.paths.query import validate_query
+from hybridsag.remote_calls import remote_figures
 from hybridsag.settings import Settings
-from hybridsag.store import Filters
+from hybridsag.records.store import Filters
 
 __all__ = [
     "FUSED",
@@ -291,8 +291,8 @@ def open_eval_index(
     if not needs_dense:
         return HybridSearch(lexical_settings), info
     # 2. the dense index, from the same chunks (what the write path would have embedded)
-    from hybridsag.embed_cache import CachedEmbedder
-    from hybridsag.embedder import make_embedder
+    from hybridsag.vectors.embed_cache import CachedEmbedder
+    from hybridsag.vectors.embedder import make_embedder
 
     inner = make_embedder(run_settings)
     assert inner is not None  # needs_dense implies an embedding model
@@ -481,7 +481,7 @@ def tune_weights(
     supplies, the trust step as configured.
 
     The paths run once per question as a fused search over ``fuse`` runs them; every grid
-    point (:func:`hybridsag.offline_runs.grid`: a weight per path from ``GRID_WEIGHTS``,
+    point (:func:`hybridsag.evaluation.offline_runs.grid`: a weight per path from ``GRID_WEIGHTS``,
     relative; k from ``GRID_KS`` for rrf, minmax and zscore for convex; ``judge_order`` on and
     off with sag2 among the paths) is scored with the search's own fusion step, so a search
     with the printed settings gets the recall measured here. The best mean Recall@10 wins
@@ -491,7 +491,7 @@ def tune_weights(
     InputError for an unknown method.
     """
     from hybridsag.fusion import NORMALISERS
-    from hybridsag.offline_runs import (
+    from hybridsag.evaluation.offline_runs import (
         GRID_KS,
         GRID_WEIGHTS,
         Scored,
@@ -572,7 +572,7 @@ def tune_weights(
 
 def questions_of(ds: Dataset) -> list[tuple[str, str, frozenset[str]]]:
     """``(question id, text, gold)`` of every question of ``ds``, as
-    :func:`hybridsag.offline_runs.capture` takes them."""
+    :func:`hybridsag.evaluation.offline_runs.capture` takes them."""
     return [(qid, text, ds.qrels[qid]) for qid, text in ds.queries]
 
 
@@ -649,7 +649,7 @@ def format_table(summary: Mapping[str, Any]) -> str:
 
 def _remote_line(m: Mapping[str, Any]) -> str | None:
     """``  remote a query: judge/reranker 2 calls 31.0 ms, ...`` for a path that called remote
-    models (hybridsag.remote's meter), None for one that did not."""
+    models (hybridsag.remote_calls's meter), None for one that did not."""
     names = sorted(k.removesuffix(".calls_per_query") for k in m if k.endswith(".calls_per_query"))
     if not names:
         return None

@@ -1,7 +1,7 @@
 """The agent text's character budget: its default, its bounds and their check.
 
 One owner for what the settings (``mcp.budget``), the faces (``search --budget``, the service's
-``budget``, the MCP ``search`` tool) and the agent format (:mod:`hybridsag.agent`) bound, so that
+``budget``, the MCP ``search`` tool) and the agent format (:mod:`hybridsag.output.agent`) bound, so that
 the configuration never imports an output module. Standard library only.
 """
 

@@ -19,7 +19,7 @@ from hybridsag.fusion import DEFAULT_TRUST_MODEL, QueryFacts, TrustModel
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
-    from hybridsag.store import Filters
+    from hybridsag.records.store import Filters
 
 __all__ = ["load_trust_model", "query_facts"]
 
@@ -33,7 +33,7 @@ def query_facts(
     """The facts of ``query`` (already validated) that the trust step weighs.
 
     - ``embedder_reads``: the share of the query's letters the embedding model reads as words
-      (:func:`hybridsag.embedder.vocabulary_share`), ``None`` when the dense side is off or
+      (:func:`hybridsag.vectors.embedder.vocabulary_share`), ``None`` when the dense side is off or
       the embedder cannot say;
     - ``terms``, ``terms_in_index`` and ``idf``: the query's lexical terms, the share of them
       the index holds, and the mean of their normalised IDF ``log(N/df) / log(N)`` (0..1: 1 for
@@ -48,7 +48,7 @@ def query_facts(
     """
     reads: float | None = None
     if dense and parts.dense_enabled:
-        from hybridsag.embedder import vocabulary_share  # here: a lexical search needs no numpy
+        from hybridsag.vectors.embedder import vocabulary_share  # here: a lexical search needs no numpy
 
         try:
             reads = vocabulary_share(parts.embedder(), query)

@@ -3,7 +3,7 @@
 Fitting the offline judge and comparing fusion methods across several labelled sets would mean
 running every path for every question again for each candidate setting. Instead,
 :func:`capture_set` runs each question once with the offline engine
-(:func:`hybridsag.offline_runs.capture`), as a default fused search runs it (the SAG2 loop
+(:func:`hybridsag.evaluation.offline_runs.capture`), as a default fused search runs it (the SAG2 loop
 beside the dense path, whose top hits join its pool; the bm25 and title paths beside them), and
 keeps what every later experiment needs:
 
@@ -15,7 +15,7 @@ keeps what every later experiment needs:
 - what the search's fusion step reads (:class:`hybridsag.search.FusionInput`): every path's
   hits, the query-level facts the trust step reads from the index and the embedder, and what
   fusion's rules may read of every chunk seen, the pool's included; a fusion choice is scored
-  over them with :func:`hybridsag.offline_runs.fused`, the search's own fusion step.
+  over them with :func:`hybridsag.evaluation.offline_runs.fused`, the search's own fusion step.
 
 ``scripts/fit_judge.py`` and ``benchmarks/fusion_loso.py`` read these captures (cached by set,
 question limit and feature names). The capture's judge uses the hand-set weights for pass 1 and
@@ -36,7 +36,7 @@ import numpy as np
 
 from hybridsag.fusion import ChunkView, Hit, QueryFacts
 from hybridsag.judges.features import DENSE_FEATURES, FEATURE_NAMES, FeatureWeights
-from hybridsag.offline_runs import CapturedQuestion
+from hybridsag.evaluation.offline_runs import CapturedQuestion
 from hybridsag.search import FusionInput
 
 __all__ = [
@@ -55,7 +55,7 @@ __all__ = [
     "sag2_hits",
 ]
 
-#: The metrics the fitting and tuning reports give (``hybridsag.evaluation.metrics_for`` keys).
+#: The metrics the fitting and tuning reports give (``hybridsag.evaluation.measures.metrics_for`` keys).
 RANK_METRICS = ("recall@1", "recall@2", "recall@5", "recall@10", "ndcg@10")
 
 #: Bump when what a capture holds changes (older cached captures are then ignored).
@@ -103,16 +103,16 @@ def capture_set(
     depth: int = 100,
 ) -> CapturedSet:
     """Index ``folder`` (a BEIR-style set) in a temporary data dir and capture every question
-    with the offline engine (:func:`hybridsag.offline_runs.capture`, paths ``CAPTURE_PATHS``
+    with the offline engine (:func:`hybridsag.evaluation.offline_runs.capture`, paths ``CAPTURE_PATHS``
     at ``fusion.depth = depth``; see the module docstring). Passage embeddings are cached
     under ``cache``; the capture itself is cached under ``cache/captures``."""
-    from hybridsag.embed_cache import CachedEmbedder
-    from hybridsag.embedder import make_embedder
-    from hybridsag.evaluation import load_dataset, questions_of
-    from hybridsag.offline_runs import capture
+    from hybridsag.vectors.embed_cache import CachedEmbedder
+    from hybridsag.vectors.embedder import make_embedder
+    from hybridsag.evaluation.harness import load_dataset, questions_of
+    from hybridsag.evaluation.offline_runs import capture
     from hybridsag.search import HybridSearch
     from hybridsag.settings import Settings
-    from hybridsag.store import Filters
+    from hybridsag.records.store import Filters
 
     ds = load_dataset(folder, limit=limit)
     if limit is not None and limit >= len(load_dataset(folder).queries):
@@ -333,7 +333,7 @@ def fit_judge(
 
 def mean_metrics(rankings: Sequence[tuple[Sequence[str], frozenset[str]]]) -> dict[str, float]:
     """Mean :data:`RANK_METRICS` over ``(ranked resource ids, gold)`` pairs."""
-    from hybridsag.metrics import metrics_for
+    from hybridsag.evaluation.measures import metrics_for
 
     totals = dict.fromkeys(RANK_METRICS, 0.0)
     for ranked, gold in rankings:

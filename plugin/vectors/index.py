@@ -33,7 +33,7 @@ nor deleted by this data dir.
 
 Resources: a row carries a resource's public id and its tenant in two fields (``resource_id``,
 ``tenant``), as rows always did. Where a resource is named alone (``delete_resource(s)``,
-``iter_entries``) it is named by the store's key (:func:`~hybridsag.store.resource_key`: the id
+``iter_entries``) it is named by the store's key (:func:`~hybridsag.records.store.resource_key`: the id
 in tenant ``""``, else tenant and id), which
 :func:`~hybridsag.milvus_client.resources_expression` turns into both fields,
 so two tenants' ``notes`` are never confused. In attach mode the team's ``milvus.fields.tenant``
@@ -80,7 +80,7 @@ from hybridsag.milvus_client import (
     visibility_expression,
 )
 from hybridsag.settings import Settings
-from hybridsag.store import resource_key
+from hybridsag.records.store import resource_key
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymilvus import MilvusClient
@@ -140,7 +140,7 @@ class VectorRow:
     """One chunk's vector and the metadata the dense path filters on.
 
     ``resource_id`` is the resource's public id within ``tenant`` (its key is
-    :func:`~hybridsag.store.resource_key` of the two); ``acl`` empty means public; ``tenant`` is
+    :func:`~hybridsag.records.store.resource_key` of the two); ``acl`` empty means public; ``tenant`` is
     compared exactly.
     """
 
@@ -220,7 +220,7 @@ class DenseIndex(Protocol):
         ...
 
     def delete_resource(self, resource_id: str) -> None:
-        """Delete every row of the resource whose key (:func:`~hybridsag.store.resource_key`)
+        """Delete every row of the resource whose key (:func:`~hybridsag.records.store.resource_key`)
         is ``resource_id``; a resource with no rows is not an error."""
         ...
 

@@ -1,6 +1,6 @@
 """PostgreSQL as the system of record (``store.url = "postgresql://..."``; the ``postgres`` extra).
 
-:class:`PostgresBackend` is the :class:`~hybridsag.store.Backend` the store runs on when its
+:class:`PostgresBackend` is the :class:`~hybridsag.records.store.Backend` the store runs on when its
 location is a PostgreSQL URL: connections come from a ``psycopg_pool.ConnectionPool`` (one per
 thread, as with SQLite, checked for health before reuse), in autocommit mode with explicit
 transactions, and every statement the store writes once for both databases has its ``?``

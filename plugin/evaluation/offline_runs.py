@@ -2,7 +2,7 @@
 over those runs with the search's own fusion step.
 
 Tuning (``eval --tune-weights``), the grid (``eval --grid``), the fused arms of ``eval
---compare`` and the fitting captures (:mod:`hybridsag.tuning`, ``benchmarks/fusion_loso.py``)
+--compare`` and the fitting captures (:mod:`hybridsag.evaluation.tuning`, ``benchmarks/fusion_loso.py``)
 ask what a search with some fusion setting returns. :func:`capture` runs the paths once per
 question as a search runs them and keeps what the fusion step reads
 (:meth:`~hybridsag.search.HybridSearch.fusion_input`); what the runs depend on (paths, SAG2
@@ -24,13 +24,13 @@ from typing import Any
 
 from hybridsag.errors import InputError
 from hybridsag.fusion import METHODS, NORMALISERS, FusedHit, TrustModel
-from hybridsag.metrics import NAMES, metrics_for
+from hybridsag.evaluation.measures import NAMES, metrics_for
 from hybridsag.paths import check_weights
-from hybridsag.query import validate_query
+from hybridsag.paths.query import validate_query
 from hybridsag.search import FusionInput, HybridSearch, fuse_step
 from hybridsag.settings import FusionSettings, Settings
-from hybridsag.store import Filters
-from hybridsag.query_facts import load_trust_model
+from hybridsag.records.store import Filters
+from hybridsag.paths.query_facts import load_trust_model
 
 __all__ = [
     "DEPTH",
@@ -155,7 +155,7 @@ def capture(
 ) -> Capture:
     """Run ``paths`` (resolved as a search resolves them) once per question, as
     ``hs.search(text, top_k=DEPTH, paths=paths)`` runs them, and keep what the fusion step
-    reads; ``on_question(qid, fusion_in)`` may add to it (:mod:`hybridsag.tuning` adds the
+    reads; ``on_question(qid, fusion_in)`` may add to it (:mod:`hybridsag.evaluation.tuning` adds the
     SAG2 pool's chunks). QueryError for an unknown path or a question a search refuses."""
     names = hs.resolve_paths(paths)
     s, flt = hs.settings, Filters()
@@ -243,7 +243,7 @@ def fused(
 @dataclass(frozen=True, slots=True)
 class Scored:
     """A setting scored on a capture: per question the resource ids it ranks (each once),
-    their metrics (:func:`hybridsag.metrics.metrics_for`) and its fusion ms; the means."""
+    their metrics (:func:`hybridsag.evaluation.measures.metrics_for`) and its fusion ms; the means."""
 
     fusion: FusionSettings
     ranked: Mapping[str, list[str]]

@@ -51,9 +51,9 @@ from hybridsag.documents import (
     RESOURCE_ID_FIELD_BYTES,
 )
 from hybridsag.errors import ConfigError, LexicalError
-from hybridsag.fts5_topk import strip_diacritics
+from hybridsag.lexical.fts5_topk import strip_diacritics
 from hybridsag.fusion.types import Hit
-from hybridsag.lexical import (
+from hybridsag.lexical.index import (
     ChunkTokens,
     LexicalQueries,
     LexicalTables,
@@ -76,8 +76,8 @@ from hybridsag.milvus_client import (
     visibility_expression,
 )
 from hybridsag.settings import LexicalSettings, Settings
-from hybridsag.store import Filters, Store, select_in, split_key
-from hybridsag.tokenizer import Tokenizer, has_cjk
+from hybridsag.records.store import Filters, Store, select_in, split_key
+from hybridsag.lexical.tokenizer import Tokenizer, has_cjk
 
 if TYPE_CHECKING:
     from pymilvus import MilvusClient
@@ -170,12 +170,12 @@ def _terms_of(tokens: ChunkTokens) -> list[str]:
 
 
 class MilvusLexicalIndex:
-    """:class:`~hybridsag.lexical.LexicalIndex` on Milvus full-text search (see the module
+    """:class:`~hybridsag.lexical.index.LexicalIndex` on Milvus full-text search (see the module
     docstring). Nothing connects until the first search or write; thread-safe like the dense
     index (one client, opened under a lock).
 
-    It holds the query skeleton (:class:`~hybridsag.lexical.LexicalQueries`) and is its
-    :class:`~hybridsag.lexical.LexicalEngine`: Milvus ranks, the store's ``mlex_*`` rows count."""
+    It holds the query skeleton (:class:`~hybridsag.lexical.index.LexicalQueries`) and is its
+    :class:`~hybridsag.lexical.index.LexicalEngine`: Milvus ranks, the store's ``mlex_*`` rows count."""
 
     #: the store-side rows the query skeleton reads (terms, titles) and how a term matches
     tables = LexicalTables(

@@ -17,10 +17,10 @@ here, behind named operations that both call:
   :meth:`Ledger.store_vectors` (a backfill) and :meth:`Ledger.drop_orphan_chunk`.
 
 The lexical index's rows follow in the same transaction, through its own operations
-(:mod:`hybridsag.lexical` owns their SQL). The caller holds the write lock. The SQL is written
+(:mod:`hybridsag.lexical.index` owns their SQL). The caller holds the write lock. The SQL is written
 once, in the common part of SQLite's and PostgreSQL's dialects; what differs (how a write
-transaction starts, types, errors) is the store's :class:`~hybridsag.store.Backend`.
-:mod:`hybridsag.store` keeps the schema, its migrations, ``meta`` and the reads a search makes.
+transaction starts, types, errors) is the store's :class:`~hybridsag.records.store.Backend`.
+:mod:`hybridsag.records.store` keeps the schema, its migrations, ``meta`` and the reads a search makes.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hybridsag.store import Store, chunk_id_for, select_in
+from hybridsag.records.store import Store, chunk_id_for, select_in
 
 if TYPE_CHECKING:
-    from hybridsag.chunker import Chunk
+    from hybridsag.documents import Chunk
     from hybridsag.documents import Document
-    from hybridsag.lexical import ChunkTokens, LexicalIndex
+    from hybridsag.lexical.index import ChunkTokens, LexicalIndex
 
 __all__ = ["Ledger", "LedgerState", "Staged"]
 

@@ -3,10 +3,10 @@
 Beside the index drift of :mod:`hybridsag.consistency.plan` (vectors, rows, claims), a plan holds
 what changed on disk since the folders were indexed. :func:`read_sources` reads it, for every
 folder root (``source_root``) a tenant indexed before, as ``hybridsag index ROOT`` would see it
-(the same walk, :func:`hybridsag.sources.scan_folder`, the same ids,
-:func:`hybridsag.folders.plan_folder`, the same exclusions,
-:func:`hybridsag.folders.without_excluded`, the same guarded reads,
-:func:`hybridsag.sources.iter_files` under ``ingest.max_file_mb`` and the formats bounds), but
+(the same walk, :func:`hybridsag.ingest.sources.scan_folder`, the same ids,
+:func:`hybridsag.ingest.folders.plan_folder`, the same exclusions,
+:func:`hybridsag.ingest.folders.without_excluded`, the same guarded reads,
+:func:`hybridsag.ingest.sources.iter_files` under ``ingest.max_file_mb`` and the formats bounds), but
 reading only the files whose ``stat`` moved and the new ones:
 
 ``source_changed``
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from hybridsag.documents import Document, printable, same_document
 from hybridsag.errors import IngestError
-from hybridsag.folders import (
+from hybridsag.ingest.folders import (
     PRUNABLE,
     FolderPlan,
     plan_folder,
@@ -48,8 +48,8 @@ from hybridsag.folders import (
 )
 from hybridsag.search import STALE_DELETED, stale_reason
 from hybridsag.settings import Settings
-from hybridsag.sources import SourceErrors, scan_folder
-from hybridsag.store import ResourceRecord, Store, resource_key
+from hybridsag.ingest.sources import SourceErrors, scan_folder
+from hybridsag.records.store import ResourceRecord, Store, resource_key
 
 __all__ = ["SourceDrift", "SourceItem", "read_sources", "source_documents", "source_guard"]
 
@@ -70,7 +70,7 @@ class SourceItem:
 
     @property
     def key(self) -> str:
-        """The store's key of the resource (:func:`hybridsag.store.resource_key`)."""
+        """The store's key of the resource (:func:`hybridsag.records.store.resource_key`)."""
         return resource_key(self.path, self.tenant)
 
     @property
@@ -134,7 +134,7 @@ def source_documents(
     items: Iterable[SourceItem], settings: Settings, errors: SourceErrors
 ) -> list[Document]:
     """The documents the files of ``items`` make now, read as a folder index reads them (each
-    under its own root, tenant and ACL: :func:`hybridsag.folders.read_files`); what cannot be
+    under its own root, tenant and ACL: :func:`hybridsag.ingest.folders.read_files`); what cannot be
     read goes to ``errors``."""
     entries = ((Path(i.source_uri), Path(i.source_root), i.tenant, i.acl) for i in items)
     return list(read_files(entries, settings, errors))

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybridsag.store import select_in
+from hybridsag.records.store import select_in
 
 __all__ = [
     "BM25_B",

@@ -1,5 +1,5 @@
 """Where resources come from: a JSONL file (a BEIR ``corpus.jsonl`` loads as is), a folder (text
-files, plus PDF, DOCX, HTML and EPUB through :mod:`hybridsag.formats`) or a single file.
+files, plus PDF, DOCX, HTML and EPUB through :mod:`hybridsag.ingest.formats`) or a single file.
 
 Both yield validated :class:`~hybridsag.documents.Document` values and report, rather than raise,
 the entries they had to skip (a JSONL line that is not an object, a file over the size cap), so
@@ -13,7 +13,7 @@ folders are not descended (what they point to inside the folder is indexed under
 Text that is not UTF-8 is decoded with the encoding ``charset-normalizer`` detects
 (:func:`decode_text`), recorded as ``metadata["encoding"]``; undetectable bytes are skipped.
 A Markdown file's YAML or TOML front matter gives its title and metadata
-(:mod:`hybridsag.front_matter`) and is indexed as no chunk's text.
+(:mod:`hybridsag.ingest.front_matter`) and is indexed as no chunk's text.
 ``.gitignore`` rules are matched by RE2 through pathspec's ``re2`` backend: linear time, so no
 pattern can make matching backtrack; a ``.gitignore`` over :data:`MAX_IGNORE_FILE_BYTES` or with a
 line over :data:`MAX_IGNORE_PATTERN_CHARS` cannot be applied faithfully, so the folder it governs
@@ -32,10 +32,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pathspec
-from hybridsag.chunker import rst_title
+from hybridsag.ingest.chunker import rst_title
 from hybridsag.documents import Document, make_document, printable
 from hybridsag.errors import ConfigError, IngestError
-from hybridsag.formats import CONVERTED_SUFFIXES, DocumentConverter, format_size
+from hybridsag.ingest.formats import CONVERTED_SUFFIXES, DocumentConverter, format_size
 from hybridsag.fusion.markdown import first_h1
 
 __all__ = [
@@ -597,7 +597,7 @@ def _document_parts(
 ) -> tuple[str, str, str, dict[str, Any] | None, tuple[str, ...]]:
     """(text, title, chunker format, metadata, warnings) of one file's bytes. A text file is
     decoded (metadata names a detected non-UTF-8 encoding); a Markdown file's front matter gives
-    its title and more metadata (:func:`hybridsag.front_matter.read_front_matter`, whose
+    its title and more metadata (:func:`hybridsag.ingest.front_matter.read_front_matter`, whose
     warnings are returned); any other file goes through ``converter`` (its metadata names the
     format and source hash).
 
@@ -614,7 +614,7 @@ def _document_parts(
     title = _title_of(text.lstrip("\ufeff"), fmt, path.stem)
     if fmt != "markdown":
         return text, title, fmt, own or None, ()
-    from hybridsag.front_matter import read_front_matter
+    from hybridsag.ingest.front_matter import read_front_matter
 
     fm = read_front_matter(text, reserved=frozenset(_OWN_METADATA))
     meta = {**fm.metadata, **own}

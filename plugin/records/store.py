@@ -1,5 +1,5 @@
 """The system of record: one SQLite database (WAL) under the data dir, or a PostgreSQL database
-(``store.url = "postgresql://..."``, :mod:`hybridsag.postgres`) that several processes and hosts
+(``store.url = "postgresql://..."``, :mod:`hybridsag.records.postgres`) that several processes and hosts
 share.
 
 Tables (named migrations in :data:`MIGRATIONS`): ``resources``, ``chunks``, ``chunk_vectors``,
@@ -7,7 +7,7 @@ Tables (named migrations in :data:`MIGRATIONS`): ``resources``, ``chunks``, ``ch
 tokenizer, embedder), ``reconcile_lease`` and ``exclusions`` (folder files deleted by hand while
 they still exist: :class:`Exclusion`, kept out of their folder until lifted). The lexical
 index's own tables (FTS5) are created by
-:mod:`hybridsag.lexical` through :meth:`Store.migrate`, which owns every statement on them.
+:mod:`hybridsag.lexical.index` through :meth:`Store.migrate`, which owns every statement on them.
 
 Every write goes through :meth:`Store.atomic` (``BEGIN IMMEDIATE`` .. ``COMMIT``; a nested
 ``atomic()`` is a SAVEPOINT). Connections are per thread. A resource is visible only when
@@ -32,7 +32,7 @@ un-tenanted chunk id ends in ``#<digits>``, a tenant's in ``@<tenant>`` with no 
 ordinal; and a tenant's id is read back from the right (the tenant after the last ``@``).
 
 The vector and full-text rows in Milvus carry the public id and the tenant as two fields, as
-they always did; :mod:`hybridsag.vectors` turns a key into both (and back, when it lists its rows).
+they always did; :mod:`hybridsag.vectors.index` turns a key into both (and back, when it lists its rows).
 An index written before identity was per tenant (the key of every resource was its id) is
 rewritten by the migration ``0005_tenant_keys``: the keys of tenant resources in ``resources``,
 ``chunks``, ``journal`` and ``tombstones`` become ``tenant + KEY_SEP + id``; chunk ids are kept
@@ -315,7 +315,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         # The SHA-256 of a folder resource's source file as it was read (its bytes, before
         # decoding or conversion; NULL: API or JSONL ingest, or indexed before this), so that a
-        # folder sync through the service (hybridsag.manifest) asks only for files whose bytes
+        # folder sync through the service (hybridsag.ingest.manifest) asks only for files whose bytes
         # it does not hold, and an audit can tell a changed file from a touched one.
         "0007_source_sha256",
         """
@@ -844,7 +844,7 @@ class Store:
     ):
         self.backend: Backend
         if is_postgres_url(location):
-            from hybridsag.postgres import PostgresBackend
+            from hybridsag.records.postgres import PostgresBackend
 
             self.backend = PostgresBackend(
                 str(location), pool_size=pool_size, timeout_s=busy_timeout_s

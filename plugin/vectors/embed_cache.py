@@ -25,7 +25,7 @@ __all__ = ["CachedEmbedder", "QueryMemo"]
 
 
 class CachedEmbedder:
-    """Wraps an :class:`~hybridsag.embedder.Embedder`; same contract, passages cached on disk."""
+    """Wraps an :class:`~hybridsag.vectors.embedder.Embedder`; same contract, passages cached on disk."""
 
     def __init__(self, inner: Any, cache_dir: Path) -> None:
         self.inner = inner
@@ -94,7 +94,7 @@ def _close(inner: Any) -> None:
 
 
 def _inner_vocabulary_share(inner: Any, text: str) -> float | None:
-    from hybridsag.embedder import vocabulary_share
+    from hybridsag.vectors.embedder import vocabulary_share
 
     return vocabulary_share(inner, text)
 
