@@ -28,7 +28,7 @@ id), in the store's rows and in what the dense index lists alike:
 ``stuck_indexing``
     a claim (``pending_version``, a ``journal`` row, a never-committed ``indexing`` row) older than
     ``consistency.indexing_timeout_s`` or whose owning process is gone from this host (by the
-    owner id the claim records, :func:`hybridsag.ingest.writer.claim_abandoned`): its vectors
+    owner id the claim records, :func:`hybridsag.records.ledger.claim_abandoned`): its vectors
     are deleted, the claim released, a never-committed row dropped. Journal rows that no longer
     belong to a standing claim are listed here too.
 ``missing_vectors``
@@ -67,7 +67,7 @@ from hybridsag.lexical.index import LexicalIndex
 from hybridsag.records.owners import pid_alive
 from hybridsag.settings import Settings
 from hybridsag.records.store import Store
-from hybridsag.ingest.writer import claim_abandoned
+from hybridsag.records.ledger import claim_abandoned
 
 __all__ = [
     "CLASSES",
@@ -294,7 +294,7 @@ class ReconcilePlan:
 
 
 #: Whether process ``pid`` exists on this host (kept here for the lease; claims are judged by
-#: :func:`hybridsag.ingest.writer.claim_abandoned`, which survives pid reuse).
+#: :func:`hybridsag.records.ledger.claim_abandoned`, which survives pid reuse).
 owner_alive = pid_alive
 
 

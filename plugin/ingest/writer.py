@@ -72,8 +72,7 @@ from hybridsag.documents import (
 from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelledError
 from hybridsag.fusion.markdown import HEADING_JOIN
 from hybridsag.fusion.text import normalize_title
-from hybridsag.records.ledger import Ledger, Staged
-from hybridsag.records.owners import owner_dead, pid_alive, this_owner
+from hybridsag.records.ledger import Ledger, Staged, claim_abandoned, read_claim_detail
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.records.store import (
     Store,
@@ -92,7 +91,6 @@ __all__ = [
     "StepHook",
     "WriteLock",
     "Writer",
-    "claim_abandoned",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,37 +98,6 @@ log = logging.getLogger(__name__)
 #: A bulk ingest that wrote this many vectors (chunks) seals them (DenseIndex.flush, and the
 #: lexical index's flush) before returning.
 FLUSH_AFTER_VECTORS = 256
-
-
-def _claim_detail(chunks: int) -> str:
-    """A claim's journal ``detail``: its owner (this process) and how many chunks it writes."""
-    return json.dumps({"owner": this_owner(), "chunks": chunks})
-
-
-def _read_detail(detail: str | None) -> tuple[str | None, int | None]:
-    """(owner, chunk count) of a claim's journal ``detail``; None for what a row lacks (one
-    written before owners were recorded has neither)."""
-    try:
-        data = json.loads(detail) if detail else None
-    except ValueError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
-    owner, chunks = data.get("owner"), data.get("chunks")
-    return (
-        owner if isinstance(owner, str) else None,
-        chunks if isinstance(chunks, int) and chunks >= 0 else None,
-    )
-
-
-def claim_abandoned(pid: int, detail: str | None) -> bool:
-    """Whether the process that wrote a claim's journal row is gone from this host: judged by
-    the owner id in ``detail`` (:func:`hybridsag.records.owners.owner_dead`, safe across pid reuse,
-    reboots and hosts), or for a row without one by its ``pid`` alone."""
-    owner, _chunks = _read_detail(detail)
-    if owner is not None:
-        return owner_dead(owner)
-    return not pid_alive(pid)
 
 
 #: Chunks embedded per call while ingesting: the progress moves on after each slice.
@@ -467,7 +434,7 @@ class Writer:
         return report
 
     def _claim(self, prepared: Sequence[Staged]) -> dict[str, int]:
-        return self.ledger.claim(prepared, [_claim_detail(len(p.chunks)) for p in prepared])
+        return self.ledger.claim(prepared)
 
     def _vector_rows(
         self, prepared: Sequence[Staged], claims: Mapping[str, int]
@@ -519,9 +486,9 @@ class Writer:
 
     def release_abandoned(self, resource_ids: Sequence[str] | None = None) -> list[str]:
         """Release the ingest claims (of ``resource_ids``, or every one) whose owner is a dead
-        process of this host (:func:`claim_abandoned`): the vectors each may have written (its
-        journal row records how many chunks) are deleted, then it is released
-        (:meth:`Ledger.release`). A claim of a live process, of another host, or one recorded
+        process of this host (:func:`~hybridsag.records.ledger.claim_abandoned`): the vectors
+        each may have written (its journal row records how many chunks) are deleted, then it is
+        released (:meth:`Ledger.release`). A claim of a live process, of another host, or one recorded
         without an owner and chunk count is left to the reconciler, and so is one whose vectors
         could not be deleted (logged). The caller holds the write lock; the write path calls
         this before every claim. Returns the ids whose claims were released, in order."""
@@ -531,7 +498,7 @@ class Writer:
                 self._released_abandoned = True
             abandoned: list[tuple[str, int, int]] = []
             for r in rows:
-                _owner, chunks = _read_detail(r["detail"])
+                _owner, chunks = read_claim_detail(r["detail"])
                 if chunks is not None and claim_abandoned(int(r["pid"]), r["detail"]):
                     abandoned.append((r["resource_id"], int(r["version"]), chunks))
             if not abandoned:

@@ -26,12 +26,14 @@ transaction starts, types, errors) is the store's :class:`~hybridsag.records.sto
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hybridsag.records.owners import owner_dead, pid_alive, this_owner
 from hybridsag.records.store import Store, chunk_id_for, select_in
 
 if TYPE_CHECKING:
@@ -39,7 +41,38 @@ if TYPE_CHECKING:
     from hybridsag.documents import Document
     from hybridsag.lexical.index import ChunkTokens, LexicalIndex
 
-__all__ = ["Ledger", "LedgerState", "Staged"]
+__all__ = ["Ledger", "LedgerState", "Staged", "claim_abandoned", "read_claim_detail"]
+
+
+def _claim_detail(chunks: int) -> str:
+    """A claim's journal ``detail``: its owner (this process) and how many chunks it writes."""
+    return json.dumps({"owner": this_owner(), "chunks": chunks})
+
+
+def read_claim_detail(detail: str | None) -> tuple[str | None, int | None]:
+    """(owner, chunk count) of a claim's journal ``detail``; None for what a row lacks (one
+    written before owners were recorded has neither)."""
+    try:
+        data = json.loads(detail) if detail else None
+    except ValueError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    owner, chunks = data.get("owner"), data.get("chunks")
+    return (
+        owner if isinstance(owner, str) else None,
+        chunks if isinstance(chunks, int) and chunks >= 0 else None,
+    )
+
+
+def claim_abandoned(pid: int, detail: str | None) -> bool:
+    """Whether the process that wrote a claim's journal row is gone from this host: judged by
+    the owner id in ``detail`` (:func:`hybridsag.records.owners.owner_dead`, safe across pid reuse,
+    reboots and hosts), or for a row without one by its ``pid`` alone."""
+    owner, _chunks = read_claim_detail(detail)
+    if owner is not None:
+        return owner_dead(owner)
+    return not pid_alive(pid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,9 +220,10 @@ class Ledger:
                 rows,
             )
 
-    def claim(self, staged: Sequence[Staged], details: Sequence[str]) -> dict[str, int]:
-        """Claim a version for each of ``staged`` (one transaction); ``details`` are the journal
-        rows' ``detail`` (JSON: the claim's owner and chunk count). Returns key -> version."""
+    def claim(self, staged: Sequence[Staged]) -> dict[str, int]:
+        """Claim a version for each of ``staged`` (one transaction); each claim's journal row
+        records its owner (this process) and chunk count (:func:`read_claim_detail` reads them).
+        Returns key -> version."""
         now = time.time()
         pid = os.getpid()
         keys = [s.doc.key for s in staged]
@@ -203,7 +237,8 @@ class Ledger:
                 conn, "SELECT resource_id, version FROM tombstones", "resource_id", keys
             )
             new_rows, bumps, journal = [], [], []
-            for s, detail in zip(staged, details):
+            for s in staged:
+                detail = _claim_detail(len(s.chunks))
                 d, key = s.doc, s.doc.key
                 self._step("claim", key)
                 row, tomb = rows.get(key), tombs.get(key)

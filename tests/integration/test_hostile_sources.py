@@ -264,7 +264,7 @@ def test_bad_jsonl_documents_are_skipped_one_by_one(hs: HybridSearch, tmp_path: 
     reasons = {int(k.rsplit(":", 1)[1]): v for k, v in report.errors.items()}
     assert sorted(reasons) == sorted(bad)
     assert f"has 300 tags, the limit is {MAX_ACL_TAGS}" in reasons[2]
-    assert f"tenant 'ttt" in reasons[3] and f"the limit is {MAX_TENANT_BYTES}" in reasons[3]
+    assert "tenant 'ttt" in reasons[3] and f"the limit is {MAX_TENANT_BYTES}" in reasons[3]
     assert "lone surrogate '\\ud800'" in reasons[4]
     assert "title 'T\\udfff' holds a lone surrogate" in reasons[5]
     assert "nests too deeply" in reasons[6]
