@@ -11,8 +11,11 @@ is there in words, and a snippet:
   ``bm25_rank=0`` are said in words ("found by the dense path") or left to ``--json``.
 - **Snippets centred on the query's terms.** The window starts around the first line (code) or
   character (prose) where a query term occurs; code keeps its lines and indentation, prose is
-  one re-wrapped paragraph; ``…`` marks text left out. Terms are highlighted (bold) only when
-  ``color`` is on (the CLI turns it on when stdout is a terminal).
+  re-wrapped, but a Markdown list item keeps its own line (``* Default: false`` and
+  ``* Type: Boolean`` are two lines, and the paragraph after them a third, as
+  :func:`hybridsag.fusion.markdown.prose_blocks` splits them); ``…`` marks text left out.
+  Terms are highlighted (bold) only when ``color`` is on (the CLI turns it on when stdout is
+  a terminal).
 - ``brief``: one line per result, no snippet and no why.
 - **Stale, said.** A result whose source file changed on disk says so under it ("stale: the
   source file was deleted on disk since it was indexed"); results held back as stale
@@ -28,7 +31,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hybridsag.fusion.markdown import HEADING_JOIN, fence_open
+from hybridsag.fusion.markdown import HEADING_JOIN, fence_open, list_item, prose_blocks
 from hybridsag.fusion.rules import RULE_REASONS
 from hybridsag.search import SearchResponse, SearchResult
 
@@ -239,19 +242,33 @@ def snippet(
     lines = text.splitlines()
     if _is_code(lines):
         return _code_snippet(lines, pattern, width, max_lines)
-    flat = " ".join(text.split())
+    flat = "\n".join(prose_blocks(text))
     start = 0
     if pattern is not None and (m := pattern.search(flat)) is not None:
         start = max(0, m.start() - max_chars // 3)
         if start:
-            space = flat.find(" ", start)
+            space = _next_space(flat, start)
             start = space + 1 if 0 <= space < m.start() else start
     end = min(len(flat), start + max_chars)
     if end < len(flat):
-        space = flat.rfind(" ", start, end)
+        space = max(flat.rfind(" ", start, end), flat.rfind("\n", start, end))
         end = space if space > start else end
     shown = ("… " if start else "") + flat[start:end] + (" …" if end < len(flat) else "")
-    return textwrap.wrap(shown, width=max(width, 20), break_long_words=True) or [""]
+    out: list[str] = []
+    for block in shown.split("\n"):
+        indent = "  " if list_item(block) else ""
+        out.extend(
+            textwrap.wrap(
+                block, width=max(width, 20), subsequent_indent=indent, break_long_words=True
+            )
+        )
+    return out or [""]
+
+
+def _next_space(text: str, start: int) -> int:
+    """The first space or line break in ``text`` from ``start`` (-1: none)."""
+    found = [i for i in (text.find(" ", start), text.find("\n", start)) if i >= 0]
+    return min(found) if found else -1
 
 
 def _code_snippet(
