@@ -292,3 +292,29 @@ def test_reports_have_a_running_p_value_and_the_chart_draws_it() -> None:
         png = chart_png(r)
         assert imread(io.BytesIO(png)).shape[1] == 1300  # three panels side by side
 
+
+def test_a_settings_experiment_is_kept_with_its_events(tmp_path: Path) -> None:
+    """``ab report NAME`` in a shell without the settings that defined NAME (issue 28): the
+    definition was logged with the events, so the report finds it."""
+    exp = {"name": "from-settings", "mode": "interleave", "arms": [{"name": "a"}, {"name": "b"}]}
+    data = tmp_path / "data"
+    with Experiments(Settings(data_dir=data, ab={"experiments": [exp]})) as exps:
+        exps.store.append(
+            "impression", "from-settings", {"arm": "interleaved", "query": "q", "results": []},
+            query_id="q1",
+        )  # fmt: skip
+        logged = [e.body for e in exps.store.events(kind="experiment")]
+    assert logged == [{"action": "define", "definition": ExperimentSettings.model_validate(exp)
+                       .model_dump(mode="json"), "source": "settings"}]  # fmt: skip
+    with Experiments(Settings(data_dir=data, ab={"experiments": [exp]})) as exps:
+        assert len(exps.store.events(kind="experiment")) == 1  # logged once, not per start
+        exps.set_active("from-settings", False)
+    with Experiments(Settings(data_dir=data)) as bare:  # a new shell, no such settings
+        state = bare.get("from-settings")
+        assert state.source == "settings" and state.active is False  # the stop replayed
+        assert bare.report("from-settings")["queries"] == 1
+    changed = {**exp, "arms": [{"name": "a"}, {"name": "c"}]}
+    with Experiments(Settings(data_dir=data, ab={"experiments": [changed]})) as exps:
+        assert [a.name for a in exps.get("from-settings").definition.arms] == ["a", "c"]
+    with Experiments(Settings(data_dir=data)) as bare:  # the last definition logged
+        assert [a.name for a in bare.get("from-settings").definition.arms] == ["a", "c"]
