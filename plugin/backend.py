@@ -210,6 +210,11 @@ class Backend(Protocol):
     (``Exclusion.as_dict()``), ``include`` lifts one and indexes the file again (the ingest
     report; ``NotFoundError`` when that id is not excluded).
 
+    ``writes_granted`` says who decides whether this caller may write: through a service its
+    token's role (True for ``write`` and ``admin``, False for ``read``: the service would refuse
+    every write); in process nothing grants or refuses them (None: the face's own setting, such
+    as ``mcp.allow_writes``, decides).
+
     Reading: ``list_resources`` as ``hybridsag list`` lists them (``ResourceSummary.as_dict()``,
     oldest first; a tenant-scoped token sees only its own), ``show`` one resource
     (``ResourceDetail.as_dict()``) or None.
@@ -289,6 +294,8 @@ class Backend(Protocol):
     def audit(self) -> dict[str, Any]: ...
 
     def health(self) -> dict[str, str]: ...
+
+    def writes_granted(self) -> bool | None: ...
 
     def experiments(self) -> list[dict[str, Any]]: ...
 
@@ -729,6 +736,10 @@ class LocalBackend:
             )
             return checks
         return _local_health(self)
+
+    def writes_granted(self) -> None:
+        """None: in process no token grants or refuses writes (see :class:`Backend`)."""
+        return None
 
     # -- experiments -----------------------------------------------------------------------------
 
@@ -1185,6 +1196,11 @@ class RemoteBackend:
         else:
             checks["ready"] = "failed: not ready"
         return checks
+
+    def writes_granted(self) -> bool:
+        """Whether the token's role may write (``GET /v1/whoami``: ``write`` or ``admin``)."""
+        with self.client() as client:
+            return client.whoami()["role"] in ("write", "admin")
 
     # -- experiments -----------------------------------------------------------------------------
 
