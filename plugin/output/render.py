@@ -41,6 +41,7 @@ __all__ = [
     "counted",
     "describe_paths",
     "display_width",
+    "explain_lines",
     "headings_below",
     "pad",
     "render_response",
@@ -127,11 +128,9 @@ def render_response(
             continue
         lines.append("")
         lines.append(head)
-        lines.append(f"{_INDENT}{where} · {describe_paths(r)}")
-        for rule in r.rules:
-            lines.append(f"{_INDENT}rule {rule}: {RULE_REASONS.get(rule, rule)}")
-        if r.stale:
-            lines.append(f"{_INDENT}stale: {stale_words(r.stale_reason)}")
+        first, *more = explain_lines(r)
+        lines.append(f"{_INDENT}{where} · {first}")
+        lines.extend(_INDENT + line for line in more)
         for line in snippet(r.text, pattern, width=width - len(_INDENT)):
             lines.append(_INDENT + _highlight(line, pattern, color))
         if r.text_truncated:
@@ -171,6 +170,18 @@ def _reasons(reasons: Mapping[str, str]) -> list[tuple[str, str]]:
         else:
             echoes.append((name, why.replace(reasons[other], f"see {other} above")))
     return own + echoes
+
+
+def explain_lines(r: SearchResult) -> list[str]:
+    """A result's own explanation as the CLI words it, one line each: its paths in words and
+    its fused score (:func:`describe_paths`), every rule that fired with its reason, and, for a
+    stale result, what changed. The query-level facts (the trust step's weights) are the
+    response's, not a result's."""
+    lines = [describe_paths(r)]
+    lines.extend(f"rule {rule}: {RULE_REASONS.get(rule, rule)}" for rule in r.rules)
+    if r.stale:
+        lines.append(f"stale: {stale_words(r.stale_reason)}")
+    return lines
 
 
 def describe_paths(r: SearchResult) -> str:
