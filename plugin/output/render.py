@@ -49,6 +49,7 @@ __all__ = [
     "snippet",
     "stale_hidden_line",
     "stale_words",
+    "terms_pattern",
 ]
 
 def counted(n: int, noun: str) -> str:
@@ -115,7 +116,7 @@ def render_response(
     lines.extend(f"  degraded: {name}: {why}" for name, why in _reasons(resp.reasons))
     if resp.stale_hidden:
         lines.append(f"  {stale_hidden_line(resp.stale_hidden)}")
-    pattern = _terms_pattern(terms)
+    pattern = terms_pattern(terms)
     for r in resp.results:
         name = r.title or r.resource_id
         head = f"{r.rank:>2}. {_bold(name, color)}"
@@ -217,7 +218,7 @@ def _describe_path(name: str, facts: Mapping[str, Any]) -> str:
     return f"{text} ({', '.join(extra)})" if extra else text
 
 
-def _terms_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+def terms_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
     """One case-insensitive pattern for the query terms, longest first; ASCII words match
     whole (``file`` not inside ``profile``)."""
     alternatives = []
