@@ -15,6 +15,10 @@ The rules (CommonMark, with one deliberate widening):
 - an **ATX heading** is up to three spaces, one to six ``#``, then a space, a tab or the end of
   the line; its text has the closing ``#`` run (after a space) removed. Lines inside a fence are
   never headings;
+- a **list item** (:func:`list_item`) starts on a line of up to three spaces, a bullet (``*``,
+  ``-``, ``+``) or an ordered marker (``1.``, ``1)``), a space or tab, then text; a line indented
+  under it continues it. :func:`prose_blocks` splits a chunk's text where a snippet or a quote
+  keeps it apart (each item, and the text between lists);
 - **front matter** (:func:`front_matter`) is a block at the very top (after a BOM): a line
   ``---`` then YAML up to a line ``---`` or ``...``, or a line ``+++`` then TOML up to a line
   ``+++``, closed within :data:`MAX_FRONT_MATTER_CHARS` characters, whose first line that is
@@ -40,6 +44,8 @@ __all__ = [
     "fence_open",
     "first_h1",
     "front_matter",
+    "list_item",
+    "prose_blocks",
 ]
 
 #: How a chunk's open headings are joined into its heading path (``Agents > The loop``): the
@@ -51,6 +57,7 @@ HEADING_JOIN = " > "
 #: handed more than this.
 MAX_FRONT_MATTER_CHARS = 64 * 1024
 
+_LIST_ITEM = re.compile(r" {0,3}(?:[*+-]|\d{1,9}[.)])[ \t]+\S")
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
@@ -185,3 +192,43 @@ def front_matter(text: str) -> FrontMatter | None:
             break
         pos = m.end()
     return None
+
+
+def list_item(line: str) -> bool:
+    """``line`` opens a Markdown list item (see the module docstring).
+
+    >>> list_item("* Default: false"), list_item("12) twelve"), list_item("*emphasis*")
+    (True, True, False)
+    """
+    return _LIST_ITEM.match(line) is not None
+
+
+def prose_blocks(text: str) -> list[str]:
+    r"""``text`` as the blocks a snippet or quote keeps apart, each on one line (whitespace
+    runs made one space): every ATX heading and every Markdown list item (with the lines
+    indented under it) is a block, and so is each run of other non-blank lines between them
+    (its paragraphs joined).
+
+    >>> prose_blocks("* Default: false\n* Type: Boolean\n\nIf set, saves\nexact versions.")
+    ['* Default: false', '* Type: Boolean', 'If set, saves exact versions.']
+    """
+    blocks: list[list[str]] = []
+    in_item = False  # the block open is a list item (its continuation lines join it)
+    closed = False  # the block open is a heading: nothing joins it
+    after_blank = False
+    for line in text.splitlines():
+        if not line.strip():
+            after_blank = True
+            continue
+        item = list_item(line)
+        heading = atx_heading(line) is not None
+        if (
+            item or heading or closed or not blocks
+            or (in_item and (after_blank or not line[:1].isspace()))
+        ):  # fmt: skip
+            blocks.append([line])
+            in_item, closed = item, heading
+        else:
+            blocks[-1].append(line)
+        after_blank = False
+    return [" ".join(" ".join(b).split()) for b in blocks]

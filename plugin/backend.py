@@ -210,6 +210,11 @@ class Backend(Protocol):
     (``Exclusion.as_dict()``), ``include`` lifts one and indexes the file again (the ingest
     report; ``NotFoundError`` when that id is not excluded).
 
+    ``writes_granted`` says who decides whether this caller may write: through a service its
+    token's role (True for ``write`` and ``admin``, False for ``read``: the service would refuse
+    every write); in process nothing grants or refuses them (None: the face's own setting, such
+    as ``mcp.allow_writes``, decides).
+
     Reading: ``list_resources`` as ``hybridsag list`` lists them (``ResourceSummary.as_dict()``,
     oldest first; a tenant-scoped token sees only its own), ``show`` one resource
     (``ResourceDetail.as_dict()``) or None.
@@ -289,6 +294,8 @@ class Backend(Protocol):
     def audit(self) -> dict[str, Any]: ...
 
     def health(self) -> dict[str, str]: ...
+
+    def writes_granted(self) -> bool | None: ...
 
     def experiments(self) -> list[dict[str, Any]]: ...
 
@@ -730,6 +737,10 @@ class LocalBackend:
             return checks
         return _local_health(self)
 
+    def writes_granted(self) -> None:
+        """None: in process no token grants or refuses writes (see :class:`Backend`)."""
+        return None
+
     # -- experiments -----------------------------------------------------------------------------
 
     def experiments(self) -> list[dict[str, Any]]:
@@ -901,7 +912,9 @@ class RemoteBackend:
     """The operations of a running ``hybridsag serve`` at ``url`` with a bearer ``token``: what
     the token's role allows (a read token searches and reads; writes need ``write``, reconcile
     and audit ``admin``), scoped to its tenant for a tenant-scoped token, whatever a call's
-    filters or tenant say. ``batch_size``: resources per request of :meth:`ingest_jsonl`."""
+    filters or tenant say. ``batch_size``: resources per request of :meth:`ingest_jsonl`;
+    ``token_source``: where the token came from, as a refused token's AuthError names it
+    (None: the CLI's setting, :data:`hybridsag.client.CLI_TOKEN_SOURCE`)."""
 
     def __init__(
         self,
@@ -910,19 +923,24 @@ class RemoteBackend:
         token: str | None = None,
         timeout_s: float = 120.0,
         batch_size: int = 256,
+        token_source: str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"url must be an http:// or https:// URL, got {url!r}")
         self.url = url.rstrip("/")
         self._token = token
+        self._token_source = token_source
         self.timeout_s = timeout_s
         self.batch_size = batch_size
 
     def client(self) -> ServiceClient:
         """A new sync client of the service (the caller closes it)."""
-        from hybridsag.client import ServiceClient
+        from hybridsag.client import CLI_TOKEN_SOURCE, ServiceClient
 
-        return ServiceClient(self.url, token=self._token, timeout=self.timeout_s)
+        return ServiceClient(
+            self.url, token=self._token, timeout=self.timeout_s,
+            token_source=self._token_source or CLI_TOKEN_SOURCE,
+        )
 
     def close(self) -> None:
         """Nothing to close: every call opens and closes its own client."""
@@ -978,11 +996,12 @@ class RemoteBackend:
 
     async def asearch(self, query: str, options: SearchOptions) -> dict[str, Any]:
         """``POST /v1/search`` over ``httpx.AsyncClient`` on the running event loop."""
-        from hybridsag.client import AsyncServiceClient
+        from hybridsag.client import CLI_TOKEN_SOURCE, AsyncServiceClient
 
         try:
             async with AsyncServiceClient(
-                self.url, token=self._token, timeout=self.timeout_s
+                self.url, token=self._token, timeout=self.timeout_s,
+                token_source=self._token_source or CLI_TOKEN_SOURCE,
             ) as client:
                 return await client.search(
                     self._check(query), explain=options.explain, **self._kwargs(options)
@@ -1002,11 +1021,12 @@ class RemoteBackend:
     async def asearch_agent(
         self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET
     ) -> str:
-        from hybridsag.client import AsyncServiceClient
+        from hybridsag.client import CLI_TOKEN_SOURCE, AsyncServiceClient
 
         try:
             async with AsyncServiceClient(
-                self.url, token=self._token, timeout=self.timeout_s
+                self.url, token=self._token, timeout=self.timeout_s,
+                token_source=self._token_source or CLI_TOKEN_SOURCE,
             ) as client:
                 return await client.search_agent(
                     self._check(query), budget=_budget(budget), **self._kwargs(options)
@@ -1186,6 +1206,11 @@ class RemoteBackend:
             checks["ready"] = "failed: not ready"
         return checks
 
+    def writes_granted(self) -> bool:
+        """Whether the token's role may write (``GET /v1/whoami``: ``write`` or ``admin``)."""
+        with self.client() as client:
+            return client.whoami()["role"] in ("write", "admin")
+
     # -- experiments -----------------------------------------------------------------------------
 
     def experiments(self) -> list[dict[str, Any]]:
@@ -1250,6 +1275,10 @@ def open_backend(settings: Settings) -> LocalBackend | RemoteBackend:
     return LocalBackend.from_settings(settings)
 
 
+#: Where a framework adapter's token comes from, as a refused token's AuthError names it.
+ADAPTER_TOKEN_SOURCE = "check the token= argument"
+
+
 def make_backend(
     hybrid_search: HybridSearch | None = None,
     *,
@@ -1258,7 +1287,8 @@ def make_backend(
     timeout_s: float = 120.0,
 ) -> LocalBackend | RemoteBackend:
     """The backend for exactly one of ``hybrid_search`` (in process; the caller closes it) and
-    ``url`` (a service), as the framework adapters take them.
+    ``url`` (a service), as the framework adapters take them: a token the service refuses is
+    an AuthError naming the adapter's ``token=`` argument.
 
     Raises:
         ConfigError: both or neither given, or a ``url`` that is not http(s).
@@ -1268,5 +1298,5 @@ def make_backend(
     if hybrid_search is not None:
         return LocalBackend(hybrid_search)
     assert url is not None
-    return RemoteBackend(url, token=token, timeout_s=timeout_s)
+    return RemoteBackend(url, token=token, timeout_s=timeout_s, token_source=ADAPTER_TOKEN_SOURCE)
 

@@ -949,7 +949,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-writes",
         action="store_true",
-        help="also serve the ingest and delete tools (default: mcp.allow_writes)",
+        help="in process, also serve the ingest and delete tools (default: mcp.allow_writes); "
+        "through --server the token's role decides and this is not needed",
     )
     p.set_defaults(fn=cmd_mcp)
 

@@ -58,7 +58,13 @@ def _message(response: httpx.Response) -> tuple[str, list[Any]]:
     return str(detail), []
 
 
-def _raise_for(response: httpx.Response) -> None:
+#: Where the CLI's client token comes from, as a refused token's error names it.
+CLI_TOKEN_SOURCE = "set HYBRIDSAG_SERVER__CLIENT_TOKEN"
+
+
+def _raise_for(response: httpx.Response, token_source: str = CLI_TOKEN_SOURCE) -> None:
+    """The error of a failed answer; a 401 names ``token_source``, where the token came from
+    (the CLI's setting, a framework adapter's ``token=`` argument)."""
     if response.is_success:
         return
     text, loc = _message(response)
@@ -71,7 +77,7 @@ def _raise_for(response: httpx.Response) -> None:
         error.loc = loc  # type: ignore[attr-defined]
         raise error
     if status == 401:
-        raise AuthError(f"{where}: {text} (set HYBRIDSAG_SERVER__CLIENT_TOKEN)")
+        raise AuthError(f"{where}: {text} ({token_source})")
     if status == 403:
         raise ForbiddenError(f"{where}: {text}")
     if status == 409:
@@ -117,7 +123,8 @@ def _timeout(timeout: float) -> httpx.Timeout:
 
 
 class ServiceClient:
-    """A client of one running service at ``url`` with a bearer ``token``."""
+    """A client of one running service at ``url`` with a bearer ``token``; ``token_source``
+    says where the token came from, as an AuthError names it (default: the CLI's setting)."""
 
     def __init__(
         self,
@@ -126,8 +133,10 @@ class ServiceClient:
         token: str | None = None,
         timeout: float = 120.0,
         transport: httpx.BaseTransport | None = None,
+        token_source: str = CLI_TOKEN_SOURCE,
     ) -> None:
         self.url = url.rstrip("/")
+        self._token_source = token_source
         self._http = httpx.Client(
             base_url=self.url, headers=_headers(token), timeout=_timeout(timeout), transport=transport
         )
@@ -146,7 +155,7 @@ class ServiceClient:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ServiceError(f"no answer from the service at {self.url}: {exc}") from exc
-        _raise_for(response)
+        _raise_for(response, self._token_source)
         return response
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -483,7 +492,7 @@ class ServiceClient:
         except httpx.HTTPError as exc:
             raise ServiceError(f"no answer from the service at {self.url}: {exc}") from exc
         if response.status_code != 503:
-            _raise_for(response)
+            _raise_for(response, self._token_source)
         try:
             body = response.json()
         except ValueError:
@@ -550,8 +559,10 @@ class AsyncServiceClient:
         token: str | None = None,
         timeout: float = 120.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        token_source: str = CLI_TOKEN_SOURCE,
     ) -> None:
         self.url = url.rstrip("/")
+        self._token_source = token_source
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=_headers(token), timeout=_timeout(timeout), transport=transport
         )
@@ -570,7 +581,7 @@ class AsyncServiceClient:
             response = await self._http.post(path, json=body)
         except httpx.HTTPError as exc:
             raise ServiceError(f"no answer from the service at {self.url}: {exc}") from exc
-        _raise_for(response)
+        _raise_for(response, self._token_source)
         return response
 
     async def search(

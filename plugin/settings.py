@@ -642,8 +642,9 @@ class SourcesSettings(_Section):
 class McpSettings(_Section):
     """``hybridsag mcp``, the MCP server over stdio (the ``mcp`` extra).
 
-    ``allow_writes``: also serve the ``ingest`` and ``delete`` tools (in process they write the
-    data dir; through ``--server`` the client token's role decides, a read token is refused);
+    ``allow_writes``: in process, also serve the ``ingest`` and ``delete`` tools (they write the
+    data dir); through ``--server`` it is not needed: the client token's role decides (a write or
+    admin token is offered them, a read token is not);
     ``top_k``: results of a ``search`` call that names none; ``budget``: characters of its agent
     text when the call names none.
     """

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from hybridsag.search import HybridSearch
+from hybridsag.output.render import explain_lines
+from hybridsag.search import HybridSearch, SearchResult
 from hybridsag.settings import Settings
 from tests.servicesupport import ADMIN, running_service
 from tests.settings_support import clean_env_settings
@@ -80,13 +81,20 @@ def sample_service(sample_settings: Settings, sample_hs: HybridSearch) -> Iterat
 
 
 def assert_result_metadata(metadata: Mapping[str, Any], text: str, expected: Mapping[str, Any]) -> None:
-    """An adapter's metadata of one result carries what the Python API's result says, and its
-    byte range and content hash point at exactly ``text`` in the source file."""
+    """An adapter's metadata of one result carries what the Python API's result says (a field
+    without a value left out; ``why``: the result's own explanation in the CLI's words, no
+    query-level trust line), and its byte range and content hash point at exactly ``text`` in
+    the source file."""
     for key in (
         "chunk_id", "resource_id", "title", "heading_path", "start_line", "end_line",
-        "byte_start", "byte_end", "content_sha256", "source_uri", "rank", "score", "rules", "why",
+        "byte_start", "byte_end", "content_sha256", "source_uri", "rank", "score", "rules",
     ):  # fmt: skip
-        assert metadata[key] == (list(expected[key]) if key in ("rules", "why") else expected[key]), key
+        if expected[key] is None or expected[key] == "":
+            assert key not in metadata, key
+        else:
+            assert metadata[key] == (list(expected[key]) if key == "rules" else expected[key]), key
+    assert metadata["why"] == explain_lines(SearchResult.from_dict(expected))
+    assert not any(line.startswith("trust ") for line in metadata["why"])
     assert metadata["paths"] == expected["paths"]
     for facts in metadata["paths"].values():
         assert facts["rank"] >= 1

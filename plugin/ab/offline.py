@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.ab.arms import Arm, parse_arms
+from hybridsag.ab.report import format_p
 from hybridsag.errors import ConfigError, InputError
 from hybridsag.evaluation.harness import (
     Dataset,
@@ -70,9 +71,11 @@ __all__ = [
     "STAT_TESTS",
     "compare_arms",
     "compare_runs",
+    "compare_verdict",
     "format_compare",
     "format_grid",
     "grid_search",
+    "points",
     "read_trec",
     "write_trec",
 ]
@@ -244,7 +247,12 @@ def run_arms(
             latencies[arm.label] = [q.ms + scored.fuse_ms[q.qid] for q in cap.questions]
     finally:
         captures.close()
-    return runs, latencies, info
+    order = [a.label for a in arms]  # the order given: a TREC arm is read first, not listed first
+    return (
+        {label: runs[label] for label in order},
+        {label: latencies[label] for label in order},
+        info,
+    )
 
 
 # -- statistics -----------------------------------------------------------------------------------
@@ -457,6 +465,7 @@ def compare_arms(
         "trec_runs": files,
         "out": str(out),
     }
+    summary["verdict"] = compare_verdict(summary)
     (out / "compare.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
     config = {
         "settings": settings.public_dict(),
@@ -469,8 +478,55 @@ def compare_arms(
     return summary
 
 
+#: The widest arm (or pair) name the ``--compare`` table shows in full; a longer one (a TREC
+#: run named by its path) keeps its end behind ``…`` and is given whole in a legend line.
+ARM_COLUMN = 28
+#: The metric the verdict line reads.
+VERDICT_METRIC = "ndcg@10"
+
+
+def points(fraction: float) -> str:
+    """A difference of two shares in percentage points, signed, never ``-0.00``:
+    ``points(0.0123)`` is ``+1.23``, ``points(-0.00001)`` is ``0.00``."""
+    text = f"{fraction * 100:+.2f}"
+    return "0.00" if float(text) == 0 else text
+
+
+def _shown(label: str) -> str:
+    return label if len(label) <= ARM_COLUMN else "…" + label[-(ARM_COLUMN - 1):]
+
+
+def compare_verdict(summary: Mapping[str, Any]) -> str:
+    """One line saying what the comparison found, as the online report's summary does: the arm
+    with the best nDCG@10 and, for every other arm, by how many points it leads and whether
+    that lead is significant after Bonferroni (at ``alpha``)."""
+    m = VERDICT_METRIC
+    arms = summary["arms"]
+    order = list(summary.get("arms_order") or arms)
+    best = max(order, key=lambda a: (arms[a][m], -order.index(a)))
+    if all(arms[a][m] == arms[best][m] for a in order):
+        return f"verdict: no difference: every arm has {SHORT[m]} {arms[best][m] * 100:.2f}"
+    leads = []
+    for other in (a for a in order if a != best):
+        entry = summary["pairs"].get(f"{best} vs {other}")
+        sign = 1
+        if entry is None:
+            entry, sign = summary["pairs"][f"{other} vs {best}"], -1
+        e = entry[m]
+        said = "significant" if e["significant"] else "not significant"
+        leads.append(
+            f"{points(sign * e['mean_difference'])} points over {_shown(other)} "
+            f"({said}, Bonferroni {format_p(e['p_bonferroni'])})"
+        )
+    return (
+        f"verdict: {best} leads on {SHORT[m]} ({arms[best][m] * 100:.2f}): "
+        f"{'; '.join(leads)}; alpha {summary['alpha']}"
+    )
+
+
 def format_compare(summary: Mapping[str, Any]) -> str:
-    """The plain table ``eval --compare`` prints: the arms, then one block per pair."""
+    """The plain table ``eval --compare`` prints: the arms in the order given (metrics in %),
+    one block per pair (differences in percentage points), then the verdict line."""
     lines = [
         f"dataset {summary['dataset']}: {summary['questions']} questions; paired "
         f"{summary['stat_test']} test (ranx), Bonferroni over {summary['bonferroni_tests']} "
@@ -479,37 +535,46 @@ def format_compare(summary: Mapping[str, Any]) -> str:
     ]
     if (line := skipped_line(summary)) is not None:
         lines.append(line)
-    width = max(12, *(len(a) + 2 for a in summary["arms"]))
+    order = list(summary.get("arms_order") or summary["arms"])
+    cut = [label for label in order if _shown(label) != label]
+    width = max(12, *(len(_shown(a)) + 2 for a in order))
     head = f"{'arm':<{width}}" + "".join(f"{SHORT[m]:>10}" for m in METRICS) + f"{'p50 ms':>10}"
     lines += [head, "-" * len(head)]
-    for label, m in summary["arms"].items():
+    for label in order:
+        m = summary["arms"][label]
         lines.append(
-            f"{label:<{width}}"
+            f"{_shown(label):<{width}}"
             + "".join(f"{m[k] * 100:>9.2f}%" for k in METRICS)
             + (f"{m['p50_ms']:>10.1f}" if "p50_ms" in m else f"{'-':>10}")
         )
+    lines.extend(f"  {_shown(label)} is {label}" for label in cut)
     lines.append("")
-    pw = max(16, *(len(p) + 2 for p in summary["pairs"]))
+    shown_pairs = {
+        pair: f"{_shown(e['a'])} vs {_shown(e['b'])}" for pair, e in summary["pairs"].items()
+    }
+    pw = max(16, *(len(p) + 2 for p in shown_pairs.values()))
     head = (
-        f"{'pair (A - B)':<{pw}}{'metric':<9}{'mean diff':>10}  {'95% CI':<20}"
+        f"{'pair (A - B)':<{pw}}{'metric':<9}{'points':>8}  {'95% CI':<18}"
         f"{'W/L/T':>12}{'p':>10}{'p Bonf.':>10}"
     )
     lines += [head, "-" * len(head)]
     for pair, entry in summary["pairs"].items():
         for m in METRICS:
             e = entry[m]
-            ci = f"[{e['ci95'][0] * 100:+.2f}, {e['ci95'][1] * 100:+.2f}]"
+            ci = f"[{points(e['ci95'][0])}, {points(e['ci95'][1])}]"
             wlt = f"{e['wins']}/{e['losses']}/{e['ties']}"
             mark = " *" if e["significant"] else ""
             lines.append(
-                f"{pair:<{pw}}{SHORT[m]:<9}{e['mean_difference'] * 100:>+9.2f}%  {ci:<20}"
-                f"{wlt:>12}{e['p_value']:>10.4f}{e['p_bonferroni']:>10.4f}{mark}"
+                f"{shown_pairs[pair]:<{pw}}{SHORT[m]:<9}{points(e['mean_difference']):>8}  "
+                f"{ci:<18}{wlt:>12}{e['p_value']:>10.4f}{e['p_bonferroni']:>10.4f}{mark}"
             )
     cc = summary["crosscheck"]["max_abs_difference_ranx_vs_ours"]
     lines.append(
-        "* significant after Bonferroni. ranx vs our metrics, largest per-question difference: "
+        "points: percentage points (A - B). * significant after Bonferroni. ranx vs our "
+        "metrics, largest per-question difference: "
         + ", ".join(f"{SHORT[m]} {v:g}" for m, v in cc.items())
     )
+    lines.append(compare_verdict(summary))
     return "\n".join(lines)
 
 

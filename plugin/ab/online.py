@@ -3,7 +3,11 @@
 :class:`Experiments` holds the experiments of one deployment: those in ``ab.experiments`` and
 those defined later (:meth:`Experiments.define`), with their start/stop state. Definitions and
 state changes are events in the :class:`~hybridsag.ab.events.EventStore`, replayed on start, so
-they survive a restart; so do impressions and feedback.
+they survive a restart; so do impressions and feedback. An experiment of the settings has its
+definition logged too (on start, when the log lacks it or holds another one, marked ``source:
+settings``), so every experiment's definition is kept with its events: ``hybridsag ab report
+NAME`` in a shell without those settings still finds it (the settings' own definition wins
+where they have one; otherwise the last one logged).
 
 A search under an experiment (:meth:`Experiments.search`):
 
@@ -140,11 +144,23 @@ class Experiments:
         self._lock = threading.Lock()
         #: reports and charts computed since the last event (:meth:`report`, :meth:`chart`)
         self.report_cache = ReportCache()
+        self._in_settings = frozenset(e.name for e in settings.ab.experiments)
         self._states: dict[str, ExperimentState] = {
             e.name: ExperimentState(e, e.active, "settings") for e in settings.ab.experiments
         }
+        logged: dict[str, Any] = {}  # each name's last logged definition
         for event in self.store.events(kind="experiment"):
+            if event.body.get("action") == "define":
+                logged[event.experiment] = event.body["definition"]
             self._apply(event.experiment, event.body)
+        for e in settings.ab.experiments:  # kept with the events, for a shell without them
+            definition = e.model_dump(mode="json")
+            if logged.get(e.name) != definition:
+                self.store.append(
+                    "experiment",
+                    e.name,
+                    {"action": "define", "definition": definition, "source": "settings"},
+                )
 
     def close(self) -> None:
         if self._owns_store:
@@ -161,10 +177,11 @@ class Experiments:
     def _apply(self, name: str, body: Mapping[str, Any]) -> None:
         action = body.get("action")
         if action == "define":
-            if name in self._states:  # a settings experiment of the same name wins
-                return
+            if name in self._in_settings:
+                return  # an experiment of these settings wins over the log's
             definition = ExperimentSettings.model_validate(body["definition"])
-            self._states[name] = ExperimentState(definition, definition.active, "service")
+            source = "settings" if body.get("source") == "settings" else "service"
+            self._states[name] = ExperimentState(definition, definition.active, source)
         elif action in ("start", "stop") and name in self._states:
             state = self._states[name]
             self._states[name] = ExperimentState(state.definition, action == "start", state.source)

@@ -20,7 +20,8 @@ only that tenant's traffic (:func:`tenant_events`: its impressions, the feedback
 experiment's own define/start/stop events); without one, every tenant's.
 
 :func:`chart_png` draws the chart (matplotlib from the ``ab`` extra) of the per-question
-differences and the running preference (or MRR difference); :func:`write_report` writes the
+differences, the running preference (or MRR difference) and the running p-value (``running_p``:
+the sign test's, or Welch's uncorrected, after each query, thinned as ``running`` is); :func:`write_report` writes the
 report as ``report.json`` beside it (``report.png``), which only the CLI does. A
 :class:`ReportCache` keeps reports and charts while no event is logged: the service computes
 each at most once per state of the log.
@@ -35,6 +36,7 @@ import os
 import tempfile
 import textwrap
 import threading
+import warnings
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -270,6 +272,16 @@ def _split(
         if sums[leader][1] and sums[runner][1]:
             diff = sums[leader][0] / sums[leader][1] - sums[runner][0] / sums[runner][1]
             running.append([i, _r(diff) or 0.0])
+    running_p = []
+    with warnings.catch_warnings():
+        # an early prefix where one arm's values are all equal: scipy warns of the moment's
+        # precision, the test itself (the other arm's spread) is sound
+        warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
+        for (i,) in _thin([[n] for n in range(1, len(order) + 1)]):  # Welch's p after i queries
+            seen = order[:i]
+            p_i = _welch([v for a, v in seen if a == leader], [v for a, v in seen if a == runner])
+            if p_i["p_value"] is not None:
+                running_p.append([i, p_i["p_value"]])
     best = comparisons[f"{leader} vs {runner}"]
     if winner is None:
         summary = (
@@ -294,6 +306,8 @@ def _split(
         "per_question": per_question,
         "running": {"label": f"MRR of clicks, {leader} - {runner}", "null": 0.0,
                     "points": _thin(running)},
+        "running_p": {"label": f"Welch's t-test p, {leader} vs {runner} (uncorrected)",
+                      "alpha": alpha, "points": running_p},
     }
 
 
@@ -313,6 +327,7 @@ def _interleave(
     ties = no_clicks = 0
     by_question: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     running: list[list[float]] = []
+    tally: list[list[int]] = []  # (deciding queries, of them preferring a) after each one
     for e in impressions:
         teams = [r["team"] for r in e.body["results"]]
         positions = clicks.get(e.query_id or "", set())
@@ -337,6 +352,7 @@ def _interleave(
         deciding = wins[a] + wins[b]
         if ca != cb and deciding:
             running.append([deciding, _r(wins[a] / deciding) or 0.0])
+            tally.append([deciding, wins[a]])
     deciding = wins[a] + wins[b]
     share = _proportion(wins[a], deciding)
     p = _r(binomtest(wins[a], deciding, 0.5).pvalue) if deciding else None
@@ -377,6 +393,11 @@ def _interleave(
         "per_question": per_question,
         "running": {"label": f"share of deciding queries preferring {a}", "null": 0.5,
                     "points": _thin(running)},
+        "running_p": {
+            "label": "sign test p over the deciding queries",
+            "alpha": alpha,
+            "points": [[n, _r(binomtest(k, n, 0.5).pvalue)] for n, k in _thin(tally)],
+        },
     }
 
 
@@ -393,39 +414,60 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def chart_png(report: Mapping[str, Any]) -> bytes:
-    """The report's chart as PNG bytes: per-question differences (left) and the running
-    preference or MRR difference (right). Needs matplotlib (``pip install 'hybridsag[ab]'``);
+    """The report's chart as PNG bytes: per-question differences (left), the running
+    preference or MRR difference (middle) and the running p-value on a log scale with
+    ``alpha`` dashed (right); every title wraps rather than being cut. Needs matplotlib (``pip install 'hybridsag[ab]'``);
     ImportError otherwise."""
     import io
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(10, 3.6), dpi=100)
+    fig = Figure(figsize=(13, 3.8), dpi=100)
     FigureCanvasAgg(fig)
-    left, right = fig.subplots(1, 2)
+    left, middle, right = fig.subplots(1, 3)
     diffs = [q["difference"] or 0.0 for q in report["per_question"]]
     colors = ["#2b7bb9" if d > 0 else "#d95f02" if d < 0 else "#999999" for d in diffs]
     left.bar(range(len(diffs)), diffs, color=colors, width=1.0)
     left.axhline(0.0, color="black", linewidth=0.8)
     if report["mode"] == "interleave":
         a, b = report["arms"]
-        left.set_title(f"per question: ({a} wins - {b} wins) / queries", fontsize=9)
+        left.set_title(_panel_title(f"per question: ({a} wins - {b} wins) / queries"), fontsize=9)
     else:
-        left.set_title(f"per question: {report['running']['label']}", fontsize=9)
+        left.set_title(_panel_title(f"per question: {report['running']['label']}"), fontsize=9)
     left.set_xlabel("questions, sorted")
     points = report["running"]["points"]
     if points:
-        right.plot([p[0] for p in points], [p[1] for p in points], color="#2b7bb9")
-    right.axhline(report["running"]["null"], color="black", linewidth=0.8, linestyle="--")
-    right.set_title(f"running: {report['running']['label']}", fontsize=9)
-    right.set_xlabel("deciding queries" if report["mode"] == "interleave" else "queries")
-    title = textwrap.fill(f"{report['experiment']}: {report['summary']}", width=150)
+        middle.plot([p[0] for p in points], [p[1] for p in points], color="#2b7bb9")
+    middle.axhline(report["running"]["null"], color="black", linewidth=0.8, linestyle="--")
+    middle.set_title(_panel_title(f"running: {report['running']['label']}"), fontsize=9)
+    xlabel = "deciding queries" if report["mode"] == "interleave" else "queries"
+    middle.set_xlabel(xlabel)
+    running_p = report["running_p"]
+    if running_p["points"]:
+        right.plot(
+            [p[0] for p in running_p["points"]],
+            [max(p[1], P_FLOOR / 10) for p in running_p["points"]],
+            color="#2b7bb9",
+        )
+    right.set_yscale("log")
+    right.axhline(running_p["alpha"], color="#d95f02", linewidth=0.8, linestyle="--")
+    right.set_title(
+        _panel_title(f"running p-value: {running_p['label']} (alpha {running_p['alpha']} dashed)"),
+        fontsize=9,
+    )
+    right.set_xlabel(xlabel)
+    title = textwrap.fill(f"{report['experiment']}: {report['summary']}", width=190)
     fig.suptitle(title, fontsize=8)  # wrapped, never cut
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()
+
+
+def _panel_title(text: str) -> str:
+    """A panel's title wrapped to its third of the figure (long arm names are not cut)."""
+    return textwrap.fill(text, width=50)
 
 
 def chart_fields() -> dict[str, Any]:

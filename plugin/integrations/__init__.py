@@ -22,8 +22,13 @@ from typing import Any
 
 from hybridsag.backend import QueryValueError
 from hybridsag.errors import ConfigError
+from hybridsag.output.render import explain_lines
+from hybridsag.search import SearchResult
 
-__all__ = ["EXPLAIN_KEYS", "ExtraMissingError", "QueryValueError", "missing_extra", "result_metadata"]
+__all__ = [
+    "EXPLAIN_KEYS", "ExtraMissingError", "QueryValueError", "missing_extra", "query_facts",
+    "result_metadata",
+]  # fmt: skip
 
 #: Metadata keys that explain a result (how it was found) rather than say what it is; the
 #: LlamaIndex adapter keeps them out of the text an LLM or an embedder sees.
@@ -53,14 +58,29 @@ def result_metadata(result: Mapping[str, Any]) -> dict[str, Any]:
     ``content_sha256``, ``source_uri``) and how it was found (``chunk_id``, ``rank``, ``score``
     = the fused score, ``paths`` = each path's ``rank``, ``score``, ``raw_score`` (both None
     for bm25, sag2 and title in a tenant-scoped search), ``rrf_term`` and facts such as
-    ``judge_p``, ``rules``, ``why``, ``stale``)."""
+    ``judge_p``, ``rules``, ``why``, ``stale``).
+
+    ``why`` is this result's own explanation, worded as ``hybridsag search`` words it
+    (:func:`hybridsag.output.render.explain_lines`: its paths, rules and staleness); what holds
+    for the whole query (the trust step's weights) is not repeated on every result (see
+    :func:`query_facts`). A field without a value (a blank ``heading_path`` or ``title``, a
+    ``source_uri`` of None) is left out rather than shown empty."""
     keys = (
         "resource_id", "title", "heading_path", "start_line", "end_line", "byte_start",
         "byte_end", "content_sha256", "source_uri", "chunk_id", "rank", "score",
     )  # fmt: skip
-    out = {k: result[k] for k in keys}
+    out = {k: result[k] for k in keys if result.get(k) not in (None, "")}
     out["paths"] = {name: dict(facts) for name, facts in result["paths"].items()}
     out["rules"] = list(result["rules"])
-    out["why"] = list(result["why"])
+    out["why"] = explain_lines(SearchResult.from_dict(result))
     out["stale"] = bool(result.get("stale", False))
     return out
+
+
+def query_facts(response: Mapping[str, Any]) -> dict[str, Any]:
+    """What a search response says of the whole query, not of one result: the ``query``, the
+    ``paths`` that ran, ``degraded`` with each degraded path's ``reasons``, and the trust
+    step's decision (``trust``: weights, judge_holds, dense_share, signals; left out when
+    ``fusion.trust`` is off), each left out when empty."""
+    facts = {k: response.get(k) for k in ("query", "paths", "degraded", "reasons", "trust")}
+    return {k: v for k, v in facts.items() if v not in (None, "", {}, [])}

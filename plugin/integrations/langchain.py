@@ -15,7 +15,11 @@ Each ``Document`` has the chunk text as ``page_content``, the chunk id as ``id``
 ``metadata``, :func:`~hybridsag.integrations.result_metadata`: resource id, title,
 heading path, lines, byte range, content hash, source file, the fused ``score`` and ``rank``,
 and the explain data (``paths``: each path's rank, score, raw score and RRF term; ``rules``;
-``why``).
+``why``: this result's own explanation, as ``hybridsag search`` words it). Fields without a
+value (a blank heading path, no source file) are left out. What holds for the whole query (the
+paths that ran, degraded paths, the trust step's weights:
+:func:`~hybridsag.integrations.query_facts`) is said once, in the first Document's
+``metadata["query_facts"]``, not on every Document.
 
 Async: against a service ``ainvoke`` sends the request with ``httpx.AsyncClient`` on the
 caller's event loop; in process it runs the (synchronous) search in a worker thread.
@@ -36,7 +40,7 @@ from pydantic import ConfigDict, Field, InstanceOf, SecretStr, model_validator
 
 from hybridsag.backend import Backend, SearchOptions, make_backend
 from hybridsag.errors import ConfigError
-from hybridsag.integrations import missing_extra, result_metadata
+from hybridsag.integrations import missing_extra, query_facts, result_metadata
 from hybridsag.search import HybridSearch
 
 try:
@@ -49,12 +53,21 @@ try:
 except ImportError as exc:
     raise missing_extra("langchain", exc) from exc
 
-__all__ = ["HybridSagRetriever", "to_document"]
+__all__ = ["HybridSagRetriever", "to_document", "to_documents"]
 
 
 def to_document(result: dict[str, Any]) -> Document:
     """One search result (``SearchResult.as_dict()``) as a LangChain ``Document``."""
     return Document(page_content=result["text"], id=result["chunk_id"], metadata=result_metadata(result))
+
+
+def to_documents(response: dict[str, Any]) -> list[Document]:
+    """A search response's results as Documents, in rank order; the first one's metadata also
+    holds ``query_facts`` (:func:`~hybridsag.integrations.query_facts`), said once."""
+    docs = [to_document(r) for r in response["results"]]
+    if docs and (facts := query_facts(response)):
+        docs[0].metadata["query_facts"] = facts
+    return docs
 
 
 class HybridSagRetriever(BaseRetriever):
@@ -109,11 +122,9 @@ class HybridSagRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        response = self._backend().search(query, self._options())
-        return [to_document(r) for r in response["results"]]
+        return to_documents(self._backend().search(query, self._options()))
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
-        response = await self._backend().asearch(query, self._options())
-        return [to_document(r) for r in response["results"]]
+        return to_documents(await self._backend().asearch(query, self._options()))

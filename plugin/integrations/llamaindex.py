@@ -12,8 +12,11 @@ or a running ``hybridsag serve`` (``url=`` and ``token=``)::
     print(engine.query("how do I reset E-1234?"))
 
 Each ``NodeWithScore`` holds a ``TextNode`` (id: the chunk id, text: the chunk text, metadata:
-:func:`~hybridsag.integrations.result_metadata`, source: the resource id) and the fused
-score. The explain keys (:data:`~hybridsag.integrations.EXPLAIN_KEYS`: ranks, scores,
+:func:`~hybridsag.integrations.result_metadata`, source: the resource id; fields without a
+value, such as a blank heading path, left out) and a score that never rises down the list: the
+fused score, capped at the score of the node above it (the bounded rules can move a result above
+one with a higher fused score; a score-cutoff postprocessor then still cuts the list's tail, never
+a hole in it). The fused score itself stays in ``metadata["score"]``. The explain keys (:data:`~hybridsag.integrations.EXPLAIN_KEYS`: ranks, scores,
 rules, byte range, hash) are left out of what the LLM and an embedder see; resource id, title,
 heading path, lines and source file stay in, so an answer can cite them.
 
@@ -51,11 +54,24 @@ try:
 except ImportError as exc:
     raise missing_extra("llamaindex", exc) from exc
 
-__all__ = ["HybridSagRetriever", "to_node"]
+__all__ = ["HybridSagRetriever", "to_node", "to_nodes"]
+
+
+def to_nodes(results: Sequence[Mapping[str, Any]]) -> list[NodeWithScore]:
+    """Search results in rank order as nodes whose scores never rise (see the module
+    docstring): each is its fused score, or the node above's score when that is lower."""
+    nodes: list[NodeWithScore] = []
+    for r in results:
+        node = to_node(r)
+        if nodes and nodes[-1].score is not None and node.score is not None:
+            node.score = min(node.score, nodes[-1].score)
+        nodes.append(node)
+    return nodes
 
 
 def to_node(result: Mapping[str, Any]) -> NodeWithScore:
-    """One search result (``SearchResult.as_dict()``) as a LlamaIndex ``NodeWithScore``."""
+    """One search result (``SearchResult.as_dict()``) as a LlamaIndex ``NodeWithScore`` (its
+    score the fused score: :func:`to_nodes` keeps a list's scores non-increasing)."""
     node = TextNode(
         id_=result["chunk_id"],
         text=result["text"],
@@ -108,8 +124,8 @@ class HybridSagRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         response = self._backend.search(query_bundle.query_str, self._options)
-        return [to_node(r) for r in response["results"]]
+        return to_nodes(response["results"])
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         response = await self._backend.asearch(query_bundle.query_str, self._options)
-        return [to_node(r) for r in response["results"]]
+        return to_nodes(response["results"])

@@ -7,11 +7,16 @@ Tools:
   (:func:`hybridsag.output.agent.agent_text`: results grouped by file and heading, line numbers, short
   quotes, at most ``budget`` characters); ``format="json"`` gives the full response as JSON
   (text, ids, lines, byte ranges, hashes, each path's rank and score).
-- ``ingest(resources)`` and ``delete(resource_id, tenant)``: only with ``mcp.allow_writes`` (or
-  ``hybridsag mcp --allow-writes``). In process they write the data dir; through ``--server``
-  the service decides by the client token's role (a read token gets ``ForbiddenError``). A
-  resource is (tenant, id): ``delete`` names the tenant (default: in process the un-tenanted
-  resources, through a service the token's own tenant).
+- ``ingest(resources)`` and ``delete(resource_id, tenant)``: offered as the backend grants
+  writes (:meth:`~hybridsag.backend.Backend.writes_granted`). Through ``--server`` the service
+  decides by the client token's role, asked once at start (``GET /v1/whoami``): a ``write`` or
+  ``admin`` token gets them, a read token (which the service would refuse) is not shown them,
+  and ``--allow-writes`` changes neither. In process, where no token decides, only with
+  ``mcp.allow_writes`` (or ``hybridsag mcp --allow-writes``); they write the data dir. An
+  ``ingest`` resource is what ``POST /v1/resources`` takes: ``_id`` (``id`` is taken too),
+  ``text``, optional ``title``, ``metadata``, ``tenant``, ``acl``, ``format``. A resource is
+  (tenant, id): ``delete`` names the tenant (default: in process the un-tenanted resources,
+  through a service the token's own tenant).
 
 Every tool calls one :class:`~hybridsag.backend.Backend` operation (the ones the CLI and the
 service's handlers call): in process over the data dir (``--data-dir``; refused in one line
@@ -33,7 +38,7 @@ import json
 import logging
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from hybridsag import __version__
 from hybridsag.backend import Backend, SearchOptions, open_backend
@@ -65,11 +70,17 @@ INSTRUCTIONS = (
 
 
 class ResourceArg(BaseModel):
-    """One resource of the ``ingest`` tool (what ``POST /v1/resources`` takes)."""
+    """One resource of the ``ingest`` tool: what ``POST /v1/resources`` takes, named as it names
+    them (``_id``; ``id`` and ``resource_id`` are taken too, as there)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(..., min_length=1, description="resource id (e.g. a file path)")
+    id: str = Field(
+        ...,
+        min_length=1,
+        validation_alias=AliasChoices("_id", "id", "resource_id"),
+        description="the resource id (e.g. a file path); `id` is taken too",
+    )
     text: str = Field(..., description="the document text")
     title: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -91,7 +102,16 @@ def build_server(
     backend: Backend, *, allow_writes: bool = False, top_k: int = 5, budget: int = 4000
 ) -> MCPServer:
     """An MCP server whose tools call ``backend`` (see the module docstring); ``top_k`` and
-    ``budget`` are a search call's defaults. The caller runs it (``run_stdio_async``)."""
+    ``budget`` are a search call's defaults; ``allow_writes`` offers the write tools where the
+    backend leaves it to the caller (in process), and means nothing where a service's token
+    decides. The caller runs it (``run_stdio_async``).
+
+    Raises:
+        HybridSagError: the service could not say the token's role (unreachable, a refused
+            token).
+    """
+    granted = backend.writes_granted()
+    offer_writes = allow_writes if granted is None else granted
     server = MCPServer(
         "hybridsag",
         title="hybridsag hybrid search",
@@ -133,7 +153,7 @@ def build_server(
         except HybridSagError as exc:
             raise _tool_error(exc) from exc
 
-    if allow_writes:
+    if offer_writes:
 
         @server.tool(
             annotations=ToolAnnotations(
@@ -143,9 +163,11 @@ def build_server(
             structured_output=False,
         )
         def ingest(resources: list[ResourceArg]) -> str:
-            """Add or replace documents in the index (each: id, text, optional title,
-            metadata, tenant, acl, format "markdown", "rst" or "text"). One bad entry refuses the
-            whole batch before anything is written. Returns the ingest report as JSON."""
+            """Add or replace documents in the index; each resource is what POST /v1/resources
+            takes: `_id` (the resource id; `id` is taken too), `text`, optional `title`,
+            `metadata`, `tenant`, `acl`, `format` ("markdown", "rst" or "text"). One bad entry
+            refuses the whole batch before anything is written. Returns the ingest report as
+            JSON."""
             try:
                 report = backend.ingest([r.model_dump(exclude_none=True) for r in resources])
             except HybridSagError as exc:
@@ -174,16 +196,16 @@ def build_server(
 
 def run_stdio(settings: Settings, *, allow_writes: bool | None = None) -> None:
     """Serve MCP over stdin/stdout until the client closes stdin, over
-    ``open_backend(settings)``: a running service when ``server.url`` is set, else in process
-    over ``settings.data_dir`` (opened on the first call, closed on exit). ``allow_writes``
-    overrides ``mcp.allow_writes``."""
+    ``open_backend(settings)``: a running service when ``server.url`` is set (its token's role
+    decides the write tools), else in process over ``settings.data_dir`` (opened on the first
+    call, closed on exit). ``allow_writes`` overrides ``mcp.allow_writes``."""
     writes = settings.mcp.allow_writes if allow_writes is None else allow_writes
     backend = open_backend(settings)
     try:
         server = build_server(
             backend, allow_writes=writes, top_k=settings.mcp.top_k, budget=settings.mcp.budget
         )
-        log.info("MCP over stdio (writes %s)", "on" if writes else "off")
+        log.info("MCP over stdio")
         server.run("stdio")
     finally:
         backend.close()

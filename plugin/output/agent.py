@@ -23,7 +23,10 @@ counted in a ``note:`` line under the header, so an empty answer never hides the
 Files come in the order of their best result, headings within a file likewise, and each result
 keeps its rank ``[n]``, so "read the top 3 to 5 first" still works. Every piece of indexed text
 (ids, titles, headings, quotes) is flattened to one line with control characters removed, so a
-document cannot forge a line of this layout. Results that do not fit the budget are left out
+document cannot forge a line of this layout; within a quote, each Markdown list item (and the
+text after a list) starts after :data:`BLOCK_MARK` (``* Default: false ¶ * Type: Boolean ¶ If
+set...``): the blocks :func:`hybridsag.fusion.markdown.prose_blocks` keeps apart, which a
+terminal's snippet puts on lines of their own. Results that do not fit the budget are left out
 whole (never cut mid-line) and counted on the last line, which names the first of them.
 """
 
@@ -34,9 +37,13 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hybridsag.fusion.markdown import prose_blocks
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 
-__all__ = ["QUOTE_CHARS", "agent_text"]
+__all__ = ["BLOCK_MARK", "QUOTE_CHARS", "agent_text"]
+
+#: What stands between two blocks of a quote (a list item and the next): a quote is one line.
+BLOCK_MARK = " ¶ "
 
 #: The longest quote of one result; a quote is cut shorter to fit the budget, never under
 #: :data:`_MIN_QUOTE` characters.
@@ -152,7 +159,9 @@ def agent_text(response: Mapping[str, Any], budget: int = DEFAULT_BUDGET) -> str
         room = min(QUOTE_CHARS, budget - used - fixed - reserve)
         if room < _MIN_QUOTE:
             break
-        line = f'{prefix}"{_quote(_one_line(r.get("text", "")), terms, room)}"'
+        blocks = (_one_line(b) for b in prose_blocks(str(r.get("text", ""))))
+        text = BLOCK_MARK.join(b for b in blocks if b)
+        line = f'{prefix}"{_quote(text, terms, room)}"'
         chosen.append((r, line))
         seen.update({(rid, ""), (rid, heading)})
         used += fixed - len(prefix) - 3 + len(line) + 1

@@ -11,8 +11,11 @@ is there in words, and a snippet:
   ``bm25_rank=0`` are said in words ("found by the dense path") or left to ``--json``.
 - **Snippets centred on the query's terms.** The window starts around the first line (code) or
   character (prose) where a query term occurs; code keeps its lines and indentation, prose is
-  one re-wrapped paragraph; ``…`` marks text left out. Terms are highlighted (bold) only when
-  ``color`` is on (the CLI turns it on when stdout is a terminal).
+  re-wrapped, but a Markdown list item keeps its own line (``* Default: false`` and
+  ``* Type: Boolean`` are two lines, and the paragraph after them a third, as
+  :func:`hybridsag.fusion.markdown.prose_blocks` splits them); ``…`` marks text left out.
+  Terms are highlighted (bold) only when ``color`` is on (the CLI turns it on when stdout is
+  a terminal).
 - ``brief``: one line per result, no snippet and no why.
 - **Stale, said.** A result whose source file changed on disk says so under it ("stale: the
   source file was deleted on disk since it was indexed"); results held back as stale
@@ -28,7 +31,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hybridsag.fusion.markdown import HEADING_JOIN, fence_open
+from hybridsag.fusion.markdown import HEADING_JOIN, fence_open, list_item, prose_blocks
 from hybridsag.fusion.rules import RULE_REASONS
 from hybridsag.search import SearchResponse, SearchResult
 
@@ -38,6 +41,7 @@ __all__ = [
     "counted",
     "describe_paths",
     "display_width",
+    "explain_lines",
     "headings_below",
     "pad",
     "render_response",
@@ -45,6 +49,7 @@ __all__ = [
     "snippet",
     "stale_hidden_line",
     "stale_words",
+    "terms_pattern",
 ]
 
 def counted(n: int, noun: str) -> str:
@@ -111,7 +116,7 @@ def render_response(
     lines.extend(f"  degraded: {name}: {why}" for name, why in _reasons(resp.reasons))
     if resp.stale_hidden:
         lines.append(f"  {stale_hidden_line(resp.stale_hidden)}")
-    pattern = _terms_pattern(terms)
+    pattern = terms_pattern(terms)
     for r in resp.results:
         name = r.title or r.resource_id
         head = f"{r.rank:>2}. {_bold(name, color)}"
@@ -124,11 +129,9 @@ def render_response(
             continue
         lines.append("")
         lines.append(head)
-        lines.append(f"{_INDENT}{where} · {describe_paths(r)}")
-        for rule in r.rules:
-            lines.append(f"{_INDENT}rule {rule}: {RULE_REASONS.get(rule, rule)}")
-        if r.stale:
-            lines.append(f"{_INDENT}stale: {stale_words(r.stale_reason)}")
+        first, *more = explain_lines(r)
+        lines.append(f"{_INDENT}{where} · {first}")
+        lines.extend(_INDENT + line for line in more)
         for line in snippet(r.text, pattern, width=width - len(_INDENT)):
             lines.append(_INDENT + _highlight(line, pattern, color))
         if r.text_truncated:
@@ -170,6 +173,18 @@ def _reasons(reasons: Mapping[str, str]) -> list[tuple[str, str]]:
     return own + echoes
 
 
+def explain_lines(r: SearchResult) -> list[str]:
+    """A result's own explanation as the CLI words it, one line each: its paths in words and
+    its fused score (:func:`describe_paths`), every rule that fired with its reason, and, for a
+    stale result, what changed. The query-level facts (the trust step's weights) are the
+    response's, not a result's."""
+    lines = [describe_paths(r)]
+    lines.extend(f"rule {rule}: {RULE_REASONS.get(rule, rule)}" for rule in r.rules)
+    if r.stale:
+        lines.append(f"stale: {stale_words(r.stale_reason)}")
+    return lines
+
+
 def describe_paths(r: SearchResult) -> str:
     """Each path's contribution in words, then the RRF score and position."""
     parts = [_describe_path(name, facts) for name, facts in r.paths.items()]
@@ -203,7 +218,7 @@ def _describe_path(name: str, facts: Mapping[str, Any]) -> str:
     return f"{text} ({', '.join(extra)})" if extra else text
 
 
-def _terms_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+def terms_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
     """One case-insensitive pattern for the query terms, longest first; ASCII words match
     whole (``file`` not inside ``profile``)."""
     alternatives = []
@@ -239,19 +254,33 @@ def snippet(
     lines = text.splitlines()
     if _is_code(lines):
         return _code_snippet(lines, pattern, width, max_lines)
-    flat = " ".join(text.split())
+    flat = "\n".join(prose_blocks(text))
     start = 0
     if pattern is not None and (m := pattern.search(flat)) is not None:
         start = max(0, m.start() - max_chars // 3)
         if start:
-            space = flat.find(" ", start)
+            space = _next_space(flat, start)
             start = space + 1 if 0 <= space < m.start() else start
     end = min(len(flat), start + max_chars)
     if end < len(flat):
-        space = flat.rfind(" ", start, end)
+        space = max(flat.rfind(" ", start, end), flat.rfind("\n", start, end))
         end = space if space > start else end
     shown = ("… " if start else "") + flat[start:end] + (" …" if end < len(flat) else "")
-    return textwrap.wrap(shown, width=max(width, 20), break_long_words=True) or [""]
+    out: list[str] = []
+    for block in shown.split("\n"):
+        indent = "  " if list_item(block) else ""
+        out.extend(
+            textwrap.wrap(
+                block, width=max(width, 20), subsequent_indent=indent, break_long_words=True
+            )
+        )
+    return out or [""]
+
+
+def _next_space(text: str, start: int) -> int:
+    """The first space or line break in ``text`` from ``start`` (-1: none)."""
+    found = [i for i in (text.find(" ", start), text.find("\n", start)) if i >= 0]
+    return min(found) if found else -1
 
 
 def _code_snippet(

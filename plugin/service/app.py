@@ -475,6 +475,11 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
     return out
 
 
+#: ``POST /v1/search``'s handler under a name no ``create_app`` argument shadows (the page's
+#: own search runs it: :func:`hybridsag.service.ui.build_router`).
+search_handler = search
+
+
 async def _experiment_search(
     state: ServiceState, body: SearchRequest, caller: Principal, filters: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -988,7 +993,7 @@ def create_app(
         sync.build_router(
             prefix=API_PREFIX, writer=writer, known_query=Depends(_known_query), responses=_ERRORS
         ),
-        ui.router,
+        ui.build_router(prefix=API_PREFIX, reader=reader, search=search_handler),
     ]
     for router in routers:
         app.include_router(router)

@@ -2,8 +2,13 @@
 
 The page itself holds no data (it is served without a token); a little JavaScript calls the
 API with the bearer token typed into it (kept in the tab's ``sessionStorage`` only): the fused
-list beside each path's own top results (a one-path search per path), with each result's
-explain data shown on hover and on click, and every experiment's report with its chart. All
+list beside each path's own top results (a one-path search per path), and every experiment's
+report with its chart. Each result shows its title, heading path, resource and lines and a
+snippet, with its explanation (on hover and on click) worded as ``hybridsag search`` words
+it: the page searches through ``POST /v1/ui/search`` (:func:`build_router`), which takes
+``POST /v1/search``'s body, runs that search, and answers each result as the CLI renders it
+(:func:`display_result`, with :mod:`hybridsag.output.render`'s heading line, snippet and
+explanation), so the page formats nothing itself. All
 text from the API is written with ``textContent``, never parsed as HTML.
 
 The page is sent with a Content-Security-Policy (:data:`PAGE_CSP`) that runs only its own
@@ -19,15 +24,23 @@ import hashlib
 import html
 import json
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from hybridsag import __version__
+from hybridsag.output.render import explain_lines, headings_below, snippet, terms_pattern
 from hybridsag.paths import PATHS, path_names
+from hybridsag.search import SearchResult
+from hybridsag.service.auth import Principal
+from hybridsag.service.models import SearchRequest
 
-__all__ = ["PAGE_CSP", "render_page", "router"]
+__all__ = ["PAGE_CSP", "build_router", "display_result", "render_page"]
 
-router = APIRouter(include_in_schema=False)
+#: Columns of a snippet on the page (a path's column is narrow).
+SNIPPET_WIDTH = 72
 
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.2em;color:#222}
@@ -39,7 +52,8 @@ input[type=text],input[type=password]{padding:.35em;border:1px solid #aaa;border
 .col{border:1px solid #ddd;border-radius:6px;padding:.5em;background:#fafafa}
 .col h3{margin:.1em 0 .4em;font-size:1em}
 .col ol{margin:0;padding-left:1.6em} .col li{margin:.25em 0;cursor:pointer}
-.title{font-weight:600} .snip{color:#555;font-size:.9em}
+.title{font-weight:600} .where{color:#666;font-size:.8em}
+.snip{color:#555;font-size:.9em;white-space:pre-wrap}
 .why{display:none;white-space:pre-wrap;font-size:.8em;background:#fff;border:1px solid #ccc;padding:.3em}
 li.open .why{display:block}
 .exp{border:1px solid #ddd;border-radius:6px;padding:.6em;margin:.6em 0}
@@ -80,10 +94,10 @@ function column(name, resp) {
     const li = el('li');
     li.dataset.resource = r.resource_id;
     li.title = r.why.join('\\n');
-    li.appendChild(el('div', 'title', r.title || r.resource_id));
-    li.appendChild(el('div', 'snip', r.text.slice(0, 140)));
-    const why = el('div', 'why', r.why.join('\\n') + '\\n' + JSON.stringify(r.paths, null, 1));
-    li.appendChild(why);
+    li.appendChild(el('div', 'title', r.heading));
+    li.appendChild(el('div', 'where', r.where));
+    li.appendChild(el('div', 'snip', r.snippet.join('\\n')));
+    li.appendChild(el('div', 'why', r.why.join('\\n')));
     li.addEventListener('click', () => li.classList.toggle('open'));
     ol.appendChild(li);
   }
@@ -100,7 +114,7 @@ async function search(ev) {
   try {
     const runs = [['fused', null], ...PATHS.map(p => [p, [p]])];
     const answers = await Promise.all(runs.map(([name, paths]) =>
-      call('POST', '/v1/search', paths ? {query, top_k: k, paths} : {query, top_k: k})
+      call('POST', '/v1/ui/search', paths ? {query, top_k: k, paths} : {query, top_k: k})
         .then(r => r.json()).then(resp => [name, resp])));
     for (const [name, resp] of answers) cols.appendChild(column(name, resp));
     status('');
@@ -191,12 +205,56 @@ hover a result for its explanation, click it to keep it open.</p>
 """
 
 
-@router.get("/ui", response_class=HTMLResponse)
-def ui(request: Request) -> HTMLResponse:
-    """The page (no data in it: the API calls it makes carry the token typed in)."""
-    settings = request.app.state.service.settings
-    paths = [
-        p for p in path_names()
-        if settings.embedding.model != "none" or not PATHS[p].needs_dense
-    ]
-    return HTMLResponse(render_page(paths), headers={"Content-Security-Policy": PAGE_CSP})
+def display_result(result: Mapping[str, Any], terms: Sequence[str] = ()) -> dict[str, Any]:
+    """One result (``SearchResult.as_dict()``) as the page shows it, in the CLI's words:
+    ``heading`` (the title, then the headings below it, as ``hybridsag search``'s heading
+    line), ``where`` (resource and lines), ``snippet`` (its lines, centred on ``terms``) and
+    ``why`` (:func:`~hybridsag.output.render.explain_lines`), beside the rank and ids."""
+    r = SearchResult.from_dict(result)
+    name = r.title or r.resource_id
+    return {
+        "rank": r.rank,
+        "chunk_id": r.chunk_id,
+        "resource_id": r.resource_id,
+        "heading": " › ".join([name, *headings_below(name, r.heading_path)]),
+        "where": f"{r.resource_id} · lines {r.start_line}-{r.end_line}",
+        "snippet": snippet(r.text, terms_pattern(terms), width=SNIPPET_WIDTH),
+        "why": explain_lines(r),
+    }
+
+
+def build_router(
+    *, prefix: str, reader: Any, search: Callable[..., Awaitable[Any]]
+) -> APIRouter:
+    """``GET /ui`` and the page's own search, ``POST {prefix}/ui/search`` (left out of the
+    schema): ``search`` is the service's ``POST /v1/search`` handler, run with the same body
+    and caller (``reader``: the role dependency that guards it), whose results come back as
+    :func:`display_result` gives them."""
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/ui", response_class=HTMLResponse)
+    def ui(request: Request) -> HTMLResponse:
+        """The page (no data in it: the API calls it makes carry the token typed in)."""
+        settings = request.app.state.service.settings
+        paths = [
+            p for p in path_names()
+            if settings.embedding.model != "none" or not PATHS[p].needs_dense
+        ]
+        return HTMLResponse(render_page(paths), headers={"Content-Security-Policy": PAGE_CSP})
+
+    @router.post(f"{prefix}/ui/search")
+    async def ui_search(
+        body: SearchRequest, request: Request, caller: Principal = reader
+    ) -> dict[str, Any]:
+        """``POST /v1/search`` (JSON): its query and paths, the query ``terms`` the snippets
+        centre on, and each result as :func:`display_result` words it."""
+        out = await search(body.model_copy(update={"format": "json"}), request, caller)
+        terms = request.app.state.service.ops().query_terms(body.query)
+        return {
+            "query": out["query"],
+            "paths": out["paths"],
+            "terms": terms,
+            "results": [display_result(r, terms) for r in out["results"]],
+        }
+
+    return router

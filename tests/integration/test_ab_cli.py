@@ -47,10 +47,15 @@ def test_compare_json_files_and_trec_round_trip(tmp_path: Path, beir: Path) -> N
     assert first[1] == "Q0" and first[3] == "1" and first[5] == "bm25"  # qid Q0 doc rank score tag
 
     # a TREC run is an arm: bm25's own run against bm25 differs by nothing
-    code, text = run("eval", "--data", str(beir), "--compare", f"{bm25_run},bm25", "--json",
+    code, text = run("eval", "--data", str(beir), "--compare", f"bm25,{bm25_run}", "--json",
                      "--out", str(tmp_path / "again"), "-q")  # fmt: skip
     assert code == 0, text
     again = json.loads(text)
+    # the arms keep the order given: the TREC arm (read first) is not listed first
+    assert again["arms_order"] == list(again["arms"]) == ["bm25", str(bm25_run)]
+    assert again["verdict"] == "verdict: no difference: every arm has nDCG@10 " + (
+        f"{again['arms']['bm25']['ndcg@10'] * 100:.2f}"
+    )
     (pair,) = again["pairs"].values()
     for m in ("recall@5", "recall@10", "ndcg@10"):
         assert pair[m]["mean_difference"] == 0 and pair[m]["ties"] == 3

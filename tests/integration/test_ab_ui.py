@@ -1,7 +1,9 @@
 """``GET /ui`` in a real headless browser (Debian's chromium driven by Playwright) against the
 real service: a search shows the fused list beside each path's own list with the explain data
 on click, and the experiments' reports load with their charts. A screenshot of the page is
-written to ``<tmp_path>/ui.png`` (run with ``--basetemp DIR`` to keep it)."""
+written to ``<tmp_path>/ui.png`` (run with ``--basetemp DIR`` to keep it). The page's own
+search (``POST /v1/ui/search``: each result as the CLI words it) is also checked over plain
+HTTP, which needs no browser."""
 
 from __future__ import annotations
 
@@ -12,20 +14,23 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hybridsag.search import HybridSearch
+from hybridsag.output.render import explain_lines, headings_below, snippet, terms_pattern
+from hybridsag.search import HybridSearch, SearchResult
+from hybridsag.service.ui import SNIPPET_WIDTH, render_page
 from hybridsag.settings import Settings
 from tests.servicesupport import ADMIN, running_service
 from tests.settings_support import clean_env_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')"
-)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no chromium on PATH: the /ui test drives Debian's chromium (apt-get install chromium; "
-    ".ci/run installs it)",
+try:
+    from playwright import sync_api
+except ImportError:  # the browser tests skip; the HTTP one runs
+    sync_api = None  # type: ignore[assignment]
+browser_test = pytest.mark.skipif(
+    CHROMIUM is None or sync_api is None,
+    reason="no chromium on PATH or no playwright: the /ui test drives Debian's chromium "
+    "(apt-get install chromium; .ci/run installs it) with playwright (pip install -e '.[test]')",
 )
 #: Waits in the browser (a loaded 2-core machine answers slowly; nothing here is timed).
 TIMEOUT_MS = 120_000
@@ -60,6 +65,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Sett
         yield url, settings
 
 
+@browser_test
 def test_ui_search_columns_explain_and_reports(
     served: tuple[str, Settings], tmp_path: Path
 ) -> None:
@@ -109,6 +115,7 @@ def test_ui_search_columns_explain_and_reports(
             browser.close()
 
 
+@browser_test
 def test_ui_reports_a_bad_token_in_the_page(served: tuple[str, Settings]) -> None:
     url, _ = served
     with sync_api.sync_playwright() as pw:
@@ -124,3 +131,31 @@ def test_ui_reports_a_bad_token_in_the_page(served: tuple[str, Settings]) -> Non
             assert page.locator("#columns .col").count() == 0
         finally:
             browser.close()
+
+
+def test_ui_results_are_worded_as_the_cli_words_them(served: tuple[str, Settings]) -> None:
+    """The page's lists (issue 28): heading path, resource and lines, a snippet and the
+    explanation in the CLI's words (render.explain_lines), not titles alone and raw JSON."""
+    url, _ = served
+    body = {"query": "error codes", "top_k": 5, "paths": ["bm25"]}
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120) as c:
+        raw = c.post("/v1/search", json=body).json()
+        shown = c.post("/v1/ui/search", json=body).json()
+        bad = c.post("/v1/ui/search", json={**body, "top_k": 0})
+    assert httpx.post(f"{url}/v1/ui/search", json=body).status_code == 401  # the token's
+    assert bad.status_code == 422  # the body /v1/search takes, checked as there
+    assert shown["query"] == body["query"] and len(shown["results"]) == len(raw["results"]) >= 2
+    assert {"error", "codes"} & {t.casefold() for t in shown["terms"]}
+    pattern = terms_pattern(shown["terms"])
+    for r, d in zip(raw["results"], shown["results"], strict=True):
+        result = SearchResult.from_dict(r)
+        name = r["title"] or r["resource_id"]
+        assert d["heading"] == " › ".join([name, *headings_below(name, r["heading_path"])])
+        assert d["where"] == f"{r['resource_id']} · lines {r['start_line']}-{r['end_line']}"
+        assert d["snippet"] == snippet(r["text"], pattern, width=SNIPPET_WIDTH)
+        assert d["why"] == explain_lines(result) and d["why"][0].startswith("bm25 #")
+        assert not any("{" in line for line in d["why"])  # words, not JSON
+    # results of one title are told apart by their heading path or lines
+    assert len({(d["heading"], d["where"]) for d in shown["results"]}) == len(shown["results"])
+    page = render_page(["bm25"])
+    assert "/v1/ui/search" in page and "JSON.stringify(r.paths" not in page

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hybridsag.components import Components
-from hybridsag.output.render import _terms_pattern, snippet
+from hybridsag.output.render import terms_pattern, snippet
 from tests.cli_support import SAMPLES, lexical_only, run, sample_index  # noqa: F401
 from tests.settings_support import clean_env_settings
 
@@ -63,13 +63,13 @@ def test_code_stays_code_and_the_snippet_follows_the_match(sample_index: Path) -
 
 def test_snippet_is_centred_on_the_first_match() -> None:
     text = " ".join(f"word{i}" for i in range(200)) + " the needle is here. " + "tail " * 50
-    lines = snippet(text, _terms_pattern(["needle"]), width=60, max_chars=120)
+    lines = snippet(text, terms_pattern(["needle"]), width=60, max_chars=120)
     shown = " ".join(lines)
     assert shown.startswith("… ") and shown.endswith(" …") and "needle" in shown
     assert len(shown) <= 130 and all(len(line) <= 60 for line in lines)
-    assert snippet("no match here", _terms_pattern(["absent"])) == ["no match here"]
+    assert snippet("no match here", terms_pattern(["absent"])) == ["no match here"]
     code = "def f():\n" + "".join(f"    x{i} = {i}\n" for i in range(30)) + "    return needle\n"
-    lines = snippet(code, _terms_pattern(["needle"]), max_lines=6)
+    lines = snippet(code, terms_pattern(["needle"]), max_lines=6)
     assert lines[0] == "…" and "    return needle" in lines  # the lines around the match
 
 
@@ -78,7 +78,7 @@ def test_terms_are_highlighted_only_on_a_terminal(sample_index: Path) -> None:
     assert "\x1b[" not in text  # stdout is not a terminal here
     from hybridsag.output.render import _highlight
 
-    pattern = _terms_pattern(["reactagent"])
+    pattern = terms_pattern(["reactagent"])
     assert _highlight("use ReActAgent now", pattern, True) == "use \x1b[1mReActAgent\x1b[0m now"
     assert _highlight("ReActAgentFactory", pattern, True) == "ReActAgentFactory"  # whole words
 
@@ -200,3 +200,58 @@ def test_a_query_that_starts_with_a_dash_is_the_query(
     assert run("list", "--no-such-flag")[0] == 2  # other commands: argparse's usual error
     assert run("search", "--help")[0] == 0
     assert "--save-exact" in capsys.readouterr().out  # the help says how
+
+
+#: A piece shaped like npm's config docs (docs/content/using-npm/config.md): a heading, a
+#: bullet list of facts, then the paragraph that explains the option.
+NPM_CONFIG = """#### `save-exact`
+
+* Default: false
+* Type: Boolean
+
+Dependencies saved to package.json will be configured with an exact version
+rather than using npm's default semver range operator.
+
+#### `save-optional`
+
+* Default: false
+* Type: Boolean
+  (or a list
+  of them)
+
+If set, saves the package to optionalDependencies.
+"""
+
+
+def test_a_snippet_keeps_list_items_on_their_own_lines() -> None:
+    """Not ``* Default: false * Type: Boolean Dependencies saved...`` on one line (issue 28)."""
+    lines = snippet(NPM_CONFIG, terms_pattern(["exact"]), width=70, max_chars=400)
+    assert lines[:4] == [
+        "#### `save-exact`",
+        "* Default: false",
+        "* Type: Boolean",
+        "Dependencies saved to package.json will be configured with an exact",
+    ]
+    assert "* Default: false" in lines[lines.index("#### `save-optional`") + 1]
+    # a continuation line joins its item, indented under it when wrapped
+    narrow = snippet(NPM_CONFIG, terms_pattern(["optionalDependencies"]), width=20, max_chars=400)
+    item = narrow.index("* Type: Boolean (or")
+    assert narrow[item + 1 : item + 3] == ["  a list of them)", "If set, saves the"]
+    assert narrow[item - 2] == "#### `save-optional`"  # a heading is a line of its own
+    # prose without a list stays one re-wrapped paragraph
+    assert snippet("one two\nthree\n\nfour", None) == ["one two three four"]
+
+
+def test_an_agent_quote_marks_where_each_list_item_starts() -> None:
+    """The agent layout keeps a quote on one line; list items start after a ¶ mark."""
+    from hybridsag.output.agent import agent_text
+
+    result = {
+        "rank": 1, "resource_id": "config.md", "title": "config", "heading_path": "",
+        "start_line": 1, "end_line": 9, "text": NPM_CONFIG.split("#### `save-optional`")[0],
+    }  # fmt: skip
+    text = agent_text({"query": "save-exact", "paths": ["bm25"], "results": [result]})
+    assert (
+        '"#### `save-exact` ¶ * Default: false ¶ * Type: Boolean ¶ Dependencies saved to '
+        "package.json" in text
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from hybridsag.errors import AuthError, QueryError
 from hybridsag.backend import QueryValueError
+from hybridsag.documents import make_document
 from hybridsag.integrations.langchain import HybridSagRetriever
 from hybridsag.search import HybridSearch
 from tests.adaptersupport import (
@@ -26,6 +28,7 @@ from tests.adaptersupport import (
     sample_settings,
     scoped,
 )
+from tests.settings_support import clean_env_settings
 
 __all__ = ["sample_hs", "sample_service", "sample_settings"]
 
@@ -176,3 +179,46 @@ def test_a_refused_token_is_not_a_value_error(sample_service: str) -> None:
 
 def test_the_token_is_kept_secret(remote: HybridSagRetriever) -> None:
     assert READER not in repr(remote) and READER not in str(remote.model_dump())
+
+
+def test_a_refused_token_argument_is_named_as_that_argument(sample_service: str) -> None:
+    """A bad ``token=`` is said to be that argument, not the CLI's setting (issue 28)."""
+    retriever = HybridSagRetriever(url=sample_service, token="not-a-token-0123456789")
+    for call in (lambda: retriever.invoke(QUERY), lambda: asyncio.run(retriever.ainvoke(QUERY))):
+        with pytest.raises(AuthError) as caught:
+            call()
+        assert "check the token= argument" in str(caught.value)
+        assert "HYBRIDSAG_SERVER__CLIENT_TOKEN" not in str(caught.value)
+
+
+def test_why_is_the_results_own_and_query_facts_are_said_once(
+    local: HybridSagRetriever, sample_hs: HybridSearch
+) -> None:
+    """``metadata["why"]`` is each result's own explanation; the trust step's lines, the same
+    for every result of a query, are the first Document's ``query_facts`` (issue 28)."""
+    response = sample_hs.search(QUERY, top_k=3).as_dict()
+    trust_lines = [line for line in response["results"][0]["why"] if line.startswith("trust ")]
+    assert trust_lines and all(  # what used to be repeated on every Document
+        trust_lines == [w for w in r["why"] if w.startswith("trust ")] for r in response["results"]
+    )
+    docs = local.invoke(QUERY)
+    assert len(docs) == 3 and len({tuple(d.metadata["why"]) for d in docs}) == 3
+    first_path = next(iter(docs[0].metadata["paths"]))
+    assert docs[0].metadata["why"][0].startswith(f"{first_path} #")  # the CLI's words
+    facts = docs[0].metadata["query_facts"]
+    assert facts["trust"] == response["trust"] and facts["query"] == QUERY
+    assert facts["paths"] == response["paths"]
+    assert all("query_facts" not in d.metadata for d in docs[1:])
+
+
+def test_empty_fields_are_left_out_of_the_metadata(tmp_path: Path) -> None:
+    """A resource ingested with no source file and text under no heading: no blank
+    ``heading_path`` and no ``source_uri: None`` in its Document (issue 28)."""
+    settings = clean_env_settings(data_dir=tmp_path / "data", embedding={"model": "none"})
+    with HybridSearch(settings) as hs:
+        hs.ingest_documents([make_document("plain", "The kestrel hovers over the field.")])
+        (doc,) = HybridSagRetriever(hybrid_search=hs, top_k=1).invoke("kestrel hovers")
+        (result,) = hs.search("kestrel hovers", top_k=1).as_dict()["results"]
+    assert result["heading_path"] == "" and result["source_uri"] is None  # what was left out
+    assert "heading_path" not in doc.metadata and "source_uri" not in doc.metadata
+    assert doc.metadata["resource_id"] == "plain" and doc.metadata["start_line"] == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScor
 
 from hybridsag.errors import ConfigError, QueryError
 from hybridsag.backend import QueryValueError
+from hybridsag.documents import make_document
 from hybridsag.integrations.llamaindex import HybridSagRetriever
 from hybridsag.search import HybridSearch
 from tests.adaptersupport import (
@@ -26,6 +28,7 @@ from tests.adaptersupport import (
     sample_settings,
     scoped,
 )
+from tests.settings_support import clean_env_settings
 
 __all__ = ["sample_hs", "sample_service", "sample_settings"]
 
@@ -46,8 +49,10 @@ def expected(hs: HybridSearch, query: str, side: str, **kwargs: Any) -> list[dic
 
 def check(nodes: list[NodeWithScore], results: list[dict[str, Any]]) -> None:
     assert nodes and [n.node.node_id for n in nodes] == [r["chunk_id"] for r in results]
+    above = float("inf")
     for n, result in zip(nodes, results, strict=True):
-        assert n.score == result["score"]
+        assert n.score == min(result["score"], above)  # the fused score, never above the last
+        above = n.score
         assert_result_metadata(n.node.metadata, n.node.get_content(), result)
         assert n.node.relationships[NodeRelationship.SOURCE].node_id == result["resource_id"]
 
@@ -142,3 +147,32 @@ def test_bad_calls_raise_a_value_error_with_hybridsags_message(
         bad_path = HybridSagRetriever(url=sample_service, token=READER, paths=["nope"])
         with pytest.raises(QueryValueError, match="unknown path 'nope'"):
             asyncio.run(bad_path.aretrieve(QUERY))
+
+
+def test_node_scores_never_rise_down_the_list(sample_hs: HybridSearch) -> None:
+    """A rule that lifts a result above one with a higher fused score (the 0.201 then 0.212
+    of issue 28) leaves the nodes' scores non-increasing, so a score cutoff cuts the tail."""
+    from llama_index.core.postprocessor import SimilarityPostprocessor
+
+    from hybridsag.integrations.llamaindex import to_nodes
+
+    results = [
+        {**r, "score": score}
+        for r, score in zip(sample_hs.search(QUERY, top_k=3).as_dict()["results"], (0.3, 0.201, 0.212))
+    ]
+    nodes = to_nodes(results)
+    assert [n.score for n in nodes] == [0.3, 0.201, 0.201]
+    assert [n.node.metadata["score"] for n in nodes] == [0.3, 0.201, 0.212]  # the fused ones
+    kept = SimilarityPostprocessor(similarity_cutoff=0.205).postprocess_nodes(nodes)
+    assert [n.node.node_id for n in kept] == [results[0]["chunk_id"]]  # a prefix, no hole
+
+
+def test_empty_fields_are_left_out_of_what_the_llm_sees(tmp_path: Path) -> None:
+    """No ``heading_path:`` line with nothing after it, no ``source_uri: None`` (issue 28)."""
+    settings = clean_env_settings(data_dir=tmp_path / "data", embedding={"model": "none"})
+    with HybridSearch(settings) as hs:
+        hs.ingest_documents([make_document("plain", "The kestrel hovers over the field.")])
+        (node,) = HybridSagRetriever(hs, top_k=1).retrieve("kestrel hovers")
+    seen = node.node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "resource_id: plain" in seen and "kestrel" in seen
+    assert "heading_path" not in seen and "source_uri" not in seen and "None" not in seen

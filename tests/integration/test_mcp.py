@@ -181,10 +181,12 @@ def test_ingest_and_delete_only_when_writes_are_allowed(
 def test_through_a_running_service_the_token_decides_writes(
     sample_settings: Settings, sample_hs: HybridSearch, sample_service: str, tmp_path: Path
 ) -> None:
-    doc = {"id": "mcp/heron.md", "text": "The grey heron stands still in shallow water."}
+    """The token's role decides (issue 28): a read token is not offered ingest or delete, even
+    with --allow-writes; a write-capable token is offered them without it."""
+    doc = {"_id": "mcp/heron.md", "text": "The grey heron stands still in shallow water."}
 
     async def body(client: ClientSession) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"tools": {t.name for t in (await client.list_tools()).tools}}
         out["search"] = await client.call_tool("search", {"query": QUERY, "top_k": 3})
         out["ingest"] = await client.call_tool("ingest", {"resources": [doc]})
         try:
@@ -197,21 +199,28 @@ def test_through_a_running_service_the_token_decides_writes(
         sample_settings, tmp_path / "mcp.log", body, "--server", sample_service, "mcp",
         "--allow-writes", HYBRIDSAG_SERVER__CLIENT_TOKEN=READER,
     )
+    assert reader["tools"] == {"search"}  # what the service would refuse is not listed
     assert text_of(reader["search"]) == sample_hs.search(QUERY, top_k=3).as_agent_text(4000)
-    refused = text_of(reader["ingest"])
-    assert reader["ingest"].is_error and "ForbiddenError: " in refused and "'write'" in refused
+    assert reader["ingest"].is_error and "ingest" in text_of(reader["ingest"])
     assert reader["bad"].code == INVALID_PARAMS and "unknown path 'nope'" in reader["bad"].message
-    assert sample_hs.resource(doc["id"]) is None
+    assert sample_hs.resource(doc["_id"]) is None
 
-    async def write(client: ClientSession) -> list[str]:
+    async def write(client: ClientSession) -> list[Any]:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
         added = text_of(await client.call_tool("ingest", {"resources": [doc]}))
         found = text_of(await client.call_tool("search", {"query": "grey heron"}))
-        deleted = text_of(await client.call_tool("delete", {"resource_id": doc["id"]}))
-        return [added, found, deleted]
+        deleted = text_of(await client.call_tool("delete", {"resource_id": doc["_id"]}))
+        return [tools, added, found, deleted]
 
-    added, found, deleted = run(
+    tools, added, found, deleted = run(
         sample_settings, tmp_path / "mcp.log", write, "--server", sample_service, "mcp",
-        "--allow-writes", HYBRIDSAG_SERVER__CLIENT_TOKEN=ADMIN,
+        HYBRIDSAG_SERVER__CLIENT_TOKEN=ADMIN,  # no --allow-writes: the role is enough
     )
+    assert set(tools) == {"search", "ingest", "delete"}
+    # the schema names the resource id as POST /v1/resources does, and says so
+    item = tools["ingest"].input_schema["$defs"]["ResourceArg"]
+    assert "_id" in item["properties"] and "_id" in item["required"]
+    assert "POST /v1/resources" in (tools["ingest"].description or "")
+    assert "`_id`" in (tools["ingest"].description or "")
     assert json.loads(added)["indexed"] == 1 and "mcp/heron.md" in found
-    assert json.loads(deleted)["deleted"] is True and sample_hs.resource(doc["id"]) is None
+    assert json.loads(deleted)["deleted"] is True and sample_hs.resource(doc["_id"]) is None

@@ -12,8 +12,15 @@ from scipy.stats import binomtest
 from hybridsag.ab.arms import parse_arms
 from hybridsag.ab.events import SqliteEventStore
 from hybridsag.ab.interleave import Interleaving, coin_seed, credit, team_draft
-from hybridsag.ab.offline import compare_runs, read_trec, write_trec
-from hybridsag.ab.report import build_report, format_p, format_report
+from hybridsag.ab.offline import (
+    compare_runs,
+    compare_verdict,
+    format_compare,
+    points,
+    read_trec,
+    write_trec,
+)
+from hybridsag.ab.report import build_report, chart_png, format_p, format_report
 from hybridsag.ab.online import Experiments
 from hybridsag.errors import ConfigError, InputError, StoreError
 from hybridsag.settings import ExperimentSettings, Settings
@@ -216,3 +223,98 @@ def test_compare_runs_statistics_and_crosscheck(tmp_path: Path) -> None:
     path = tmp_path / "good.trec"
     write_trec(path, good, name="good")
     assert read_trec(path) == good
+
+
+def _summary(qrels: dict, runs: dict) -> dict:
+    """What ``compare_arms`` returns around :func:`compare_runs`, for the table."""
+    stats = compare_runs(qrels, runs, n_resamples=500)
+    stats.pop("per_query")
+    return {"dataset": "toy", "questions": len(qrels), "skipped": {"count": 0, "ids": {}},
+            "arms_order": list(runs), **stats}  # fmt: skip
+
+
+def test_compare_table_points_order_and_verdict() -> None:
+    """eval --compare (issue 28): differences in points, no % and no -0.00; the arms in the
+    order given, a long TREC path shortened in the table and given whole once; a verdict."""
+    assert points(0.0123) == "+1.23" and points(-0.00001) == "0.00" and points(0.0) == "0.00"
+    assert points(-0.5) == "-50.00"
+    qrels = {f"q{i}": frozenset({f"g{i}"}) for i in range(12)}
+    good = {q: [f"g{i}", "x"] for i, q in enumerate(qrels)}
+    poor = {q: ["x", f"g{i}"] if i % 2 else ["x"] for i, q in enumerate(qrels)}
+    trec = "/srv/experiments/2026-12-01/runs/01-bm25-with-a-long-descriptive-name.trec"
+    summary = _summary(qrels, {"sag2": good, trec: poor, "same": good})
+    text = format_compare(summary)
+    lines = text.splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("arm ")))
+    rows = lines[start:-2]  # the arms and the pairs (140 columns wide before)
+    assert max(len(line) for line in rows) <= 110, max(rows, key=len)
+    table = lines[start + 2 :]
+    assert [row.split()[0] for row in table[:3]] == ["sag2", "…" + trec[-27:], "same"]
+    assert f"  …{trec[-27:]} is {trec}" in lines  # the whole path, once
+    pair_rows = [x for x in lines[:-2] if " vs " in x and "nDCG@10" in x]
+    assert len(pair_rows) == 3 and not any("%" in x for x in pair_rows)
+    assert "-0.00" not in text and "0.00  [0.00, 0.00]" in pair_rows[1]  # sag2 vs same
+    verdict = lines[-1]
+    assert verdict == compare_verdict(summary) and verdict.startswith("verdict: sag2 leads on nDCG@10")
+    assert "0.00 points over same (not significant, Bonferroni p = 1)" in verdict
+    assert f"+68.45 points over …{trec[-27:]} (significant, Bonferroni p = " in verdict
+    assert len(verdict) < 200 and verdict.endswith("; alpha 0.05")
+    tie = _summary(qrels, {"a": good, "b": good})
+    assert compare_verdict(tie) == "verdict: no difference: every arm has nDCG@10 100.00"
+
+
+def test_reports_have_a_running_p_value_and_the_chart_draws_it() -> None:
+    """The running p-value (issue 28): the sign test's after each deciding query, Welch's
+    after each query of a split; the chart's third panel, every title wrapped, not cut."""
+    names = ["a-rather-long-arm-name-for-the-title", "b-another-long-arm-name-here"]
+    exp = ExperimentSettings.model_validate(
+        {"name": "il", "mode": "interleave", "arms": [{"name": n} for n in names]}
+    )
+    teams = [names[0], names[1], names[0], names[1]]
+    rows = [("interleaved", teams, [1])] * 30 + [("interleaved", teams, [2])] * 10
+    report = build_report(exp, _events("il", rows), alpha=0.05, min_queries=20)
+    running = report["running_p"]
+    assert running["alpha"] == 0.05 and len(running["points"]) == 40
+    assert running["points"][-1] == [40, pytest.approx(report["interleaving"]["sign_test_p"])]
+    assert running["points"][0] == [1, 1.0]  # one deciding query proves nothing
+    split = ExperimentSettings.model_validate({"name": "s", "arms": [{"name": "x"}, {"name": "y"}]})
+    rows = [("x", ["x"] * 3, [1])] * 20 + [("x", ["x"] * 3, [])] * 20
+    rows += [("y", ["y"] * 3, [2])] * 10 + [("y", ["y"] * 3, [])] * 30
+    sreport = build_report(split, _events("s", rows), alpha=0.05, min_queries=10)
+    last = sreport["running_p"]["points"][-1]
+    assert last == [80, pytest.approx(sreport["comparisons"]["x vs y"]["p_value"])]
+    pytest.importorskip("matplotlib")
+    import io
+
+    from matplotlib.image import imread
+
+    for r in (report, sreport):
+        png = chart_png(r)
+        assert imread(io.BytesIO(png)).shape[1] == 1300  # three panels side by side
+
+
+def test_a_settings_experiment_is_kept_with_its_events(tmp_path: Path) -> None:
+    """``ab report NAME`` in a shell without the settings that defined NAME (issue 28): the
+    definition was logged with the events, so the report finds it."""
+    exp = {"name": "from-settings", "mode": "interleave", "arms": [{"name": "a"}, {"name": "b"}]}
+    data = tmp_path / "data"
+    with Experiments(Settings(data_dir=data, ab={"experiments": [exp]})) as exps:
+        exps.store.append(
+            "impression", "from-settings", {"arm": "interleaved", "query": "q", "results": []},
+            query_id="q1",
+        )  # fmt: skip
+        logged = [e.body for e in exps.store.events(kind="experiment")]
+    assert logged == [{"action": "define", "definition": ExperimentSettings.model_validate(exp)
+                       .model_dump(mode="json"), "source": "settings"}]  # fmt: skip
+    with Experiments(Settings(data_dir=data, ab={"experiments": [exp]})) as exps:
+        assert len(exps.store.events(kind="experiment")) == 1  # logged once, not per start
+        exps.set_active("from-settings", False)
+    with Experiments(Settings(data_dir=data)) as bare:  # a new shell, no such settings
+        state = bare.get("from-settings")
+        assert state.source == "settings" and state.active is False  # the stop replayed
+        assert bare.report("from-settings")["queries"] == 1
+    changed = {**exp, "arms": [{"name": "a"}, {"name": "c"}]}
+    with Experiments(Settings(data_dir=data, ab={"experiments": [changed]})) as exps:
+        assert [a.name for a in exps.get("from-settings").definition.arms] == ["a", "c"]
+    with Experiments(Settings(data_dir=data)) as bare:  # the last definition logged
+        assert [a.name for a in bare.get("from-settings").definition.arms] == ["a", "c"]

@@ -490,7 +490,8 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "ab": {"evaluation", "lexical", "paths", "records", "cli", "search"},
     "service": {"ab", "ingest", "output", "paths", "records", "backend", "jsondepth", "search",
                 "__version__"},
-    "integrations": {"backend", "search", "__version__"},
+    # output: a result's explanation in the CLI's words (render.explain_lines)
+    "integrations": {"backend", "output", "search", "__version__"},
 }
 
 
