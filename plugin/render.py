@@ -30,7 +30,7 @@ from typing import Any
 
 from hybridsag.fusion.markdown import HEADING_JOIN, fence_open
 from hybridsag.fusion.rules import RULE_REASONS
-from hybridsag.search import SearchResponse, SearchResult
+from hybridsag.results import SearchResponse, SearchResult
 
 __all__ = [
     "SNIPPET_CHARS",
