@@ -30,7 +30,8 @@ if TYPE_CHECKING:
         StoreError,
     )
     from hybridsag.fusion.types import FusedHit, Hit
-    from hybridsag.search import HybridSearch, SearchResponse, SearchResult
+    from hybridsag.results import SearchResponse, SearchResult
+    from hybridsag.search import HybridSearch
     from hybridsag.settings import Settings
     from hybridsag.records.store import Filters
 
@@ -54,7 +55,8 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "StoreError",
     ),
     "hybridsag.fusion.types": ("FusedHit", "Hit"),
-    "hybridsag.search": ("HybridSearch", "SearchResponse", "SearchResult"),
+    "hybridsag.results": ("SearchResponse", "SearchResult"),
+    "hybridsag.search": ("HybridSearch",),
     "hybridsag.settings": ("Settings",),
     "hybridsag.records.store": ("Filters",),
 }

@@ -58,9 +58,8 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_complete
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-import httpx
 from pydantic import SecretStr
 
 from hybridsag.errors import (
@@ -73,6 +72,9 @@ from hybridsag.errors import (
     JudgeResponseError,
     JudgeTimeoutError,
 )
+
+if TYPE_CHECKING:  # httpx is imported where a request is built: a search that calls no
+    import httpx  # remote model (the meter alone) never loads it
 
 __all__ = [
     "DENSE_ERRORS",
@@ -444,6 +446,8 @@ def check_base_url(value: str | None, setting: str) -> str:
     not an http(s) URL."""
     if value is None or not value.strip():
         raise ConfigError(f"{setting}.base_url is not set (the server's root, e.g. http://host:8080)")
+    import httpx
+
     try:
         url = httpx.URL(value)
     except (httpx.InvalidURL, TypeError) as exc:
@@ -498,6 +502,8 @@ class Endpoint:
         request_id_headers: Sequence[str] = REQUEST_ID_HEADERS,
         hints: Mapping[int, str] | None = None,
     ) -> None:
+        import httpx
+
         self.remote = remote
         self.label = label
         self.setting = setting
@@ -606,6 +612,8 @@ class Endpoint:
         return text.replace(secret, "***") if secret else text
 
     def _snippet(self, response: httpx.Response) -> str:
+        import httpx
+
         try:
             text = response.text
         except (UnicodeDecodeError, LookupError, httpx.HTTPError):
@@ -656,6 +664,8 @@ class Endpoint:
         ``response``: an HTTP error; ``budget``: the search's remote budget is spent), or
         :class:`Aborted` when ``abort`` is set (another request of the same call failed).
         """
+        import httpx
+
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._secret is not None:

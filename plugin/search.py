@@ -18,8 +18,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from hybridsag.output.agent import agent_text
-from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.components import Components
 from hybridsag.errors import (
     BudgetError,
@@ -34,6 +32,7 @@ from hybridsag.fusion import TrustModel, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
 from hybridsag.paths.query import validate_query
 from hybridsag.remote_calls import QueryMeter, metered, submit
+from hybridsag.results import SearchResponse, SearchResult
 from hybridsag.settings import FusionSettings, Settings
 from hybridsag.records.store import (
     STATUSES,
@@ -71,8 +70,6 @@ __all__ = [
     "PathRuns",
     "ResourceDetail",
     "ResourceSummary",
-    "SearchResponse",
-    "SearchResult",
     "fuse_step",
     "stale_reason",
 ]
@@ -97,53 +94,6 @@ _STALE_WHY = {
     STALE_NOT_REGULAR: "a FIFO, device or folder now stands at its path",
     STALE_UNREADABLE: "its path cannot be looked at (permissions?)",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """One result with everything needed to show and explain it."""
-
-    rank: int
-    chunk_id: str
-    resource_id: str
-    title: str
-    heading_path: str
-    text: str
-    start_line: int
-    end_line: int
-    byte_start: int
-    byte_end: int
-    content_sha256: str
-    source_uri: str | None
-    score: float
-    paths: Mapping[str, Mapping[str, Any]]
-    rules: tuple[str, ...]
-    why: tuple[str, ...]
-    stale: bool = False
-    #: the position fusion (convex or RRF) gave the chunk before the rules moved it (``score``
-    #: follows this one)
-    rrf_rank: int = 0
-    #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
-    text_truncated: bool = False
-    #: the resource's tenant (``""``: un-tenanted); a resource is ``(tenant, resource_id)``, so
-    #: two results may share a ``resource_id`` in two tenants
-    tenant: str = ""
-    #: why ``stale`` is set (:data:`STALE_CHANGED`, :data:`STALE_DELETED`, ...); None when fresh
-    stale_reason: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["paths"] = {k: dict(v) for k, v in self.paths.items()}
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
-        """The result :meth:`as_dict` wrote (the service's JSON); unknown keys are ignored."""
-        known = {f for f in cls.__dataclass_fields__}
-        values = {k: v for k, v in data.items() if k in known}
-        values["rules"] = tuple(values.get("rules", ()))
-        values["why"] = tuple(values.get("why", ()))
-        return cls(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,66 +216,6 @@ def _hits_of(future: Future[tuple[PathResult, float]]) -> list[Hit]:
         raise
     except Exception as exc:  # noqa: BLE001 - logged with its traceback by run_paths
         raise HybridSagError(f"unexpected {type(exc).__name__}: {exc}") from exc
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResponse:
-    query: str
-    results: tuple[SearchResult, ...]
-    timings: Mapping[str, float]
-    paths: tuple[str, ...]
-    degraded: bool = False
-    reasons: Mapping[str, str] = field(default_factory=dict)
-    usage: Mapping[str, Any] = field(default_factory=dict)
-    #: each path's own stage timings in ms (tokenize, FTS5, embed, Milvus, judge, ...)
-    stages: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    #: the per-query trust step's decision (weights, judge_holds, dense_share, signals), empty
-    #: when fusion.trust is off
-    trust: Mapping[str, Any] = field(default_factory=dict)
-    #: results held back because their source files changed since indexing (with
-    #: ``include_stale`` off): how many, and each one's ``chunk_id``, ``resource_id``,
-    #: ``tenant`` and ``reason`` (:data:`STALE_CHANGED`, ...). Only those that would have been
-    #: shown are counted: the stale results met before ``top_k`` fresh ones were found
-    stale_hidden: int = 0
-    stale_hidden_ids: tuple[Mapping[str, Any], ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "query": self.query,
-            "stages": {k: dict(v) for k, v in self.stages.items()},
-            "paths": list(self.paths),
-            "degraded": self.degraded,
-            "reasons": dict(self.reasons),
-            "timings": dict(self.timings),
-            "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
-            "trust": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.trust.items()},
-            "stale_hidden": self.stale_hidden,
-            "stale_hidden_ids": [dict(h) for h in self.stale_hidden_ids],
-            "results": [r.as_dict() for r in self.results],
-        }
-
-    def as_agent_text(self, budget: int = DEFAULT_BUDGET) -> str:
-        """The results grouped by file and heading, with line numbers and short quotes, in at
-        most ``budget`` characters (:func:`hybridsag.output.agent.agent_text`); ValueError for a
-        budget outside ``MIN_BUDGET..MAX_BUDGET``."""
-        return agent_text(self.as_dict(), budget)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SearchResponse:
-        """The response :meth:`as_dict` wrote (the service's JSON), to render it as in-process."""
-        return cls(
-            query=data["query"],
-            results=tuple(SearchResult.from_dict(r) for r in data.get("results", ())),
-            timings=dict(data.get("timings", {})),
-            paths=tuple(data.get("paths", ())),
-            degraded=bool(data.get("degraded", False)),
-            reasons=dict(data.get("reasons", {})),
-            usage=dict(data.get("usage", {})),
-            stages=dict(data.get("stages", {})),
-            trust=dict(data.get("trust", {})),
-            stale_hidden=int(data.get("stale_hidden", 0)),
-            stale_hidden_ids=tuple(dict(h) for h in data.get("stale_hidden_ids", ())),
-        )
 
 
 def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:

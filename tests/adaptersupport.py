@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from hybridsag.output.render import explain_lines
-from hybridsag.search import HybridSearch, SearchResult
+from hybridsag.results import SearchResult
+from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from tests.servicesupport import ADMIN, running_service
 from tests.settings_support import clean_env_settings

@@ -23,7 +23,7 @@ from typing import Any
 from hybridsag.backend import QueryValueError
 from hybridsag.errors import ConfigError
 from hybridsag.output.render import explain_lines
-from hybridsag.search import SearchResult
+from hybridsag.results import SearchResult
 
 __all__ = [
     "EXPLAIN_KEYS", "ExtraMissingError", "QueryValueError", "missing_extra", "query_facts",

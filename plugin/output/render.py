@@ -33,7 +33,7 @@ from typing import Any
 
 from hybridsag.fusion.markdown import HEADING_JOIN, fence_open, list_item, prose_blocks
 from hybridsag.fusion.rules import RULE_REASONS
-from hybridsag.search import SearchResponse, SearchResult
+from hybridsag.results import SearchResponse, SearchResult
 
 __all__ = [
     "SNIPPET_CHARS",

@@ -32,7 +32,7 @@ from hybridsag.ingest.manifest import (
     check_rel,
     check_root,
 )
-from hybridsag.search import SearchResult
+from hybridsag.results import SearchResult
 from hybridsag.paths import check_path_names, check_weights
 from hybridsag.records.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
 from hybridsag.settings import EXPERIMENT_NAME_PATTERN, ExperimentSettings

@@ -33,7 +33,7 @@ from fastapi.responses import HTMLResponse
 from hybridsag import __version__
 from hybridsag.output.render import explain_lines, headings_below, snippet, terms_pattern
 from hybridsag.paths import PATHS, path_names
-from hybridsag.search import SearchResult
+from hybridsag.results import SearchResult
 from hybridsag.service.auth import Principal
 from hybridsag.service.models import SearchRequest
 

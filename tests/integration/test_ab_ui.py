@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from hybridsag.output.render import explain_lines, headings_below, snippet, terms_pattern
-from hybridsag.search import HybridSearch, SearchResult
+from hybridsag.results import SearchResult
+from hybridsag.search import HybridSearch
 from hybridsag.service.ui import SNIPPET_WIDTH, render_page
 from hybridsag.settings import Settings
 from tests.servicesupport import ADMIN, running_service

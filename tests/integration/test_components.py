@@ -153,7 +153,7 @@ print(json.dumps({
 """
 
 
-def _run_child(code: str, data: Path, cwd: Path) -> tuple[Any, str]:
+def _run_child(code: str, data: Path | str, cwd: Path) -> tuple[Any, str]:
     """Run ``code`` in a fresh Python (the packaged model configured, no other HYBRIDSAG_
     variable) with ``data`` as its argument: the JSON of its last stdout line, and its stderr."""
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("HYBRIDSAG_")}
@@ -203,7 +203,8 @@ for name, argv in {
     rc = main(["--data-dir", data, *argv], out=out)
     runs[name] = [rc, out.getvalue()]
 heavy = ("torch", "transformers", "sentence_transformers", "onnxruntime", "pymilvus",
-         "milvus_lite", "grpc", "pandas", "numpy", "jieba", "hybridsag.ingest.writer", "hybridsag.vectors.index")
+         "milvus_lite", "grpc", "pandas", "numpy", "jieba", "httpx", "hybridsag.ingest.writer",
+         "hybridsag.vectors.index")
 print(json.dumps({"runs": runs, "heavy": sorted(m for m in heavy if m in sys.modules)}))
 """
 
@@ -212,8 +213,9 @@ def test_lexical_searches_list_and_show_import_no_model_milvus_nor_numpy(
     vector_index: Path, tmp_path: Path
 ) -> None:
     """A bm25 or title search, ``list`` and ``show`` of a data dir that holds vectors (the dense
-    path on) load neither a model nor Milvus, nor numpy, jieba (English text) or the write path:
-    what a cold CLI process pays for them is the lexical work alone."""
+    path on) load neither a model nor Milvus, nor numpy, jieba (English text), httpx (no remote
+    model is called: the search's remote meter needs no HTTP client) or the write path: what a
+    cold CLI process pays for them is the lexical work alone."""
     import shutil
 
     data = tmp_path / "copy"
@@ -227,6 +229,65 @@ def test_lexical_searches_list_and_show_import_no_model_milvus_nor_numpy(
     assert title["results"][0]["resource_id"] == "gamma"
     assert {r["resource_id"] for r in json.loads(out["runs"]["list"][1])} == set(DOCS)
     assert json.loads(out["runs"]["show"][1])["resource_id"] == "beta"
+
+
+_PARSER_CHILD = """
+import json, sys
+from hybridsag.cli import build_parser
+parser = build_parser()
+commands = {argv[0]: parser.parse_args(argv).fn.__name__
+            for argv in (["ab", "list"], ["reconcile", "--dry-run"], ["audit"], ["serve"])}
+behind = ("hybridsag.ab.offline", "hybridsag.ab.online", "hybridsag.ab.report",
+          "hybridsag.ab.events", "hybridsag.ab.arms", "hybridsag.consistency.reconciler",
+          "hybridsag.consistency.plan", "hybridsag.consistency.scheduler", "hybridsag.backend",
+          "hybridsag.search", "hybridsag.settings", "pydantic")
+print(json.dumps({"commands": commands, "behind": sorted(m for m in behind if m in sys.modules)}))
+"""
+
+
+def test_building_the_parser_imports_no_subcommand_implementation(tmp_path: Path) -> None:
+    """The parser has every command the ``hybridsag.commands`` entry points add, and building
+    it imports only their ``register`` modules: the A/B experiments, reports and offline
+    compare, the reconciler, the backend and the settings load when a command runs."""
+    out, stderr = _run_child(_PARSER_CHILD, tmp_path, tmp_path)
+    assert out["commands"] == {
+        "ab": "cmd_ab_list", "reconcile": "cmd_reconcile", "audit": "cmd_audit", "serve": "cmd_serve"
+    }  # fmt: skip
+    assert out["behind"] == [], stderr
+
+
+_SERVER_CHILD = """
+import io, json, os, sys
+from hybridsag.cli import main
+os.environ["HYBRIDSAG_SERVER__CLIENT_TOKEN"] = "{token}"
+out = io.StringIO()
+rc = main(["--server", sys.argv[1], "search", "orrery scheduler", "--json"], out=out)
+behind = ("hybridsag.search", "hybridsag.remote_calls", "hybridsag.paths.bm25", "jieba", "numpy",
+          "pymilvus", "torch", "onnxruntime")
+print(json.dumps({{"rc": rc, "response": json.loads(out.getvalue()),
+                  "behind": sorted(m for m in behind if m in sys.modules)}}))
+"""
+
+
+def test_a_search_through_the_service_loads_nothing_behind_the_client(tmp_path: Path) -> None:
+    """``hybridsag --server URL search`` needs the settings, the client (httpx) and the result
+    types it renders (:mod:`hybridsag.results`): not the search façade, its paths, jieba,
+    numpy, Milvus nor a model."""
+    from tests.servicesupport import ADMIN, running_service
+
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        embedding={"model": "none"},
+        server={"token": ADMIN, "reconciler": False},
+    )
+    with HybridSearch(settings) as hs:
+        for rid, (title, text) in DOCS.items():
+            hs.ingest(rid, text, title=title)
+    with running_service(settings, reconciler=False) as url:
+        out, stderr = _run_child(_SERVER_CHILD.format(token=ADMIN), url, tmp_path)
+    assert out["rc"] == 0, stderr
+    assert out["response"]["results"][0]["resource_id"] == "beta", out["response"]
+    assert out["behind"] == [], stderr
 
 
 def test_no_vectors_recorded_means_nothing_to_remove(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ fpdf = pytest.importorskip("fpdf")
 
 from hybridsag.errors import IngestError  # noqa: E402
 from hybridsag.ingest.formats import DocumentConverter, converted_cache_dir, escape_structure  # noqa: E402
-from hybridsag.search import HybridSearch, SearchResult  # noqa: E402
+from hybridsag.results import SearchResult  # noqa: E402
+from hybridsag.search import HybridSearch  # noqa: E402
 from hybridsag.settings import Settings  # noqa: E402
 
 MIB = 1024 * 1024

@@ -27,7 +27,8 @@ from hybridsag.vectors.embedder import SentenceTransformerEmbedder
 from hybridsag.fusion import contains_whole_identifier, defines_identifier
 from hybridsag.fusion.rules import RULE_BOUNDS
 from hybridsag.paths import BUILTIN_PATHS
-from hybridsag.search import HybridSearch, SearchResponse, SearchResult
+from hybridsag.results import SearchResponse, SearchResult
+from hybridsag.search import HybridSearch
 from hybridsag.settings import EmbeddingSettings, Settings
 from hybridsag.records.store import Filters
 

@@ -22,7 +22,8 @@ from hybridsag.documents import make_document
 from hybridsag.vectors.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import QueryError
 from hybridsag.paths import BUILTIN_PATHS
-from hybridsag.search import HybridSearch, SearchResponse
+from hybridsag.results import SearchResponse
+from hybridsag.search import HybridSearch
 from hybridsag.settings import EmbeddingSettings, Settings
 from hybridsag.records.store import Filters
 

@@ -19,7 +19,8 @@ import pytest
 
 from hybridsag.cli import main
 from hybridsag.output.render import render_response
-from hybridsag.search import HybridSearch, SearchResponse
+from hybridsag.results import SearchResponse
+from hybridsag.search import HybridSearch
 from hybridsag.service.models import SearchOut
 from tests.servicesupport import ADMIN, folder_service_settings, running_service
 from tests.settings_support import clean_env_settings

@@ -21,7 +21,8 @@ import pytest
 from hybridsag.components import Components
 from hybridsag.documents import make_document
 from hybridsag.vectors.embedder import vocabulary_share
-from hybridsag.search import HybridSearch, SearchResponse
+from hybridsag.results import SearchResponse
+from hybridsag.search import HybridSearch
 from hybridsag.paths.query_facts import load_trust_model, query_facts
 from hybridsag.errors import ConfigError
 

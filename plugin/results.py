@@ -1,0 +1,126 @@
+"""What a search answers: :class:`SearchResponse` and its :class:`SearchResult` rows, frozen,
+with their JSON forms (``as_dict`` / ``from_dict``: what the service sends and the CLI renders).
+
+A leaf: it imports neither the search, the index nor a model, so a face that only renders an
+answer (``hybridsag --server URL search``) loads these types and nothing behind them.
+:class:`~hybridsag.search.HybridSearch` builds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hybridsag.output.agent import agent_text
+from hybridsag.output.budget import DEFAULT_BUDGET
+
+__all__ = ["SearchResponse", "SearchResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One result with everything needed to show and explain it."""
+
+    rank: int
+    chunk_id: str
+    resource_id: str
+    title: str
+    heading_path: str
+    text: str
+    start_line: int
+    end_line: int
+    byte_start: int
+    byte_end: int
+    content_sha256: str
+    source_uri: str | None
+    score: float
+    paths: Mapping[str, Mapping[str, Any]]
+    rules: tuple[str, ...]
+    why: tuple[str, ...]
+    stale: bool = False
+    #: the position fusion (convex or RRF) gave the chunk before the rules moved it (``score``
+    #: follows this one)
+    rrf_rank: int = 0
+    #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
+    text_truncated: bool = False
+    #: the resource's tenant (``""``: un-tenanted); a resource is ``(tenant, resource_id)``, so
+    #: two results may share a ``resource_id`` in two tenants
+    tenant: str = ""
+    #: why ``stale`` is set (:data:`hybridsag.search.STALE_CHANGED`, ...); None when fresh
+    stale_reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["paths"] = {k: dict(v) for k, v in self.paths.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
+        """The result :meth:`as_dict` wrote (the service's JSON); unknown keys are ignored."""
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        values["rules"] = tuple(values.get("rules", ()))
+        values["why"] = tuple(values.get("why", ()))
+        return cls(**values)
+
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    query: str
+    results: tuple[SearchResult, ...]
+    timings: Mapping[str, float]
+    paths: tuple[str, ...]
+    degraded: bool = False
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    #: each path's own stage timings in ms (tokenize, FTS5, embed, Milvus, judge, ...)
+    stages: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: the per-query trust step's decision (weights, judge_holds, dense_share, signals), empty
+    #: when fusion.trust is off
+    trust: Mapping[str, Any] = field(default_factory=dict)
+    #: results held back because their source files changed since indexing (with ``include_stale``
+    #: off): how many, and each one's ``chunk_id``, ``resource_id``, ``tenant`` and ``reason``
+    #: (:data:`hybridsag.search.STALE_CHANGED`, ...). Only those that would have been shown are
+    #: counted: the stale results met before ``top_k`` fresh ones were found
+    stale_hidden: int = 0
+    stale_hidden_ids: tuple[Mapping[str, Any], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "stages": {k: dict(v) for k, v in self.stages.items()},
+            "paths": list(self.paths),
+            "degraded": self.degraded,
+            "reasons": dict(self.reasons),
+            "timings": dict(self.timings),
+            "usage": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.usage.items()},
+            "trust": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.trust.items()},
+            "stale_hidden": self.stale_hidden,
+            "stale_hidden_ids": [dict(h) for h in self.stale_hidden_ids],
+            "results": [r.as_dict() for r in self.results],
+        }
+
+    def as_agent_text(self, budget: int = DEFAULT_BUDGET) -> str:
+        """The results grouped by file and heading, with line numbers and short quotes, in at
+        most ``budget`` characters (:func:`hybridsag.output.agent.agent_text`); ValueError for a
+        budget outside ``MIN_BUDGET..MAX_BUDGET``."""
+        return agent_text(self.as_dict(), budget)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResponse:
+        """The response :meth:`as_dict` wrote (the service's JSON), to render it as in-process."""
+        return cls(
+            query=data["query"],
+            results=tuple(SearchResult.from_dict(r) for r in data.get("results", ())),
+            timings=dict(data.get("timings", {})),
+            paths=tuple(data.get("paths", ())),
+            degraded=bool(data.get("degraded", False)),
+            reasons=dict(data.get("reasons", {})),
+            usage=dict(data.get("usage", {})),
+            stages=dict(data.get("stages", {})),
+            trust=dict(data.get("trust", {})),
+            stale_hidden=int(data.get("stale_hidden", 0)),
+            stale_hidden_ids=tuple(dict(h) for h in data.get("stale_hidden_ids", ())),
+        )
