@@ -23,6 +23,10 @@ it moves down, it moves by at most the number of pins.
 - ``judge_order``: not an identifier query, a judge scored the chunk; the judged hits are
   put back into the judge's order over the slots they hold (recorded on the hits that moved).
 
+- ``duplicates``: not a re-ranking rule but the last step of :func:`~hybridsag.fusion.fuse`
+  (:func:`~hybridsag.fusion.dedupe.collapse_duplicates`): the hit's text is also elsewhere, and
+  those copies are folded into it (``FusedHit.duplicates``).
+
 Hits in tier 3 without even a partial match get no identifier rule name. A dropped hit is not
 returned, so its rule name is not seen by the caller (compare lengths to count drops).
 """
@@ -60,6 +64,7 @@ RULE_REASONS: Mapping[str, str] = {
     "next_hop_slot": "a next-hop query the other paths never ran found it, so it keeps the rank "
     "that query gave it",
     "judge_order": "the judge scored it, so it takes the judge's order among the judged",
+    "duplicates": "the same text is elsewhere too; those copies are listed with it, not as results",
 }
 
 

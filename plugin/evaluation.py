@@ -385,7 +385,15 @@ def run_eval(
                     t0 = time.perf_counter()
                     if name == FUSED:
                         resp = hs.search(text, top_k=10, paths=fuse_paths, explain=False)
-                        ranked = _dedupe_resources([r.resource_id for r in resp.results])
+                        # a result names the copies of its text folded into it (also_in):
+                        # the reader sees those places at its rank, so they count there
+                        ranked = _dedupe_resources(
+                            [
+                                rid
+                                for r in resp.results
+                                for rid in (r.resource_id, *(a["resource_id"] for a in r.also_in))
+                            ]
+                        )
                         extra = dict(resp.usage.get("sag2", {}))
                         extra.update(remote_figures(resp.usage.get("remote")))
                     else:

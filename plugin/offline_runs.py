@@ -273,7 +273,10 @@ def score(
         hits = fused(q.fusion_in, fusion, weights=weights, judge_order=judge_order, model=model)
         spent[q.qid] = (time.perf_counter() - t0) * 1000.0
         views = q.fusion_in.views
-        ranked[q.qid] = list(dict.fromkeys(views[h.chunk_id].resource_id for h in hits))
+        # a hit's copies (FusedHit.duplicates) are named at its rank, as a search's also_in
+        ranked[q.qid] = list(
+            dict.fromkeys(views[c].resource_id for h in hits for c in (h.chunk_id, *h.duplicates))
+        )
         per_query[q.qid] = metrics_for(ranked[q.qid], q.gold)
     n = max(len(per_query), 1)
     means = {k: sum(m[k] for m in per_query.values()) / n for k in NAMES}

@@ -13,6 +13,8 @@ is there in words, and a snippet:
   character (prose) where a query term occurs; code keeps its lines and indentation, prose is
   one re-wrapped paragraph; ``…`` marks text left out. Terms are highlighted (bold) only when
   ``color`` is on (the CLI turns it on when stdout is a terminal).
+- **Copies, said once.** A result whose text fusion found elsewhere too lists those places under
+  its own ("also in: npm-ci.md:150-167, npm-install.md:301-318") instead of showing each copy.
 - ``brief``: one line per result, no snippet and no why.
 - **Stale, said.** A result whose source file changed on disk says so under it ("stale: the
   source file was deleted on disk since it was indexed"); results held back as stale
@@ -28,6 +30,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hybridsag.agent import copy_place
 from hybridsag.fusion.markdown import HEADING_JOIN, fence_open
 from hybridsag.fusion.rules import RULE_REASONS
 from hybridsag.search import SearchResponse, SearchResult
@@ -120,11 +123,14 @@ def render_response(
             head += " › " + " › ".join(within)
         where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
         if brief:
-            lines.append(f"{head}  ({where})")
+            copies = f"; also in {counted(len(r.also_in), 'place')}" if r.also_in else ""
+            lines.append(f"{head}  ({where}{copies})")
             continue
         lines.append("")
         lines.append(head)
         lines.append(f"{_INDENT}{where} · {describe_paths(r)}")
+        if r.also_in:
+            lines.append(f"{_INDENT}also in: {', '.join(copy_place(a) for a in r.also_in)}")
         for rule in r.rules:
             lines.append(f"{_INDENT}rule {rule}: {RULE_REASONS.get(rule, rule)}")
         if r.stale:

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from hybridsag.agent import agent_text
+from hybridsag.agent import agent_text, copy_place
 from hybridsag.budget import DEFAULT_BUDGET
 from hybridsag.components import Components
 from hybridsag.errors import (
@@ -130,10 +130,16 @@ class SearchResult:
     tenant: str = ""
     #: why ``stale`` is set (:data:`STALE_CHANGED`, :data:`STALE_DELETED`, ...); None when fresh
     stale_reason: str | None = None
+    #: where else the same (or a near-identical) text is, folded into this result by fusion
+    #: (:func:`hybridsag.fusion.dedupe.collapse_duplicates`): per copy its ``chunk_id``,
+    #: ``resource_id``, ``tenant``, ``title``, ``source_uri``, ``heading_path``, ``start_line``
+    #: and ``end_line``, in fused order
+    also_in: tuple[Mapping[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["paths"] = {k: dict(v) for k, v in self.paths.items()}
+        out["also_in"] = [dict(a) for a in self.also_in]
         return out
 
     @classmethod
@@ -143,6 +149,7 @@ class SearchResult:
         values = {k: v for k, v in data.items() if k in known}
         values["rules"] = tuple(values.get("rules", ()))
         values["why"] = tuple(values.get("why", ()))
+        values["also_in"] = tuple(dict(a) for a in values.get("also_in", ()))
         return cls(**values)
 
 
@@ -891,6 +898,7 @@ class HybridSearch:
                     s.search.max_text_chars,
                     trust,
                     hidden,
+                    tuple(_copy_of(records[c]) for c in f.duplicates if c in records),
                 )
             )
             if len(results) >= top_k:
@@ -1017,10 +1025,11 @@ class HybridSearch:
         max_text: int,
         trust: Trust | None = None,
         hidden: frozenset[str] = frozenset(),
+        also_in: tuple[Mapping[str, Any], ...] = (),
     ) -> SearchResult:
         """One result (``stale``: why its source file is stale, None when fresh); the paths in
         ``hidden`` show rank and RRF term but no raw or path score (``None``), nor a score in
-        the explanation."""
+        the explanation; ``also_in``: the copies fusion folded into it (:func:`_copy_of`)."""
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
         for c in fused.contributions:
@@ -1052,6 +1061,8 @@ class HybridSearch:
                 why.append(f"trust {path}: weight {trust.weights.get(path, 0.0):.3g}{said}")
         if explain:
             why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
+            if also_in:
+                why.append("also in: " + ", ".join(copy_place(a) for a in also_in))
             if stale is not None:
                 why.append(
                     f"stale: the source file was {stale} since it was indexed "
@@ -1083,7 +1094,22 @@ class HybridSearch:
             rrf_rank=fused.rrf_rank,
             text_truncated=len(rec.text) > max_text,
             tenant=rec.tenant,
+            also_in=also_in,
         )
+
+
+def _copy_of(rec: ChunkRecord) -> dict[str, Any]:
+    """Where a copy folded into a result is (``SearchResult.also_in``)."""
+    return {
+        "chunk_id": rec.chunk_id,
+        "resource_id": rec.resource_id,
+        "tenant": rec.tenant,
+        "title": rec.title,
+        "source_uri": rec.source_uri,
+        "heading_path": rec.heading_path,
+        "start_line": rec.start_line,
+        "end_line": rec.end_line,
+    }
 
 
 def _with_remote(usage: Mapping[str, Any], meter: QueryMeter) -> Mapping[str, Any]:
