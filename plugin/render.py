@@ -9,10 +9,12 @@ is there in words, and a snippet:
 - **Why, in words.** Each path's rank with what it means (``sag2 #1, judge 0.93, BM25 #4``;
   ``title #1, exact title``); the rules that fired with their reason. Path internals such as
   ``bm25_rank=0`` are said in words ("found by the dense path") or left to ``--json``.
-- **Snippets centred on the query's terms.** The window starts around the first line (code) or
-  character (prose) where a query term occurs; code keeps its lines and indentation, prose is
-  one re-wrapped paragraph; ``…`` marks text left out. Terms are highlighted (bold) only when
-  ``color`` is on (the CLI turns it on when stdout is a terminal).
+- **Snippets centred on the query's terms.** The window starts around the line (code) or
+  character (prose) where the most distinct query terms occur (the first such place), so an
+  error line typed as the query is shown, not the first line that names one of its words;
+  code keeps its lines and indentation, prose is one re-wrapped paragraph; ``…`` marks text
+  left out. Terms are highlighted (bold) only when ``color`` is on (the CLI turns it on when
+  stdout is a terminal).
 - **Copies, said once.** A result whose text fusion found elsewhere too lists those places under
   its own ("also in: npm-ci.md:150-167, npm-install.md:301-318") instead of showing each copy.
 - ``brief``: one line per result, no snippet and no why.
@@ -247,7 +249,7 @@ def snippet(
         return _code_snippet(lines, pattern, width, max_lines)
     flat = " ".join(text.split())
     start = 0
-    if pattern is not None and (m := pattern.search(flat)) is not None:
+    if pattern is not None and (m := _densest(pattern, flat, max_chars * 2 // 3)) is not None:
         start = max(0, m.start() - max_chars // 3)
         if start:
             space = flat.find(" ", start)
@@ -265,7 +267,10 @@ def _code_snippet(
 ) -> list[str]:
     best = 0
     if pattern is not None:
-        best = next((i for i, line in enumerate(lines) if pattern.search(line)), 0)
+        # the line holding the most distinct terms (the first such): an error line pasted as
+        # the query, not the first line that names one of its words
+        scores = [_distinct(pattern, line) for line in lines]
+        best = scores.index(max(scores)) if scores else 0
     start = max(0, min(best - max_lines // 3, len(lines) - max_lines))
     shown = lines[start : start + max_lines]
     out = ["…"] if start else []
@@ -275,6 +280,23 @@ def _code_snippet(
     if start + max_lines < len(lines):
         out.append("…")
     return out
+
+
+def _distinct(pattern: re.Pattern[str], text: str) -> int:
+    """How many distinct query terms ``text`` holds (case ignored)."""
+    return len({m.group(0).casefold() for m in pattern.finditer(text)})
+
+
+def _densest(pattern: re.Pattern[str], flat: str, span: int) -> re.Match[str] | None:
+    """The match of ``pattern`` in ``flat`` that starts the ``span`` characters holding the most
+    distinct terms (the first such); ``None`` when nothing matches."""
+    best: re.Match[str] | None = None
+    most = 0
+    for m in pattern.finditer(flat):
+        found = _distinct(pattern, flat[m.start() : m.start() + span])
+        if found > most:
+            best, most = m, found
+    return best
 
 
 def _highlight(line: str, pattern: re.Pattern[str] | None, color: bool) -> str:
