@@ -391,36 +391,31 @@ def _evidence_steps(
     """Rules 8 to 10 for a query that is not an identifier, each one bounded step: the section
     of the version the query names first, then hits in the query's script before those in
     another, then the hits holding the query's literal string first (last, so that it wins)."""
-    version = version_in(query)
-    if version is not None:
-        hits = step(
-            "version_heading",
-            hits,
-            _front(hits, chunks, lambda v: heading_names_version(v.heading_path, version),
-                   front_rule="version_heading"),
-        )  # fmt: skip
-    script = dominant_script(query)
-    if script is not None:
-        scripts = {
+    version, script, phrase = version_in(query), dominant_script(query), literal_phrase(query)
+    scripts = (
+        {
             hit.chunk_id: dominant_script(view.text)
             for hit in hits
             if (view := chunks.get(hit.chunk_id)) is not None
         }
-        if script in scripts.values():
-            hits = step(
-                "query_language",
-                hits,
-                _front(hits, chunks, lambda v: scripts[v.chunk_id] in (None, script),
-                       back_rule="other_language"),
-            )  # fmt: skip
-    phrase = literal_phrase(query)
+        if script is not None
+        else {}
+    )
+    # (bound name, the test of the hits that go first, rule name of those, of the others)
+    steps: list[tuple[str, Callable[[ChunkView], bool], str | None, str | None]] = []
+    if version is not None:
+        steps.append(("version_heading", lambda v: heading_names_version(v.heading_path, version),
+                      "version_heading", None))  # fmt: skip
+    if script is not None and script in scripts.values():
+        steps.append(("query_language", lambda v: scripts[v.chunk_id] in (None, script),
+                      None, "other_language"))  # fmt: skip
     if phrase is not None:
+        steps.append(("exact_phrase", lambda v: contains_phrase(v.text, phrase),
+                      "exact_phrase", None))  # fmt: skip
+    for name, test, front_rule, back_rule in steps:
         hits = step(
-            "exact_phrase",
-            hits,
-            _front(hits, chunks, lambda v: contains_phrase(v.text, phrase),
-                   front_rule="exact_phrase"),
-        )  # fmt: skip
+            name, hits, _front(hits, chunks, test, front_rule=front_rule, back_rule=back_rule)
+        )
     return hits
 
 

@@ -263,12 +263,20 @@ def heading_defines_identifier(heading_path: str, ident: str) -> bool:
     if not ident or not heading_path:
         return False
     heading = heading_path.rsplit(HEADING_JOIN, 1)[-1]
-    lead = _HEADING_LEAD.match(heading)
-    start = lead.end() if lead else 0
-    if not heading.startswith(ident, start):
+    return _heading_is(heading, _HEADING_LEAD, ident, markup=" \t`'\"*_", follow="([<:=")
+
+
+def _heading_is(
+    heading: str, lead: re.Pattern[str], name: str, *, markup: str, follow: str
+) -> bool:
+    """Whether ``heading`` is ``name`` after what ``lead`` matches at its start, followed by
+    nothing but ``markup`` characters, or by them and then a character of ``follow``."""
+    m = lead.match(heading)
+    start = m.end() if m else 0
+    if not heading.startswith(name, start):
         return False
-    rest = heading[start + len(ident) :].strip(" \t`'\"*_")
-    return not rest or rest[0] in "([<:="
+    rest = heading[start + len(name) :].strip(markup)
+    return not rest or rest[0] in follow
 
 
 def is_heading_only(text: str) -> bool:
@@ -396,16 +404,10 @@ def heading_names_version(heading_path: str, version: str) -> bool:
     """
     if not version or not heading_path:
         return False
-    return any(_names_version(h, version) for h in heading_path.split(HEADING_JOIN))
-
-
-def _names_version(heading: str, version: str) -> bool:
-    start = _VERSION_LEAD.match(heading)
-    at = start.end() if start else 0
-    if not heading.startswith(version, at):
-        return False
-    rest = heading[at + len(version) :].strip(" \t`'\"*_]")
-    return not rest or rest[0] in "(-:,\u2013\u2014"
+    return any(
+        _heading_is(h, _VERSION_LEAD, version, markup=" \t`'\"*_]", follow="(-:,\u2013\u2014")
+        for h in heading_path.split(HEADING_JOIN)
+    )
 
 
 # -- the script a text is written in --------------------------------------------------------

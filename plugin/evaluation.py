@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import ConfigError, InputError, QueryError
-from hybridsag.metrics import NAMES, Gold, metrics_for
+from hybridsag.metrics import NAMES, Gold, metrics_for, ranked_results
 from hybridsag.paths import PATHS, path_names
 from hybridsag.query import validate_query
 from hybridsag.remote import remote_figures
@@ -386,13 +386,13 @@ def run_eval(
                     if name == FUSED:
                         resp = hs.search(text, top_k=10, paths=fuse_paths, explain=False)
                         # a result names the copies of its text folded into it (also_in):
-                        # the reader sees those places at its rank, so they count there
-                        ranked = _dedupe_resources(
+                        # one place, found when any copy is gold (metrics.ranked_results)
+                        ranked = ranked_results(
                             [
-                                rid
+                                [r.resource_id, *(a["resource_id"] for a in r.also_in)]
                                 for r in resp.results
-                                for rid in (r.resource_id, *(a["resource_id"] for a in r.also_in))
-                            ]
+                            ],
+                            ds.qrels[qid],
                         )
                         extra = dict(resp.usage.get("sag2", {}))
                         extra.update(remote_figures(resp.usage.get("remote")))

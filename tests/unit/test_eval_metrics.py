@@ -112,3 +112,16 @@ def test_gold_from_ids_is_binary() -> None:
     m = metrics_for(["b", "a"], gold)
     assert m["ndcg@10"] == m["ndcg@10_binary"] == pytest.approx(1.0)
     assert Gold({"a": 3, "b": 0}) == frozenset({"a"})  # grade 0 is not gold
+
+
+def test_a_result_with_copies_is_one_place_found_when_a_copy_is_gold() -> None:
+    """A fused result that stands for copies of its text (``also_in``) is scored at its own
+    place: its copies push nothing down, and it is found when one of them is gold."""
+    from hybridsag.metrics import ranked_results
+
+    gold = frozenset({"lzma.write", "r5"})
+    results = [["r1"], ["bz2.write", "lzma.write"], ["r3", "r3-copy"], ["r4"], ["r5"]]
+    ranked = ranked_results(results, gold)
+    assert ranked == ["r1", "lzma.write", "r3", "r4", "r5"]
+    assert metrics_for(ranked, gold)["recall@5"] == 1.0
+    assert ranked_results([["a"], [], ["a", "b"]], frozenset()) == ["a"]
