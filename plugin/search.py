@@ -1098,18 +1098,16 @@ class HybridSearch:
         )
 
 
+#: What ``SearchResult.also_in`` says of each copy: the fields of its chunk record that place it.
+_COPY_FIELDS = (
+    "chunk_id", "resource_id", "tenant", "title", "source_uri", "heading_path", "start_line",
+    "end_line",
+)  # fmt: skip
+
+
 def _copy_of(rec: ChunkRecord) -> dict[str, Any]:
     """Where a copy folded into a result is (``SearchResult.also_in``)."""
-    return {
-        "chunk_id": rec.chunk_id,
-        "resource_id": rec.resource_id,
-        "tenant": rec.tenant,
-        "title": rec.title,
-        "source_uri": rec.source_uri,
-        "heading_path": rec.heading_path,
-        "start_line": rec.start_line,
-        "end_line": rec.end_line,
-    }
+    return {name: getattr(rec, name) for name in _COPY_FIELDS}
 
 
 def _with_remote(usage: Mapping[str, Any], meter: QueryMeter) -> Mapping[str, Any]:
