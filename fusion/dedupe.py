@@ -6,9 +6,9 @@ passage that answers the query out of the first places (issue 27 item 6: three c
 ``strict-peer-deps``'s text from three pages stood above ``legacy-peer-deps``'s own section).
 
 Two chunks are copies when their own section headings (the last heading of each heading path)
-are the same and their texts are too, both compared as
-:func:`~hybridsag.fusion.text.normalize_title` compares titles (case, whitespace, punctuation and
-symbols dropped), or the texts' word 3-shingles overlap by at least :data:`NEAR_DUPLICATE`
+are the same as :func:`~hybridsag.fusion.text.normalize_title` compares titles, and their texts
+are the same words in the same order (case, whitespace, punctuation and symbols dropped), or the
+texts' word 3-shingles overlap by at least :data:`NEAR_DUPLICATE`
 (Jaccard resemblance, Broder, "On the resemblance and containment of documents", 1997). The
 heading takes part so that two options' identical bodies (``* Default: false``) under their own
 headings, or two API pages that differ only in the function they document, stay apart.
@@ -38,6 +38,7 @@ SHINGLE = 3
 
 # A word: a run of letters or digits; each Han, kana or Hangul character is a word of its own
 # (those scripts do not separate words with spaces).
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]|[^\W_]+")
 
 
@@ -46,11 +47,20 @@ def _section(view: ChunkView) -> str:
     return normalize_title(view.heading_path.rsplit(HEADING_JOIN, 1)[-1])
 
 
-def _shingles(text: str) -> frozenset[tuple[str, ...]]:
-    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+def _words(text: str) -> list[str]:
+    if text.isascii():  # NFKC leaves ASCII as it is
+        return _ASCII_WORD.findall(text.lower())
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _shingles_of(words: list[str]) -> frozenset[tuple[str, ...]]:
     if len(words) <= SHINGLE:
         return frozenset({tuple(words)})
     return frozenset(tuple(words[i : i + SHINGLE]) for i in range(len(words) - SHINGLE + 1))
+
+
+def _shingles(text: str) -> frozenset[tuple[str, ...]]:
+    return _shingles_of(_words(text))
 
 
 def resemblance(a: str, b: str) -> float:
@@ -93,30 +103,35 @@ def collapse_duplicates(
         raise ValueError(f"duplicate threshold must be in (0, 1], got {threshold!r}")
     kept: list[FusedHit] = []
     copies: list[list[str]] = []
-    by_key: dict[tuple[str, str], int] = {}  # (section, text) normalised -> index in kept
-    postings: dict[tuple[str, tuple[str, ...]], list[int]] = {}  # (section, shingle) -> kept
+    by_key: dict[tuple[str, str], int] = {}  # (section, words) normalised -> index in kept
+    postings: dict[tuple[str, ...], list[int]] = {}  # shingle -> indexes in kept
     sizes: list[int] = []  # index in kept -> its shingle count
+    sections: list[str | None] = []  # index in kept -> its section (None: not compared)
     for hit in fused:
         view = chunks.get(hit.chunk_id)
         if view is None:
             kept.append(hit)
             copies.append([])
             sizes.append(0)
+            sections.append(None)
             continue
         section = _section(view)
-        key = (section, normalize_title(view.text))
-        mine = {(section, shingle) for shingle in _shingles(view.text)}
-        owner = by_key.get(key) if key[1] else None
+        words = _words(view.text)
+        # the words in order are the text with case, spaces and punctuation dropped
+        key = (section, " ".join(words))
+        mine = _shingles_of(words)
+        owner = by_key.get(key) if words else None
         if owner is None:
-            owner = _resembling(mine, postings, sizes, threshold)
+            owner = _resembling(mine, section, postings, sizes, sections, threshold)
         if owner is not None:
             copies[owner].append(hit.chunk_id)
             continue
-        if key[1]:
+        if words:
             by_key[key] = len(kept)
         for shingle in mine:
             postings.setdefault(shingle, []).append(len(kept))
         sizes.append(len(mine))
+        sections.append(section)
         kept.append(hit)
         copies.append([])
     return [
@@ -131,20 +146,22 @@ def collapse_duplicates(
 
 
 def _resembling(
-    mine: set[tuple[str, tuple[str, ...]]],
-    postings: Mapping[tuple[str, tuple[str, ...]], list[int]],
+    mine: frozenset[tuple[str, ...]],
+    section: str,
+    postings: Mapping[tuple[str, ...], list[int]],
     sizes: Sequence[int],
+    sections: Sequence[str | None],
     threshold: float,
 ) -> int | None:
-    """The best-ranked kept chunk (its index) whose shingles resemble ``mine`` by at least
-    ``threshold``, found through the shingles they share (an inverted index: no pairwise
-    comparison with chunks that share nothing)."""
+    """The best-ranked kept chunk (its index) of the same ``section`` whose shingles resemble
+    ``mine`` by at least ``threshold``, found through the shingles they share (an inverted
+    index: no pairwise comparison with chunks that share nothing)."""
     shared: dict[int, int] = {}
     for shingle in mine:
         for i in postings.get(shingle, ()):
             shared[i] = shared.get(i, 0) + 1
     for i in sorted(shared):
         both = shared[i]
-        if both / (len(mine) + sizes[i] - both) >= threshold:
+        if sections[i] == section and both / (len(mine) + sizes[i] - both) >= threshold:
             return i
     return None
