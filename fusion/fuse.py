@@ -1,11 +1,12 @@
-"""``fuse()``: convex fusion (the default) or weighted RRF, then the bounded rules: the one
-fusion step every caller shares."""
+"""``fuse()``: convex fusion (the default) or weighted RRF, then the bounded rules, then copies
+of one text folded into one result: the one fusion step every caller shares."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from hybridsag.fusion.convex import NORMALISERS, convex
+from hybridsag.fusion.dedupe import collapse_duplicates
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.rules import apply_rules
 from hybridsag.fusion.trust import Trust
@@ -32,11 +33,14 @@ def fuse(
     method: str = "rrf",
     normalisation: str = "minmax",
     trust: Trust | None = None,
+    collapse: bool = True,
 ) -> list[FusedHit]:
     """Fuse the paths' lists the way a search does: :func:`rrf` (``method="rrf"``) or
     :func:`~hybridsag.fusion.convex.convex` (``method="convex"``, scores normalised per query
     by ``normalisation``), then only the hits whose chunk is in ``chunks`` (the caller leaves
-    out what is deleted or filtered away), then :func:`apply_rules`. A search's fusion step
+    out what is deleted or filtered away), then :func:`apply_rules`, then (with ``collapse``)
+    :func:`~hybridsag.fusion.dedupe.collapse_duplicates`: each copy of a chunk's text is folded
+    into its best-ranked copy's ``FusedHit.duplicates``. A search's fusion step
     (``hybridsag.search.fuse_step``) calls it, and so does every offline grid through that step,
     so the recall a grid prints is the recall a search with the chosen settings gets.
 
@@ -72,7 +76,7 @@ def fuse(
         fused = rrf(runs, k=k, depth=depth, weights=weights)
     else:
         fused = convex(runs, weights=weights, depth=depth, method=normalisation)
-    return apply_rules(
+    ruled = apply_rules(
         [f for f in fused if f.chunk_id in chunks],
         query=query,
         chunks=chunks,
@@ -82,3 +86,4 @@ def fuse(
         judge_order=judge_order,
         next_hop=next_hop,
     )
+    return collapse_duplicates(ruled, chunks) if collapse else ruled

@@ -45,6 +45,7 @@ __all__ = [
     "first_h1",
     "front_matter",
     "list_item",
+    "outside_fences",
     "prose_blocks",
 ]
 
@@ -107,7 +108,7 @@ def atx_heading(line: str) -> tuple[int, str] | None:
     return len(m.group(1)), _ATX_CLOSE.sub("", m.group(2) or "").strip()
 
 
-def _outside_fences(text: str) -> Iterator[str]:
+def outside_fences(text: str) -> Iterator[str]:
     """The lines of ``text`` that are not inside a code fence (fence lines excluded)."""
     fence: str | None = None
     for line in _NEWLINE.split(text):
@@ -128,7 +129,7 @@ def atx_headings(text: str) -> list[tuple[int, str]]:
     >>> atx_headings("# A\\n```sh\\n# not a heading\\n```\\n## B")
     [(1, 'A'), (2, 'B')]
     """
-    return [h for line in _outside_fences(text) if (h := atx_heading(line)) is not None]
+    return [h for line in outside_fences(text) if (h := atx_heading(line)) is not None]
 
 
 def first_h1(text: str) -> str | None:

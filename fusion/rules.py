@@ -22,6 +22,16 @@ it moves down, it moves by at most the number of pins.
   the threshold; placed after the exact-title pins, in the judging path's rank order.
 - ``judge_order``: not an identifier query, a judge scored the chunk; the judged hits are
   put back into the judge's order over the slots they hold (recorded on the hits that moved).
+- ``version_heading``: the query names a version (``v2.3.1 release notes``) and the chunk lies
+  in the section headed by that version; such chunks come first.
+- ``other_language``: the chunk's prose is in another script than the query's while other hits
+  are in the query's; it comes after them.
+- ``exact_phrase``: the query asks for a literal string (a quoted phrase, or an error line such
+  as ``npm ERR! code E404``) and the chunk holds it word for word; such chunks come first.
+
+- ``duplicates``: not a re-ranking rule but the last step of :func:`~hybridsag.fusion.fuse`
+  (:func:`~hybridsag.fusion.dedupe.collapse_duplicates`): the hit's text is also elsewhere, and
+  those copies are folded into it (``FusedHit.duplicates``).
 
 Hits in tier 3 without even a partial match get no identifier rule name. A dropped hit is not
 returned, so its rule name is not seen by the caller (compare lengths to count drops).
@@ -36,13 +46,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hybridsag.fusion.text import (
+    contains_phrase,
     contains_whole_identifier,
     defines_identifier,
+    dominant_script,
     heading_defines_identifier,
+    heading_names_version,
     hyphenated_name,
     is_heading_only,
+    literal_phrase,
     looks_like_identifier,
     normalize_title,
+    version_in,
 )
 from hybridsag.fusion.types import ChunkView, FusedHit
 
@@ -60,6 +75,11 @@ RULE_REASONS: Mapping[str, str] = {
     "next_hop_slot": "a next-hop query the other paths never ran found it, so it keeps the rank "
     "that query gave it",
     "judge_order": "the judge scored it, so it takes the judge's order among the judged",
+    "version_heading": "its section is headed by the version the query names",
+    "other_language": "it is written in another script than the query, and other results are in "
+    "the query's",
+    "exact_phrase": "it holds the literal string the query asks for, word for word",
+    "duplicates": "the same text is elsewhere too; those copies are listed with it, not as results",
 }
 
 
@@ -82,13 +102,19 @@ class RuleBound:
 #: (judge_accepted 2 up and 3 down, next_hop_slot 33 and 44, judge_order 46 and 73 among the
 #: judge's 50 to 100 candidates), so they keep the measured recall and stop only outliers. The
 #: identifier tiers' bound binds: a hit BM25 put first, or a section headed by the identifier,
-#: is never buried below a long list of mentions (a definition still rises 50 places).
+#: is never buried below a long list of mentions (a definition still rises 50 places). The
+#: version heading and the exact phrase are evidence of the identifier tiers' kind and take
+#: their bound; the query's language only prefers (5 places each way: a page in another
+#: language that alone answers still shows on the first page).
 RULE_BOUNDS: Mapping[str, RuleBound] = {
     "exact_title": RuleBound(up=None, down=None),
     "identifier_tiers": RuleBound(up=50, down=10),
     "judge_accepted": RuleBound(up=30, down=10),
     "next_hop_slot": RuleBound(up=50, down=60),
     "judge_order": RuleBound(up=60, down=100),
+    "version_heading": RuleBound(up=50, down=10),
+    "query_language": RuleBound(up=5, down=5),
+    "exact_phrase": RuleBound(up=50, down=10),
 }
 
 _TIER_DEFINITION = 0
@@ -154,9 +180,27 @@ def apply_rules(
        title evidence the other paths vote with, so letting those paths re-rank what it judged
        counts their evidence twice; they still bring in what it never saw.
 
+    Then, only when the query is not an identifier, three partitions of the kind the identifier
+    tiers make, each stable and bounded (:data:`RULE_BOUNDS`), each only when both sides are
+    non-empty:
+
+    8. ``version_heading``: ``version_in(query)`` names a version; the hits in the section
+       headed by it (``heading_names_version``) go first: that section is what the query asks
+       for, however many other sections mention the version.
+    9. ``query_language`` (rule name ``other_language``): ``dominant_script(query)`` is a script
+       and at least one hit's text is in it; hits whose text is in another script go after the
+       rest. An English question over a site that has English and Chinese pages wants the
+       English one (issue 27 item 7); a page in another language still shows, at most 5 places
+       down.
+    10. ``exact_phrase``: ``literal_phrase(query)`` is a literal string (a quoted span, or an error
+        line pasted whole); the hits whose text holds it word for word (``contains_phrase``, an
+        FTS5 phrase match's reading) go first. Last, so that the exact error beats everything a
+        paraphrase gained.
+
     A hit whose ``chunk_id`` is not in ``chunks`` cannot be judged: it is kept, never dropped or
-    pinned, gets no rule name, and sorts with tier 3 for an identifier query (so without an
-    identifier query or pins it keeps its exact place).
+    pinned, gets no rule name, sorts with tier 3 for an identifier query and goes after the
+    hits rules 8 to 10 put first (so without such a rule firing, an identifier query or pins it
+    keeps its exact place).
 
     Args:
         fused: hits in fused order (normally ``rrf()``'s output).
@@ -221,6 +265,7 @@ def apply_rules(
             rest = _step("next_hop_slot", rest, _next_hop_others(rest, offset=offset))
         if judge_order:
             rest = _step("judge_order", rest, _judge_order(rest))
+        rest = _evidence_steps(query, rest, chunks, _step)
     else:
         if next_hop:
             rest = _step("next_hop_slot", rest, _next_hop_slots(rest, offset=len(pinned)))
@@ -335,6 +380,68 @@ def _next_hop_others(hits: list[FusedHit], *, offset: int) -> list[FusedHit]:
     for i, hit in zip(others, slotted):
         out[i] = hit
     return out
+
+
+def _evidence_steps(
+    query: str,
+    hits: list[FusedHit],
+    chunks: Mapping[str, ChunkView],
+    step: Callable[[str, list[FusedHit], list[FusedHit]], list[FusedHit]],
+) -> list[FusedHit]:
+    """Rules 8 to 10 for a query that is not an identifier, each one bounded step: the section
+    of the version the query names first, then hits in the query's script before those in
+    another, then the hits holding the query's literal string first (last, so that it wins)."""
+    version, script, phrase = version_in(query), dominant_script(query), literal_phrase(query)
+    scripts = (
+        {
+            hit.chunk_id: dominant_script(view.text)
+            for hit in hits
+            if (view := chunks.get(hit.chunk_id)) is not None
+        }
+        if script is not None
+        else {}
+    )
+    # (bound name, the test of the hits that go first, rule name of those, of the others)
+    steps: list[tuple[str, Callable[[ChunkView], bool], str | None, str | None]] = []
+    if version is not None:
+        steps.append(("version_heading", lambda v: heading_names_version(v.heading_path, version),
+                      "version_heading", None))  # fmt: skip
+    if script is not None and script in scripts.values():
+        steps.append(("query_language", lambda v: scripts[v.chunk_id] in (None, script),
+                      None, "other_language"))  # fmt: skip
+    if phrase is not None:
+        steps.append(("exact_phrase", lambda v: contains_phrase(v.text, phrase),
+                      "exact_phrase", None))  # fmt: skip
+    for name, test, front_rule, back_rule in steps:
+        hits = step(
+            name, hits, _front(hits, chunks, test, front_rule=front_rule, back_rule=back_rule)
+        )
+    return hits
+
+
+def _front(
+    hits: list[FusedHit],
+    chunks: Mapping[str, ChunkView],
+    test: Callable[[ChunkView], bool],
+    *,
+    front_rule: str | None = None,
+    back_rule: str | None = None,
+) -> list[FusedHit]:
+    """The hits whose chunk passes ``test`` first, the others after, each side in its order,
+    named ``front_rule`` and ``back_rule``; ``hits`` itself when either side is empty (a hit
+    without a view goes after)."""
+    front: list[FusedHit] = []
+    back: list[FusedHit] = []
+    for hit in hits:
+        view = chunks.get(hit.chunk_id)
+        (front if view is not None and test(view) else back).append(hit)
+    if not front or not back:
+        return hits
+    if front_rule is not None:
+        front = [_with_rules(hit, (front_rule,)) for hit in front]
+    if back_rule is not None:
+        back = [_with_rules(hit, (back_rule,)) for hit in back]
+    return front + back
 
 
 def _defined_hyphenated(

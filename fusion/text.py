@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
-from hybridsag.fusion.markdown import HEADING_JOIN, atx_heading, atx_headings
+from hybridsag.fusion.markdown import HEADING_JOIN, atx_heading, atx_headings, outside_fences
 
 __all__ = [
+    "contains_phrase",
     "contains_whole_identifier",
     "defines_identifier",
+    "dominant_script",
     "heading_defines_identifier",
+    "heading_names_version",
     "hyphenated_name",
     "is_heading_only",
+    "literal_phrase",
     "looks_like_identifier",
     "normalize_title",
+    "version_in",
 ]
 
 # Unicode general categories removed by normalize_title: punctuation (P*), symbols (S*),
@@ -257,12 +263,20 @@ def heading_defines_identifier(heading_path: str, ident: str) -> bool:
     if not ident or not heading_path:
         return False
     heading = heading_path.rsplit(HEADING_JOIN, 1)[-1]
-    lead = _HEADING_LEAD.match(heading)
-    start = lead.end() if lead else 0
-    if not heading.startswith(ident, start):
+    return _heading_is(heading, _HEADING_LEAD, ident, markup=" \t`'\"*_", follow="([<:=")
+
+
+def _heading_is(
+    heading: str, lead: re.Pattern[str], name: str, *, markup: str, follow: str
+) -> bool:
+    """Whether ``heading`` is ``name`` after what ``lead`` matches at its start, followed by
+    nothing but ``markup`` characters, or by them and then a character of ``follow``."""
+    m = lead.match(heading)
+    start = m.end() if m else 0
+    if not heading.startswith(name, start):
         return False
-    rest = heading[start + len(ident) :].strip(" \t`'\"*_")
-    return not rest or rest[0] in "([<:="
+    rest = heading[start + len(name) :].strip(markup)
+    return not rest or rest[0] in follow
 
 
 def is_heading_only(text: str) -> bool:
@@ -283,3 +297,162 @@ def is_heading_only(text: str) -> bool:
         True
     """
     return all(not line.strip() or atx_heading(line) is not None for line in text.splitlines())
+
+
+# -- a literal string the query asks for (an error line, a quoted phrase) ----------------------
+
+#: A word of a phrase: a run of ASCII identifier characters, or of other letters and digits.
+_PHRASE_WORD = re.compile(rf"[{_IDENT_CHAR}]+|[^\W{_IDENT_CHAR}]+")
+#: A quoted span: straight or typographic double quotes, or backticks.
+_QUOTED = re.compile(r'"([^"]+)"|\u201c([^\u201d]+)\u201d|`([^`]+)`')
+#: A word as programs print it and people rarely write it: upper-case letters (``ERR``,
+#: ``ENOENT``, ``HTTP``), or letters and digits mixed (``E404``, ``v2``, ``utf8``).
+_CODE_WORD = re.compile(r"[A-Z][A-Z0-9]+|[A-Za-z]+[0-9][A-Za-z0-9]*")
+
+
+def literal_phrase(query: str) -> tuple[str, ...] | None:
+    """The words of the literal string ``query`` asks for, when it asks for one: the first
+    quoted span (``"..."``, typographic quotes, backticks) of two or more words, else the whole
+    query when it has two or more words and one is written as programs print words (upper
+    case, ``ERR``; letters and digits mixed, ``E404``; a version such as ``v2.3.1`` does not
+    count): an error or log line pasted whole (``npm ERR! code E404``). Words are lower-cased;
+    ``None`` otherwise.
+
+    >>> literal_phrase("npm ERR! code E404")
+    ('npm', 'err', 'code', 'e404')
+    >>> literal_phrase("how do I install it on Linux") is None
+    True
+    """
+    for m in _QUOTED.finditer(query):
+        words = _PHRASE_WORD.findall(next(g for g in m.groups() if g is not None))
+        if len(words) >= 2:
+            return tuple(w.lower() for w in words)
+    words = _PHRASE_WORD.findall(query)
+    # a version is a name, not output (``v2.3.1 release notes``: version_in's rule reads it)
+    printed = _PHRASE_WORD.findall(_VERSION.sub(" ", query))
+    if len(words) >= 2 and any(_CODE_WORD.fullmatch(w) for w in printed):
+        return tuple(w.lower() for w in words)
+    return None
+
+
+def contains_phrase(text: str, words: tuple[str, ...]) -> bool:
+    """Whether ``text`` holds ``words`` (:func:`literal_phrase`) contiguously, in order, case
+    ignored, with only punctuation, spaces or line breaks between them (what an FTS5 phrase
+    query matches); an ASCII word matches whole (``E404`` not inside ``E4040``).
+
+    >>> contains_phrase("npm notice PING\\nnpm ERR! code E404", ("npm", "err", "code", "e404"))
+    True
+    """
+    if not words:
+        return False
+    return _phrase_pattern(words).search(text) is not None
+
+
+@lru_cache(maxsize=64)
+def _phrase_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    parts = []
+    for i, word in enumerate(words):
+        ascii_word = word.isascii()
+        if i:
+            # CJK text runs words together: no separator is needed next to a non-ASCII word
+            parts.append(r"\W+" if ascii_word and words[i - 1].isascii() else r"\W*")
+        parts.append(_whole(word) if ascii_word else re.escape(word))
+    return re.compile("".join(parts), re.IGNORECASE)
+
+
+# -- a version the query names, and the section headed by it -----------------------------------
+
+_VERSION = re.compile(r"(?<![\w.])[vV]?(\d+(?:\.\d+){1,3}(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?![\w.-])")
+
+
+def version_in(query: str) -> str | None:
+    """The version a query of two or more words names (``v2.3.1``, ``2.3.1``, ``1.0.0-rc.1``),
+    without its ``v``, when it names exactly one and it has at least two dots or is written with
+    a ``v`` (``3.14`` alone is a number); else ``None``. A query that is only the version is an
+    identifier query (:func:`looks_like_identifier`), ruled by the identifier tiers.
+
+    >>> version_in("v2.3.1 release notes"), version_in("what changed in 3.14")
+    ('2.3.1', None)
+    """
+    if len(query.split()) < 2:
+        return None
+    found = {
+        m.group(1)
+        for m in _VERSION.finditer(query)
+        if m.group(0)[0] in "vV" or m.group(1).split("-", 1)[0].count(".") >= 2
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+#: What may come before the version in a heading that is its section: markup, brackets (Keep a
+#: Changelog writes ``## [2.3.1] - 2024-05-01``) and the word version or release.
+_VERSION_LEAD = re.compile(r"[\s`'\"*_\[]*(?:(?:version|release)\s+)?[vV]?", re.IGNORECASE)
+
+
+def heading_names_version(heading_path: str, version: str) -> bool:
+    """Whether the chunk lies in the section of ``version`` (:func:`version_in`, no ``v``): a
+    heading of ``heading_path`` is the version after markup, a bracket, ``v`` or the word
+    version or release, then nothing but markup or a date or note set off by ``(``, ``-``,
+    ``:`` or ``,`` (``v2.3.1``, ``[2.3.1] - 2024-05-01``, ``Version 2.3.1 (LTS)``); the chunk may
+    sit in a subsection (``Changelog > v2.3.1 > Fixed``). A heading that goes on in words
+    (``Upgrading from 2.3.1 to 3.0``) is not the version's.
+
+    >>> heading_names_version("Changelog > [2.3.1] - 2024-05-01 > Fixed", "2.3.1")
+    True
+    >>> heading_names_version("Changelog > Upgrading from v2.3.1", "2.3.1")
+    False
+    """
+    if not version or not heading_path:
+        return False
+    return any(
+        _heading_is(h, _VERSION_LEAD, version, markup=" \t`'\"*_]", follow="(-:,\u2013\u2014")
+        for h in heading_path.split(HEADING_JOIN)
+    )
+
+
+# -- the script a text is written in --------------------------------------------------------
+
+#: Scripts written without spaces between words: each character counts as a word.
+_UNSPACED = frozenset({"CJK", "HIRAGANA", "KATAKANA"})
+
+
+@lru_cache(maxsize=4096)
+def _script(ch: str) -> str:
+    """The script of the letter ``ch``, by the first word of its Unicode name (``LATIN``,
+    ``CJK``, ``CYRILLIC``, ``ARABIC``, ...; ``""`` when it has none)."""
+    return unicodedata.name(ch, "").split(" ", 1)[0]
+
+
+def dominant_script(text: str, *, min_words: int = 2) -> str | None:
+    """The script most of the prose of ``text`` is written in, or ``None`` when no script holds
+    more than half of its words or it has fewer than ``min_words``.
+
+    Words are counted outside code (fenced blocks and inline backtick spans: commands read the
+    same in every language's page): a run of letters of one spaced script (Latin, Cyrillic,
+    Arabic, ...) is one word, and each Han, Hiragana or Katakana character is one (those scripts
+    put no space between words; a Chinese word is one or two characters). The script is the
+    first word of the letters' Unicode names: ``LATIN``, ``CJK``, ``CYRILLIC``, ...
+
+    >>> dominant_script("how do I install it on Linux"), dominant_script("在 Linux 上安装 `npm`")
+    ('LATIN', 'CJK')
+    """
+    if text.isascii():  # fast path: only Latin letters can be there
+        words = len(re.findall(r"[A-Za-z]+", re.sub(r"`[^`\n]*`", " ", "\n".join(outside_fences(text)))))
+        return "LATIN" if words >= min_words else None
+    counts: dict[str, int] = {}
+    prose = "\n".join(outside_fences(text))
+    prose = re.sub(r"`[^`\n]*`", " ", prose)
+    previous = ""
+    for ch in prose:
+        if not ch.isalpha():
+            previous = ""
+            continue
+        script = "LATIN" if ch.isascii() else _script(ch)
+        if script in _UNSPACED or script != previous:
+            counts[script] = counts.get(script, 0) + 1
+        previous = script
+    total = sum(counts.values())
+    if total < min_words:
+        return None
+    script, words = max(counts.items(), key=lambda item: (item[1], item[0]))
+    return script if words * 2 > total else None

@@ -69,6 +69,8 @@ class FusedHit:
     ``rank`` is the final position; ``rrf_rank`` the position fusion (:func:`~hybridsag.fusion.rrf`
     or :func:`~hybridsag.fusion.convex`) gave it before any rule moved it (0 when made by
     neither). ``score`` is that fusion's score: it follows ``rrf_rank``, not ``rank``.
+    ``duplicates`` are the chunk ids of the copies of this chunk's text that fusion folded into
+    it (:func:`~hybridsag.fusion.dedupe.collapse_duplicates`), in their fused order.
     """
 
     chunk_id: str
@@ -77,6 +79,7 @@ class FusedHit:
     contributions: tuple[Contribution, ...]
     rules: tuple[str, ...] = ()
     rrf_rank: int = 0
+    duplicates: tuple[str, ...] = ()
 
     @property
     def paths(self) -> tuple[str, ...]:

@@ -49,10 +49,16 @@ class SearchResult:
     tenant: str = ""
     #: why ``stale`` is set (:data:`hybridsag.search.STALE_CHANGED`, ...); None when fresh
     stale_reason: str | None = None
+    #: where else the same (or a near-identical) text is, folded into this result by fusion
+    #: (:func:`hybridsag.fusion.dedupe.collapse_duplicates`): per copy its ``chunk_id``,
+    #: ``resource_id``, ``tenant``, ``title``, ``source_uri``, ``heading_path``, ``start_line``
+    #: and ``end_line``, in fused order
+    also_in: tuple[Mapping[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["paths"] = {k: dict(v) for k, v in self.paths.items()}
+        out["also_in"] = [dict(a) for a in self.also_in]
         return out
 
     @classmethod
@@ -62,8 +68,8 @@ class SearchResult:
         values = {k: v for k, v in data.items() if k in known}
         values["rules"] = tuple(values.get("rules", ()))
         values["why"] = tuple(values.get("why", ()))
+        values["also_in"] = tuple(dict(a) for a in values.get("also_in", ()))
         return cls(**values)
-
 
 
 @dataclass(frozen=True, slots=True)

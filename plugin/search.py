@@ -30,6 +30,7 @@ from hybridsag.errors import (
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
 from hybridsag.fusion import TrustModel, fuse
 from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
+from hybridsag.output.agent import copy_place
 from hybridsag.paths.query import validate_query
 from hybridsag.remote_calls import QueryMeter, metered, submit
 from hybridsag.results import SearchResponse, SearchResult
@@ -781,6 +782,7 @@ class HybridSearch:
                     s.search.max_text_chars,
                     trust,
                     hidden,
+                    tuple(_copy_of(records[c]) for c in f.duplicates if c in records),
                 )
             )
             if len(results) >= top_k:
@@ -907,10 +909,11 @@ class HybridSearch:
         max_text: int,
         trust: Trust | None = None,
         hidden: frozenset[str] = frozenset(),
+        also_in: tuple[Mapping[str, Any], ...] = (),
     ) -> SearchResult:
         """One result (``stale``: why its source file is stale, None when fresh); the paths in
         ``hidden`` show rank and RRF term but no raw or path score (``None``), nor a score in
-        the explanation."""
+        the explanation; ``also_in``: the copies fusion folded into it (:func:`_copy_of`)."""
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
         for c in fused.contributions:
@@ -942,6 +945,8 @@ class HybridSearch:
                 why.append(f"trust {path}: weight {trust.weights.get(path, 0.0):.3g}{said}")
         if explain:
             why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
+            if also_in:
+                why.append("also in: " + ", ".join(copy_place(a) for a in also_in))
             if stale is not None:
                 why.append(
                     f"stale: the source file was {stale} since it was indexed "
@@ -973,7 +978,20 @@ class HybridSearch:
             rrf_rank=fused.rrf_rank,
             text_truncated=len(rec.text) > max_text,
             tenant=rec.tenant,
+            also_in=also_in,
         )
+
+
+#: What ``SearchResult.also_in`` says of each copy: the fields of its chunk record that place it.
+_COPY_FIELDS = (
+    "chunk_id", "resource_id", "tenant", "title", "source_uri", "heading_path", "start_line",
+    "end_line",
+)  # fmt: skip
+
+
+def _copy_of(rec: ChunkRecord) -> dict[str, Any]:
+    """Where a copy folded into a result is (``SearchResult.also_in``)."""
+    return {name: getattr(rec, name) for name in _COPY_FIELDS}
 
 
 def _with_remote(usage: Mapping[str, Any], meter: QueryMeter) -> Mapping[str, Any]:

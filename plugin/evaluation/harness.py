@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import ConfigError, InputError, QueryError
-from hybridsag.evaluation.measures import NAMES, Gold, metrics_for
+from hybridsag.evaluation.measures import NAMES, Gold, metrics_for, ranked_results
 from hybridsag.paths import PATHS, path_names
 from hybridsag.paths.query import validate_query
 from hybridsag.remote_calls import remote_figures
@@ -385,7 +385,15 @@ def run_eval(
                     t0 = time.perf_counter()
                     if name == FUSED:
                         resp = hs.search(text, top_k=10, paths=fuse_paths, explain=False)
-                        ranked = _dedupe_resources([r.resource_id for r in resp.results])
+                        # a result names the copies of its text folded into it (also_in):
+                        # one place, found when any copy is gold (metrics.ranked_results)
+                        ranked = ranked_results(
+                            [
+                                [r.resource_id, *(a["resource_id"] for a in r.also_in)]
+                                for r in resp.results
+                            ],
+                            ds.qrels[qid],
+                        )
                         extra = dict(resp.usage.get("sag2", {}))
                         extra.update(remote_figures(resp.usage.get("remote")))
                     else:

@@ -7,6 +7,10 @@ the first gold passage in the top 10. nDCG@10 reads graded relevance as trec_eva
 ranking sorts the question's grades, and a repeated id gains once; ``ndcg@10_binary`` is the
 same with every gold passage's gain 1. On a set whose grades are all 1 the two are equal. Gold
 (for recall and MRR) is every passage with a grade above 0, trec_eval's relevance threshold.
+
+A fused result may stand for copies of its text found elsewhere (``SearchResult.also_in``):
+:func:`ranked_results` scores it as one place, the one the reader sees it at, found when any of
+its copies is gold.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["KS", "NAMES", "Gold", "metrics_for"]
+__all__ = ["KS", "NAMES", "Gold", "metrics_for", "ranked_results"]
 
 #: The cut-offs of Recall@K.
 KS = (1, 2, 5, 10)
@@ -80,3 +84,20 @@ def metrics_for(ranked: Sequence[str], gold: frozenset[str]) -> dict[str, float]
     out["ndcg@10"] = _ndcg(ranked, gold.grades if isinstance(gold, Gold) else binary)
     out["ndcg@10_binary"] = _ndcg(ranked, binary)
     return out
+
+
+def ranked_results(results: Iterable[Sequence[str]], gold: frozenset[str]) -> list[str]:
+    """The ranked ids to score for results that each name a resource and then the resources of
+    the copies of its text folded into it: one id per result, at the result's own place (the
+    copies are shown with it and take no place of their own), the first of them that is gold
+    when one is (the reader has that text and its place in front of them), else the result's
+    own; each id once.
+
+    >>> ranked_results([["a", "b"], ["c"], ["b"]], frozenset({"b"}))
+    ['b', 'c']
+    """
+    ranked: list[str] = []
+    for ids in results:
+        if ids:
+            ranked.append(next((rid for rid in ids if rid in gold), ids[0]))
+    return list(dict.fromkeys(ranked))

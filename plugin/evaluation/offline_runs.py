@@ -24,7 +24,7 @@ from typing import Any
 
 from hybridsag.errors import InputError
 from hybridsag.fusion import METHODS, NORMALISERS, FusedHit, TrustModel
-from hybridsag.evaluation.measures import NAMES, metrics_for
+from hybridsag.evaluation.measures import NAMES, metrics_for, ranked_results
 from hybridsag.paths import check_weights
 from hybridsag.paths.query import validate_query
 from hybridsag.search import FusionInput, HybridSearch, fuse_step
@@ -273,7 +273,10 @@ def score(
         hits = fused(q.fusion_in, fusion, weights=weights, judge_order=judge_order, model=model)
         spent[q.qid] = (time.perf_counter() - t0) * 1000.0
         views = q.fusion_in.views
-        ranked[q.qid] = list(dict.fromkeys(views[h.chunk_id].resource_id for h in hits))
+        # a hit stands for its copies (FusedHit.duplicates), as a search's also_in
+        ranked[q.qid] = ranked_results(
+            [[views[c].resource_id for c in (h.chunk_id, *h.duplicates)] for h in hits], q.gold
+        )
         per_query[q.qid] = metrics_for(ranked[q.qid], q.gold)
     n = max(len(per_query), 1)
     means = {k: sum(m[k] for m in per_query.values()) / n for k in NAMES}

@@ -16,7 +16,9 @@ and the MCP ``search`` tool all write the same text::
       § (top of the file)
         [2] lines 1-5: "..."
 
-A result whose file changed on disk since it was indexed is marked on its file line
+A result whose text is also elsewhere (copies fusion folded into it: ``also_in``) says where after
+its quote (``(same text also in: cli/npm-ci.md:150-167, ...)``). A result whose file changed on
+disk since it was indexed is marked on its file line
 (``(stale: the file was deleted on disk since it was indexed)``); results held back as stale are
 counted in a ``note:`` line under the header, so an empty answer never hides them.
 
@@ -40,7 +42,7 @@ from typing import Any
 from hybridsag.fusion.markdown import prose_blocks
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 
-__all__ = ["BLOCK_MARK", "QUOTE_CHARS", "agent_text"]
+__all__ = ["BLOCK_MARK", "QUOTE_CHARS", "agent_text", "copy_place"]
 
 #: What stands between two blocks of a quote (a list item and the next): a quote is one line.
 BLOCK_MARK = " ¶ "
@@ -154,22 +156,50 @@ def agent_text(response: Mapping[str, Any], budget: int = DEFAULT_BUDGET) -> str
         if (rid, heading) not in seen:
             new.append(_heading_line(heading))
         prefix = f"    [{r.get('rank', i + 1)}] lines {r.get('start_line')}-{r.get('end_line')}: "
-        fixed = sum(len(x) + 1 for x in new) + len(prefix) + 3  # 2 quote marks, 1 newline
+        also = _also_in(r)
+        fixed = sum(len(x) + 1 for x in new) + len(prefix) + len(also) + 3  # 2 quotes, newline
         reserve = min(_FOOTER_ROOM, len(_footer(results[i + 1 :])) + 1) if i + 1 < count else 0
         room = min(QUOTE_CHARS, budget - used - fixed - reserve)
         if room < _MIN_QUOTE:
             break
         blocks = (_one_line(b) for b in prose_blocks(str(r.get("text", ""))))
         text = BLOCK_MARK.join(b for b in blocks if b)
-        line = f'{prefix}"{_quote(text, terms, room)}"'
+        line = f'{prefix}"{_quote(text, terms, room)}"{also}'
         chosen.append((r, line))
         seen.update({(rid, ""), (rid, heading)})
-        used += fixed - len(prefix) - 3 + len(line) + 1
+        used += fixed - len(prefix) - len(also) - 3 + len(line) + 1
     while True:  # the footer's true length: drop the last result until everything fits
         text = _render(header, chosen, results[len(chosen):])
         if len(text) <= budget or not chosen:
             return _fit(text, budget)
         chosen.pop()
+
+
+def copy_place(copy: Mapping[str, Any]) -> str:
+    """One entry of a result's ``also_in`` (a copy of its text that fusion folded into it) as
+    it is written everywhere: ``resource:start-end``, ``tenant/resource:start-end`` in a
+    tenant, on one line.
+
+    >>> copy_place({"resource_id": "npm-ci.md", "start_line": 150, "end_line": 167})
+    'npm-ci.md:150-167'
+    """
+    tenant = _one_line(copy.get("tenant") or "")
+    rid = _clip(_one_line(copy.get("resource_id", "")), 200)
+    return f"{tenant + '/' if tenant else ''}{rid}:{copy.get('start_line')}-{copy.get('end_line')}"
+
+
+#: Most copies named after a quote; the rest are counted.
+_ALSO_SHOWN = 3
+
+
+def _also_in(r: Mapping[str, Any]) -> str:
+    """What follows a result's quote when its text is also elsewhere, ``""`` when not."""
+    copies: Sequence[Mapping[str, Any]] = r.get("also_in") or ()
+    if not copies:
+        return ""
+    named = ", ".join(copy_place(c) for c in copies[:_ALSO_SHOWN])
+    more = f" and {len(copies) - _ALSO_SHOWN} more" if len(copies) > _ALSO_SHOWN else ""
+    return f" (same text also in: {named}{more})"
 
 
 def _clip(text: str, limit: int) -> str:

@@ -9,13 +9,17 @@ is there in words, and a snippet:
 - **Why, in words.** Each path's rank with what it means (``sag2 #1, judge 0.93, BM25 #4``;
   ``title #1, exact title``); the rules that fired with their reason. Path internals such as
   ``bm25_rank=0`` are said in words ("found by the dense path") or left to ``--json``.
-- **Snippets centred on the query's terms.** The window starts around the first line (code) or
-  character (prose) where a query term occurs; code keeps its lines and indentation, prose is
-  re-wrapped, but a Markdown list item keeps its own line (``* Default: false`` and
+- **Snippets centred on the query's terms.** The window starts around the line (code) or
+  character (prose) where the most distinct query terms occur (the first such place), so an
+  error line typed as the query is shown, not the first line that names one of its words;
+  code keeps its lines and indentation, prose is re-wrapped, but a Markdown list item keeps its
+  own line (``* Default: false`` and
   ``* Type: Boolean`` are two lines, and the paragraph after them a third, as
   :func:`hybridsag.fusion.markdown.prose_blocks` splits them); ``…`` marks text left out.
   Terms are highlighted (bold) only when ``color`` is on (the CLI turns it on when stdout is
   a terminal).
+- **Copies, said once.** A result whose text fusion found elsewhere too lists those places under
+  its own ("also in: npm-ci.md:150-167, npm-install.md:301-318") instead of showing each copy.
 - ``brief``: one line per result, no snippet and no why.
 - **Stale, said.** A result whose source file changed on disk says so under it ("stale: the
   source file was deleted on disk since it was indexed"); results held back as stale
@@ -32,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hybridsag.fusion.markdown import HEADING_JOIN, fence_open, list_item, prose_blocks
+from hybridsag.output.agent import copy_place
 from hybridsag.fusion.rules import RULE_REASONS
 from hybridsag.results import SearchResponse, SearchResult
 
@@ -125,7 +130,8 @@ def render_response(
             head += " › " + " › ".join(within)
         where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
         if brief:
-            lines.append(f"{head}  ({where})")
+            copies = f"; also in {counted(len(r.also_in), 'place')}" if r.also_in else ""
+            lines.append(f"{head}  ({where}{copies})")
             continue
         lines.append("")
         lines.append(head)
@@ -175,10 +181,13 @@ def _reasons(reasons: Mapping[str, str]) -> list[tuple[str, str]]:
 
 def explain_lines(r: SearchResult) -> list[str]:
     """A result's own explanation as the CLI words it, one line each: its paths in words and
-    its fused score (:func:`describe_paths`), every rule that fired with its reason, and, for a
+    its fused score (:func:`describe_paths`), where else its text is (``also_in``), every rule
+    that fired with its reason, and, for a
     stale result, what changed. The query-level facts (the trust step's weights) are the
     response's, not a result's."""
     lines = [describe_paths(r)]
+    if r.also_in:
+        lines.append(f"also in: {', '.join(copy_place(a) for a in r.also_in)}")
     lines.extend(f"rule {rule}: {RULE_REASONS.get(rule, rule)}" for rule in r.rules)
     if r.stale:
         lines.append(f"stale: {stale_words(r.stale_reason)}")
@@ -256,7 +265,7 @@ def snippet(
         return _code_snippet(lines, pattern, width, max_lines)
     flat = "\n".join(prose_blocks(text))
     start = 0
-    if pattern is not None and (m := pattern.search(flat)) is not None:
+    if pattern is not None and (m := _densest(pattern, flat, max_chars * 2 // 3)) is not None:
         start = max(0, m.start() - max_chars // 3)
         if start:
             space = _next_space(flat, start)
@@ -288,7 +297,10 @@ def _code_snippet(
 ) -> list[str]:
     best = 0
     if pattern is not None:
-        best = next((i for i, line in enumerate(lines) if pattern.search(line)), 0)
+        # the line holding the most distinct terms (the first such): an error line pasted as
+        # the query, not the first line that names one of its words
+        scores = [_distinct(pattern, line) for line in lines]
+        best = scores.index(max(scores)) if scores else 0
     start = max(0, min(best - max_lines // 3, len(lines) - max_lines))
     shown = lines[start : start + max_lines]
     out = ["…"] if start else []
@@ -298,6 +310,23 @@ def _code_snippet(
     if start + max_lines < len(lines):
         out.append("…")
     return out
+
+
+def _distinct(pattern: re.Pattern[str], text: str) -> int:
+    """How many distinct query terms ``text`` holds (case ignored)."""
+    return len({m.group(0).casefold() for m in pattern.finditer(text)})
+
+
+def _densest(pattern: re.Pattern[str], flat: str, span: int) -> re.Match[str] | None:
+    """The match of ``pattern`` in ``flat`` that starts the ``span`` characters holding the most
+    distinct terms (the first such); ``None`` when nothing matches."""
+    best: re.Match[str] | None = None
+    most = 0
+    for m in pattern.finditer(flat):
+        found = _distinct(pattern, flat[m.start() : m.start() + span])
+        if found > most:
+            best, most = m, found
+    return best
 
 
 def _highlight(line: str, pattern: re.Pattern[str] | None, color: bool) -> str:

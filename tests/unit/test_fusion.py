@@ -463,8 +463,9 @@ def summary(hits: list[FusedHit]) -> list[tuple[str, int, tuple[str, ...]]]:
 
 
 def plain_views(*chunk_ids: str) -> dict[str, ChunkView]:
-    """Each chunk its own resource, untitled, with a plain body: no rule reads anything in it."""
-    return {c: ChunkView(c, c, "", "", "text") for c in chunk_ids}
+    """Each chunk its own resource, untitled, with a plain body of its own: no rule reads
+    anything in it (nor folds two into one as copies)."""
+    return {c: ChunkView(c, c, "", "", f"text of {c}") for c in chunk_ids}
 
 
 def test_rules_noop_for_plain_query() -> None:
@@ -752,7 +753,7 @@ def test_rrf_then_rules_end_to_end() -> None:
 # public surface
 
 
-_SUBMODULES = {"markdown", "rules", "text", "trust", "types"}
+_SUBMODULES = {"dedupe", "markdown", "rules", "text", "trust", "types"}
 
 
 def test_fusion_all_is_accurate() -> None:
@@ -794,7 +795,7 @@ def test_fusion_all_is_accurate() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["convex", "fuse", "markdown", "rrf", "rules", "text", "trust", "types"]
+    "module", ["convex", "dedupe", "fuse", "markdown", "rrf", "rules", "text", "trust", "types"]
 )
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
@@ -819,7 +820,7 @@ def test_every_rule_name_has_a_reason() -> None:
     assert all(reason and not reason.endswith(".") for reason in fusion.RULE_REASONS.values())
 
 
-@pytest.mark.parametrize("module", ["fuse", "rrf", "rules", "text"])
+@pytest.mark.parametrize("module", ["dedupe", "fuse", "rrf", "rules", "text"])
 def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     result = doctest.testmod(mod, raise_on_error=False)
@@ -930,7 +931,7 @@ def test_next_hop_slot_counts_after_pins_and_stacks_hits_of_one_slot() -> None:
         FusedHit("h2", 5, 0.04, (Contribution("sag2", 2, 0.3, 0.3, 0.04, {}, next_hop=True),)),
         FusedHit("h3", 6, 0.03, (Contribution("sag2", 9, 0.2, 0.2, 0.03, {}, next_hop=True),)),
     ]
-    views = {h.chunk_id: view(h.chunk_id, "text") for h in fused}
+    views = {h.chunk_id: view(h.chunk_id, f"text of {h.chunk_id}") for h in fused}
     views["t"] = view("t", "text", title="Lothair II")
     out = apply_rules(fused, query="Lothair II", chunks=views)
     # t is pinned; h1 and h2 both claim SAG2 rank 2, which is slot 1 after the one pin;
