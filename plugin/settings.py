@@ -237,10 +237,11 @@ class EmbeddingSettings(_Section):
     ``onnx_cache_dir`` (default: the user's cache, ``$XDG_CACHE_HOME/hybridsag/onnx`` or
     ``~/.cache/hybridsag/onnx``, shared by every data dir; ``<data_dir>/cache/onnx`` where that
     cannot be written);
-    ``quantize = true`` makes that export dynamically int8-quantised (faster, vectors within a
+    ``quantize = true`` makes that export int8, quantised row by row (faster, vectors within a
     small cosine of the float32 ones), ``false`` keeps it float32; unset, a named ``onnx`` takes
-    int8 and ``auto`` float32 (torch's vectors); the int8 model encodes one text per run, so
-    a text's vector never depends on its batch. ``quantize`` and ``onnx_cache_dir`` mean nothing
+    int8 and ``auto`` float32 (torch's vectors); the int8 model quantises each token on its own
+    (:func:`hybridsag.vectors.onnx_embedder.quantize_rows`), so it batches and a text's vector never
+    depends on its batch. ``quantize`` and ``onnx_cache_dir`` mean nothing
     to the sentence-transformers backend. ``device`` is for sentence-transformers only; the onnx
     backend runs on the CPU.
 

@@ -596,6 +596,21 @@ def test_an_index_refuses_an_embedder_that_makes_other_vectors(vector_index: Pat
         del EMBEDDERS["other"]
 
 
+def test_vectors_of_the_first_int8_recipe_are_stale(tmp_path: Path) -> None:
+    """An index whose vectors came from the first int8 export (per-tensor scales, recorded as
+    ``onnx-int8``) keeps the int8 backend under auto, whose row-wise export makes other
+    vectors: opening it for embedding says to rebuild instead of mixing the two."""
+    from hybridsag.errors import IndexMismatchError
+
+    with Components(_settings(tmp_path / "data")) as parts:
+        parts.store.set_meta("embedding_model", MODEL)
+        parts.store.set_meta("embedding_fingerprint", f"{MODEL}|onnx-int8")
+    with Components(_settings(tmp_path / "data")) as parts:
+        assert parts.embedding_backend() == "onnx"
+        with pytest.raises(IndexMismatchError, match=r"onnx-int8'.*onnx-int8-rowwise.*rebuild"):
+            parts.embedder()
+
+
 # -- embedding.backend = "auto" ------------------------------------------------------------------
 
 
