@@ -38,8 +38,12 @@ GOOD = "# Good\n\nThe okapi is a good animal.\n"
 
 
 def _found(hs: HybridSearch, query: str, **kwargs: Any) -> list[str]:
+    """The resources a search shows: each result's and those of the copies folded into it
+    (``also_in``: a linked file has the text of its target)."""
     kwargs.setdefault("paths", ["bm25", "title"])
-    return sorted(r.resource_id for r in hs.search(query, top_k=20, **kwargs).results)
+    results = hs.search(query, top_k=20, **kwargs).results
+    copies = [a["resource_id"] for r in results for a in r.also_in]
+    return sorted([r.resource_id for r in results] + copies)
 
 
 def _stale(hs: HybridSearch, query: str) -> dict[str, bool]:

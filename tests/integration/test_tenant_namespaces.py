@@ -42,7 +42,8 @@ VISIBLE = {"a": {("a", "notes")}, "b": {("b", "notes"), ("b", "only-b")}}
 def _found(hs: HybridSearch, paths: list[str] | None, **filters: Any) -> set[tuple[str, str]]:
     resp = hs.search("zebra notes", paths=paths, filters=filters, top_k=20)
     assert not resp.degraded, resp.reasons
-    return {(r.tenant, r.resource_id) for r in resp.results}
+    copies = {(a["tenant"], a["resource_id"]) for r in resp.results for a in r.also_in}
+    return {(r.tenant, r.resource_id) for r in resp.results} | copies  # a copy is shown too
 
 
 def _reconcile_finds_nothing(hs: HybridSearch) -> None:
