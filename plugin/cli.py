@@ -111,12 +111,15 @@ def _overrides(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
     """The settings (ConfigError for a bad one), path and judge names checked against their
-    registries before anything is opened."""
-    from hybridsag.components import check_names
+    registries before anything is opened. Through a service (``server.url``) the names are the
+    service's to check (it answers 422 naming a bad one), so a client loads no registry."""
     from hybridsag.config import load_settings
 
     settings = load_settings(_overrides(args, **overrides), origin="command line")
-    check_names(settings)
+    if settings.server.url is None:
+        from hybridsag.components import check_names
+
+        check_names(settings)
     return settings
 
 

@@ -23,10 +23,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hybridsag.errors import ConfigError
-from hybridsag.paths.base import PathResult, Peers, Retriever
+from hybridsag.lazy import lazy_names
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
+    from hybridsag.paths.base import PathResult, Peers, Retriever
+
+# The path types load on first use: the registry's names (the CLI's help, a client's checks)
+# cost no import of the fusion types or the store.
+__getattr__, __dir__ = lazy_names(
+    __name__, globals(), {"hybridsag.paths.base": ("PathResult", "Peers", "Retriever")}
+)
 
 __all__ = [
     "BUILTIN_PATHS",
@@ -46,7 +53,7 @@ __all__ = [
 ]
 
 #: Builds a path's retriever from the composition root.
-PathFactory = Callable[["Parts"], Retriever]
+PathFactory = Callable[["Parts"], "Retriever"]
 
 
 @dataclass(frozen=True, slots=True)

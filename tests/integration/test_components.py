@@ -263,7 +263,8 @@ os.environ["HYBRIDSAG_SERVER__CLIENT_TOKEN"] = "{token}"
 out = io.StringIO()
 rc = main(["--server", sys.argv[1], "search", "orrery scheduler", "--json"], out=out)
 behind = ("hybridsag.search", "hybridsag.remote_calls", "hybridsag.paths.bm25", "jieba", "numpy",
-          "pymilvus", "torch", "onnxruntime")
+          "pymilvus", "torch", "onnxruntime", "hybridsag.components", "hybridsag.lexical.index",
+          "hybridsag.paths.base")
 print(json.dumps({{"rc": rc, "response": json.loads(out.getvalue()),
                   "behind": sorted(m for m in behind if m in sys.modules)}}))
 """
@@ -271,7 +272,8 @@ print(json.dumps({{"rc": rc, "response": json.loads(out.getvalue()),
 
 def test_a_search_through_the_service_loads_nothing_behind_the_client(tmp_path: Path) -> None:
     """``hybridsag --server URL search`` needs the settings, the client (httpx) and the result
-    types it renders (:mod:`hybridsag.results`): not the search façade, its paths, jieba,
+    types it renders (:mod:`hybridsag.results`): not the search façade, its paths, the
+    composition root (the service checks path and judge names), the lexical index, jieba,
     numpy, Milvus nor a model."""
     from tests.servicesupport import ADMIN, running_service
 
