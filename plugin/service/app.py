@@ -145,6 +145,8 @@ class ServiceState:
         self.reconciler = reconciler
         #: this worker's place among several (hybridsag.service.workers); None: one process
         self.seat = seat
+        #: the reconcile schedule and the watched folders run here: in worker 0 of several
+        self.runs_jobs = seat is None or seat.slot == 0
         self.metrics = ServiceMetrics(
             self.counts, multiprocess_dir=seat.metrics_dir if seat is not None else None
         )
@@ -179,7 +181,7 @@ class ServiceState:
         )
         #: keeps sources.watch in sync (hybridsag.service.watch), started once warm
         self.watcher: FolderWatcher | None = None
-        if settings.sources.watch:
+        if settings.sources.watch and self.runs_jobs:
             self.watcher = FolderWatcher(
                 settings.sources,
                 search=self.hs,
@@ -989,7 +991,7 @@ def create_app(
         warming = asyncio.ensure_future(anyio.to_thread.run_sync(state.warm))
 
         def schedule(_: Any) -> None:
-            if state.ready and reconciler is not None and server.reconciler:
+            if state.ready and reconciler is not None and server.reconciler and state.runs_jobs:
                 reconciler.start_schedule(state.hs())
             if state.ready and state.watcher is not None:
                 state.watcher.start()
@@ -1047,4 +1049,27 @@ def create_app(
     )
     routes = [route for router in routers for route in router.routes]
     app.add_middleware(Edge, metrics=state.metrics, routes=routes)
+    if seat is not None:
+        app.add_middleware(_WorkerHeader, slot=seat.slot)
     return app
+
+
+class _WorkerHeader:
+    """Pure ASGI middleware of a worker of several: every answer says which worker gave it
+    (``x-hybridsag-worker: <slot>``), for a person or a test tracing a request."""
+
+    def __init__(self, app: Any, *, slot: int) -> None:
+        self.app = app
+        self.header = (b"x-hybridsag-worker", str(slot).encode("ascii"))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def tagged(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, tagged)

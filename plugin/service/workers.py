@@ -40,8 +40,8 @@ What stays one across the workers:
 - metrics: prometheus-client's multiprocess mode, in a folder the parent makes
   (``PROMETHEUS_MULTIPROC_DIR``) and removes: ``/metrics`` in any worker sums them all
   (:mod:`hybridsag.service.metrics`); the parent marks a dead worker's live gauges dead.
-- ``/healthz`` names the worker that answers (pid, slot); ``/readyz`` is ready only when every
-  worker is.
+- ``/healthz`` names the worker that answers (pid, slot), and every answer carries
+  ``x-hybridsag-worker: <slot>``; ``/readyz`` is ready only when every worker is.
 
 On Linux a worker (and the Lite server) is told to stop when the parent dies
 (``PR_SET_PDEATHSIG``), so a SIGKILLed parent leaves no worker serving without the lock.
@@ -93,16 +93,14 @@ def needs_lite_server(settings: Settings) -> bool:
     return settings.milvus.uri is None and uses_milvus
 
 
-def worker_settings(settings: Settings, slot: int, *, milvus_uri: str | None) -> Settings:
-    """The settings of worker ``slot``: Milvus at ``milvus_uri`` when given (the parent's Lite
-    server); the reconcile schedule and the watched folders in worker 0 only."""
-    update: dict[str, Any] = {}
-    if milvus_uri is not None:
-        update["milvus"] = settings.milvus.model_copy(update={"uri": milvus_uri, "token": None})
-    if slot != 0:
-        update["server"] = settings.server.model_copy(update={"reconciler": False})
-        update["sources"] = settings.sources.model_copy(update={"watch": ()})
-    return settings.model_copy(update=update)
+def worker_settings(settings: Settings, *, milvus_uri: str | None) -> Settings:
+    """The settings of a worker: Milvus at ``milvus_uri`` when given (the parent's Lite
+    server). (Which worker runs the reconcile schedule and the watched folders is the app's
+    choice: worker 0, :class:`~hybridsag.service.app.ServiceState`'s ``runs_jobs``.)"""
+    if milvus_uri is None:
+        return settings
+    milvus = settings.milvus.model_copy(update={"uri": milvus_uri, "token": None})
+    return settings.model_copy(update={"milvus": milvus})
 
 
 def _stop_with_parent(sig: int) -> None:
@@ -206,7 +204,7 @@ class _Supervisor:
     def spawn(self, slot: int) -> None:
         assert self.metrics_dir is not None
         seat = WorkerSeat(board=self.board, slot=slot, metrics_dir=self.metrics_dir)
-        settings = worker_settings(self.settings, slot, milvus_uri=self.milvus_uri)
+        settings = worker_settings(self.settings, milvus_uri=self.milvus_uri)
         self.board.set(slot, STARTING)
         process = self.ctx.Process(
             target=_worker_main,
