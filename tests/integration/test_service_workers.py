@@ -241,7 +241,15 @@ def test_a_dead_worker_is_restarted(served: Served) -> None:
     wait_ready(served.url, timeout_s=240)
 
 
-def test_sigterm_stops_every_worker_the_lite_server_and_the_lock(tmp_path: Path) -> None:
+def _writes_in_flight(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    line = next((x for x in text.splitlines() if x.startswith('hybridsag_in_flight{kind="write"}')), None)
+    return float(line.rsplit(" ", 1)[1]) if line else 0.0
+
+
+def test_sigterm_finishes_the_request_in_flight_then_stops_every_worker_the_lite_server_and_the_lock(
+    tmp_path: Path,
+) -> None:
     s = _start(tmp_path / "data")
     children = _children(s.proc.pid)
     lite = [p for p in children if "milvus_lite server" in _cmdline(p)]
@@ -249,7 +257,26 @@ def test_sigterm_stops_every_worker_the_lite_server_and_the_lock(tmp_path: Path)
     assert len(lite) == 1 and len(workers) == 2, [_cmdline(p) for p in children]
     lock = json.loads((s.data / "service.json").read_text("utf-8"))
     assert lock["pid"] == s.proc.pid
+    # a batch in flight when SIGTERM comes is finished (within server.shutdown_timeout_s, 30 s)
+    batch = [
+        {"_id": f"batch/{i}", "text": " ".join(f"word{i}x{j} sentence." for j in range(60))}
+        for i in range(300)
+    ]
+    answer: list[httpx.Response] = []
+    sender = threading.Thread(
+        target=lambda: answer.append(
+            httpx.post(f"{s.url}/v1/resources", json=batch, headers=AUTH, timeout=300)
+        )
+    )
+    sender.start()
+    deadline = time.monotonic() + 120
+    while _writes_in_flight(s.url) < 1 and not answer:
+        assert time.monotonic() < deadline, "the batch never was in flight"
+        time.sleep(0.01)
     assert _stop(s) == -signal.SIGTERM
+    sender.join(timeout=120)
+    assert answer and answer[0].status_code == 200, answer and answer[0].text
+    assert answer[0].json()["indexed"] == len(batch)
     assert not any(Path(f"/proc/{p}").exists() for p in [*lite, *workers])
     assert not (s.data / "service.json").exists()
     assert lite_lock_holder(s.data / "milvus.db") is None
@@ -259,6 +286,9 @@ def test_sigterm_stops_every_worker_the_lite_server_and_the_lock(tmp_path: Path)
         [str(HYBRIDSAG), "list", "--json"], env=env, cwd=tmp_path, capture_output=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    rows = listed["resources"] if isinstance(listed, dict) else listed
+    assert len(rows) == len(batch)
 
 
 @pytest.mark.parametrize(
