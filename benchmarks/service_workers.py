@@ -28,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import service_load  # noqa: E402
 from service_load import BIN, Log, Service, Traffic, load, pct, rss_mb, stale_hits  # noqa: E402
 
 
@@ -45,6 +46,11 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=8793)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--base", help="an index to copy (default: <work>/base, built when missing)")
+    ap.add_argument(
+        "--before-bin",
+        help="a hybridsag command of the code before (e.g. a launcher of main's tree): measured "
+        "first, with 1 worker, as the row's 'before'",
+    )
     args = ap.parse_args()
     src, work = Path(args.data), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -61,8 +67,11 @@ def main() -> int:
     queries = [json.loads(x)["text"] for x in (src / "queries.jsonl").read_text().splitlines() if x.strip()]
     gold = sorted({line.split("\t")[1] for line in (src / "qrels.tsv").read_text().splitlines()[1:]})
     results["loadavg_before"] = loadavg()
-    for workers in (1, args.workers):
-        data = work / f"data-{workers}"
+    plan = [("before", Path(args.before_bin), 1)] if args.before_bin else []
+    plan += [("after", BIN, 1), ("after", BIN, args.workers)]
+    for code, binary, workers in plan:
+        service_load.BIN = binary  # Service.start runs `<BIN> serve`
+        data = work / f"data-{code}-{workers}"
         subprocess.run(["rm", "-rf", str(data)], check=True)
         subprocess.run(["cp", "-a", str(base), str(data)], check=True)
         traffic = Traffic(corpus, queries, gold, args.seed)  # the same traffic for each count
@@ -70,7 +79,9 @@ def main() -> int:
         ready_s = svc.start()
         assert svc.proc is not None
         asyncio.run(load(svc.url, 1, 3.0, Traffic(corpus, queries, [], args.seed + 1), Log()))
-        run: dict[str, Any] = {"workers": workers, "start_to_ready_s": round(ready_s, 1)}
+        run: dict[str, Any] = {
+            "code": code, "workers": workers, "start_to_ready_s": round(ready_s, 1)
+        }
         for clients in (1, args.clients):
             log = Log()
             wall = asyncio.run(load(svc.url, clients, args.duration, traffic, log))
@@ -91,7 +102,10 @@ def main() -> int:
         print(json.dumps(run), flush=True)
     first, last = results["runs"][0], results["runs"][-1]
     key = f"clients_{args.clients}"
-    results["ops_ratio_workers_over_1"] = round(last[key]["ops_per_s"] / first[key]["ops_per_s"], 2)
+    results["ops_ratio_last_over_first"] = round(last[key]["ops_per_s"] / first[key]["ops_per_s"], 2)
+    results["p95_last_over_p50_first"] = round(
+        last[key]["search_p95_ms"] / first["clients_1"]["search_p50_ms"], 2
+    )
     results["loadavg_after"] = loadavg()
     results["cpus"] = os.cpu_count()
     out = work / "service_workers.json"
@@ -99,13 +113,17 @@ def main() -> int:
     print(json.dumps({k: v for k, v in results.items() if k != "runs"}, indent=2))
     for run in results["runs"]:
         print(
-            f"workers={run['workers']}: {run[key]['ops_per_s']} ops/s at {args.clients} clients, "
+            f"{run['code']} workers={run['workers']}: {run[key]['ops_per_s']} ops/s at {args.clients} clients, "
             f"search p50 {run['clients_1']['search_p50_ms']} ms at 1 client, p95 "
             f"{run[key]['search_p95_ms']} ms at {args.clients} = "
             f"{run['p95_loaded_over_p50_single']}x, stale hits "
             f"{run['clients_1']['stale_hits'] + run[key]['stale_hits']}"
         )
-    print(f"ops/s ratio, {args.workers} workers over 1: {results['ops_ratio_workers_over_1']}x")
+    print(
+        f"ops/s at {args.clients} clients, last run over first: {results['ops_ratio_last_over_first']}x; "
+        f"p95 at {args.clients} clients of the last over the first's 1-client p50: "
+        f"{results['p95_last_over_p50_first']}x"
+    )
     print(f"written {out}")
     return 0
 

@@ -207,6 +207,9 @@ class ServiceState:
                 self.search, reconciler=self.reconciler, experiments=self.experiments
             )
             self.search.search("hybridsag warm-up", top_k=1)
+            # jieba's dictionary (about 0.5 s, seconds on a loaded machine) loads on the first
+            # Han text, which the warm-up query has none of: loaded here, not in a request
+            self.search.components.tokenizer.warm()
             self.search.counts()
             # a process SIGKILLed mid-write (this service's last run, say) holds no id once
             # this one starts: its claims are released now, not at the next write
