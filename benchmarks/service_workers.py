@@ -9,9 +9,13 @@ ops/s at 8 clients, search p50 at 1 client, search p95 at 8 clients and their ra
 acknowledged before they began (must be 0); then the ops/s ratio of N workers against 1 and the
 load average of the machine before and after (it is shared: say so beside the numbers).
 
-    python benchmarks/service_workers.py --work /tmp/service-workers [--workers 2] [--duration 20]
+    python benchmarks/service_workers.py --work /tmp/service-workers [--workers 2] [--duration 20] \
+        [--before-bin PATH]
 
-Writes ``<work>/service_workers.json``.
+``--before-bin``: a ``hybridsag`` command of the code before a change (a launcher of another
+tree), measured first with one worker, so that one run holds the row's before and after; the
+last line then compares the last run (N workers) with that one. Writes
+``<work>/service_workers.json``.
 """
 
 from __future__ import annotations
@@ -75,7 +79,9 @@ def main() -> int:
         subprocess.run(["rm", "-rf", str(data)], check=True)
         subprocess.run(["cp", "-a", str(base), str(data)], check=True)
         traffic = Traffic(corpus, queries, gold, args.seed)  # the same traffic for each count
-        svc = Service(data, args.port, {"HYBRIDSAG_SERVER__WORKERS": str(workers)})
+        # one worker: the default, unset (the code before has no such setting and refuses it)
+        extra = {"HYBRIDSAG_SERVER__WORKERS": str(workers)} if workers > 1 else {}
+        svc = Service(data, args.port, extra)
         ready_s = svc.start()
         assert svc.proc is not None
         asyncio.run(load(svc.url, 1, 3.0, Traffic(corpus, queries, [], args.seed + 1), Log()))
