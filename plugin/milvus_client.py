@@ -321,7 +321,7 @@ class LiteServer:
         with open(self.log_path, "ab") as out:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                preexec_fn=_stop_with_parent,
+                preexec_fn=_parent_death_signal(signal.SIGINT),
             )  # fmt: skip
         deadline = time.monotonic() + self.START_TIMEOUT_S
         while not _accepts(port):
@@ -367,13 +367,20 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def _stop_with_parent() -> None:
-    """In a child between fork and exec: SIGINT it when its parent dies (Linux only)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+def _parent_death_signal(sig: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the child get ``sig`` when its parent dies (Linux's
+    ``PR_SET_PDEATHSIG``; None elsewhere). libc is loaded here, in the parent: between fork
+    and exec the child only makes the call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def set_signal() -> None:
+        prctl(1, sig)  # PR_SET_PDEATHSIG
+
+    return set_signal
 
 
 def connect_milvus(

@@ -61,7 +61,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -142,8 +142,6 @@ class _Slot:
     started: float = 0.0
     young_deaths: int = 0
     restart_at: float | None = None
-    restarts: int = 0
-    history: list[int | None] = field(default_factory=list)
 
 
 class _StopSignal:
@@ -230,8 +228,6 @@ class _Supervisor:
         state.young_deaths = state.young_deaths + 1 if lived < YOUNG_S else 0
         delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (state.young_deaths - 1)) if state.young_deaths else 0
         state.restart_at = time.monotonic() + delay
-        state.restarts += 1
-        state.history.append(process.exitcode)
         state.process = None
         log.error(
             "worker %d (pid %d) exited with %s after %.1f s; restarting it in %.1f s",
