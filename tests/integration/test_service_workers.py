@@ -16,6 +16,8 @@ workers connect to. Each answer names its worker (``x-hybridsag-worker``), and a
 - ``--workers 0``, ``-1`` and ``x`` are refused naming the value; so is ``server.workers = 0``.
 
 In process: of two apps seated as workers 0 and 1, only worker 0 runs the reconcile schedule.
+Every test that starts a service is marked ``slow`` (each start warms two workers); the refusals
+are not.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from hybridsag.milvus_client import lite_lock_holder
 from tests.cli_support import run
 from tests.servicesupport import ADMIN, child_env, wait_ready
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 HYBRIDSAG = Path(sys.executable).parent / "hybridsag"
 ENV = {
@@ -146,6 +148,7 @@ def _cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+@pytest.mark.slow
 def test_both_workers_answer(served: Served) -> None:
     clients = _pinned(served.url, {0, 1})
     try:
@@ -161,6 +164,7 @@ def test_both_workers_answer(served: Served) -> None:
     assert ready["ready"] is True and ready["checks"]["workers"] == "2/2 workers ready"
 
 
+@pytest.mark.slow
 def test_ingest_through_one_is_found_through_the_other_and_a_delete_through_one_is_gone_in_both(
     served: Served,
 ) -> None:
@@ -195,6 +199,7 @@ def _requests_counted(text: str, endpoint: str) -> float:
     return total
 
 
+@pytest.mark.slow
 def test_metrics_count_the_requests_of_every_worker(served: Served) -> None:
     clients = _pinned(served.url, {0, 1})
     try:
@@ -210,6 +215,7 @@ def test_metrics_count_the_requests_of_every_worker(served: Served) -> None:
             c.close()
 
 
+@pytest.mark.slow
 def test_a_dead_worker_is_restarted(served: Served) -> None:
     clients = _pinned(served.url, {1})
     old = clients[1].get("/healthz").json()["pid"]
@@ -247,6 +253,7 @@ def _writes_in_flight(url: str) -> float:
     return float(line.rsplit(" ", 1)[1]) if line else 0.0
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_request_in_flight_then_stops_every_worker_the_lite_server_and_the_lock(
     tmp_path: Path,
 ) -> None:
@@ -318,6 +325,7 @@ def test_a_bad_workers_setting_is_refused_naming_it(
     assert code == 2 and "server.workers" in err and "0" in err, err
 
 
+@pytest.mark.slow
 def test_only_worker_zero_runs_the_reconcile_schedule(tmp_path: Path) -> None:
     import multiprocessing
 
