@@ -15,7 +15,16 @@ load average of the machine before and after (it is shared: say so beside the nu
 ``--before-bin``: a ``hybridsag`` command of the code before a change (a launcher of another
 tree), measured first with one worker, so that one run holds the row's before and after; the
 last line then compares the last run (N workers) with that one. Writes
-``<work>/service_workers.json``.
+``<work>/service_workers.json``. The launcher used for docs/benchmarks.md: ``git archive
+<commit> | tar -x -C /tmp/main-src``, then an executable file (``#!`` this venv's python) that
+points the editable install's finder at that tree before it imports the CLI::
+
+    import sys
+    import __editable___hybridsag_0_1_0_finder as finder
+    finder.MAPPING.update({k: v.replace("/work/wt-workers", "/tmp/main-src")
+                           for k, v in finder.MAPPING.items()})
+    from hybridsag.cli import main
+    sys.exit(main())
 """
 
 from __future__ import annotations
