@@ -61,6 +61,13 @@ def register(sub: Any) -> None:
     p.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: server.port, 8765)")
     p.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="worker processes sharing the data dir (default: server.workers, 1); worth "
+        "raising when searches queue on one process and the machine has spare cores",
+    )
+    p.add_argument(
         "--watch",
         action="append",
         default=[],
@@ -69,6 +76,21 @@ def register(sub: Any) -> None:
         "(repeatable; added to [sources] watch, tenant '')",
     )
     p.set_defaults(fn=cmd_serve)
+
+
+def _workers(text: str) -> int:
+    """``--workers N``: a whole number from 1 to 64 (argparse's error names the value)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--workers must be a whole number of worker processes from 1 to 64, got {text!r}"
+        ) from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(
+            f"--workers must be from 1 to 64 worker processes, got {n}"
+        )
+    return n
 
 
 def _work(counts: dict[str, Any]) -> str:
@@ -220,6 +242,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         server["host"] = args.host
     if args.port is not None:
         server["port"] = args.port
+    if args.workers is not None:
+        server["workers"] = args.workers
     settings = settings_from_args(args, **({"server": server} if server else {}))
     if args.watch:  # added to the configured folders, not in their place
         watched = [w.model_dump() for w in settings.sources.watch]
@@ -251,14 +275,28 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     watching = "".join(f"; watching {w.path}" for w in settings.sources.watch)
+    workers = f"{s.workers} workers; " if s.workers > 1 else ""
     sys.stderr.write(
-        f"hybridsag: serving {settings.data_dir} on http://{shown}:{port} "
-        f"(reconcile job {'on ' + repr(settings.consistency.cron) if s.reconciler else 'off'}"
+        f"hybridsag: serving {settings.data_dir} on http://{shown}:{port} ({workers}"
+        f"reconcile job {'on ' + repr(settings.consistency.cron) if s.reconciler else 'off'}"
         f"{watching})\n"
     )
     sys.stderr.flush()
     try:
-        serve(settings, sockets=[sock], server=app_server)
+        if s.workers > 1:
+            from functools import partial
+
+            from hybridsag.service.workers import serve_workers
+
+            # app_server above only checked the settings; each worker builds its own
+            serve_workers(
+                settings,
+                sockets=[sock],
+                reconciler=ServiceReconciler,
+                setup=partial(service_logging, args.verbose),
+            )
+        else:
+            serve(settings, sockets=[sock], server=app_server)
     finally:
         sock.close()
     return 0

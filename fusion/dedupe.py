@@ -22,6 +22,7 @@ import dataclasses
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from hybridsag.fusion.markdown import HEADING_JOIN
 from hybridsag.fusion.text import normalize_title
@@ -53,14 +54,31 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-def _shingles_of(words: list[str]) -> frozenset[tuple[str, ...]]:
+def _shingles_of(words: list[str]) -> frozenset[int]:
+    """The :data:`SHINGLE`-word shingles of ``words``, each as its hash: every set and index
+    operation on an int is cheap where a tuple of strings is hashed again at each one (two
+    different shingles of one 64-bit hash, about one chance in 2**64 a pair, would only move a
+    resemblance by one shingle)."""
     if len(words) <= SHINGLE:
-        return frozenset({tuple(words)})
-    return frozenset(tuple(words[i : i + SHINGLE]) for i in range(len(words) - SHINGLE + 1))
+        return frozenset({hash(tuple(words))})
+    return frozenset(hash(tuple(words[i : i + SHINGLE])) for i in range(len(words) - SHINGLE + 1))
 
 
-def _shingles(text: str) -> frozenset[tuple[str, ...]]:
-    return _shingles_of(_words(text))
+#: Texts whose fingerprint is kept: a chunk that one search compares is often compared by the
+#: next (the same popular passages); 4,096 texts of about 1,000 characters are a few tens of MB.
+_FINGERPRINTS = 4096
+
+
+@lru_cache(maxsize=_FINGERPRINTS)
+def _fingerprint(text: str) -> tuple[str, frozenset[int]]:
+    """``text``'s words joined by spaces (equal for exact copies; "" when it has none) and its
+    shingles (:func:`_shingles_of`)."""
+    words = _words(text)
+    return " ".join(words), _shingles_of(words)
+
+
+def _shingles(text: str) -> frozenset[int]:
+    return _fingerprint(text)[1]
 
 
 def resemblance(a: str, b: str) -> float:
@@ -104,7 +122,7 @@ def collapse_duplicates(
     kept: list[FusedHit] = []
     copies: list[list[str]] = []
     by_key: dict[tuple[str, str], int] = {}  # (section, words) normalised -> index in kept
-    postings: dict[tuple[str, ...], list[int]] = {}  # shingle -> indexes in kept
+    postings: dict[int, list[int]] = {}  # shingle -> indexes in kept
     sizes: list[int] = []  # index in kept -> its shingle count
     sections: list[str | None] = []  # index in kept -> its section (None: not compared)
     for hit in fused:
@@ -116,17 +134,16 @@ def collapse_duplicates(
             sections.append(None)
             continue
         section = _section(view)
-        words = _words(view.text)
         # the words in order are the text with case, spaces and punctuation dropped
-        key = (section, " ".join(words))
-        mine = _shingles_of(words)
-        owner = by_key.get(key) if words else None
+        joined, mine = _fingerprint(view.text)
+        key = (section, joined)
+        owner = by_key.get(key) if joined else None
         if owner is None:
             owner = _resembling(mine, section, postings, sizes, sections, threshold)
         if owner is not None:
             copies[owner].append(hit.chunk_id)
             continue
-        if words:
+        if joined:
             by_key[key] = len(kept)
         for shingle in mine:
             postings.setdefault(shingle, []).append(len(kept))
@@ -146,9 +163,9 @@ def collapse_duplicates(
 
 
 def _resembling(
-    mine: frozenset[tuple[str, ...]],
+    mine: frozenset[int],
     section: str,
-    postings: Mapping[tuple[str, ...], list[int]],
+    postings: Mapping[int, list[int]],
     sizes: Sequence[int],
     sections: Sequence[str | None],
     threshold: float,

@@ -11,7 +11,9 @@ schema:
 - connecting: :func:`connect_milvus` opens a server (``milvus.uri``) or the data dir's Milvus
   Lite store (:func:`lite_path`), which is shared: one Lite server per path and process, counted
   by its users and released by the last (:func:`release_milvus`, :func:`release_lite`), and
-  refused at once when another process holds its lock (:func:`lite_lock_holder`);
+  refused at once when another process holds its lock (:func:`lite_lock_holder`); for several
+  processes on one data dir (the service's workers) :class:`LiteServer` runs that store as a
+  ``milvus-lite server`` on 127.0.0.1 that each of them connects to by URI;
 - reading every row of a collection (:func:`iterate_rows`), and which pymilvus failures are
   worth retrying (:func:`milvus_retriable`);
 - the shared field names of a row's resource, tenant and ACL, and Milvus' own limits.
@@ -21,6 +23,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +44,7 @@ __all__ = [
     "F_ACL",
     "F_RESOURCE",
     "F_TENANT",
+    "LiteServer",
     "MAX_LIMIT",
     "MAX_VARCHAR_BYTES",
     "connect_milvus",
@@ -269,6 +276,111 @@ def lite_locked_message(path: Path, pid: int) -> str:
         "or run a Milvus server (`milvus-lite server --host 127.0.0.1`, then set milvus.uri) "
         "that several processes can share"
     )
+
+
+class LiteServer:
+    """The data dir's Milvus Lite store served by ``milvus-lite server`` on 127.0.0.1, so that
+    several processes (the service's workers, :mod:`hybridsag.service.workers`) share it: Milvus
+    Lite itself opens a store in one process only. :meth:`start` picks a free port, starts the
+    server (its output appended to ``log_path``) and returns its URI once it accepts
+    connections; :meth:`stop` stops it with SIGINT, the signal on which Milvus Lite drains its
+    requests and closes the store (SIGTERM would end it without closing), then SIGKILL after
+    ``timeout_s``. On Linux the server is also told to stop when the process that started it
+    dies (``PR_SET_PDEATHSIG``), so a SIGKILLed service leaves no server holding the store.
+
+    >>> server = LiteServer(lite_path(settings), log_path=Path("lite.log"))  # doctest: +SKIP
+    >>> uri = server.start()   # "http://127.0.0.1:PORT"                     # doctest: +SKIP
+    """
+
+    #: How long :meth:`start` waits for the server to accept connections: it opens (and
+    #: replays) the store first, seconds for a large one on a loaded machine.
+    START_TIMEOUT_S = 120.0
+
+    def __init__(self, path: Path, *, log_path: Path) -> None:
+        self.path = Path(path)
+        self.log_path = Path(log_path)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.uri: str | None = None
+
+    def start(self) -> str:
+        """Start the server and return its URI (``http://127.0.0.1:PORT``).
+
+        Raises:
+            DenseError: another process holds the store's lock (named), or the server exited or
+                did not accept connections within :data:`START_TIMEOUT_S` (the end of its log).
+        """
+        holder = lite_lock_holder(self.path)
+        if holder is not None:
+            raise DenseError(lite_locked_message(self.path, holder), retriable=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        argv = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(self.path),
+                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+        with open(self.log_path, "ab") as out:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                preexec_fn=_parent_death_signal(signal.SIGINT),
+            )  # fmt: skip
+        deadline = time.monotonic() + self.START_TIMEOUT_S
+        while not _accepts(port):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                code = self.proc.poll()
+                self.stop(timeout_s=5)
+                tail = self.log_path.read_text("utf-8", "replace")[-1500:]
+                why = f"exited with {code}" if code is not None else (
+                    f"did not accept connections within {self.START_TIMEOUT_S:g} s"
+                )
+                raise DenseError(
+                    f"the Milvus Lite server for {self.path} (port {port}) {why}; its log "
+                    f"{self.log_path} ends: {tail.strip()[-600:]}",
+                    retriable=True,
+                )
+            time.sleep(0.05)
+        self.uri = f"http://127.0.0.1:{port}"
+        log.info("Milvus Lite server for %s on %s (pid %d)", self.path, self.uri, self.proc.pid)
+        return self.uri
+
+    def stop(self, *, timeout_s: float = 20.0) -> int | None:
+        """Stop the server (SIGINT, then SIGKILL after ``timeout_s``); its exit code, or None
+        when it was not started."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+
+def _accepts(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _parent_death_signal(sig: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the child get ``sig`` when its parent dies (Linux's
+    ``PR_SET_PDEATHSIG``; None elsewhere). libc is loaded here, in the parent: between fork
+    and exec the child only makes the call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def set_signal() -> None:
+        prctl(1, sig)  # PR_SET_PDEATHSIG
+
+    return set_signal
 
 
 def connect_milvus(

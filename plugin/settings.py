@@ -715,7 +715,11 @@ class ServerSettings(_Section):
     ``header_timeout_s`` and a body that stalls for ``body_timeout_s`` get 408 and are
     disconnected. ``/readyz`` runs its deep check at most once per ``ready_cache_s``. On SIGTERM the service stops accepting, finishes the
     requests in flight (up to ``shutdown_timeout_s``) and closes. ``reconciler`` runs the
-    ``consistency.cron`` reconcile job inside the service. ``url``/``client_token``/
+    ``consistency.cron`` reconcile job inside the service. ``workers`` above 1 serves from that
+    many processes sharing the data dir (:mod:`hybridsag.service.workers`): worth it when
+    searches queue on one process's CPU (more clients than ``search_concurrency`` keep busy,
+    p95 growing with load) and the machine has a free core per extra worker; each worker holds
+    its own warm search (its memory), so 1 stays the default. ``url``/``client_token``/
     ``client_timeout_s`` are the CLI's: with ``url`` set, search, index --jsonl, delete,
     reconcile and audit go through the service (``client_token`` defaults to ``token``).
     """
@@ -756,6 +760,13 @@ class ServerSettings(_Section):
         "this often and answers from the last result in between",
     )
     reconciler: bool = True
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="worker processes serving one data dir (1: one process, as before); see "
+        "docs/operations/service.md for when to raise it",
+    )
     url: str | None = None
     client_token: SecretStr | None = None
     client_timeout_s: float = Field(120.0, gt=0, le=3600)

@@ -39,7 +39,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -228,12 +228,22 @@ def _strip_disambiguation(title: str) -> str:
     return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
 
 
+@lru_cache(maxsize=65536)
+def _title_patterns(title: str) -> tuple[re.Pattern[str], ...]:
+    """The patterns that find ``title`` named in a lowercased text: the title, and without
+    its disambiguation; a title is asked for once per evidence passage in every pass."""
+    names = dict.fromkeys((title, _strip_disambiguation(title)))
+    return tuple(p for p in (_name_pattern(n.lower()) for n in names) if p is not None)
+
+
 def _named_in(title: str, text_lower: str) -> bool:
-    for name in {title, _strip_disambiguation(title)}:
-        pat = _name_pattern(name.lower())
-        if pat is not None and pat.search(text_lower):
-            return True
-    return False
+    return any(p.search(text_lower) for p in _title_patterns(title))
+
+
+def title_words(tokens: Callable[[str], list[str]], title: str) -> tuple[str, ...]:
+    """The alphanumeric tokens of ``title`` without its disambiguation (what the title-overlap
+    feature counts)."""
+    return tuple(t for t in tokens(_strip_disambiguation(title)) if t.isalnum())
 
 
 def feature_rows(
@@ -247,6 +257,7 @@ def feature_rows(
     tokens: Callable[[str], list[str]],
     question_tokens: frozenset[str],
     dense_scale: float = 1.0,
+    title_tokens: Callable[[str], Sequence[str]] | None = None,
 ) -> np.ndarray:
     """The feature matrix (candidates x FEATURE_NAMES). Bridge columns are zero when
     ``evidence`` is empty; title/entity columns are zero unless ``use_titles``.
@@ -257,7 +268,9 @@ def feature_rows(
     equal), ``rr_cos_question`` the reciprocal of the candidate's cosine rank in the pool, and
     ``rr_dense`` the reciprocal of its rank on the dense path (``signals["dense_rank"]``; 0 when
     that path did not bring it). Every column in :data:`DENSE_FEATURES` is multiplied by
-    ``dense_scale`` (0..1: the share of the question the embedder can read)."""
+    ``dense_scale`` (0..1: the share of the question the embedder can read). ``title_tokens``
+    gives a title's :func:`title_words` (a judge passes a cached one; default: computed)."""
+    words_of = title_tokens or (lambda title: title_words(tokens, title))
     entities = extract_entities(question) if use_titles else []
     ent_patterns = [p for p in (_name_pattern(e) for e in entities) if p is not None]
     best_bm25 = max((c.signals.get("bm25_score", 0.0) for c in candidates), default=0.0) or 1.0
@@ -277,7 +290,7 @@ def feature_rows(
         if cos_evidence is not None:
             row[5] = cos_evidence.get(c.chunk_id, 0.0)
         if use_titles and c.title:
-            title_tokens = [t for t in tokens(_strip_disambiguation(c.title)) if t.isalnum()]
+            title_tokens = words_of(c.title)
             if title_tokens:
                 row[6] = sum(t in question_tokens for t in title_tokens) / len(title_tokens)
             if ent_patterns:
@@ -357,6 +370,9 @@ class FeatureJudge:
         self.vocabulary_share = vocabulary_share
         self.use_titles = use_titles
         self.evidence_k = evidence_k
+        # a title's words depend on the title and this judge's tokenizer only, and the same
+        # titles come back in every pass and search: tokenized once
+        self._title_words = lru_cache(maxsize=65536)(partial(title_words, tokens))
 
     def judge(
         self,
@@ -415,6 +431,7 @@ class FeatureJudge:
             tokens=self.tokens,
             question_tokens=frozenset(self.tokens(question)),
             dense_scale=dense_scale,
+            title_tokens=self._title_words,
         )
         rows = feature_rows(question, candidates, evidence=(), cos_evidence=cos_q, **common)
         w, bias = self.weights.blended(dense_scale)

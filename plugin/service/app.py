@@ -45,6 +45,7 @@ and the service's version, for ``hybridsag --server URL doctor``.
 import asyncio
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -79,6 +80,7 @@ from hybridsag.paths import path_names
 from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.service import experiments, sync, ui
+from hybridsag.service.board import FAILED, READY, WorkerSeat
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.edge import Edge, Gatekeeper, bearer_token
 from hybridsag.service.limits import NDJSON_TYPES, BodyGuard, Gate, GateTimeout, media_type
@@ -135,12 +137,19 @@ class ServiceState:
         *,
         search: HybridSearch | None,
         reconciler: ReconcileHooks | None,
+        seat: WorkerSeat | None = None,
     ) -> None:
         s = settings.server
         self.settings = settings
         self.tokens = TokenBook(s)
         self.reconciler = reconciler
-        self.metrics = ServiceMetrics(self.counts)
+        #: this worker's place among several (hybridsag.service.workers); None: one process
+        self.seat = seat
+        #: the reconcile schedule and the watched folders run here: in worker 0 of several
+        self.runs_jobs = seat is None or seat.slot == 0
+        self.metrics = ServiceMetrics(
+            self.counts, multiprocess_dir=seat.metrics_dir if seat is not None else None
+        )
         self._owns_search = search is None
         self.search: HybridSearch | None = search
         #: the A/B experiments and their event store (hybridsag.ab), opened by warm()
@@ -172,7 +181,7 @@ class ServiceState:
         )
         #: keeps sources.watch in sync (hybridsag.service.watch), started once warm
         self.watcher: FolderWatcher | None = None
-        if settings.sources.watch:
+        if settings.sources.watch and self.runs_jobs:
             self.watcher = FolderWatcher(
                 settings.sources,
                 search=self.hs,
@@ -198,6 +207,9 @@ class ServiceState:
                 self.search, reconciler=self.reconciler, experiments=self.experiments
             )
             self.search.search("hybridsag warm-up", top_k=1)
+            # jieba's dictionary (about 0.5 s, seconds on a loaded machine) loads on the first
+            # Han text, which the warm-up query has none of: loaded here, not in a request
+            self.search.components.tokenizer.warm()
             self.search.counts()
             # a process SIGKILLed mid-write (this service's last run, say) holds no id once
             # this one starts: its claims are released now, not at the next write
@@ -207,6 +219,8 @@ class ServiceState:
         except HybridSagError as exc:
             self.warm_error = f"{type(exc).__name__}: {exc}"
             logger.error("warm-up failed: %s", self.warm_error)
+            if self.seat is not None:
+                self.seat.mark(FAILED)
             return
         self.ready = True
         logger.info("warm in %.2f s; ready", time.perf_counter() - t0)
@@ -352,9 +366,11 @@ ops = APIRouter(
 
 
 @probes.get("/healthz", response_model=HealthOut)
-def healthz() -> HealthOut:
-    """The process answers (nothing else checked)."""
-    return HealthOut()
+def healthz(request: Request) -> HealthOut:
+    """The process answers (nothing else checked); it names itself: its pid and, in a service
+    of several workers (``server.workers``), its worker slot."""
+    seat = _state(request).seat
+    return HealthOut(pid=os.getpid(), worker=seat.slot if seat is not None else None)
 
 
 @api.get("/whoami", response_model=WhoAmIOut, tags=["probes"])
@@ -397,11 +413,16 @@ async def readyz(request: Request) -> Response:
     if detailed:
         _metrics_rule(state, token)
     watcher = state.watcher
-    if not state.ready or (watcher is not None and not watcher.first_index_done):
-        why = state.warm_error or "warming up"
-        if state.ready and watcher is not None:
-            why = f"sources: {watcher.describe()}"
-        body = ReadyOut(ready=False, checks={"warm": why} if detailed else None)
+    workers_ready, workers = True, ""
+    if state.seat is not None:  # several workers: ready when every one of them is
+        workers_ready, workers = state.seat.board.describe()
+    if not state.ready or (watcher is not None and not watcher.first_index_done) or not workers_ready:
+        checks = {"warm": state.warm_error or "warming up"}
+        if state.ready and watcher is not None and not watcher.first_index_done:
+            checks = {"warm": f"sources: {watcher.describe()}"}
+        elif state.ready:  # this worker is ready, another is not
+            checks = {"workers": workers}
+        body = ReadyOut(ready=False, checks=checks if detailed else None)
         return JSONResponse(
             body.model_dump(exclude_none=True),
             status_code=503,
@@ -409,6 +430,8 @@ async def readyz(request: Request) -> Response:
         )
     checks = await state.cached_checks()
     ok = all(not v.startswith("failed") for v in checks.values())
+    if workers:
+        checks = {**checks, "workers": workers}
     body = ReadyOut(ready=ok)
     if detailed:
         schedule = None
@@ -921,17 +944,31 @@ def _document_limits(app: FastAPI, settings: Settings) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+async def _mark_ready(state: ServiceState, warming: asyncio.Future[Any]) -> None:
+    """A worker's board entry: READY once it is warm and its watched folders' first index is
+    applied (the worker that watches them); a failed warm-up has marked itself FAILED."""
+    await asyncio.shield(warming)
+    if not state.ready or state.seat is None:
+        return
+    while state.watcher is not None and not state.watcher.first_index_done:
+        await asyncio.sleep(0.1)
+    state.seat.mark(READY)
+
+
 def create_app(
     settings: Settings,
     *,
     reconciler: ReconcileHooks | None = None,
     search: HybridSearch | None = None,
+    seat: WorkerSeat | None = None,
 ) -> FastAPI:
     """The HTTP service over ``settings``.
 
     ``reconciler`` adds ``/v1/reconcile`` and ``/v1/audit/latest`` and, with
     ``server.reconciler``, the scheduled job. ``search`` lets a caller hand in a
     ``HybridSearch`` it owns (and closes); by default the app builds and closes its own.
+    ``seat``: this app is one worker of several (:mod:`hybridsag.service.workers`): it marks
+    itself on the board once warm, ``/readyz`` waits for every worker, ``/metrics`` sums them.
 
     Raises:
         ConfigError: ``server.auth`` is on and no token is configured; a watched folder
@@ -946,7 +983,7 @@ def create_app(
             "the service has no token: set server.token (HYBRIDSAG_SERVER__TOKEN) or "
             "server.tokens, or server.auth = false on 127.0.0.1"
         )
-    state = ServiceState(settings, search=search, reconciler=reconciler)
+    state = ServiceState(settings, search=search, reconciler=reconciler, seat=seat)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -957,15 +994,18 @@ def create_app(
         warming = asyncio.ensure_future(anyio.to_thread.run_sync(state.warm))
 
         def schedule(_: Any) -> None:
-            if state.ready and reconciler is not None and server.reconciler:
+            if state.ready and reconciler is not None and server.reconciler and state.runs_jobs:
                 reconciler.start_schedule(state.hs())
             if state.ready and state.watcher is not None:
                 state.watcher.start()
 
         warming.add_done_callback(schedule)
+        marking = asyncio.ensure_future(_mark_ready(state, warming)) if seat is not None else None
         try:
             yield
         finally:
+            if marking is not None:
+                marking.cancel()
             await warming
             if state.watcher is not None:
                 await state.watcher.stop()
@@ -997,7 +1037,7 @@ def create_app(
     ]
     for router in routers:
         app.include_router(router)
-    state.metrics.registry.register(experiments.ReportCacheMetrics(lambda: state.experiments))
+    state.metrics.register(experiments.ReportCacheMetrics(lambda: state.experiments))
     _install_handlers(app)
     # the last added runs first: Edge, then Gatekeeper (no token: 401 before the body is read),
     # then BodyGuard (reads the body)
@@ -1012,4 +1052,27 @@ def create_app(
     )
     routes = [route for router in routers for route in router.routes]
     app.add_middleware(Edge, metrics=state.metrics, routes=routes)
+    if seat is not None:
+        app.add_middleware(_WorkerHeader, slot=seat.slot)
     return app
+
+
+class _WorkerHeader:
+    """Pure ASGI middleware of a worker of several: every answer says which worker gave it
+    (``x-hybridsag-worker: <slot>``), for a person or a test tracing a request."""
+
+    def __init__(self, app: Any, *, slot: int) -> None:
+        self.app = app
+        self.header = (b"x-hybridsag-worker", str(slot).encode("ascii"))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def tagged(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, tagged)

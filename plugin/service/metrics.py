@@ -8,11 +8,21 @@ change seen to its batch committed. Remote models (an HTTP embedder, a remote ju
 calls (retries included), tokens, answers from a cache and the time each search spent in them,
 labelled by remote (``judge/reranker``, ``embedder/tei``, ...), and the searches their remote
 budget degraded.
+
+Several worker processes (``server.workers``, :mod:`hybridsag.service.workers`): prometheus-client's
+multiprocess mode. Each worker writes its samples to files in one folder (``multiprocess_dir``,
+which the supervising parent makes, names in ``PROMETHEUS_MULTIPROC_DIR`` before it spawns the
+workers, and removes), and :meth:`ServiceMetrics.render`, in whichever worker answers
+``/metrics``, sums every worker's: counters and histograms of every worker that ever ran (a
+restarted worker's counts stay), the in-flight and watch-queue gauges over the live workers
+only (``livesum``; the parent marks a dead worker's gauges dead). The collectors read at scrape
+time (the index size, the A/B report cache) are this worker's reads of the shared store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -52,10 +62,19 @@ class _IndexSize(Collector):
 
 
 class ServiceMetrics:
-    """The service's metrics; :meth:`render` gives the Prometheus text format."""
+    """The service's metrics; :meth:`render` gives the Prometheus text format (of this process,
+    or with ``multiprocess_dir`` of every worker: see the module docstring)."""
 
-    def __init__(self, counts: Callable[[], Mapping[str, int] | None]) -> None:
+    def __init__(
+        self,
+        counts: Callable[[], Mapping[str, int] | None],
+        *,
+        multiprocess_dir: Path | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._multiprocess_dir = multiprocess_dir
+        #: collectors read at scrape time, rendered beside the multiprocess samples too
+        self._collectors: list[Collector] = []
         r = self.registry
         self.requests = Counter(
             "hybridsag_http_requests", "HTTP requests", ["method", "endpoint", "status"], registry=r
@@ -85,7 +104,8 @@ class ServiceMetrics:
             "hybridsag_rejected_requests", "Requests refused: 429 overload, 503 timeout or warming up", ["status"], registry=r
         )
         self.in_flight = Gauge(
-            "hybridsag_in_flight", "Searches and writes admitted and not yet done", ["kind"], registry=r
+            "hybridsag_in_flight", "Searches and writes admitted and not yet done", ["kind"], registry=r,
+            multiprocess_mode="livesum",
         )
         self.reconcile = Counter(
             "hybridsag_reconcile_runs", "Reconcile runs by outcome", ["outcome"], registry=r
@@ -121,7 +141,7 @@ class ServiceMetrics:
         )
         self.watch_queue = Gauge(
             "hybridsag_watch_queue", "Changed paths of watched folders waiting or being applied",
-            registry=r,
+            registry=r, multiprocess_mode="livesum",
         )
         self.watch_lag = Histogram(
             "hybridsag_watch_lag_seconds",
@@ -129,7 +149,12 @@ class ServiceMetrics:
             buckets=_WATCH_BUCKETS,
             registry=r,
         )
-        r.register(_IndexSize(counts))
+        self.register(_IndexSize(counts))
+
+    def register(self, collector: Collector) -> None:
+        """Add a collector read at scrape time (it is rendered in multiprocess mode too)."""
+        self.registry.register(collector)
+        self._collectors.append(collector)
 
     def observe_search(self, response: Mapping[str, Any]) -> None:
         """Count one search's path timings, judge usage and degraded paths (its as_dict)."""
@@ -159,4 +184,14 @@ class ServiceMetrics:
             self.budget_spent.inc()
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The Prometheus text format: this process's metrics, or in multiprocess mode every
+        worker's summed (plus this worker's scrape-time collectors)."""
+        if self._multiprocess_dir is None:
+            return generate_latest(self.registry)
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry(auto_describe=True)
+        multiprocess.MultiProcessCollector(registry, path=str(self._multiprocess_dir))
+        for collector in self._collectors:
+            registry.register(collector)
+        return generate_latest(registry)

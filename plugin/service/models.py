@@ -399,7 +399,12 @@ class ReconcileRequest(_Body):
 
 
 class HealthOut(_Body):
+    """``/healthz``: the process answers; its pid, and its worker slot in a service of several
+    workers (None: one process)."""
+
     status: Literal["ok"] = "ok"
+    pid: int
+    worker: int | None = None
 
 
 class ReadyOut(_Body):

@@ -43,6 +43,7 @@ from hybridsag.errors import ConfigError
 from hybridsag.search import HybridSearch
 from hybridsag.backend import ReconcileHooks
 from hybridsag.service.app import create_app
+from hybridsag.service.board import WorkerSeat
 from hybridsag.service.limits import error_body
 from hybridsag.records.service_lock import hold_service_lock, service_url
 from hybridsag.settings import Settings
@@ -132,16 +133,17 @@ def build_server(
     *,
     reconciler: ReconcileHooks | None = None,
     search: HybridSearch | None = None,
+    seat: WorkerSeat | None = None,
 ) -> uvicorn.Server:
-    """A not-yet-started uvicorn server for ``create_app(settings, reconciler=..., search=...)``
-    bound to ``server.host``/``server.port``.
+    """A not-yet-started uvicorn server for ``create_app(settings, reconciler=..., search=...,
+    seat=...)`` bound to ``server.host``/``server.port``.
 
     Raises:
         ConfigError: from :func:`~hybridsag.service.app.create_app` (auth on, no token).
     """
     s = settings.server
     config = uvicorn.Config(
-        create_app(settings, reconciler=reconciler, search=search),
+        create_app(settings, reconciler=reconciler, search=search, seat=seat),
         host=s.host,
         port=s.port,
         http=header_timeout_protocol(s.header_timeout_s),

@@ -386,6 +386,11 @@ class _Model:
             )
             options = ort.SessionOptions()
             options.log_severity_level = 3  # errors only; ONNX Runtime's notes are not ours
+            # ONNX Runtime's pool threads spin for a while after each run by default, burning
+            # a core another search (or another worker process) needs; a query embedding is
+            # milliseconds, so they sleep instead (the vectors are the same either way)
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
             self.session = ort.InferenceSession(
                 str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"]
             )

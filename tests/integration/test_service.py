@@ -4,6 +4,7 @@ and the packaged MiniLM model; every endpoint, auth answers, limits and the warm
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +59,8 @@ def admin(url: str) -> httpx.Client:
 
 
 def test_probes_and_openapi(url: str) -> None:
-    assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+    # one process: it names its pid and no worker slot (tests/integration/test_service_workers.py)
+    assert httpx.get(f"{url}/healthz").json() == {"status": "ok", "pid": os.getpid(), "worker": None}
     assert httpx.get(f"{url}/readyz").json() == {"ready": True}  # no token: no detail
     with admin(url) as c:
         ready = c.get("/readyz").json()

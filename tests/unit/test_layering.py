@@ -488,8 +488,9 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "ingest": {"lexical", "records", "vectors", "sentences"},
     "evaluation": {"judges", "paths", "records", "vectors", "remote_calls", "search"},
     "ab": {"evaluation", "lexical", "paths", "records", "cli", "search"},
+    # milvus_client: a service of several workers starts the Lite server they share
     "service": {"ab", "ingest", "output", "paths", "records", "backend", "jsondepth", "search",
-                "__version__"},
+                "milvus_client", "__version__"},
     # output: a result's explanation in the CLI's words (render.explain_lines)
     "integrations": {"backend", "output", "search", "__version__"},
 }

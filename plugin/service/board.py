@@ -1,0 +1,74 @@
+"""The workers' board: what each worker process of a several-worker service is doing.
+
+A service with ``server.workers`` above 1 (:mod:`hybridsag.service.workers`) runs one worker
+process per slot. The board is a small array in shared memory with one state per slot
+(:data:`STARTING`, :data:`READY`, :data:`FAILED`), written by the worker of that slot once it is
+warm (or its warm-up failed) and by the supervising parent when it restarts a worker; every
+worker reads all of it, so ``/readyz``, whichever worker answers it, is ready only when every
+worker is, and names the ones that are not. A :class:`WorkerSeat` is one worker's place: its
+slot, the board, and the folder prometheus-client's multiprocess mode writes its metrics to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FAILED", "READY", "STARTING", "WorkerBoard", "WorkerSeat"]
+
+#: A worker is starting (spawned, or restarted after it died) and not yet warm.
+STARTING = 0
+#: A worker is warm (and, for the one that watches folders, their first index is applied).
+READY = 1
+#: A worker's warm-up failed: it answers, but 503 (see its ``/readyz``).
+FAILED = 2
+
+_NAMES = {STARTING: "starting", READY: "ready", FAILED: "failed to warm up"}
+
+
+class WorkerBoard:
+    """One state per worker slot, in shared memory (``ctx.Array``, made before the workers
+    are spawned and handed to each of them)."""
+
+    def __init__(self, workers: int, ctx: Any) -> None:
+        if workers < 1:
+            raise ValueError(f"a board needs at least one worker slot, got {workers}")
+        self._states = ctx.Array("b", [STARTING] * workers)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def set(self, slot: int, state: int) -> None:
+        """Write ``state`` (:data:`STARTING`, :data:`READY`, :data:`FAILED`) for ``slot``."""
+        if state not in _NAMES:
+            raise ValueError(f"unknown worker state {state!r}; valid: {sorted(_NAMES)}")
+        self._states[slot] = state
+
+    def states(self) -> list[int]:
+        """Every slot's state, slot 0 first."""
+        with self._states.get_lock():
+            return list(self._states)
+
+    def describe(self) -> tuple[bool, str]:
+        """(every worker ready, one line): ``"2/2 workers ready"``, or with the others named,
+        ``"1/2 workers ready; worker 1 starting"``."""
+        states = self.states()
+        ready = sum(1 for s in states if s == READY)
+        line = f"{ready}/{len(states)} workers ready"
+        others = [f"worker {i} {_NAMES[s]}" for i, s in enumerate(states) if s != READY]
+        return ready == len(states), "; ".join([line, *others])
+
+
+@dataclass(frozen=True)
+class WorkerSeat:
+    """One worker's place: its ``slot`` on ``board``, and the folder its metrics go to
+    (prometheus-client's multiprocess mode, shared by every worker)."""
+
+    board: WorkerBoard
+    slot: int
+    metrics_dir: Path
+
+    def mark(self, state: int) -> None:
+        """Write this worker's state on the board."""
+        self.board.set(self.slot, state)

@@ -1,0 +1,326 @@
+"""Several worker processes serving one data dir: ``server.workers`` (``hybridsag serve --workers N``).
+
+One process runs a search on one core at a time (the GIL); :func:`serve_workers` runs ``N``
+worker processes, each a whole service (:func:`~hybridsag.service.server.build_server`: one warm
+search, the header-timeout protocol, graceful SIGTERM), accepting on one listening socket that
+the parent bound: the kernel hands each connection to one of them.
+
+The parent supervises and owns what there is one of:
+
+- the service lock (:mod:`hybridsag.records.service_lock`), from the bind to the end, as a
+  one-process service holds it: the CLI's commands on the data dir go through the service;
+- with the embedded Milvus Lite store (``milvus.uri`` unset) and a path that uses Milvus (the
+  dense path, or ``lexical.backend = "milvus"``), one ``milvus-lite server`` on a free
+  127.0.0.1 port (:class:`~hybridsag.milvus_client.LiteServer`), since Milvus Lite opens a store
+  in one process only: every worker connects to it by URI. With ``milvus.uri`` set the workers
+  connect to that server as any client does;
+- the workers: spawned (a fresh interpreter each: no threads or locks forked half-held); a
+  worker that exits while the service runs is restarted in its slot (after a back-off when it
+  keeps dying young), and meanwhile its slot on the :class:`~hybridsag.service.board.WorkerBoard`
+  says "starting", so ``/readyz`` answers 503 in every worker until it is warm again;
+- on SIGTERM or SIGINT: SIGTERM to every worker (each stops accepting, finishes the requests
+  in flight, cancels its write in flight and closes, as one process does), up to
+  ``server.shutdown_timeout_s`` plus :data:`CLOSE_GRACE_S`, then SIGKILL for a worker still
+  there; then the Lite server is stopped, the lock removed and the signal raised again under
+  the handler that was there before (as :func:`~hybridsag.service.server.serve` does).
+
+What stays one across the workers:
+
+- writes: every write takes the writer's lock (``flock`` on ``<data_dir>/write.lock``,
+  :mod:`hybridsag.ingest.writer`), so writes through different workers take turns as threads in
+  one process do, each claim, commit and compensation as before; a worker SIGKILLed mid-write
+  leaves a claim whose owner is dead, released by the next write (or the restarted worker's
+  warm-up);
+- deletes: a delete commits its tombstone in SQLite (WAL) before it is acknowledged, and every
+  search checks each hit's status in the store, so a search that starts after the
+  acknowledgement, in any worker, never returns it;
+- the reconcile schedule (APScheduler) and the watched folders (``sources.watch``) run in worker
+  0 only (a restarted worker 0 takes them over); ``POST /v1/reconcile`` may reach any worker, and
+  the store's reconcile lease keeps two runs apart as it does for replicas;
+- metrics: prometheus-client's multiprocess mode, in a folder the parent makes
+  (``PROMETHEUS_MULTIPROC_DIR``) and removes: ``/metrics`` in any worker sums them all
+  (:mod:`hybridsag.service.metrics`); the parent marks a dead worker's live gauges dead.
+- ``/healthz`` names the worker that answers (pid, slot), and every answer carries
+  ``x-hybridsag-worker: <slot>``; ``/readyz`` is ready only when every worker is.
+
+On Linux a worker (and the Lite server) is told to stop when the parent dies
+(``PR_SET_PDEATHSIG``), so a SIGKILLed parent leaves no worker serving without the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hybridsag.backend import ReconcileHooks
+from hybridsag.milvus_client import LiteServer, lite_path
+from hybridsag.records.service_lock import hold_service_lock, service_url
+from hybridsag.service.board import STARTING, WorkerBoard, WorkerSeat
+from hybridsag.settings import Settings
+
+__all__ = ["CLOSE_GRACE_S", "MULTIPROC_ENV", "needs_lite_server", "serve_workers", "worker_settings"]
+
+log = logging.getLogger(__name__)
+
+#: prometheus-client reads its multiprocess folder from this variable when it is imported.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: Beyond ``server.shutdown_timeout_s`` (uvicorn's wait for requests in flight), how long a
+#: stopping worker gets to close its search (its write's undo, the store, Milvus) before SIGKILL.
+CLOSE_GRACE_S = 30.0
+#: A worker that exits sooner than this after its start counts as dying young: its restarts
+#: back off (0.5 s, doubling, at most :data:`MAX_BACKOFF_S`).
+YOUNG_S = 10.0
+MAX_BACKOFF_S = 30.0
+
+
+def needs_lite_server(settings: Settings) -> bool:
+    """Whether the workers need a shared ``milvus-lite server``: the embedded Lite store is in
+    use (``milvus.uri`` unset) by the dense path or the Milvus lexical index."""
+    uses_milvus = settings.embedding.model != "none" or settings.lexical.backend == "milvus"
+    return settings.milvus.uri is None and uses_milvus
+
+
+def worker_settings(settings: Settings, *, milvus_uri: str | None) -> Settings:
+    """The settings of a worker: Milvus at ``milvus_uri`` when given (the parent's Lite
+    server). (Which worker runs the reconcile schedule and the watched folders is the app's
+    choice: worker 0, :class:`~hybridsag.service.app.ServiceState`'s ``runs_jobs``.)"""
+    if milvus_uri is None:
+        return settings
+    milvus = settings.milvus.model_copy(update={"uri": milvus_uri, "token": None})
+    return settings.model_copy(update={"milvus": milvus})
+
+
+def _stop_with_parent(sig: int) -> None:
+    """Have this process get ``sig`` when its parent dies (Linux; elsewhere nothing)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the line above ran
+            os.kill(os.getpid(), sig)
+
+
+def _worker_main(
+    settings: Settings,
+    sock: socket.socket,
+    seat: WorkerSeat,
+    reconciler: Callable[[], ReconcileHooks] | None,
+    setup: Callable[[], None] | None,
+) -> None:
+    """A worker process: one service on the shared socket until SIGTERM (uvicorn's graceful
+    shutdown; the signal is then raised again, so the worker ends with -SIGTERM)."""
+    _stop_with_parent(signal.SIGTERM)
+    if setup is not None:
+        setup()
+    from hybridsag.service.server import build_server
+
+    server = build_server(
+        settings, reconciler=reconciler() if reconciler is not None else None, seat=seat
+    )
+    server.run(sockets=[sock])
+
+
+@dataclass
+class _Slot:
+    """A worker slot: its process, when it started, how often in a row it died young, and
+    when its restart is due (None: running)."""
+
+    process: Any = None
+    started: float = 0.0
+    young_deaths: int = 0
+    restart_at: float | None = None
+
+
+class _StopSignal:
+    """SIGTERM/SIGINT recorded (the first one) and written to a pipe the supervisor waits on."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.write_fd, False)
+
+    def handler(self, signum: int, frame: object) -> None:
+        if self.signum is None:
+            self.signum = signum
+        with contextlib.suppress(OSError):
+            os.write(self.write_fd, b"!")
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[_StopSignal]:
+    """While the block runs, SIGTERM and SIGINT are recorded (the block ends the service);
+    the handlers that were there before are put back at its end."""
+    stop = _StopSignal()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    before = {sig: signal.signal(sig, stop.handler) for sig in signals}
+    try:
+        yield stop
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        stop.close()
+
+
+class _Supervisor:
+    def __init__(
+        self,
+        settings: Settings,
+        sock: socket.socket,
+        *,
+        reconciler: Callable[[], ReconcileHooks] | None,
+        setup: Callable[[], None] | None,
+    ) -> None:
+        self.settings = settings
+        self.sock = sock
+        self.reconciler = reconciler
+        self.setup = setup
+        self.ctx = multiprocessing.get_context("spawn")
+        self.workers = settings.server.workers
+        self.board = WorkerBoard(self.workers, self.ctx)
+        self.slots = [_Slot() for _ in range(self.workers)]
+        self.metrics_dir: Path | None = None
+        self.milvus_uri: str | None = None
+
+    def spawn(self, slot: int) -> None:
+        assert self.metrics_dir is not None
+        seat = WorkerSeat(board=self.board, slot=slot, metrics_dir=self.metrics_dir)
+        settings = worker_settings(self.settings, milvus_uri=self.milvus_uri)
+        self.board.set(slot, STARTING)
+        process = self.ctx.Process(
+            target=_worker_main,
+            args=(settings, self.sock, seat, self.reconciler, self.setup),
+            name=f"hybridsag-worker-{slot}",
+        )
+        process.start()
+        state = self.slots[slot]
+        state.process, state.started, state.restart_at = process, time.monotonic(), None
+        log.info("worker %d started (pid %d)", slot, process.pid)
+
+    def died(self, slot: int) -> None:
+        """Worker ``slot`` exited while the service runs: mark it, schedule its restart."""
+        state = self.slots[slot]
+        process = state.process
+        process.join()
+        self.board.set(slot, STARTING)
+        if self.metrics_dir is not None:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(process.pid, str(self.metrics_dir))
+        lived = time.monotonic() - state.started
+        state.young_deaths = state.young_deaths + 1 if lived < YOUNG_S else 0
+        delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (state.young_deaths - 1)) if state.young_deaths else 0
+        state.restart_at = time.monotonic() + delay
+        state.process = None
+        log.error(
+            "worker %d (pid %d) exited with %s after %.1f s; restarting it in %.1f s",
+            slot, process.pid, process.exitcode, lived, delay,
+        )  # fmt: skip
+
+    def supervise(self, stop: _StopSignal) -> None:
+        """Until a stop signal: restart every worker that exits."""
+        while stop.signum is None:
+            now = time.monotonic()
+            for slot, state in enumerate(self.slots):
+                if state.process is None and state.restart_at is not None and state.restart_at <= now:
+                    self.spawn(slot)
+            running = {s.process.sentinel: i for i, s in enumerate(self.slots) if s.process}
+            due = [s.restart_at for s in self.slots if s.restart_at is not None]
+            timeout = max(0.0, min(due) - time.monotonic()) if due else 1.0
+            ready = multiprocessing.connection.wait([*running, stop.read_fd], timeout=timeout)
+            for handle in ready:
+                if handle == stop.read_fd:
+                    with contextlib.suppress(OSError):
+                        os.read(stop.read_fd, 64)
+                elif stop.signum is None:
+                    self.died(running[handle])
+
+    def stop_workers(self) -> None:
+        """SIGTERM to every worker, then wait (up to ``shutdown_timeout_s`` + CLOSE_GRACE_S),
+        then SIGKILL for any still running."""
+        running = [s.process for s in self.slots if s.process is not None]
+        for process in running:
+            if process.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.settings.server.shutdown_timeout_s + CLOSE_GRACE_S
+        for process in running:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                log.error("worker pid %d did not stop in time; killing it", process.pid)
+                process.kill()
+                process.join()
+
+    def run(self) -> int | None:
+        """Serve until SIGTERM/SIGINT; the signal that stopped it."""
+        s = self.settings
+        lite: LiteServer | None = None
+        with _stop_signals() as stop, hold_service_lock(s.data_dir, service_url(self.sock)):
+            self.metrics_dir = Path(tempfile.mkdtemp(prefix="hybridsag-metrics-"))
+            env_before = os.environ.get(MULTIPROC_ENV)
+            # prometheus-client reads it at import: set before the workers are spawned
+            os.environ[MULTIPROC_ENV] = str(self.metrics_dir)
+            try:
+                if needs_lite_server(s):
+                    lite = LiteServer(lite_path(s), log_path=s.data_dir / "milvus-lite.log")
+                    self.milvus_uri = lite.start()
+                for slot in range(self.workers):
+                    if stop.signum is None:
+                        self.spawn(slot)
+                log.info("%d workers serving %s", self.workers, service_url(self.sock))
+                self.supervise(stop)
+            finally:
+                self.stop_workers()
+                if lite is not None:
+                    lite.stop()
+                if env_before is None:
+                    os.environ.pop(MULTIPROC_ENV, None)
+                else:
+                    os.environ[MULTIPROC_ENV] = env_before
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            return stop.signum
+
+
+def serve_workers(
+    settings: Settings,
+    *,
+    sockets: list[socket.socket],
+    reconciler: Callable[[], ReconcileHooks] | None = None,
+    setup: Callable[[], None] | None = None,
+) -> None:
+    """Serve with ``server.workers`` worker processes on the bound ``sockets`` (one) until
+    SIGTERM/SIGINT, holding the data dir's service lock throughout; then the signal is raised
+    again under the handler that was there before (SIGTERM ends the process, SIGINT raises
+    KeyboardInterrupt), as :func:`~hybridsag.service.server.serve` does.
+
+    ``reconciler`` builds each worker's reconcile hooks (a class or function importable by
+    name: it is sent to a fresh interpreter); ``setup`` runs first in each worker (its logging).
+
+    Raises:
+        ServiceHoldsDataDir: another running service holds the data dir.
+        DenseError: the Milvus Lite store is held by another process, or its server did not
+            start.
+        ValueError: not exactly one socket.
+    """
+    if len(sockets) != 1:
+        raise ValueError(f"serve_workers takes one listening socket, got {len(sockets)}")
+    signum = _Supervisor(settings, sockets[0], reconciler=reconciler, setup=setup).run()
+    if signum is not None:
+        signal.raise_signal(signum)
