@@ -779,8 +779,8 @@ class HybridSearch:
         ACL-tagged resource can be returned. This in-process API is the admin view; the HTTP
         service forces a tenant token's tenant and tags into the filters.
 
-        Raises :class:`QueryError` for a bad query, filter, path name, weight or
-        ``judge_order``. A path that fails is left out and the response is marked ``degraded``
+        Raises :class:`QueryError` for a bad query, filter, path name, weight,
+        ``judge_order`` or ``min_confidence`` (a number in 0..1). A path that fails is left out and the response is marked ``degraded``
         with the reason.
 
         Remote models (an HTTP embedder, a remote judge) are metered for the whole search:

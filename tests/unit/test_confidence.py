@@ -46,7 +46,9 @@ def test_the_shipped_weights_name_exactly_the_features() -> None:
     assert list(data["coefficients"]) == list(FEATURE_NAMES)
     assert set(BASE) == set(FEATURE_NAMES)
     model = load_confidence_model()
-    assert 0.0 < model.no_match_below < 1.0
+    assert model.source.startswith("scripts/fit_confidence.py") and "never on 2wiki" in model.source
+    # the setting's default is the threshold the fit chose
+    assert Settings().search.no_match_below == model.no_match_below
 
 
 @pytest.mark.parametrize("feature", MONOTONE_FEATURES)

@@ -820,7 +820,7 @@ def test_every_rule_name_has_a_reason() -> None:
     assert all(reason and not reason.endswith(".") for reason in fusion.RULE_REASONS.values())
 
 
-@pytest.mark.parametrize("module", ["dedupe", "fuse", "rrf", "rules", "text"])
+@pytest.mark.parametrize("module", ["confidence", "dedupe", "fuse", "rrf", "rules", "text"])
 def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     result = doctest.testmod(mod, raise_on_error=False)
