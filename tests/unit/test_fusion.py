@@ -753,7 +753,7 @@ def test_rrf_then_rules_end_to_end() -> None:
 # public surface
 
 
-_SUBMODULES = {"dedupe", "markdown", "rules", "text", "trust", "types"}
+_SUBMODULES = {"confidence", "dedupe", "markdown", "rules", "text", "trust", "types"}
 
 
 def test_fusion_all_is_accurate() -> None:
