@@ -19,8 +19,11 @@ already computed. This script fits that model.
    ``wiki``, musique100's in ``code``) beside ones whose tenant holds the answer. A capture keeps
    what a default search's fusion step reads (:meth:`hybridsag.search.HybridSearch.fusion_input`);
    the features are then made from it by the search's own fusion step and feature code
-   (:func:`hybridsag.confidence.response_features`), so the numbers fitted are the numbers a
-   search computes.
+   (:func:`hybridsag.search.fuse_step`, :func:`hybridsag.search.confidence_step`), so the
+   numbers fitted are the numbers a search computes. Each search is fused as a default search
+   and once more as one of the other :data:`VARIANTS` in turn (a path off, the trust step
+   off), so that the ``*_missing`` indicators are fitted; the rows are cached beside each
+   capture.
 3. **Leave-one-set-out**: the responses are grouped into folds by the set their questions come
    from (a fold holds that set's own searches *and* its questions used as nothing-relevant
    queries elsewhere, so a held-out set's questions are never seen in any role). For each fold
@@ -31,10 +34,11 @@ already computed. This script fits that model.
 4. **Final weights**: fitted on every fold but 2wiki's. 2wiki (the headline evaluation set) is
    only ever held out: nothing is fitted on its gold.
 
-Run from the repository root (about 20 minutes on a loaded 2-core machine when nothing is
-cached; seconds to refit once the captures exist)::
+Run from the repository root. With nothing cached it took about 55 minutes on a loaded 2-core
+machine, most of it embedding the corpora (2wiki's 6,119 passages: 19 minutes; ``--indexes``
+splits the capture between two processes); with the captures and rows cached, about a minute::
 
-    python scripts/fit_confidence.py --work /tmp/confidence-work \\
+    python scripts/fit_confidence.py --work /tmp/confidence-work --jobs 2 \\
         --out fusion/confidence_weights.json --report benchmarks/results/confidence_loso.md
 """
 
