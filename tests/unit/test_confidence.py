@@ -202,3 +202,12 @@ def test_the_outputs_say_no_good_match_below_the_threshold_and_keep_the_confiden
                           "min_confidence 0.5: 3 results withheld")  # fmt: skip
     assert "no good match: confidence 0.0300 is below min_confidence 0.5" in render_response(held)
     assert "note: no good match: confidence 0.0300" in agent_text(held.as_dict())
+
+
+def test_the_framework_adapters_response_facts_carry_the_confidence() -> None:
+    from hybridsag.integrations import query_facts
+
+    weak = _response(confidence=0.03, no_good_match=True).as_dict()
+    facts = query_facts(weak)
+    assert facts["confidence"] == 0.03 and facts["no_good_match"] is True
+    assert "withheld" not in facts  # None: left out, as every empty fact is
