@@ -113,11 +113,12 @@ class SearchOptions:
     ``HybridSearch.search`` takes them (tenant, acl, metadata, resource_ids, statuses);
     ``include_stale``, ``judge_order``: None for the searching side's settings; ``weights``:
     fusion weights per path (None: ``fusion.weights``); ``explain``: each path's facts in the
-    results.
+    results; ``min_confidence``: 0..1, a response whose confidence is below it returns no
+    results (None: none withheld).
 
     Raises:
-        QueryValueError: a ``top_k`` out of range, ``paths`` given as one string, or a bad
-            filter, naming it.
+        QueryValueError: a ``top_k`` out of range, ``paths`` given as one string, a bad
+            filter or a ``min_confidence`` outside 0..1, naming it.
     """
 
     top_k: int | None = 5
@@ -127,6 +128,7 @@ class SearchOptions:
     judge_order: bool | None = None
     weights: Mapping[str, float] | None = None
     explain: bool = True
+    min_confidence: float | None = None
 
     def __post_init__(self) -> None:
         top_k = self.top_k
@@ -136,6 +138,11 @@ class SearchOptions:
             raise QueryValueError(f"top_k must be an integer in 1..1000, got {top_k!r}")
         if isinstance(self.paths, str):
             raise QueryValueError(f"paths must be a list of path names, got {self.paths!r}")
+        floor = self.min_confidence
+        if floor is not None and (
+            isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1
+        ):
+            raise QueryValueError(f"min_confidence must be a number in 0..1, got {floor!r}")
         try:
             Filters.from_mapping(self.filters)
         except InputError as exc:
@@ -502,6 +509,7 @@ class LocalBackend:
                 include_stale=options.include_stale,
                 weights=options.weights,
                 judge_order=options.judge_order,
+                min_confidence=options.min_confidence,
             )
         except InputError as exc:
             raise _value_error(exc) from exc
@@ -971,6 +979,7 @@ class RemoteBackend:
             "include_stale": options.include_stale,
             "judge_order": options.judge_order,
             "weights": options.weights,
+            "min_confidence": options.min_confidence,
         }
 
     def check_paths(self, paths: Sequence[str] | None) -> None:

@@ -418,7 +418,19 @@ def _search_options(args: argparse.Namespace) -> Any:
         filters=_filters(args),
         include_stale=args.include_stale,
         judge_order=args.judge_order,
+        min_confidence=args.min_confidence,
     )
+
+
+def _confidence_arg(text: str) -> float:
+    """``--min-confidence``: a number in 0..1 (argparse names anything else, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be a number in 0..1, got {text!r}")
+    return value
 
 
 def _paths_arg(args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -872,6 +884,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="keep what the SAG2 judge scored in its order (default: fusion.judge_order); "
         "--no-judge-order lets the other paths re-vote",
+    )
+    p.add_argument(
+        "--min-confidence",
+        type=_confidence_arg,
+        default=None,
+        metavar="P",
+        help="0..1: return no results when the response's confidence (the calibrated "
+        "probability that its top result answers the query) is below P; the output still says "
+        "the confidence and why (below search.no_match_below it says \"no good match\" anyway)",
     )
     p.add_argument("--json", action="store_true", help="everything, internals included, as JSON")
     p.add_argument("--brief", action="store_true", help="one line per result, no snippet")

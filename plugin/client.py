@@ -98,6 +98,7 @@ def search_body(
     judge_order: bool | None = None,
     explain: bool = True,
     weights: Mapping[str, float] | None = None,
+    min_confidence: float | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/search`` for these arguments (None: the service's default)."""
     body: dict[str, Any] = {"query": query, "explain": explain}
@@ -108,6 +109,7 @@ def search_body(
         ("include_stale", include_stale),
         ("judge_order", judge_order),
         ("weights", dict(weights) if weights else None),
+        ("min_confidence", min_confidence),
     ):
         if value is not None:
             body[key] = value
@@ -174,11 +176,14 @@ class ServiceClient:
         judge_order: bool | None = None,
         explain: bool = True,
         weights: Mapping[str, float] | None = None,
+        min_confidence: float | None = None,
     ) -> dict[str, Any]:
-        """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it."""
+        """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it (with
+        ``min_confidence``, no results when its ``confidence`` is below it)."""
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
             judge_order=judge_order, explain=explain, weights=weights,
+            min_confidence=min_confidence,
         )
         return self._call("POST", "/v1/search", json=body)
 
@@ -193,12 +198,14 @@ class ServiceClient:
         include_stale: bool | None = None,
         judge_order: bool | None = None,
         weights: Mapping[str, float] | None = None,
+        min_confidence: float | None = None,
     ) -> str:
         """``POST /v1/search`` with ``format: "agent"``: the agent text of at most ``budget``
         characters (``SearchResponse.as_agent_text``)."""
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
             judge_order=judge_order, explain=False, weights=weights,
+            min_confidence=min_confidence,
         )
         body.update(format="agent", budget=budget)
         return self._request("POST", "/v1/search", json=body).text
@@ -595,11 +602,14 @@ class AsyncServiceClient:
         judge_order: bool | None = None,
         explain: bool = True,
         weights: Mapping[str, float] | None = None,
+        min_confidence: float | None = None,
     ) -> dict[str, Any]:
-        """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it."""
+        """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it (with
+        ``min_confidence``, no results when its ``confidence`` is below it)."""
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
             judge_order=judge_order, explain=explain, weights=weights,
+            min_confidence=min_confidence,
         )
         return (await self._post("/v1/search", body)).json()  # type: ignore[no-any-return]
 
@@ -614,11 +624,13 @@ class AsyncServiceClient:
         include_stale: bool | None = None,
         judge_order: bool | None = None,
         weights: Mapping[str, float] | None = None,
+        min_confidence: float | None = None,
     ) -> str:
         """``POST /v1/search`` with ``format: "agent"``: the agent text."""
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
             judge_order=judge_order, explain=False, weights=weights,
+            min_confidence=min_confidence,
         )
         body.update(format="agent", budget=budget)
         return (await self._post("/v1/search", body)).text

@@ -48,12 +48,13 @@ from hybridsag.paths.base import Retriever
 from hybridsag.settings import HTTP_EMBEDDERS, Settings
 from hybridsag.records.store import Store
 from hybridsag.lexical.tokenizer import Tokenizer
-from hybridsag.paths.query_facts import load_trust_model
+from hybridsag.paths.query_facts import load_confidence_model, load_trust_model
 
 if TYPE_CHECKING:
     from hybridsag.vectors.index import DenseIndex
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.fusion import TrustModel
+    from hybridsag.fusion.confidence import ConfidenceModel
     from hybridsag.judges.base import Judge
     from hybridsag.ingest.writer import StepHook, WriteLock, Writer
 
@@ -154,6 +155,7 @@ class Components:
         self._trust_model: Once[TrustModel] = Once(
             lambda: load_trust_model(s.fusion.trust_model)
         )
+        self._confidence_model: Once[ConfidenceModel] = Once(load_confidence_model)
         self._retrievers: dict[str, Once[Retriever]] = {}
         self._retrievers_lock = threading.Lock()
         self._rebuilding = False
@@ -404,6 +406,11 @@ class Components:
         """The fusion trust step's model (``fusion.trust_model``; loaded once). ConfigError
         for a missing or malformed file."""
         return self._trust_model.get()
+
+    def confidence_model(self) -> ConfidenceModel:
+        """The response confidence model that ships (:mod:`hybridsag.fusion.confidence`; loaded
+        once). ConfigError for a missing or malformed file."""
+        return self._confidence_model.get()
 
     def writer(self) -> Writer:
         """The write path over the store, the lexical index and (when on) the dense side."""

@@ -92,6 +92,17 @@ class SearchResponse:
     #: counted: the stale results met before ``top_k`` fresh ones were found
     stale_hidden: int = 0
     stale_hidden_ids: tuple[Mapping[str, Any], ...] = ()
+    #: the calibrated probability (0..1) that the top result answers the query
+    #: (:mod:`hybridsag.fusion.confidence`), computed before ``min_confidence`` withholds
+    #: anything; 0 when the search found nothing; None only in a response of an older
+    #: service, which did not compute it
+    confidence: float | None = None
+    #: ``confidence`` is below ``search.no_match_below``: the results (if any are listed) are
+    #: weak, and the CLI and agent output say "no good match"
+    no_good_match: bool = False
+    #: why the results were withheld (the search's ``min_confidence`` was above
+    #: ``confidence``); None when nothing was
+    withheld: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +116,9 @@ class SearchResponse:
             "trust": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.trust.items()},
             "stale_hidden": self.stale_hidden,
             "stale_hidden_ids": [dict(h) for h in self.stale_hidden_ids],
+            "confidence": self.confidence,
+            "no_good_match": self.no_good_match,
+            "withheld": self.withheld,
             "results": [r.as_dict() for r in self.results],
         }
 
@@ -129,4 +143,7 @@ class SearchResponse:
             trust=dict(data.get("trust", {})),
             stale_hidden=int(data.get("stale_hidden", 0)),
             stale_hidden_ids=tuple(dict(h) for h in data.get("stale_hidden_ids", ())),
+            confidence=None if data.get("confidence") is None else float(data["confidence"]),
+            no_good_match=bool(data.get("no_good_match", False)),
+            withheld=None if data.get("withheld") is None else str(data["withheld"]),
         )

@@ -29,6 +29,7 @@ from hybridsag.errors import (
 )
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
 from hybridsag.fusion import TrustModel, fuse
+from hybridsag.fusion.confidence import ConfidenceModel, confidence_features, coverage
 from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
 from hybridsag.output.agent import copy_place
 from hybridsag.paths.query import validate_query
@@ -43,7 +44,7 @@ from hybridsag.records.store import (
     ResourceRecord,
     resource_key,
 )
-from hybridsag.lexical.tokenizer import has_cjk
+from hybridsag.lexical.tokenizer import Tokenizer, has_cjk
 from hybridsag.paths.query_facts import query_facts
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ __all__ = [
     "ChunkSummary",
     "FusionInput",
     "HybridSearch",
+    "confidence_step",
     "PathRuns",
     "ResourceDetail",
     "ResourceSummary",
@@ -205,6 +207,60 @@ def fuse_step(
         fusion_in.runs, query=fusion_in.query, chunks=fusion_in.views, trust=trust, **options
     )
     return fused, trust
+
+
+def confidence_step(
+    fusion_in: FusionInput,
+    fused: Sequence[FusedHit],
+    trust: Trust | None,
+    fusion: FusionSettings,
+    tokenizer: Tokenizer,
+    model: ConfidenceModel,
+) -> tuple[float | None, dict[str, float] | None]:
+    """The confidence of a response (:mod:`hybridsag.fusion.confidence`), which the fit
+    (``scripts/fit_confidence.py``) computes the same way from captured runs: the features of
+    the fused hits ``fused`` (in their shown order) and the ``trust`` decision that
+    :func:`fuse_step` made for ``fusion_in`` under ``fusion``, the query's terms (``tokenizer``'s
+    :meth:`~hybridsag.lexical.tokenizer.Tokenizer.query_terms`) looked up among the top
+    result's title, heading and text tokens; then ``model``'s probability, rounded to 4
+    places. Returns ``(confidence, features)``, ``(None, None)`` for no result. No model is
+    called: everything read was computed by the paths and the trust step."""
+    if not fused:
+        return None, None
+    view = fusion_in.views.get(fused[0].chunk_id)
+    terms = tokenizer.query_terms(fusion_in.query)
+    found = (
+        tokenizer.tokenize(f"{view.title}\n{view.heading_path}\n{view.text}")
+        if view is not None
+        else ()
+    )
+    features = confidence_features(
+        fusion_in.query,
+        fused,
+        fusion_in.runs,
+        path_kinds(list(fusion_in.runs)),
+        fusion_in.views,
+        facts=fusion_in.facts,
+        trust=trust,
+        term_coverage=coverage(terms, found),
+        by_rank=fusion.method == "rrf" or bool(fusion_in.hidden),
+    )
+    if features is None:
+        return None, None
+    return round(model.predict(features), 4), features
+
+
+def _check_min_confidence(value: object) -> float | None:
+    """A search's ``min_confidence``: None, or a number in 0..1 (QueryError names another)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0.0 <= float(value) <= 1.0  # NaN fails this too
+    ):
+        raise QueryError(f"min_confidence must be a number in 0..1, got {value!r}")
+    return float(value)
 
 
 def _hits_of(future: Future[tuple[PathResult, float]]) -> list[Hit]:
@@ -701,8 +757,14 @@ class HybridSearch:
         include_stale: bool | None = None,
         weights: Mapping[str, float] | None = None,
         judge_order: bool | None = None,
+        min_confidence: float | None = None,
     ) -> SearchResponse:
         """Run the enabled paths concurrently and fuse them.
+
+        Every response carries ``confidence``, the calibrated probability that its top result
+        answers the query (:func:`confidence_step`; 0 when nothing was found), and
+        ``no_good_match`` when it is below ``search.no_match_below``. With ``min_confidence`` (0..1) a response whose confidence is
+        below it returns no results: ``withheld`` says why, and the confidence is still given.
 
         ``weights`` and ``judge_order`` override ``fusion.weights`` and ``fusion.judge_order``
         for this call (an A/B test without a second instance).
@@ -717,8 +779,8 @@ class HybridSearch:
         ACL-tagged resource can be returned. This in-process API is the admin view; the HTTP
         service forces a tenant token's tenant and tags into the filters.
 
-        Raises :class:`QueryError` for a bad query, filter, path name, weight or
-        ``judge_order``. A path that fails is left out and the response is marked ``degraded``
+        Raises :class:`QueryError` for a bad query, filter, path name, weight,
+        ``judge_order`` or ``min_confidence`` (a number in 0..1). A path that fails is left out and the response is marked ``degraded``
         with the reason.
 
         Remote models (an HTTP embedder, a remote judge) are metered for the whole search:
@@ -739,6 +801,7 @@ class HybridSearch:
         fusion_weights = _check_weights(weights) if weights is not None else s.fusion.weights
         if judge_order is not None and not isinstance(judge_order, bool):
             raise QueryError(f"judge_order must be true or false, got {judge_order!r}")
+        min_confidence = _check_min_confidence(min_confidence)
         include_stale = s.search.include_stale if include_stale is None else include_stale
         depth = max(s.fusion.depth, top_k)
         with metered(self._meter()) as meter:  # every remote call is made by a path
@@ -753,6 +816,13 @@ class HybridSearch:
             fusion_in, s.fusion, model, weights=fusion_weights, judge_order=judge_order
         )
         hidden = fusion_in.hidden
+        # the confidence is part of the fusion step's time (it reads what fusion made)
+        confidence, _features = confidence_step(
+            fusion_in, ruled, trust, s.fusion, self.components.tokenizer,
+            self.components.confidence_model(),
+        )  # fmt: skip
+        if confidence is None:  # nothing found: no top result answers the query
+            confidence = 0.0
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         results: list[SearchResult] = []
         hidden_stale: list[dict[str, Any]] = []
@@ -787,6 +857,13 @@ class HybridSearch:
             )
             if len(results) >= top_k:
                 break
+        withheld = None
+        if min_confidence is not None and results and confidence < min_confidence:
+            withheld = (
+                f"confidence {confidence:.4f} is below min_confidence {min_confidence:g}: "
+                f"{len(results)} result{'' if len(results) == 1 else 's'} withheld"
+            )
+            results = []
         timings["total_ms"] = round((time.perf_counter() - t_start) * 1000, 3)
         return SearchResponse(
             query=query,
@@ -800,6 +877,9 @@ class HybridSearch:
             trust=_trust_summary(trust, signals=not hidden),
             stale_hidden=len(hidden_stale),
             stale_hidden_ids=tuple(hidden_stale),
+            confidence=confidence,
+            no_good_match=confidence < s.search.no_match_below,
+            withheld=withheld,
         )
 
     def run_paths(

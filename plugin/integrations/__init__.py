@@ -79,8 +79,12 @@ def result_metadata(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def query_facts(response: Mapping[str, Any]) -> dict[str, Any]:
     """What a search response says of the whole query, not of one result: the ``query``, the
-    ``paths`` that ran, ``degraded`` with each degraded path's ``reasons``, and the trust
+    ``paths`` that ran, ``degraded`` with each degraded path's ``reasons``, the trust
     step's decision (``trust``: weights, judge_holds, dense_share, signals; left out when
-    ``fusion.trust`` is off), each left out when empty."""
-    facts = {k: response.get(k) for k in ("query", "paths", "degraded", "reasons", "trust")}
+    ``fusion.trust`` is off), the ``confidence`` that the top result answers the query with
+    ``no_good_match`` (below ``search.no_match_below``) and ``withheld`` (why
+    ``min_confidence`` withheld the results), each left out when empty."""
+    keys = ("query", "paths", "degraded", "reasons", "trust", "confidence", "no_good_match",
+            "withheld")  # fmt: skip
+    facts = {k: response.get(k) for k in keys}
     return {k: v for k, v in facts.items() if v not in (None, "", {}, [])}

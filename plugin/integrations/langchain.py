@@ -74,8 +74,9 @@ class HybridSagRetriever(BaseRetriever):
     """Hybrid search (SAG2, dense, title; merged by trust and convex fusion) as a LangChain retriever.
 
     Give ``hybrid_search`` (in process; the caller closes it) or ``url`` and ``token`` (a
-    running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters``
-    and ``include_stale`` apply to every call (None: the searching side's settings).
+    running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters``,
+    ``include_stale`` and ``min_confidence`` (0..1: no documents when the response's confidence
+    is below it) apply to every call (None: the searching side's settings).
 
     >>> retriever = HybridSagRetriever(hybrid_search=hs, top_k=3)   # doctest: +SKIP
     >>> retriever.invoke("E-1234")[0].metadata["resource_id"]       # doctest: +SKIP
@@ -92,6 +93,7 @@ class HybridSagRetriever(BaseRetriever):
     paths: list[str] | None = None
     filters: dict[str, Any] = Field(default_factory=dict)
     include_stale: bool | None = None
+    min_confidence: float | None = None
 
     @model_validator(mode="after")
     def _check(self) -> HybridSagRetriever:
@@ -117,6 +119,7 @@ class HybridSagRetriever(BaseRetriever):
             paths=tuple(self.paths) if self.paths is not None else None,
             filters=self.filters,
             include_stale=self.include_stale,
+            min_confidence=self.min_confidence,
         )
 
     def _get_relevant_documents(

@@ -87,8 +87,9 @@ class HybridSagRetriever(BaseRetriever):
     """Hybrid search (SAG2, dense, title; merged by trust and convex fusion) as a LlamaIndex retriever.
 
     Give ``hybrid_search`` (in process; the caller closes it) or ``url`` and ``token`` (a
-    running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters`` and
-    ``include_stale`` apply to every call (None: the searching side's settings).
+    running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters``,
+    ``include_stale`` and ``min_confidence`` (0..1: no nodes when the response's confidence is
+    below it) apply to every call (None: the searching side's settings).
 
     Raises:
         QueryValueError: a bad filter, ``top_k`` out of range, or (in process) an unknown path.
@@ -109,6 +110,7 @@ class HybridSagRetriever(BaseRetriever):
         paths: Sequence[str] | None = None,
         filters: Mapping[str, Any] | None = None,
         include_stale: bool | None = None,
+        min_confidence: float | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -118,6 +120,7 @@ class HybridSagRetriever(BaseRetriever):
             paths=tuple(paths) if paths is not None else None,
             filters=dict(filters or {}),
             include_stale=include_stale,
+            min_confidence=min_confidence,
         )
         self._backend.check_paths(self._options.paths)
         super().__init__(callback_manager=callback_manager, verbose=verbose)

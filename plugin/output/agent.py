@@ -22,6 +22,10 @@ disk since it was indexed is marked on its file line
 (``(stale: the file was deleted on disk since it was indexed)``); results held back as stale are
 counted in a ``note:`` line under the header, so an empty answer never hides them.
 
+A response whose confidence (the calibrated probability that its top result answers the query)
+is below ``search.no_match_below`` (``no_good_match``) says "no good match" in a ``note:`` line
+under the header, and results withheld by ``min_confidence`` are said there too.
+
 Files come in the order of their best result, headings within a file likewise, and each result
 keeps its rank ``[n]``, so "read the top 3 to 5 first" still works. Every piece of indexed text
 (ids, titles, headings, quotes) is flattened to one line with control characters removed, so a
@@ -128,6 +132,14 @@ def agent_text(response: Mapping[str, Any], budget: int = DEFAULT_BUDGET) -> str
             f"note: {hidden} result{'s' if hidden != 1 else ''} hidden because the source "
             f"file{'s' if hidden != 1 else ''} changed on disk since indexing; re-index (or "
             "search with include_stale) to see them."
+        )
+    sure = response.get("confidence")
+    if response.get("withheld"):
+        notes.append(f"note: no good match: {_clip(_one_line(response['withheld']), 200)}.")
+    elif response.get("no_good_match") and isinstance(sure, int | float) and results:
+        notes.append(
+            f"note: no good match: confidence {sure:.2f} that the top result answers the query; "
+            "the results below are weak: treat them as unrelated unless a quote shows otherwise."
         )
     if not results:
         lines = [

@@ -21,6 +21,10 @@ is there in words, and a snippet:
 - **Copies, said once.** A result whose text fusion found elsewhere too lists those places under
   its own ("also in: npm-ci.md:150-167, npm-install.md:301-318") instead of showing each copy.
 - ``brief``: one line per result, no snippet and no why.
+- **No good match, said.** The header gives the response's confidence (the calibrated
+  probability that the top result answers the query); below ``search.no_match_below``
+  (``no_good_match``) a "no good match" line follows it and each result is marked weak; results
+  withheld by ``--min-confidence`` are said in that line instead.
 - **Stale, said.** A result whose source file changed on disk says so under it ("stale: the
   source file was deleted on disk since it was indexed"); results held back as stale
   (``include_stale`` off) are counted under the header: "N results hidden: sources changed since
@@ -48,6 +52,7 @@ __all__ = [
     "display_width",
     "explain_lines",
     "headings_below",
+    "no_match_line",
     "pad",
     "render_response",
     "render_search",
@@ -115,9 +120,13 @@ def render_response(
     if startup_ms is not None:
         took += f" (+ {startup_ms / 1000:.1f} s start-up)"
     n = len(resp.results)
+    sure = "" if resp.confidence is None else f", confidence {resp.confidence:.2f}"
     lines = [
-        f"{counted(n, 'result')} for {resp.query!r} via {', '.join(resp.paths)} {took}"
+        f"{counted(n, 'result')} for {resp.query!r} via {', '.join(resp.paths)} {took}{sure}"
     ]
+    if line := no_match_line(resp):
+        lines.append(f"  {line}")
+    weak = "  (weak)" if resp.no_good_match else ""
     lines.extend(f"  degraded: {name}: {why}" for name, why in _reasons(resp.reasons))
     if resp.stale_hidden:
         lines.append(f"  {stale_hidden_line(resp.stale_hidden)}")
@@ -128,6 +137,7 @@ def render_response(
         within = headings_below(name, r.heading_path)
         if within:
             head += " › " + " › ".join(within)
+        head += weak
         where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
         if brief:
             copies = f"; also in {counted(len(r.also_in), 'place')}" if r.also_in else ""
@@ -143,6 +153,20 @@ def render_response(
         if r.text_truncated:
             lines.append(f"{_INDENT}(text cut to search.max_text_chars)")
     return "\n".join(lines) + "\n"
+
+
+def no_match_line(resp: SearchResponse) -> str | None:
+    """What the CLI says of a response whose top result probably does not answer the query:
+    the results ``min_confidence`` withheld, or ``no_good_match`` (confidence below
+    ``search.no_match_below``); None for a response with a good match."""
+    if resp.withheld:
+        return f"no good match: {resp.withheld}"
+    if resp.no_good_match and resp.confidence is not None and resp.results:
+        return (
+            f"no good match: confidence {resp.confidence:.2f} that the top result answers the "
+            "query; the results below are weak"
+        )
+    return None
 
 
 def stale_hidden_line(n: int) -> str:

@@ -1,5 +1,6 @@
 """The trust step's query facts read from the index and the embedder (plain numbers for
-:mod:`hybridsag.fusion.trust`).
+:mod:`hybridsag.fusion.trust`), and the files of fusion's two fitted models (the trust model,
+the response confidence model of :mod:`hybridsag.fusion.confidence`).
 
 Fusion is a pure leaf: what it needs to know of the query beyond the paths' hits (how much of
 the query the embedding model can read, how the query's terms stand in the lexical index, the
@@ -11,17 +12,23 @@ from __future__ import annotations
 import json
 import math
 import re
+from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hybridsag.errors import ConfigError, HybridSagError
 from hybridsag.fusion import DEFAULT_TRUST_MODEL, QueryFacts, TrustModel
+from hybridsag.fusion.confidence import ConfidenceModel
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
     from hybridsag.records.store import Filters
 
-__all__ = ["load_trust_model", "query_facts"]
+__all__ = ["CONFIDENCE_WEIGHTS", "load_confidence_model", "load_trust_model", "query_facts"]
+
+#: The confidence model that ships (``scripts/fit_confidence.py --out``): a data file of the
+#: ``hybridsag.fusion`` package.
+CONFIDENCE_WEIGHTS = "confidence_weights.json"
 
 _CAP_WORD = re.compile(r"(?<![\w.])[A-Z][\w'’\-]*")
 _WORD = re.compile(r"\w+")
@@ -113,3 +120,33 @@ def load_trust_model(path: Path | None) -> TrustModel:
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"fusion.trust_model {p}: {type(exc).__name__}: {exc}") from None
+
+
+def load_confidence_model(path: Path | None = None) -> ConfidenceModel:
+    """The response confidence model in the JSON file ``path`` (default: the one that ships,
+    ``hybridsag/fusion/confidence_weights.json``): ``{"coefficients": {feature: weight}, "bias":
+    b, "no_match_below": t, "source": ...}`` as ``scripts/fit_confidence.py --out`` writes it.
+    Every name of :data:`hybridsag.fusion.confidence.FEATURE_NAMES` must be weighed, and no
+    other: a file fitted on another feature list is refused, never read with zeros.
+
+    Raises:
+        ConfigError: the file is missing, is not JSON of that shape, or its features are not
+            the model's (the message names them).
+    """
+    p: Any = (
+        resources.files("hybridsag.fusion").joinpath(CONFIDENCE_WEIGHTS)
+        if path is None
+        else Path(path)
+    )
+    try:
+        data = json.loads(p.read_text("utf-8"))
+        return ConfidenceModel(
+            coefficients={str(k): float(v) for k, v in data["coefficients"].items()},
+            bias=float(data["bias"]),
+            no_match_below=float(data.get("no_match_below", 0.5)),
+            source=str(data.get("source", p)),
+        )
+    except FileNotFoundError:
+        raise ConfigError(f"the confidence model {p} does not exist") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"the confidence model {p}: {type(exc).__name__}: {exc}") from None

@@ -488,6 +488,7 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
         judge_order=body.judge_order,
         weights=body.weights,
         explain=body.explain,
+        min_confidence=body.min_confidence,
     )
     out = await state.searches.run(
         lambda: backend.search(body.query, options), timeout=s.server.search_timeout_s
@@ -518,6 +519,12 @@ async def _experiment_search(
             ["body", "format"],
             f'format "agent" cannot join experiment {joined!r} (its feedback '
             "needs the JSON answer's query_id); ask for JSON, or leave out user and experiment",
+        )
+    if body.min_confidence is not None:
+        raise FieldError(
+            ["body", "min_confidence"],
+            f"min_confidence does not apply to a search under experiment {joined!r} (its arms "
+            "are compared on every answer); leave it out, or leave out user and experiment",
         )
     for field in ("paths", "weights", "judge_order"):
         if getattr(body, field) is not None:

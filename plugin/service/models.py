@@ -153,6 +153,17 @@ class SearchRequest(_Body):
     judge_order: StrictBool | None = None
     explain: StrictBool = True
     include_stale: StrictBool | None = None
+    min_confidence: (
+        Annotated[
+            float, Field(ge=0.0, le=1.0, allow_inf_nan=False), BeforeValidator(_json_number)
+        ]
+        | None
+    ) = Field(
+        None,
+        description="0..1: a response whose confidence (the calibrated probability that its top "
+        "result answers the query) is below it returns no results; confidence and withheld "
+        "still say why",
+    )
     format: Literal["json", "agent"] = Field(
         "json",
         description='"json": the result objects (application/json); "agent": the results grouped '
@@ -201,6 +212,13 @@ class SearchOut(_Body):
     #: off): how many, and each one's chunk_id, resource_id, tenant and reason
     stale_hidden: int = 0
     stale_hidden_ids: list[dict[str, Any]] = []
+    #: the calibrated probability (0..1) that the top result answers the query (0 when nothing
+    #: was found)
+    confidence: float | None = None
+    #: confidence is below search.no_match_below: the results are weak ("no good match")
+    no_good_match: bool = False
+    #: why the results were withheld (min_confidence above the confidence); None when not
+    withheld: str | None = None
     results: list[SearchResult]
     #: under an experiment: the id feedback names, the experiment, the arm ("interleaved" for
     #: an interleaving experiment) and, when interleaved, the arm of each result

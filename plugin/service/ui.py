@@ -88,7 +88,8 @@ async function call(method, url, body) {
 function column(name, resp) {
   const col = el('div', 'col');
   col.dataset.path = name;
-  col.appendChild(el('h3', '', name + ' (' + resp.results.length + ')'));
+  const weak = resp.no_good_match ? ', no good match: confidence ' + resp.confidence.toFixed(2) : '';
+  col.appendChild(el('h3', '', name + ' (' + resp.results.length + weak + ')'));
   const ol = el('ol');
   for (const r of resp.results) {
     const li = el('li');
@@ -247,13 +248,16 @@ def build_router(
         body: SearchRequest, request: Request, caller: Principal = reader
     ) -> dict[str, Any]:
         """``POST /v1/search`` (JSON): its query and paths, the query ``terms`` the snippets
-        centre on, and each result as :func:`display_result` words it."""
+        centre on, its ``confidence`` and ``no_good_match`` (the column heading says "no good
+        match"), and each result as :func:`display_result` words it."""
         out = await search(body.model_copy(update={"format": "json"}), request, caller)
         terms = request.app.state.service.ops().query_terms(body.query)
         return {
             "query": out["query"],
             "paths": out["paths"],
             "terms": terms,
+            "confidence": out.get("confidence"),
+            "no_good_match": out.get("no_good_match", False),
             "results": [display_result(r, terms) for r in out["results"]],
         }
 

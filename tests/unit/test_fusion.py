@@ -753,7 +753,7 @@ def test_rrf_then_rules_end_to_end() -> None:
 # public surface
 
 
-_SUBMODULES = {"dedupe", "markdown", "rules", "text", "trust", "types"}
+_SUBMODULES = {"confidence", "dedupe", "markdown", "rules", "text", "trust", "types"}
 
 
 def test_fusion_all_is_accurate() -> None:
@@ -820,7 +820,7 @@ def test_every_rule_name_has_a_reason() -> None:
     assert all(reason and not reason.endswith(".") for reason in fusion.RULE_REASONS.values())
 
 
-@pytest.mark.parametrize("module", ["dedupe", "fuse", "rrf", "rules", "text"])
+@pytest.mark.parametrize("module", ["confidence", "dedupe", "fuse", "rrf", "rules", "text"])
 def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     result = doctest.testmod(mod, raise_on_error=False)
