@@ -90,12 +90,13 @@ def compose_tokens(parts: Sequence[tuple[str, float]]) -> str:
     >>> compose_tokens([("zürich", 2.0), ("", 2.0), ("a café", 1.0)])
     'zurich zurich a cafe'
     """
-    out: list[str] = []
-    for tokens, weight in parts:
-        if tokens:
-            folded = [strip_diacritics(t) for t in tokens.split()]
-            for _ in range(max(0, round(weight))):
-                out.extend(folded)
+    # folding a space-joined string folds each token alike (a space has no marks to drop)
+    out = [
+        folded
+        for tokens, weight in parts
+        if tokens
+        for folded in [strip_diacritics(" ".join(tokens.split()))] * max(0, round(weight))
+    ]
     return " ".join(out)
 
 
