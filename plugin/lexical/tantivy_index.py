@@ -14,10 +14,12 @@ Must(Should(terms))``) collected into a top ``k`` without a count, which tantivy
 block-max WAND, so the common terms' postings are skipped block by block instead of scored;
 its document frequencies and row count come from the index's own term dictionary
 (``Searcher.doc_freq``, ``num_docs``), with no walk over postings for them. (Ding and Suel,
-"Faster top-k document retrieval using block-max indexes", SIGIR 2011.) BM25 is tantivy's:
-``k1 = 1.2``, ``b = 0.75`` (FTS5's too) with Lucene's IDF, ``ln(1 + (N - n + 0.5)/(n + 0.5))``,
-which never reaches zero where FTS5 floors a term in more than half the rows to 1e-6. Document
-frequencies count a deleted row until tantivy merges its segment away (FTS5's are exact).
+"Faster top-k document retrieval using block-max indexes", SIGIR 2011.) BM25 is tantivy's,
+``k1 = 1.2``, ``b = 0.75`` (FTS5's too), with each term boosted from Lucene's IDF to FTS5's
+(:meth:`_Side.scored_term`), so both engines weigh a common term alike; what still differs is
+the row length (tantivy keeps it as a one-byte code, and the repeated title counts in it).
+Document frequencies count a deleted row until tantivy merges its segment away (FTS5's are
+exact).
 
 The store stays the system of record: every hit is checked against the store's chunk and
 resource rows (current version, status, tenant, ACL, resource ids, metadata; the filter SQL
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -158,21 +161,37 @@ class _Side:
         option = "freq" if field == F_TEXT else "basic"
         return self.t.Query.term_query(self.schema, field, value, index_option=option)
 
-    def any_of(self, field: str, values: Sequence[object]) -> Any:
-        should = self.t.Occur.Should
-        return self.t.Query.boolean_query([(should, self.term(field, v)) for v in values])
+    def scored_term(self, searcher: Any, term: str) -> Any:
+        """The term's query on the text, its score carried to FTS5's IDF: tantivy scores
+        ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with Lucene's
+        ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))``; a boost of ``fts5_idf / idf`` makes it
+        FTS5's ``ln((N - n + 0.5) / (n + 0.5))``, floored at 1e-6 (a term in more than half the
+        rows adds almost nothing). ``N`` and ``n`` are the searcher's own (its live rows, the
+        term's document frequency), so the boost cancels tantivy's IDF exactly."""
+        query = self.term(F_TEXT, term)
+        n = int(searcher.doc_freq(F_TEXT, term))
+        total = int(searcher.num_docs)
+        if not n or not total:
+            return query
+        ratio = (total - n + 0.5) / (n + 0.5)
+        lucene = math.log1p(ratio)
+        fts5 = math.log(ratio) if ratio > 1.0 else 0.0
+        return self.t.Query.boost_query(query, max(fts5, 1e-6) / lucene)
 
     def text_query(self, terms: Sequence[str], must: str | None = None,
                    tenant: str | None = None, resources: Sequence[str] = ()) -> Any | None:
-        """``Should`` of the folded terms; with ``must``, ``must AND (terms)``; narrowed to a
-        tenant's rows and to resource keys when given. None when there is nothing to match."""
+        """``Should`` of the folded terms, each scored with FTS5's IDF (:meth:`scored_term`);
+        with ``must``, ``must AND (terms)``; narrowed to a tenant's rows and to resource keys
+        when given. None when there is nothing to match."""
         folded = list(dict.fromkeys(strip_diacritics(t) for t in terms if t))
         occur = self.t.Occur
+        searcher = self.searcher()
         clauses: list[tuple[Any, Any]] = []
         if must:
-            clauses.append((occur.Must, self.term(F_TEXT, strip_diacritics(must))))
+            clauses.append((occur.Must, self.scored_term(searcher, strip_diacritics(must))))
         if folded:
-            clauses.append((occur.Must, self.any_of(F_TEXT, folded)))
+            clauses.append((occur.Must, self.t.Query.boolean_query(
+                [(occur.Should, self.scored_term(searcher, t)) for t in folded])))
         if not clauses:
             return None
         if tenant is not None:
