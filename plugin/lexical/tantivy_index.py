@@ -288,6 +288,10 @@ class TantivyLexicalIndex:
         self._weights = (settings.title_weight, settings.heading_weight, settings.body_weight)
         self._open_lock = threading.Lock()
         self._sides: tuple[_Side, _Side] | None = None
+        # the hits' chunk rows drive the join to their resources: SQLite's CROSS JOIN keeps
+        # that order (left to itself the planner may start from every resource a filter
+        # selects: about 140 ms a search at 100k passages, against a few ms); PostgreSQL plans it alone
+        self._join = "JOIN" if store.is_postgres else "CROSS JOIN"
 
     def __repr__(self) -> str:
         return f"TantivyLexicalIndex({str(self.path)!r})"
@@ -393,7 +397,7 @@ class TantivyLexicalIndex:
         filter_sql, params = filters.sql("r", self.store.backend)
         conn = self.store.connection()
         scope = (
-            "FROM chunks c JOIN resources r ON r.resource_id = c.resource_id "
+            f"FROM chunks c {self._join} resources r ON r.resource_id = c.resource_id "
             f"AND r.version = c.version WHERE {filter_sql}"
         )
         try:
@@ -451,8 +455,8 @@ class TantivyLexicalIndex:
         query = side.text_query(terms, must=must, tenant=filters.tenant)
         conn = self.store.connection()
         select = (
-            "SELECT c.id, c.chunk_id, c.resource_id FROM chunks c "
-            "JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version WHERE "
+            f"SELECT c.id, c.chunk_id, c.resource_id FROM chunks c {self._join} resources r "
+            "ON r.resource_id = c.resource_id AND r.version = c.version WHERE "
         )
 
         def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
@@ -516,7 +520,7 @@ class TantivyLexicalIndex:
             query, max(100, 20 * len(resource_ids)), [F_ID, F_HASH]))
         current = select_in(
             self.store.connection(),
-            "SELECT c.id, c.chunk_id, c.resource_id FROM chunks c JOIN resources r "
+            f"SELECT c.id, c.chunk_id, c.resource_id FROM chunks c {self._join} resources r "
             "ON r.resource_id = c.resource_id AND r.version = c.version WHERE",
             "c.id",
             [int(v[0]) for _s, v in found],
