@@ -305,8 +305,13 @@ def test_tantivy_ranks_with_its_own_statistics_and_the_same_tokens(tmp_path: Pat
         # a must term bounds the search natively: only rows holding it come back
         hits = lexical.search(["lake", "deep"], limit=10, filters=Filters(), must="café")
         assert [h.detail["resource_id"] for h in hits] == [resource_key("z", "")]
-        # the title counts twice (the column weight 2): "lakes" only in b's title
-        assert lexical.search(["cold", "café"], limit=2, filters=Filters())[0].score > 0
+        # the title counts twice (the column weight 2): a word in one title and in the other's
+        # body ranks the title first
+        hs.ingest("t1", "tin and zinc and lead", title="Copper")
+        hs.ingest("t2", "copper and zinc and lead", title="Tin")
+        hits = lexical.search(["copper"], limit=2, filters=Filters())
+        assert [h.detail["resource_id"] for h in hits] == [resource_key("t1", ""), resource_key("t2", "")]
+        assert hits[0].score > hits[1].score > 0
     assert compose_tokens([("a b", 2.0), ("", 2.0), ("ç", 1.4)]) == "a b a b c"
     assert compose_tokens([("x", 0.4)]) == ""
 
