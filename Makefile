@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.hybridsag-installed
 PYTEST_ARGS ?=
 # The extras that make install (and so make test and CI) installs, and that make lock locks.
 # Adding an extra here and running  make lock  is all it takes; tests/unit/test_lock.py checks.
-EXTRAS := test server formats service onnx langchain llamaindex mcp ab postgres docs
+EXTRAS := test server formats service onnx langchain llamaindex mcp ab postgres docs tantivy bench
 LOCK   := requirements.lock
 TORCH  := torch==2.13.0+cpu
 UV     := uv==0.13.9

@@ -163,7 +163,8 @@ class Components:
 
     def _build_lexical(self) -> LexicalIndex:
         """The lexical index of ``lexical.backend``: the store's own (FTS5, or PostgreSQL's
-        rows) or Milvus full-text search (which connects on first use)."""
+        rows), Milvus full-text search (which connects on first use) or tantivy (indexes under the
+        data dir, opened on first use)."""
         s = self.settings
         if s.lexical.backend == "milvus":
             from hybridsag.lexical.milvus_fulltext import MilvusLexicalIndex
@@ -174,6 +175,16 @@ class Components:
                 s.lexical,
                 all_settings=s,
                 index_id=self.index_id,
+                max_terms=s.query.max_terms,
+            )
+        if s.lexical.backend == "tantivy":
+            from hybridsag.lexical.tantivy_index import TantivyLexicalIndex
+
+            return TantivyLexicalIndex(
+                self.store,
+                self.tokenizer,
+                s.lexical,
+                path=s.data_dir / "tantivy",
                 max_terms=s.query.max_terms,
             )
         return StoreLexicalIndex(self.store, self.tokenizer, s.lexical, max_terms=s.query.max_terms)

@@ -166,7 +166,9 @@ class LexicalSettings(_Section):
     tsvector rows ranked as FTS5 ranks); ``milvus`` puts the text in Milvus full-text search
     (the Milvus of ``milvus``: Lite under the data dir, or a server, which must be 2.5 or newer)
     with ``milvus_analyzer``: ``auto`` (the standard analyzer for every row and jieba for CJK
-    rows, the query's script picks), ``standard`` or ``jieba``.
+    rows, the query's script picks), ``standard`` or ``jieba``; ``tantivy`` keeps it in tantivy
+    indexes under ``<data_dir>/tantivy`` (the ``tantivy`` extra): the same tokens as FTS5's,
+    ranked by a block-max WAND top k, with document frequencies from its own term dictionary.
 
     ``prune`` (FTS5): a search whose terms hold more than ``prune_min_postings`` postings ranks
     only the rows that can reach its top (a MaxScore bound: FTS5 scores only the rows holding a
@@ -174,7 +176,7 @@ class LexicalSettings(_Section):
     scores as FTS5's full ranking; off, every matching row is scored.
     """
 
-    backend: Literal["fts5", "milvus"] = "fts5"
+    backend: Literal["fts5", "milvus", "tantivy"] = "fts5"
     milvus_analyzer: Literal["auto", "standard", "jieba"] = "auto"
     title_weight: float = Field(2.0, ge=0.0, le=100.0)
     heading_weight: float = Field(2.0, ge=0.0, le=100.0)

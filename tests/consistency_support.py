@@ -276,9 +276,13 @@ def check_consistent(hs: HybridSearch) -> list[str]:
     if hs.settings.lexical.backend == "milvus":
         problems += _milvus_lexical_problems(hs, {c["id"]: cid for cid, c in chunks.items()})
         chunk_rows, title_rows, key = "mlex_chunks", "mlex_titles", "id"
-    fts = {row[0] for row in conn.execute(f"SELECT {key} FROM {chunk_rows}")}
-    if fts != ids:
-        problems.append(f"chunks_fts rowids differ from chunk ids: {sorted(fts ^ ids)[:10]}")
+    if hs.settings.lexical.backend == "tantivy":
+        problems += _tantivy_lexical_problems(hs, {c["id"]: cid for cid, c in chunks.items()}, rids)
+        title_rows, key = "tlex_titles", "id"
+    else:
+        fts = {row[0] for row in conn.execute(f"SELECT {key} FROM {chunk_rows}")}
+        if fts != ids:
+            problems.append(f"chunks_fts rowids differ from chunk ids: {sorted(fts ^ ids)[:10]}")
     titles = {row[0] for row in conn.execute(f"SELECT {key} FROM {title_rows}")}
     if titles != rids:
         problems.append(f"titles_fts rowids differ from resource ids: {sorted(titles ^ rids)[:10]}")
@@ -319,4 +323,38 @@ def _milvus_lexical_problems(hs: HybridSearch, chunk_of_row: dict[int, str]) -> 
     resources = {r[0] for r in hs.components.store.connection().execute("SELECT id FROM resources")}
     if titles != resources:
         problems.append(f"Milvus full-text title rows differ: {sorted(titles ^ resources)[:10]}")
+    return problems
+
+
+def _tantivy_lexical_problems(
+    hs: HybridSearch, chunk_of_row: dict[int, str], resources: set[int]
+) -> list[str]:
+    """The tantivy indexes read with tantivy directly: one row per chunk, holding that chunk
+    (its id's blake2b hash, not another chunk's), and one row per resource."""
+    import hashlib
+
+    import tantivy
+
+    def rows(kind: str, field: str) -> list[tuple[int, int]]:
+        index = tantivy.Index.open(str(hs.settings.data_dir / "tantivy" / kind))
+        index.reload()
+        searcher = index.searcher()
+        hits = searcher.search(tantivy.Query.all_query(), max(searcher.num_docs, 1), count=False).hits
+        addresses = [a for _, a in hits]
+        return list(zip(searcher.fast_field_values("id", addresses),
+                        searcher.fast_field_values(field, addresses)))
+
+    def digest(chunk_id: str) -> int:
+        raw = hashlib.blake2b(chunk_id.encode("utf-8"), digest_size=8).digest()
+        return int.from_bytes(raw, "big", signed=True)
+
+    got = dict(rows("chunks", "chunk_hash"))
+    want = {rowid: digest(cid) for rowid, cid in chunk_of_row.items()}
+    problems = []
+    if got != want:
+        wrong = sorted(set(got.items()) ^ set(want.items()))[:10]
+        problems.append(f"tantivy chunk rows differ from the chunk rows: {wrong}")
+    titles = {rowid for rowid, _v in rows("titles", "version")}
+    if titles != resources:
+        problems.append(f"tantivy title rows differ: {sorted(titles ^ resources)[:10]}")
     return problems

@@ -221,13 +221,15 @@ def store_url(request: pytest.FixtureRequest) -> str | None:
     return str(request.getfixturevalue("postgres_url"))
 
 
-@pytest.fixture(params=["sqlite", "postgres", "sqlite+milvus-lexical"])
+@pytest.fixture(params=["sqlite", "postgres", "sqlite+milvus-lexical", "sqlite+tantivy-lexical"])
 def index_backends(request: pytest.FixtureRequest) -> tuple[str | None, str]:
     """``(store.url, lexical.backend)`` of each backend in turn: SQLite with FTS5, PostgreSQL
-    with its tsvector rows, then SQLite with the lexical index on Milvus full-text search
-    (Milvus Lite under the data dir)."""
+    with its tsvector rows, SQLite with the lexical index on Milvus full-text search (Milvus
+    Lite under the data dir), then SQLite with the lexical index on tantivy."""
     if request.param == "sqlite":
         return None, "fts5"
     if request.param == "postgres":
         return str(request.getfixturevalue("postgres_url")), "fts5"
+    if request.param == "sqlite+tantivy-lexical":
+        return None, "tantivy"
     return None, "milvus"

@@ -285,7 +285,7 @@ class ServiceState:
         if self.watcher is not None:
             out["sources"] = self.watcher.describe()
         parts = hs.components
-        if self.settings.lexical.backend == "milvus":  # an engine of its own, outside the store
+        if self.settings.lexical.backend in ("milvus", "tantivy"):  # an engine outside the store
             try:
                 out["lexical"] = f"ok: {parts.lexical.describe()}"
             except HybridSagError as exc:

@@ -1,7 +1,8 @@
-"""The lexical backends' conformance suite: FTS5 (the store's) and Milvus full-text search
-(``lexical.backend = "milvus"``, on Milvus Lite under the data dir) answer the same questions the
-same way where the protocol promises it, and the Milvus backend keeps deletes deleted when its
-rows and the store disagree.
+"""The lexical backends' conformance suite: FTS5 (the store's), Milvus full-text search
+(``lexical.backend = "milvus"``, on Milvus Lite under the data dir) and tantivy
+(``lexical.backend = "tantivy"``, indexes under the data dir) answer the same questions the same
+way where the protocol promises it, and the engines outside the store keep deletes deleted when
+their rows and the store disagree.
 
 The filter, delete, re-ingest and disable cases run on every backend in
 ``test_store_backends.py`` (``index_backends``), the reconciler's in
@@ -25,6 +26,7 @@ from hybridsag.lexical.milvus_fulltext import (
     compose_text,
     lexical_collections,
 )
+from hybridsag.lexical.tantivy_index import TantivyLexicalIndex, chunk_hash, compose_tokens
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.records.store import Filters, resource_key, split_key
@@ -35,13 +37,15 @@ from tests.milvusserver import milvus_server  # noqa: F401 - fixture
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[HybridSearch, HybridSearch]]:
-    """The same 60 documents indexed on FTS5 and on Milvus full-text search."""
+@pytest.fixture(params=["milvus", "tantivy"])
+def pair(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[HybridSearch, HybridSearch]]:
+    """The same 60 documents indexed on FTS5 and on an engine outside the store (Milvus
+    full-text search, then tantivy)."""
     docs = _corpus()
     assert len(docs) == 60
+    other = request.param
     with indexed_twice(
-        _settings(tmp_path / "fts5", None), _settings(tmp_path / "milvus", None, "milvus"), docs
+        _settings(tmp_path / "fts5", None), _settings(tmp_path / other, None, other), docs
     ) as pair:
         yield pair
 
@@ -93,6 +97,8 @@ def test_every_lexical_backend_implements_the_whole_contract(
         line = lexical.describe()
         if index_backends[1] == "milvus":
             assert line.startswith("Milvus full-text search at Milvus Lite") and "(1 rows)" in line
+        elif index_backends[1] == "tantivy":
+            assert line == f"tantivy at {tmp_path / 'd' / 'tantivy'}: 1 chunks, 1 titles"
         else:
             kind = "FTS5" if index_backends[0] is None else "PostgreSQL tsvector rows"
             assert line == f"{kind} in the store, 1 chunks"
@@ -106,7 +112,7 @@ def _resources(hits: list) -> set[str]:
 
 def test_both_backends_count_and_match_the_same_terms(pair) -> None:
     fts5, milvus = (s.components.lexical for s in pair)
-    assert isinstance(milvus, MilvusLexicalIndex)
+    assert isinstance(milvus, MilvusLexicalIndex | TantivyLexicalIndex)
     assert fts5.total_chunks() == milvus.total_chunks()
     rng = random.Random(5)
     queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(25)]
@@ -270,3 +276,92 @@ def test_status_is_in_the_milvus_filter_and_a_lost_status_write_is_repaired(tmp_
         assert apply_plan(plan, hs.components.store, None, hs.components.writer(), hs.settings).ok
         assert statuses(chunks_coll) == {"a": "ready", "b": "ready"}
         assert build_plan(hs.components.store, lexical, None, hs.settings).is_empty
+
+
+# -- tantivy -------------------------------------------------------------------------------------
+
+
+def _tantivy_row(hs: HybridSearch, rowid: int, chunk_id: str, text: str) -> None:
+    """Write one row into the tantivy chunk index behind the store's back (what a tantivy
+    commit followed by a failed store commit leaves)."""
+    lexical = hs.components.lexical
+    side = lexical._chunks  # noqa: SLF001 - the test plays the crash the backend cannot see
+    doc = side.t.Document
+    side.write("test row", lambda w: (
+        w.delete_documents_by_term("id", rowid),
+        w.add_document(doc(id=rowid, chunk_hash=chunk_hash(chunk_id), resource="live",
+                           tenant="", text=text)),
+    ))
+
+
+def test_tantivy_ranks_with_its_own_statistics_and_the_same_tokens(tmp_path: Path) -> None:
+    with HybridSearch(_settings(tmp_path / "d", None, "tantivy")) as hs:
+        hs.ingest("z", "Zürich has a café by the lake", title="Zürich")
+        hs.ingest("b", "the lake is deep and the lake is cold", title="Lakes")
+        lexical = hs.components.lexical
+        assert lexical.doc_freqs(["zürich", "zurich", "lake", "absent"]) == {
+            "zürich": 1, "zurich": 1, "lake": 2}
+        assert lexical.total_chunks() == 2
+        # a must term bounds the search natively: only rows holding it come back
+        hits = lexical.search(["lake", "deep"], limit=10, filters=Filters(), must="café")
+        assert [h.detail["resource_id"] for h in hits] == [resource_key("z", "")]
+        # the title counts twice (the column weight 2): a word in one title and in the other's
+        # body ranks the title first
+        hs.ingest("t1", "tin and zinc and lead", title="Copper")
+        hs.ingest("t2", "copper and zinc and lead", title="Tin")
+        hits = lexical.search(["copper"], limit=2, filters=Filters())
+        assert [h.detail["resource_id"] for h in hits] == [resource_key("t1", ""), resource_key("t2", "")]
+        assert hits[0].score > hits[1].score > 0
+    assert compose_tokens([("a b", 2.0), ("", 2.0), ("ç", 1.4)]) == "a b a b c"
+    assert compose_tokens([("x", 0.4)]) == ""
+
+
+def test_tantivy_refuses_other_column_weights(tmp_path: Path) -> None:
+    with HybridSearch(_settings(tmp_path / "d", None, "tantivy")) as hs:
+        hs.ingest("a", "some text", title="A")
+    other = Settings(data_dir=tmp_path / "d", embedding={"model": "none"},
+                     lexical={"backend": "tantivy", "title_weight": 3.0})
+    with HybridSearch(other) as hs:
+        with pytest.raises(ConfigError, match=r"title_weight': 2\.0.*title_weight': 3\.0"):
+            hs.search("text", paths=["bm25"])
+
+
+def test_a_stale_tantivy_row_under_a_live_id_is_never_shown_and_is_repaired(tmp_path: Path) -> None:
+    with HybridSearch(_settings(tmp_path / "d", None, "tantivy")) as hs:
+        hs.ingest("live", "the lighthouse keeper logs every ship", title="Lighthouse")
+        lexical = hs.components.lexical
+        rowid = hs.components.store.connection().execute("SELECT id FROM chunks").fetchone()[0]
+        _tantivy_row(hs, rowid, "live@9#0", "sneakyword")
+        _tantivy_row(hs, rowid + 50, "gone@1#0", "orphanword")  # a chunk that never committed
+        assert not hs.search("sneakyword", paths=["bm25", "sag2"]).results
+        assert not hs.search("orphanword", paths=["bm25", "sag2"]).results
+        assert not hs.search("lighthouse keeper", paths=["bm25"]).results  # its row is gone
+        plan = build_plan(hs.components.store, lexical, None, hs.settings)
+        assert plan.counts()["missing_fts_rows"] == 1 and plan.counts()["orphan_fts_rows"] == 1
+        report = apply_plan(plan, hs.components.store, None, hs.components.writer(), hs.settings)
+        assert report.ok
+        assert hs.search("lighthouse keeper", paths=["bm25"]).results[0].resource_id == "live"
+        assert build_plan(hs.components.store, lexical, None, hs.settings).is_empty
+
+
+def test_a_failed_tantivy_write_rolls_back_and_loses_nothing(tmp_path: Path) -> None:
+    """A write whose tantivy commit cannot happen (another writer holds the index's lock)
+    raises LexicalError and rolls the store back: the old version stays, whole."""
+    import tantivy
+
+    data = tmp_path / "d"
+    with HybridSearch(_settings(data, None, "tantivy")) as hs:
+        hs.ingest("keep", "the first version of this text", title="Keep")
+        holder = tantivy.Index.open(str(data / "tantivy" / "chunks")).writer(15_000_000, 1)
+        try:
+            with pytest.raises(LexicalError, match="cannot open its writer"):
+                hs.ingest("keep", "a second version that never lands", title="Keep")
+        finally:
+            holder.rollback()
+            holder.wait_merging_threads()
+        record = hs.components.store.get_resource("keep")
+        assert record.version == 1 and record.status == "ready" and record.pending_version is None
+        assert hs.search("first version", paths=["bm25"]).results[0].resource_id == "keep"
+        assert not hs.search("never lands", paths=["bm25"]).results
+        plan = build_plan(hs.components.store, hs.components.lexical, None, hs.settings)
+        assert plan.is_empty, plan.counts()

@@ -429,6 +429,7 @@ LEDGER_READERS = (
     "plugin/records/store.py",
     "plugin/lexical/index.py",
     "plugin/lexical/milvus_fulltext.py",
+    "plugin/lexical/tantivy_index.py",
 )
 #: where one may be written: the ledger (the record's state), the store (migrations, meta)
 LEDGER_WRITERS = ("plugin/records/ledger.py", "plugin/records/store.py")

@@ -220,6 +220,9 @@ def test_an_index_of_the_old_layout_is_migrated_and_nothing_in_milvus_moves(
     tmp_path: Path, index_backends: tuple[str | None, str]
 ) -> None:
     store_url, lexical = index_backends
+    if lexical == "tantivy":
+        pytest.skip("the tantivy backend came after migration 0005: no index of the old layout "
+                    "has tantivy rows to keep")
     settings = make_settings(tmp_path / "data", store_url, lexical=lexical)
     with open_search(settings) as hs:
         for tenant, text in NOTES.items():

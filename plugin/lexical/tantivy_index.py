@@ -1,0 +1,702 @@
+"""The lexical index on tantivy (``lexical.backend = "tantivy"``): an engine built for a BM25 top k.
+
+Two tantivy indexes under ``<data_dir>/tantivy`` (``chunks`` and ``titles``) hold the rows FTS5
+would hold, analysed alike: each row's text is the index tokenizer's tokens
+(:class:`~hybridsag.lexical.tokenizer.Tokenizer`: NFKC, jieba search mode, lowercased), folded
+as FTS5's ``remove_diacritics 2`` folds them, joined by spaces and split again by a whitespace
+tokenizer with a lowercase filter, so both engines index the same terms. The column weights of
+``lexical`` (title, heading, body) are kept by repeating each part that many times (rounded), as
+the Milvus backend keeps them; the weights an index was built with are recorded beside it
+(``settings.json``) and another set is refused (re-index into a new data dir).
+
+Why tantivy: a search is a ``Should`` query of the terms (a must term: ``Must(term) AND
+Must(Should(terms))``) collected into a top ``k`` without a count, which tantivy answers with
+block-max WAND, so the common terms' postings are skipped block by block instead of scored;
+its document frequencies and row count come from the index's own term dictionary
+(``Searcher.doc_freq``, ``num_docs``), with no walk over postings for them. (Ding and Suel,
+"Faster top-k document retrieval using block-max indexes", SIGIR 2011.) BM25 is tantivy's,
+``k1 = 1.2``, ``b = 0.75`` (FTS5's too), with each term boosted from Lucene's IDF to FTS5's
+(:meth:`_Side.scored_term`), so both engines weigh a common term alike; what still differs is
+the row length (tantivy keeps it as a one-byte code, and the repeated title counts in it).
+Document frequencies count a deleted row until tantivy merges its segment away (FTS5's are
+exact).
+
+The store stays the system of record: every hit is checked against the store's chunk and
+resource rows (current version, status, tenant, ACL, resource ids, metadata; the filter SQL
+of :class:`~hybridsag.records.store.Filters`), as the Milvus backend checks its hits; a tenant is also
+a term of the row, so a tenant's search is narrowed in tantivy first. A row carries its
+``chunks.id``, its chunk id's 64-bit hash (a fast field: a row under a reused id that holds
+another chunk is never shown, and is found by the reconciler), its resource's store key and
+tenant; a title row its ``resources.id`` and the version it was written for.
+
+Writes run inside the store's write transaction, each call as one tantivy commit made before
+the store commits (a writer is opened for the call and released after it, so any process that
+holds the store's write lock can write). A tantivy failure raises
+:class:`~hybridsag.errors.LexicalError`, which rolls the store back; a store commit that fails (or
+a crash) after tantivy committed leaves rows the reconciler finds: :meth:`TantivyLexicalIndex.
+indexed_rowids` reads the indexes, so a row of no chunk is an orphan (removed) and a chunk whose
+row is missing or holds another chunk is missing (re-indexed). The title tokens are also kept in
+the store (``tlex_titles``, written in the same transaction), for the title-alias fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hybridsag.errors import ConfigError, LexicalError
+from hybridsag.fusion.types import Hit
+from hybridsag.lexical.fts5_topk import strip_diacritics
+from hybridsag.lexical.index import ChunkTokens, LexicalQueries, LexicalTables, Ranker
+from hybridsag.lexical.tokenizer import Tokenizer
+from hybridsag.records.store import Filters, Store, select_in
+from hybridsag.settings import LexicalSettings
+
+__all__ = ["TANTIVY_LEXICAL_MIGRATIONS", "TantivyLexicalIndex", "chunk_hash", "compose_tokens"]
+
+TANTIVY_LEXICAL_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "tlex_0001_titles",
+        "CREATE TABLE IF NOT EXISTS tlex_titles(id INTEGER PRIMARY KEY, title TEXT NOT NULL);",
+    ),
+)
+
+#: the tantivy tokenizer name of the analysed fields: whitespace, lowercased
+ANALYZER = "hybridsag_ws"
+#: the writer's memory budget (tantivy wants at least 15 MB a thread), one indexing thread
+WRITER_HEAP = 64_000_000
+#: the deepest top k one search asks tantivy for (a filter that keeps fewer rows than this
+#: leaves the rest to the store's check, as FTS5's refill does)
+MAX_DEPTH = 1_000_000
+
+F_ID, F_HASH, F_RESOURCE, F_TENANT, F_TEXT, F_VERSION = (
+    "id", "chunk_hash", "resource", "tenant", "text", "version"
+)
+
+
+def chunk_hash(chunk_id: str) -> int:
+    """A chunk id's signed 64-bit hash (blake2b), kept as a fast field of its row."""
+    digest = hashlib.blake2b(chunk_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def compose_tokens(parts: Sequence[tuple[str, float]]) -> str:
+    """One analysed field from weighted token strings: each part's tokens repeated
+    ``round(weight)`` times, folded as FTS5 folds them, space-joined.
+
+    >>> compose_tokens([("zürich", 2.0), ("", 2.0), ("a café", 1.0)])
+    'zurich zurich a cafe'
+    """
+    # folding a space-joined string folds each token alike (a space has no marks to drop)
+    out = [
+        folded
+        for tokens, weight in parts
+        if tokens
+        for folded in [strip_diacritics(" ".join(tokens.split()))] * max(0, round(weight))
+    ]
+    return " ".join(out)
+
+
+def _load_tantivy() -> Any:
+    try:
+        import tantivy
+    except ImportError as exc:
+        raise ConfigError(
+            "lexical.backend = 'tantivy' needs the tantivy package: pip install "
+            "'hybridsag[tantivy]' (or keep lexical.backend = 'fts5')"
+        ) from exc
+    return tantivy
+
+
+class _Side:
+    """One tantivy index (chunks or titles) under ``folder``: opened on first use, its reader
+    reloaded when another commit changed it."""
+
+    def __init__(self, tantivy: Any, folder: Path, kind: str) -> None:
+        self.t = tantivy
+        self.folder = folder
+        self.kind = kind
+        sb = tantivy.SchemaBuilder()
+        sb.add_integer_field(F_ID, stored=True, indexed=True, fast=True)
+        if kind == "chunks":
+            sb.add_integer_field(F_HASH, stored=False, indexed=False, fast=True)
+        else:
+            sb.add_integer_field(F_VERSION, stored=False, indexed=False, fast=True)
+        sb.add_text_field(F_RESOURCE, stored=False, tokenizer_name="raw", index_option="basic")
+        sb.add_text_field(F_TENANT, stored=False, tokenizer_name="raw", index_option="basic")
+        sb.add_text_field(F_TEXT, stored=False, tokenizer_name=ANALYZER, index_option="freq")
+        self.schema = sb.build()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.index = tantivy.Index(self.schema, path=str(folder))
+        self.index.register_tokenizer(
+            ANALYZER,
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
+            .filter(tantivy.Filter.lowercase())
+            .build(),
+        )
+        self._seen: tuple[int, int] | None = None
+        self._lock = threading.Lock()
+
+    def searcher(self) -> Any:
+        """A searcher of the last commit (the reader reloaded when ``meta.json`` changed: a
+        commit of this process or of another)."""
+        try:
+            st = os.stat(self.folder / "meta.json")
+            seen = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            seen = None
+        if seen != self._seen:
+            with self._lock:
+                self.index.reload()
+                self._seen = seen
+        return self.index.searcher()
+
+    def term(self, field: str, value: object) -> Any:
+        option = "freq" if field == F_TEXT else "basic"
+        return self.t.Query.term_query(self.schema, field, value, index_option=option)
+
+    def scored_term(self, searcher: Any, term: str) -> Any:
+        """The term's query on the text, its score carried to FTS5's IDF: tantivy scores
+        ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with Lucene's
+        ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))``; a boost of ``fts5_idf / idf`` makes it
+        FTS5's ``ln((N - n + 0.5) / (n + 0.5))``, floored at 1e-6 (a term in more than half the
+        rows adds almost nothing). ``N`` and ``n`` are the searcher's own (its live rows, the
+        term's document frequency), so the boost cancels tantivy's IDF exactly."""
+        query = self.term(F_TEXT, term)
+        n = int(searcher.doc_freq(F_TEXT, term))
+        total = int(searcher.num_docs)
+        if not n or not total:
+            return query
+        ratio = (total - n + 0.5) / (n + 0.5)
+        lucene = math.log1p(ratio)
+        fts5 = math.log(ratio) if ratio > 1.0 else 0.0
+        return self.t.Query.boost_query(query, max(fts5, 1e-6) / lucene)
+
+    def text_query(self, terms: Sequence[str], must: str | None = None,
+                   tenant: str | None = None, resources: Sequence[str] = ()) -> Any | None:
+        """``Should`` of the folded terms, each scored with FTS5's IDF (:meth:`scored_term`);
+        with ``must``, ``must AND (terms)``; narrowed to a tenant's rows and to resource keys
+        when given. None when there is nothing to match."""
+        folded = list(dict.fromkeys(strip_diacritics(t) for t in terms if t))
+        occur = self.t.Occur
+        searcher = self.searcher()
+        clauses: list[tuple[Any, Any]] = []
+        if must:
+            clauses.append((occur.Must, self.scored_term(searcher, strip_diacritics(must))))
+        if folded:
+            clauses.append((occur.Must, self.t.Query.boolean_query(
+                [(occur.Should, self.scored_term(searcher, t)) for t in folded])))
+        if not clauses:
+            return None
+        if tenant is not None:
+            clauses.append((occur.Must, self.term(F_TENANT, tenant)))
+        if resources:
+            clauses.append((occur.Must, self.t.Query.term_set_query(
+                self.schema, F_RESOURCE, list(resources))))
+        if len(clauses) == 1 and not must:
+            return clauses[0][1]
+        return self.t.Query.boolean_query(clauses)
+
+    def top(self, query: Any, k: int, fields: Sequence[str]) -> list[tuple[float, list[Any]]]:
+        """``(score, [field values])`` of the best ``k`` rows, best first (no count asked, so
+        tantivy may skip blocks that cannot reach the top)."""
+        searcher = self.searcher()
+        hits = searcher.search(query, min(max(k, 1), MAX_DEPTH), count=False).hits
+        if not hits:
+            return []
+        addresses = [a for _, a in hits]
+        columns = [searcher.fast_field_values(f, addresses) for f in fields]
+        return [(float(s), [c[i] for c in columns]) for i, (s, _a) in enumerate(hits)]
+
+    def all_rows(self, fields: Sequence[str]) -> list[list[Any]]:
+        """The field values of every live row."""
+        searcher = self.searcher()
+        n = searcher.num_docs
+        if not n:
+            return []
+        hits = searcher.search(self.t.Query.all_query(), n, count=False).hits
+        addresses = [a for _, a in hits]
+        columns = [searcher.fast_field_values(f, addresses) for f in fields]
+        return [[c[i] for c in columns] for i in range(len(addresses))]
+
+    def write(self, action: str, fn: Callable[[Any], None]) -> None:
+        """Run ``fn(writer)`` and commit, as one tantivy commit (the writer released after it,
+        its merges finished); LexicalError on any failure, nothing of it committed."""
+        try:
+            writer = self.index.writer(WRITER_HEAP, 1)
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise LexicalError(
+                f"{action} in the tantivy index {self.folder} failed: cannot open its writer "
+                f"(another process writing without the store's write lock?): {exc}",
+                retriable=True,
+            ) from exc
+        try:
+            fn(writer)
+            writer.commit()
+        except LexicalError:
+            writer.rollback()
+            raise
+        except Exception as exc:
+            try:
+                writer.rollback()
+            except Exception:  # noqa: BLE001 - the first failure is the one to report
+                pass
+            raise LexicalError(f"{action} in the tantivy index {self.folder} failed: {exc}") from exc
+        finally:
+            try:
+                writer.wait_merging_threads()
+            except Exception:  # noqa: BLE001 - a writer that failed is dropped as it is
+                pass
+        with self._lock:
+            self.index.reload()
+
+
+class TantivyLexicalIndex:
+    """:class:`~hybridsag.lexical.index.LexicalIndex` on tantivy (see the module docstring).
+    The indexes open on first use; reads are thread-safe, writes run under the store's write
+    lock (one writer at a time, per call).
+
+    It holds the query skeleton (:class:`~hybridsag.lexical.index.LexicalQueries`) and is its
+    :class:`~hybridsag.lexical.index.LexicalEngine`: tantivy ranks and counts, the store checks."""
+
+    #: the store-side rows the query skeleton reads: the titles (for the title-alias fix); the
+    #: chunk rows live in tantivy only (``scoped_doc_freqs`` is answered here, not by the
+    #: skeleton's SQL)
+    tables = LexicalTables("", "tlex_titles", "id", "")
+
+    def __init__(
+        self,
+        store: Store,
+        tokenizer: Tokenizer,
+        settings: LexicalSettings,
+        *,
+        path: Path,
+        max_terms: int = 80,
+    ) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.path = Path(path)
+        store.migrate(TANTIVY_LEXICAL_MIGRATIONS)
+        self._queries = LexicalQueries(store, tokenizer, self, max_terms=max_terms)
+        self._weights = (settings.title_weight, settings.heading_weight, settings.body_weight)
+        self._open_lock = threading.Lock()
+        self._sides: tuple[_Side, _Side] | None = None
+        # the hits' chunk rows drive the join to their resources: SQLite's CROSS JOIN keeps
+        # that order (left to itself the planner may start from every resource a filter
+        # selects: about 140 ms a search at 100k passages, against a few ms); PostgreSQL plans it alone
+        self._join = "JOIN" if store.is_postgres else "CROSS JOIN"
+
+    def __repr__(self) -> str:
+        return f"TantivyLexicalIndex({str(self.path)!r})"
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _open(self) -> tuple[_Side, _Side]:
+        if self._sides is not None:
+            return self._sides
+        with self._open_lock:
+            if self._sides is None:
+                tantivy = _load_tantivy()
+                self._check_settings()
+                try:
+                    self._sides = (
+                        _Side(tantivy, self.path / "chunks", "chunks"),
+                        _Side(tantivy, self.path / "titles", "titles"),
+                    )
+                except (ValueError, OSError, RuntimeError) as exc:
+                    raise LexicalError(f"opening the tantivy index at {self.path} failed: {exc}") from exc
+            return self._sides
+
+    def _check_settings(self) -> None:
+        """Record the column weights the rows are written with; refuse other ones (the rows
+        hold the weights as repeated tokens, so they cannot change in place)."""
+        record = self.path / "settings.json"
+        want = {"title_weight": self._weights[0], "heading_weight": self._weights[1],
+                "body_weight": self._weights[2], "analyzer": ANALYZER}
+        if record.is_file():
+            have = json.loads(record.read_text("utf-8"))
+            if have != want:
+                raise ConfigError(
+                    f"the tantivy index at {self.path} was built with {have}, these settings "
+                    f"ask for {want}: put the old values back, or index into a new data dir"
+                )
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(want, sort_keys=True) + "\n", "utf-8")
+
+    @property
+    def _chunks(self) -> _Side:
+        return self._open()[0]
+
+    @property
+    def _titles(self) -> _Side:
+        return self._open()[1]
+
+    def _read(self, action: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except (LexicalError, ConfigError):
+            raise
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise LexicalError(f"{action} in the tantivy index at {self.path} failed: {exc}") from exc
+
+    def describe(self) -> str:
+        """One line for ``doctor``: ``tantivy at <path>: 120 chunks, 40 titles``."""
+        chunks = self._read("counting", lambda: self._chunks.searcher().num_docs)
+        titles = self._read("counting", lambda: self._titles.searcher().num_docs)
+        return f"tantivy at {self.path}: {chunks} chunks, {titles} titles"
+
+    def close(self) -> None:
+        """Drop the open indexes (nothing is held between writes); safe to call twice."""
+        with self._open_lock:
+            self._sides = None
+
+    def flush(self) -> None:
+        """Nothing to seal: every write call is a commit whose merges finished."""
+
+    # -- reads (the query skeleton's) -----------------------------------------------------------
+
+    def query_terms(self, query: str) -> list[str]:
+        return self._queries.query_terms(query)
+
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        filters: Filters,
+        must: str | None = None,
+        path: str = "bm25",
+    ) -> list[Hit]:
+        return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
+
+    def search_titles(
+        self, terms: Sequence[str], *, limit: int, filters: Filters
+    ) -> list[tuple[str, float]]:
+        return self._queries.search_titles(terms, limit=limit, filters=filters)
+
+    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
+        return self._queries.best_chunks(resource_ids, terms)
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        return self._queries.doc_freqs(terms)
+
+    def scoped_doc_freqs(
+        self, terms: Sequence[str], filters: Filters
+    ) -> tuple[dict[str, int], int]:
+        """:meth:`doc_freqs` and the chunk count over the chunks ``filters`` lets through
+        (current versions only): each term's rows (narrowed to the tenant in tantivy) counted
+        in the store. One walk of a term's rows each: meant for a query's few terms."""
+        filter_sql, params = filters.sql("r", self.store.backend)
+        conn = self.store.connection()
+        scope = (
+            f"FROM chunks c {self._join} resources r ON r.resource_id = c.resource_id "
+            f"AND r.version = c.version WHERE {filter_sql}"
+        )
+        try:
+            total = int(conn.execute(f"SELECT count(*) {scope}", params).fetchone()[0])
+            out: dict[str, int] = {}
+            side = self._chunks
+            for term in dict.fromkeys(terms):
+                query = side.text_query([term], tenant=filters.tenant)
+                if query is None:
+                    continue
+                n_rows = side.searcher().doc_freq(F_TEXT, strip_diacritics(term))
+                if not n_rows:
+                    continue
+                rows = self._read("counting a term", lambda q=query, n=n_rows: side.top(
+                    q, n, [F_ID, F_HASH]))
+                hashes = {int(v[0]): int(v[1]) for _s, v in rows}
+                current = select_in(
+                    conn, f"SELECT c.id, c.chunk_id {scope} AND", "c.id", hashes, params=params
+                )
+                n = sum(1 for rowid, row in current.items() if chunk_hash(row[1]) == hashes[rowid])
+                if n:
+                    out[term] = n
+        except self.store.errors as exc:
+            raise LexicalError(f"counting terms within the filters failed: {exc}") from exc
+        return out, total
+
+    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
+        return self._queries.chunk_tokens(title, heading, body)
+
+    def title_tokens(self, title: str) -> str:
+        return self._queries.title_tokens(title)
+
+    # -- the engine: vocabulary -----------------------------------------------------------------
+
+    def total_chunks(self) -> int:
+        """Live chunk rows in the index (tantivy keeps the count)."""
+        return int(self._read("counting", lambda: self._chunks.searcher().num_docs))
+
+    def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
+        """Each lexeme's document frequency from tantivy's term dictionary (no postings walk)."""
+        def count() -> dict[str, int]:
+            searcher = self._chunks.searcher()
+            got = {x: int(searcher.doc_freq(F_TEXT, x)) for x in lexemes if x}
+            return {x: n for x, n in got.items() if n > 0}
+
+        return self._read("reading document frequencies", count)
+
+    def term_match(self, term: str) -> str:
+        return strip_diacritics(term)
+
+    # -- the engine: search ---------------------------------------------------------------------
+
+    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
+        side = self._chunks
+        query = side.text_query(terms, must=must, tenant=filters.tenant)
+        conn = self.store.connection()
+        select = (
+            f"SELECT c.id, c.chunk_id, c.resource_id FROM chunks c {self._join} resources r "
+            "ON r.resource_id = c.resource_id AND r.version = c.version WHERE "
+        )
+
+        def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
+            if query is None:
+                return []
+            found = self._read("BM25 search", lambda: side.top(query, depth, [F_ID, F_HASH]))
+            if not found:
+                return []
+            visible = select_in(
+                conn, f"{select}{filter_sql} AND", "c.id", [int(v[0]) for _s, v in found],
+                params=params,
+            )
+            rows = []
+            for score, (rowid, digest) in found:
+                row = visible.get(int(rowid))
+                if row is None or chunk_hash(row[1]) != int(digest):
+                    continue  # a row of a deleted, replaced or filtered-out chunk
+                rows.append((-score, int(rowid), row[1], row[2]))
+            rows.sort(key=lambda r: (r[0], r[1]))  # FTS5's order: score, then chunk row
+            return [(chunk_id, resource_id, s) for s, _id, chunk_id, resource_id in rows[:limit]]
+
+        return ranked
+
+    def title_rows(
+        self,
+        terms: Sequence[str],
+        filter_sql: str,
+        params: list[object],
+        limit: int,
+        filters: Filters,
+    ) -> list[Any]:
+        side = self._titles
+        query = side.text_query(terms, tenant=filters.tenant)
+        if query is None:
+            return []
+        conn = self.store.connection()
+        depth = max(limit * 2, limit + 20)
+        while True:
+            found = self._read("title search", lambda: side.top(query, depth, [F_ID, F_VERSION]))
+            visible = select_in(
+                conn, f"SELECT r.id, r.resource_id, r.version FROM resources r WHERE {filter_sql} AND",
+                "r.id", [int(v[0]) for _s, v in found], params=params,
+            )
+            rows = []
+            for score, (rowid, version) in found:
+                row = visible.get(int(rowid))
+                if row is None or int(row[2]) != int(version):
+                    continue
+                rows.append((-score, int(rowid), row[1]))
+            rows.sort(key=lambda r: (r[0], r[1]))
+            if len(rows) >= limit or len(found) < depth or depth >= MAX_DEPTH:
+                return [(rid, s) for s, _id, rid in rows[:limit]]
+            depth = min(depth * 4, MAX_DEPTH)
+
+    def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
+        side = self._chunks
+        query = side.text_query(terms, resources=list(resource_ids))
+        if query is None:
+            return []
+        found = self._read("best chunks", lambda: side.top(
+            query, max(100, 20 * len(resource_ids)), [F_ID, F_HASH]))
+        current = select_in(
+            self.store.connection(),
+            f"SELECT c.id, c.chunk_id, c.resource_id FROM chunks c {self._join} resources r "
+            "ON r.resource_id = c.resource_id AND r.version = c.version WHERE",
+            "c.id",
+            [int(v[0]) for _s, v in found],
+        )
+        ranked = []
+        for score, (rowid, digest) in found:
+            row = current.get(int(rowid))
+            if row is not None and chunk_hash(row[1]) == int(digest):
+                ranked.append((-score, int(rowid), row[2], row[1]))
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        return [(rid, chunk_id) for _s, _id, rid, chunk_id in ranked]
+
+    # -- rows (inside the caller's write transaction) -------------------------------------------
+
+    def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
+        """Index chunks ``(chunks.id, tokens)`` (their chunk id, resource and tenant read from
+        the store rows); a chunk indexed before is replaced."""
+        items = list(rows)
+        if not items:
+            return
+        meta = select_in(
+            conn,
+            "SELECT c.id, c.chunk_id, c.resource_id, r.tenant FROM chunks c "
+            "LEFT JOIN resources r ON r.resource_id = c.resource_id WHERE",
+            "c.id",
+            [rowid for rowid, _ in items],
+        )
+        tw, hw, bw = self._weights
+        side = self._chunks
+        doc = side.t.Document
+
+        def write(writer: Any) -> None:
+            for rowid, tok in items:
+                row = meta.get(rowid)
+                writer.delete_documents_by_term(F_ID, int(rowid))
+                writer.add_document(doc(
+                    id=int(rowid),
+                    chunk_hash=chunk_hash(row[1]) if row else 0,
+                    resource=str(row[2]) if row else "",
+                    tenant=str(row[3] or "") if row else "",
+                    text=compose_tokens([(tok.title, tw), (tok.heading, hw), (tok.body, bw)]),
+                ))
+
+        side.write(f"writing {len(items)} chunk rows", write)
+
+    def _delete(self, side: _Side, field: str, values: Sequence[object]) -> None:
+        if not values:
+            return
+
+        def write(writer: Any) -> None:
+            for value in values:
+                writer.delete_documents_by_term(field, value)
+
+        side.write(f"deleting {len(values)} rows", write)
+
+    def remove_chunks(self, conn: Any, rowids: Iterable[int]) -> None:
+        self._delete(self._chunks, F_ID, [int(r) for r in rowids])
+
+    def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
+        self._delete(self._chunks, F_RESOURCE, [resource_id])
+
+    def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
+        if conn.execute("SELECT 1 FROM chunks WHERE id = ?", (rowid,)).fetchone() is not None:
+            return 0
+        self._delete(self._chunks, F_ID, [int(rowid)])
+        return 1
+
+    def _row(self, side: _Side, rowid: int, field: str) -> list[int]:
+        found = self._read("reading a row", lambda: side.top(
+            side.term(F_ID, int(rowid)), 4, [field]))
+        return [int(v[0]) for _s, v in found]
+
+    def has_chunk(self, conn: Any, rowid: int) -> bool:
+        """Whether chunk row ``rowid`` is indexed: a tantivy row of this id that holds this
+        chunk (not another one under a reused id)."""
+        row = conn.execute("SELECT chunk_id FROM chunks WHERE id = ?", (rowid,)).fetchone()
+        if row is None:
+            return False
+        return chunk_hash(row[0]) in self._row(self._chunks, rowid, F_HASH)
+
+    def status_changed(self, conn: Any, resource_id: str) -> None:
+        """Nothing to write: the status is checked in the store's rows on every hit."""
+
+    def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
+        items = list(rows)
+        if not items:
+            return
+        conn.executemany("DELETE FROM tlex_titles WHERE id = ?", [(r,) for r, _ in items])
+        conn.executemany("INSERT INTO tlex_titles(id, title) VALUES (?, ?)", items)
+        meta = select_in(
+            conn, "SELECT id, resource_id, version, tenant FROM resources", "id",
+            [r for r, _ in items],
+        )
+        side = self._titles
+        doc = side.t.Document
+
+        def write(writer: Any) -> None:
+            for rowid, title in items:
+                row = meta.get(rowid)
+                writer.delete_documents_by_term(F_ID, int(rowid))
+                writer.add_document(doc(
+                    id=int(rowid),
+                    version=int(row[2]) if row else -1,
+                    resource=str(row[1]) if row else "",
+                    tenant=str(row[3] or "") if row else "",
+                    text=compose_tokens([(title, 1.0)]),
+                ))
+
+        side.write(f"writing {len(items)} title rows", write)
+
+    def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
+        ids = [int(r) for r in rowids]
+        if not ids:
+            return
+        conn.executemany("DELETE FROM tlex_titles WHERE id = ?", [(r,) for r in ids])
+        self._delete(self._titles, F_ID, ids)
+
+    def remove_resource_title(self, conn: Any, resource_id: str) -> None:
+        conn.execute(
+            "DELETE FROM tlex_titles WHERE id IN (SELECT id FROM resources WHERE resource_id = ?)",
+            (resource_id,),
+        )
+        self._delete(self._titles, F_RESOURCE, [resource_id])
+
+    def remove_orphan_title(self, conn: Any, rowid: int) -> int:
+        if conn.execute("SELECT 1 FROM resources WHERE id = ?", (rowid,)).fetchone() is not None:
+            return 0
+        conn.execute("DELETE FROM tlex_titles WHERE id = ?", (rowid,))
+        self._delete(self._titles, F_ID, [int(rowid)])
+        return 1
+
+    def has_title(self, conn: Any, rowid: int) -> bool:
+        row = conn.execute(
+            "SELECT r.version FROM resources r JOIN tlex_titles m ON m.id = r.id WHERE r.id = ?",
+            (rowid,),
+        ).fetchone()
+        if row is None:
+            return False
+        return int(row[0]) in self._row(self._titles, rowid, F_VERSION)
+
+    # -- audit ------------------------------------------------------------------------------
+
+    def indexed_rowids(self, conn: Any) -> tuple[set[int], set[int]]:
+        """The ``(chunks.id, resources.id)`` ids the reconciler counts as indexed, read from
+        tantivy: a row whose id has no store row is returned (an orphan, to remove); a row
+        that holds another chunk (or version) than the store row of its id, or a title whose
+        store-side tokens are missing, is left out (missing, to re-index)."""
+        chunk_rows = {
+            int(i): int(h) for i, h in self._read(
+                "listing rows", lambda: self._chunks.all_rows([F_ID, F_HASH]))
+        }
+        title_rows = {
+            int(i): int(v) for i, v in self._read(
+                "listing rows", lambda: self._titles.all_rows([F_ID, F_VERSION]))
+        }
+        have_chunk = select_in(conn, "SELECT id, chunk_id FROM chunks", "id", chunk_rows)
+        have_title = select_in(
+            conn,
+            "SELECT r.id, r.version, m.id FROM resources r LEFT JOIN tlex_titles m ON m.id = r.id",
+            "r.id",
+            title_rows,
+        )
+        chunks = {
+            rowid for rowid, digest in chunk_rows.items()
+            if rowid not in have_chunk or chunk_hash(have_chunk[rowid][1]) == digest
+        }
+        titles = {
+            rowid for rowid, version in title_rows.items()
+            if rowid not in have_title
+            or (int(have_title[rowid][1]) == version and have_title[rowid][2] is not None)
+        }
+        # store-side title rows of no resource (orphans too)
+        titles |= {
+            int(r[0]) for r in conn.execute(
+                "SELECT m.id FROM tlex_titles m LEFT JOIN resources r ON r.id = m.id "
+                "WHERE r.id IS NULL"
+            )
+        }
+        return chunks, titles
