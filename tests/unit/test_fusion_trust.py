@@ -257,3 +257,26 @@ def test_fuse_lets_trusted_dense_reorder_what_the_judge_scored() -> None:
     assert all(h.rules == () for h in fused)
     with pytest.raises(ValueError, match="unknown fusion method 'sum'"):
         fuse(runs, query="q", chunks=chunks, method="sum")
+
+
+def test_shipped_model_trusts_dense_more_when_the_lexical_evidence_is_weak() -> None:
+    """The shipped model reads ``lexical_flat`` and ``dense_support`` (issue 27 item 1): the
+    same judged and embedding lists weigh the embedding path more when BM25's list is flat and
+    holds none of the embedding path's finds than when BM25's first hit stands out and BM25
+    also finds what the embedding path found."""
+    from hybridsag.fusion import DEFAULT_TRUST_MODEL
+
+    judged = scored("sag2", *((f"j{i}", 0.2 - 0.01 * i) for i in range(10)), judged=True)
+    dense = scored("dense", *((f"d{i}", 0.6 - 0.01 * i) for i in range(10)))
+    flat = scored("bm25", *((f"j{i}", 5.0 - 0.02 * i) for i in range(20)))
+    steep = scored("bm25", ("d0", 20.0), ("d1", 9.0), ("d2", 6.0), ("d3", 5.0), ("d4", 4.0),
+                   *((f"d{i}", 3.0 - 0.1 * i) for i in range(5, 10)), ("j0", 1.0))
+    facts = QueryFacts(embedder_reads=1.0, terms=3, terms_in_index=1.0, idf=0.5, words=3)
+    weak = assess({"sag2": judged, "dense": dense, "bm25": flat}, KINDS, facts, weights={},
+                  model=DEFAULT_TRUST_MODEL)
+    strong = assess({"sag2": judged, "dense": dense, "bm25": steep}, KINDS, facts, weights={},
+                    model=DEFAULT_TRUST_MODEL)
+    assert weak.signals["lexical_flat"] > 0.9 and weak.signals["dense_support"] == 0.0
+    assert strong.signals["lexical_flat"] < 0.2 and strong.signals["dense_support"] == 1.0
+    assert weak.dense_share > strong.dense_share
+    assert weak.weights["dense"] > strong.weights["dense"]
