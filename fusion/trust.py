@@ -154,18 +154,6 @@ class TrustModel:
 #: of musique100, pycode, cmrc2018 (first 500 questions), manpages-en and manpages-ru with the
 #: shipped judge (never on 2wiki); ``judge_hold_below`` 0.7 is the leave-one-set-out choice
 #: (benchmarks/results/fusion_loso.md).
-#: Then (issue 27 items 1-3) two signals added on top, the other coefficients kept:
-#: ``lexical_flat`` 5.0 (a flat BM25 list, the keyword list of common words many abstracts
-#: match, says the lexical paths' order, and the judge's built on it, says little: trust the
-#: embedding path more) and ``dense_support`` -2.0 (what the embedding path finds that no query
-#: term reaches is what the judge, which reads lexical features, is worst placed to rank), with
-#: the bias moved by -1.5 so that a query of average flatness and support (about 0.5 and 0.7 on
-#: the shared sets) keeps about the share it had. Chosen on captured runs of musique100, pycode
-#: and the dev sets entity-2wiki, codeq and musique-haystack: a small grid (``lexical_flat``
-#: 2..6, ``dense_support``, ``judge_mean``, ``judge_top`` 0..-2/-6, bias -1..1, shares rounded
-#: to tenths) kept the points that leave musique100's and pycode's fused figures where they
-#: were, then four of them were scored exactly; this one narrows entity-2wiki's gap and moves
-#: no other set (docs/benchmarks.md, "Trust on entity, code-question and distractor sets").
 DEFAULT_TRUST_MODEL = TrustModel(
     coefficients={
         "dense_z": 0.2886,
@@ -181,10 +169,8 @@ DEFAULT_TRUST_MODEL = TrustModel(
         "idf": -1.2289,
         "capitalised": 0.0325,
         "words": -0.0269,
-        "lexical_flat": 5.0,
-        "dense_support": -2.0,
     },
-    bias=-3.1034,
+    bias=-1.6034,
     lexical_coefficients={
         "dense_z": 0.0588,
         "dense_margin": -0.6327,
@@ -203,8 +189,7 @@ DEFAULT_TRUST_MODEL = TrustModel(
     },
     lexical_bias=1.9101,
     judge_hold_below=0.7,
-    source="fitted on musique100, pycode, cmrc2018, manpages-en, manpages-ru; lexical_flat and "
-    "dense_support chosen on musique100, pycode, entity-2wiki, codeq, musique-haystack",
+    source="fitted on musique100, pycode, cmrc2018, manpages-en, manpages-ru",
 )
 
 

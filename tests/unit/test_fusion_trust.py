@@ -259,13 +259,13 @@ def test_fuse_lets_trusted_dense_reorder_what_the_judge_scored() -> None:
         fuse(runs, query="q", chunks=chunks, method="sum")
 
 
-def test_shipped_model_trusts_dense_more_when_the_lexical_evidence_is_weak() -> None:
-    """The shipped model reads ``lexical_flat`` and ``dense_support`` (issue 27 item 1): the
+def test_a_model_reading_flatness_and_support_trusts_dense_more_when_lexical_is_weak() -> None:
+    """The candidate of issue 27 item 1 (``lexical_flat`` 5, ``dense_support`` -2, the
+    coefficients of benchmarks/results/trust_model_entity_candidate.json beside main's): the
     same judged and embedding lists weigh the embedding path more when BM25's list is flat and
     holds none of the embedding path's finds than when BM25's first hit stands out and BM25
     also finds what the embedding path found."""
-    from hybridsag.fusion import DEFAULT_TRUST_MODEL
-
+    model = TrustModel(coefficients={"lexical_flat": 5.0, "dense_support": -2.0}, bias=-1.5)
     judged = scored("sag2", *((f"j{i}", 0.2 - 0.01 * i) for i in range(10)), judged=True)
     dense = scored("dense", *((f"d{i}", 0.6 - 0.01 * i) for i in range(10)))
     flat = scored("bm25", *((f"j{i}", 5.0 - 0.02 * i) for i in range(20)))
@@ -273,10 +273,13 @@ def test_shipped_model_trusts_dense_more_when_the_lexical_evidence_is_weak() -> 
                    *((f"d{i}", 3.0 - 0.1 * i) for i in range(5, 10)), ("j0", 1.0))
     facts = QueryFacts(embedder_reads=1.0, terms=3, terms_in_index=1.0, idf=0.5, words=3)
     weak = assess({"sag2": judged, "dense": dense, "bm25": flat}, KINDS, facts, weights={},
-                  model=DEFAULT_TRUST_MODEL)
+                  model=model)
     strong = assess({"sag2": judged, "dense": dense, "bm25": steep}, KINDS, facts, weights={},
-                    model=DEFAULT_TRUST_MODEL)
+                    model=model)
     assert weak.signals["lexical_flat"] > 0.9 and weak.signals["dense_support"] == 0.0
     assert strong.signals["lexical_flat"] < 0.2 and strong.signals["dense_support"] == 1.0
-    assert weak.dense_share > strong.dense_share
+    z_weak = -1.5 + 5.0 * weak.signals["lexical_flat"]
+    z_strong = -1.5 + 5.0 * strong.signals["lexical_flat"] - 2.0
+    assert weak.dense_share == pytest.approx(1 / (1 + math.exp(-z_weak)))
+    assert strong.dense_share == pytest.approx(1 / (1 + math.exp(-z_strong)))
     assert weak.weights["dense"] > strong.weights["dense"]
