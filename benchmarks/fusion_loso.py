@@ -9,6 +9,11 @@ sets only; the held-out set's sag2 order is re-scored with that judge, and each 
 :func:`hybridsag.evaluation.offline_runs.fused`, the search's own fusion step. 2wiki is only ever a check
 set: scored with the models fitted on all dev sets, never fitted on.
 
+The judge is fitted on the sets it ships fitted on (``scripts/fit_judge.py``'s ``DEFAULT_SETS``);
+the trust model also on the dev sets of kinds those lack (:data:`TRUST_SETS`: entity keyword
+lists, questions over code, a distractor haystack; benchmarks/devsets/README.md says how each is
+built), each held out in turn like the others.
+
     python benchmarks/fusion_loso.py --report benchmarks/results/fusion_loso.md \\
         [--check SHARED/2wiki] [--write-model my_trust.json]
 
@@ -31,6 +36,7 @@ import numpy as np
 
 from hybridsag.fusion.trust import SIGNAL_NAMES, TrustModel, assess, trust_signals
 from hybridsag.judges.features import load_weights
+from hybridsag.evaluation.measures import ranked_results
 from hybridsag.evaluation.offline_runs import fused
 from hybridsag.settings import FusionSettings
 from hybridsag.evaluation.tuning import (
@@ -49,6 +55,12 @@ from hybridsag.evaluation.tuning import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from fit_judge import DEFAULT_SETS, SET_WEIGHTS, find_shared, resolve_set  # noqa: E402
 
+#: Dev sets the trust model is fitted on beside the judge's (never the judge itself).
+TRUST_SETS: tuple[tuple[str, int | None], ...] = (
+    ("repo:benchmarks/devsets/entity-2wiki", None),
+    ("repo:benchmarks/devsets/codeq", None),
+    ("repo:benchmarks/devsets/musique-haystack", None),
+)
 KINDS = {"sag2": "judged", "dense": "embedding", "bm25": "lexical", "title": "title"}
 OLD_WEIGHTS = {"bm25": 1.0, "sag2": 1.0, "dense": 0.5, "title": 0.25}
 #: The trust model reads these signals (``reads`` is its gate, not a coefficient).
@@ -188,7 +200,11 @@ def score_set(
             r = sim_runs(q, old_judge, views) if name.startswith("old") else runs
             fusion_in = replace(q.question.fusion_in, runs=only(r, paths))
             hits = fused(fusion_in, fusion, model=trust_model)
-            fused_runs.setdefault(name, []).append((resource_ranking(hits, views), q.gold))
+            # a fused hit stands for the copies of its text it folded in, as eval scores it
+            ranked = ranked_results(
+                [[views[c].resource_id for c in (h.chunk_id, *h.duplicates) if c in views]
+                 for h in hits], q.gold)
+            fused_runs.setdefault(name, []).append((ranked, q.gold))
     return (
         {k: mean_metrics(v) for k, v in singles.items()},
         {k: mean_metrics(v) for k, v in fused_runs.items()},
@@ -224,20 +240,21 @@ def main(argv: list[str] | None = None) -> int:
     shared = find_shared(args.shared)
     dev = [
         capture_set(resolve_set(s, shared), cache=args.cache, limit=lim)
-        for s, lim in DEFAULT_SETS
+        for s, lim in (*DEFAULT_SETS, *TRUST_SETS)
         if s.split(":")[-1].split("/")[-1] not in args.skip
     ]
+    judge_names = {s.split(":")[-1].split("/")[-1] for s, _lim in DEFAULT_SETS}
     checks = [capture_set(p, cache=args.cache) for p in args.check]
     old_judge = judge_fit_of(load_weights("musique"))
     lines = ["| held-out set | run | R@1 | R@2 | R@5 | R@10 | nDCG@10 | gap R@10 | gap nDCG |",
              "|---|---|---|---|---|---|---|---|---|"]
     worst: dict[str, float] = {}
     mean_gap: dict[str, float] = {}
-    all_judge = fit_judge(dev, set_weights=SET_WEIGHTS)
+    all_judge = fit_judge([s for s in dev if s.name in judge_names], set_weights=SET_WEIGHTS)
     folds: list[tuple[CapturedSet, JudgeFit, TrustModel]] = []
     for i, held in enumerate(dev):
         others = [s for j, s in enumerate(dev) if j != i]
-        judge = fit_judge(others, set_weights=SET_WEIGHTS)
+        judge = fit_judge([s for s in others if s.name in judge_names], set_weights=SET_WEIGHTS)
         model = fit_trust([(s, judge) for s in others])
         folds.append((held, judge, model))
     all_model = fit_trust([(s, all_judge) for s in dev])

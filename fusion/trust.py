@@ -21,6 +21,14 @@ Signals (all label-free, all plain numbers; the names are the keys of :attr:`Tru
   next-hop query (``judge_next_hop``);
 - agreement: the share of the embedding path's top ten (``agreement``) and of the lexical
   path's top ten (``lexical_agreement``) that the judged path also ranks in its top ten;
+- how weak the lexical evidence is and where the embedding path's finds come from: the
+  lexical path's tenth score over its first (``lexical_flat``, 1 for a flat list: a keyword
+  list of common words that many passages match about equally, where BM25's order says
+  little), the judge's mean probability over its top ten (``judge_mean``, low across the pool
+  when no candidate answers), and the share of the embedding path's top ten that the lexical
+  path also finds in its list (``dense_support``, low when the embedding path's finds are
+  passages no query term leads to: among many near-duplicate distractors, or a description
+  whose words the passage lacks);
 - from the caller (:class:`QueryFacts`, measured against the index and the embedder): the share
   of the query's letters the embedding model reads as words (``reads``), the share of the
   query's terms the lexical index holds (``terms_in_index``) and their mean normalised IDF
@@ -56,6 +64,7 @@ __all__ = [
     "Trust",
     "TrustModel",
     "assess",
+    "flatness",
     "list_stats",
     "trust_signals",
 ]
@@ -79,6 +88,9 @@ SIGNAL_NAMES: tuple[str, ...] = (
     "idf",
     "capitalised",
     "words",
+    "lexical_flat",
+    "judge_mean",
+    "dense_support",
 )
 
 
@@ -209,6 +221,17 @@ def list_stats(hits: Sequence[Hit], *, top: int = 100) -> tuple[float, float, fl
     return first, margin, z
 
 
+def flatness(hits: Sequence[Hit], *, at: int = 10) -> float:
+    """A path's ``at``-th score over its first (by rank; the last one's when the list is
+    shorter), in ``[0, 1]``: 1 when the list is flat (its order says little), near 0 when its
+    first hit stands out; 0 for an empty list or a first score that is not positive (a score
+    whose ratio means nothing)."""
+    scores = [h.score for h in sorted(hits, key=lambda h: h.rank)[:at]]
+    if not scores or scores[0] <= 0.0:
+        return 0.0
+    return min(1.0, max(0.0, scores[-1] / scores[0]))
+
+
 def _top_ids(hits: Sequence[Hit], k: int) -> list[str]:
     return [h.chunk_id for h in sorted(hits, key=lambda h: h.rank)[:k]]
 
@@ -239,6 +262,14 @@ def trust_signals(
         lexical_agreement = len(set(_top_ids(lexical, 10)) & judged_top) / 10.0
     next_hop = sum(h.next_hop for h in sorted(judged, key=lambda h: h.rank)[:10]) / 10.0
     reads = 1.0 if facts.embedder_reads is None else facts.embedder_reads
+    judged_probs = [h.judge_p for h in sorted(judged, key=lambda h: h.rank)[:10]]
+    known = [p for p in judged_probs if p is not None]
+    judge_mean = math.fsum(known) / len(known) if known else 0.0
+    dense_support = 0.0
+    if dense and lexical:
+        lexical_ids = {h.chunk_id for h in lexical}
+        top_dense = _top_ids(dense, 10)
+        dense_support = sum(c in lexical_ids for c in top_dense) / len(top_dense)
     return {
         "dense_z": d_z,
         "dense_margin": d_margin,
@@ -254,6 +285,9 @@ def trust_signals(
         "idf": facts.idf,
         "capitalised": facts.capitalised,
         "words": math.log1p(facts.words),
+        "lexical_flat": flatness(lexical),
+        "judge_mean": judge_mean,
+        "dense_support": dense_support,
     }
 
 

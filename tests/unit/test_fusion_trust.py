@@ -18,6 +18,7 @@ from hybridsag.fusion import (
     normalise,
     trust_signals,
 )
+from hybridsag.fusion.trust import flatness
 
 KINDS = {"sag2": "judged", "dense": "embedding", "title": "title", "bm25": "lexical"}
 
@@ -67,6 +68,49 @@ def test_signals_exact_values() -> None:
     assert sig["reads"] == 0.5
     assert sig["terms_in_index"] == pytest.approx(2 / 3)
     assert sig["words"] == pytest.approx(math.log(7))
+
+
+def test_flatness_is_the_tenth_score_over_the_first() -> None:
+    flat = scored("bm25", *((f"c{i}", 10.0 - 0.1 * i) for i in range(12)))
+    assert flatness(flat) == pytest.approx(9.1 / 10.0)  # the tenth hit scores 9.1
+    steep = scored("bm25", ("a", 8.0), ("b", 2.0), ("c", 1.0))
+    assert flatness(steep) == pytest.approx(1.0 / 8.0)  # a short list: its last score
+    assert flatness([]) == 0.0
+    assert flatness(scored("bm25", ("a", 0.0), ("b", 0.0))) == 0.0  # no ratio to take
+
+
+def test_weak_lexical_and_unsupported_dense_signals() -> None:
+    # a keyword list of common words: BM25 flat, the judge unsure of everything; dense's top
+    # ten holds two passages that BM25 also found
+    runs = {
+        "sag2": scored("sag2", *((f"j{i}", 0.3 - 0.01 * i) for i in range(10)), judged=True),
+        "bm25": scored("bm25", *((f"l{i}", 5.0 - 0.05 * i) for i in range(20)), ("d1", 1.0)),
+        "dense": scored("dense", ("d0", 0.9), ("d1", 0.8), ("l3", 0.7), ("d3", 0.6),
+                        *((f"x{i}", 0.5) for i in range(6))),
+    }
+    sig = trust_signals(runs, KINDS, QueryFacts(embedder_reads=1.0))
+    assert sig["lexical_flat"] == pytest.approx(4.55 / 5.0)
+    assert sig["judge_mean"] == pytest.approx(math.fsum(0.3 - 0.01 * i for i in range(10)) / 10)
+    assert sig["dense_support"] == pytest.approx(0.2)  # d1 and l3 are in BM25's list
+    alone = trust_signals({"dense": runs["dense"], "sag2": runs["sag2"]}, KINDS, QueryFacts())
+    assert alone["dense_support"] == 0.0 and alone["lexical_flat"] == 0.0  # no lexical path
+
+
+def test_new_signals_move_the_shares_of_a_model_that_reads_them() -> None:
+    runs = {
+        "sag2": scored("sag2", ("a", 0.3), ("b", 0.2), judged=True),
+        "bm25": scored("bm25", ("a", 5.0), ("b", 4.9), ("c", 4.8)),
+        "dense": scored("dense", ("d", 0.9), ("e", 0.5)),
+    }
+    base = TrustModel(coefficients={}, bias=0.0)
+    weak_lexical = TrustModel(coefficients={"lexical_flat": 2.0, "dense_support": -1.0},
+                              bias=0.0)
+    plain = assess(runs, KINDS, QueryFacts(embedder_reads=1.0), weights={}, model=base)
+    moved = assess(runs, KINDS, QueryFacts(embedder_reads=1.0), weights={}, model=weak_lexical)
+    assert plain.dense_share == pytest.approx(0.5)
+    # flat BM25 (4.8 / 5.0) and no dense hit in BM25's list: z = 2 * 0.96 - 0
+    assert moved.dense_share == pytest.approx(1 / (1 + math.exp(-2.0 * 0.96)))
+    assert moved.weights["dense"] > plain.weights["dense"]
 
 
 def test_unknown_reads_counts_as_readable() -> None:
@@ -213,3 +257,29 @@ def test_fuse_lets_trusted_dense_reorder_what_the_judge_scored() -> None:
     assert all(h.rules == () for h in fused)
     with pytest.raises(ValueError, match="unknown fusion method 'sum'"):
         fuse(runs, query="q", chunks=chunks, method="sum")
+
+
+def test_a_model_reading_flatness_and_support_trusts_dense_more_when_lexical_is_weak() -> None:
+    """The candidate of issue 27 item 1 (``lexical_flat`` 5, ``dense_support`` -2, the
+    coefficients of benchmarks/results/trust_model_entity_candidate.json beside main's): the
+    same judged and embedding lists weigh the embedding path more when BM25's list is flat and
+    holds none of the embedding path's finds than when BM25's first hit stands out and BM25
+    also finds what the embedding path found."""
+    model = TrustModel(coefficients={"lexical_flat": 5.0, "dense_support": -2.0}, bias=-1.5)
+    judged = scored("sag2", *((f"j{i}", 0.2 - 0.01 * i) for i in range(10)), judged=True)
+    dense = scored("dense", *((f"d{i}", 0.6 - 0.01 * i) for i in range(10)))
+    flat = scored("bm25", *((f"j{i}", 5.0 - 0.02 * i) for i in range(20)))
+    steep = scored("bm25", ("d0", 20.0), ("d1", 9.0), ("d2", 6.0), ("d3", 5.0), ("d4", 4.0),
+                   *((f"d{i}", 3.0 - 0.1 * i) for i in range(5, 10)), ("j0", 1.0))
+    facts = QueryFacts(embedder_reads=1.0, terms=3, terms_in_index=1.0, idf=0.5, words=3)
+    weak = assess({"sag2": judged, "dense": dense, "bm25": flat}, KINDS, facts, weights={},
+                  model=model)
+    strong = assess({"sag2": judged, "dense": dense, "bm25": steep}, KINDS, facts, weights={},
+                    model=model)
+    assert weak.signals["lexical_flat"] > 0.9 and weak.signals["dense_support"] == 0.0
+    assert strong.signals["lexical_flat"] < 0.2 and strong.signals["dense_support"] == 1.0
+    z_weak = -1.5 + 5.0 * weak.signals["lexical_flat"]
+    z_strong = -1.5 + 5.0 * strong.signals["lexical_flat"] - 2.0
+    assert weak.dense_share == pytest.approx(1 / (1 + math.exp(-z_weak)))
+    assert strong.dense_share == pytest.approx(1 / (1 + math.exp(-z_strong)))
+    assert weak.weights["dense"] > strong.weights["dense"]
