@@ -495,6 +495,11 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """``hybridsag mcp``: the MCP server over stdio until the client closes it (the ``mcp``
     extra; see :mod:`hybridsag.integrations.mcp_server`)."""
     settings = _settings(args)
+    if args.allow_writes and settings.server.url is not None:
+        raise InputError(
+            "--allow-writes means nothing through --server: the service token's role decides "
+            "whether the ingest and delete tools are offered; drop --allow-writes"
+        )
     from hybridsag.integrations.mcp_server import run_stdio
 
     run_stdio(settings, allow_writes=True if args.allow_writes else None)
@@ -974,7 +979,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-writes",
         action="store_true",
         help="in process, also serve the ingest and delete tools (default: mcp.allow_writes); "
-        "through --server the token's role decides and this is not needed",
+        "refused with --server, where the token's role decides",
     )
     p.set_defaults(fn=cmd_mcp)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -181,8 +182,9 @@ def test_ingest_and_delete_only_when_writes_are_allowed(
 def test_through_a_running_service_the_token_decides_writes(
     sample_settings: Settings, sample_hs: HybridSearch, sample_service: str, tmp_path: Path
 ) -> None:
-    """The token's role decides (issue 28): a read token is not offered ingest or delete, even
-    with --allow-writes; a write-capable token is offered them without it."""
+    """The token's role decides (issue 28): a read token is not offered ingest or delete; a
+    write-capable token is offered them without --allow-writes, which through --server means
+    nothing and is refused (exit 2, naming it) rather than ignored."""
     doc = {"_id": "mcp/heron.md", "text": "The grey heron stands still in shallow water."}
 
     async def body(client: ClientSession) -> dict[str, Any]:
@@ -195,9 +197,16 @@ def test_through_a_running_service_the_token_decides_writes(
             out["bad"] = exc
         return out
 
+    refused = subprocess.run(
+        [sys.executable, "-m", "hybridsag.cli", "--server", sample_service, "mcp",
+         "--allow-writes"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "--allow-writes means nothing through --server" in refused.stderr
     reader = run(
         sample_settings, tmp_path / "mcp.log", body, "--server", sample_service, "mcp",
-        "--allow-writes", HYBRIDSAG_SERVER__CLIENT_TOKEN=READER,
+        HYBRIDSAG_SERVER__CLIENT_TOKEN=READER,
     )
     assert reader["tools"] == {"search"}  # what the service would refuse is not listed
     assert text_of(reader["search"]) == sample_hs.search(QUERY, top_k=3).as_agent_text(4000)
