@@ -35,14 +35,23 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import service_load  # noqa: E402
-from service_load import BIN, Log, Service, Traffic, load, pct, rss_mb, stale_hits  # noqa: E402
+from service_load import (  # noqa: E402
+    BIN,
+    Log,
+    Service,
+    Traffic,
+    build_base,
+    load,
+    pct,
+    rss_mb,
+    stale_hits,
+)
 
 
 def loadavg() -> list[float]:
@@ -69,13 +78,9 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     base = Path(args.base) if args.base else work / "base"
     results: dict[str, Any] = {"corpus": str(src), "duration_s": args.duration, "runs": []}
-    if not (base / "hybridsag.sqlite3").exists():
-        t0 = time.monotonic()
-        subprocess.run(
-            [str(BIN), "--data-dir", str(base), "index", "--jsonl", str(src / "corpus.jsonl"), "-q"],
-            check=True,
-        )
-        results["index_build_s"] = round(time.monotonic() - t0, 1)
+    built = build_base(base, src)
+    if built is not None:
+        results["index_build_s"] = built
     corpus = [json.loads(x) for x in (src / "corpus.jsonl").read_text().splitlines() if x.strip()]
     queries = [json.loads(x)["text"] for x in (src / "queries.jsonl").read_text().splitlines() if x.strip()]
     gold = sorted({line.split("\t")[1] for line in (src / "qrels.tsv").read_text().splitlines()[1:]})
