@@ -763,8 +763,9 @@ class HybridSearch:
 
         Every response carries ``confidence``, the calibrated probability that its top result
         answers the query (:func:`confidence_step`; 0 when nothing was found), and
-        ``no_good_match`` when it is below ``search.no_match_below``. With ``min_confidence`` (0..1) a response whose confidence is
-        below it returns no results: ``withheld`` says why, and the confidence is still given.
+        ``no_good_match`` when it is below ``search.no_match_below``. With ``min_confidence``
+        (0..1) a response whose confidence is below it returns no results: ``withheld`` says
+        why, and the confidence is still given.
 
         ``weights`` and ``judge_order`` override ``fusion.weights`` and ``fusion.judge_order``
         for this call (an A/B test without a second instance).
@@ -780,8 +781,8 @@ class HybridSearch:
         service forces a tenant token's tenant and tags into the filters.
 
         Raises :class:`QueryError` for a bad query, filter, path name, weight,
-        ``judge_order`` or ``min_confidence`` (a number in 0..1). A path that fails is left out and the response is marked ``degraded``
-        with the reason.
+        ``judge_order`` or ``min_confidence`` (a number in 0..1). A path that fails is left out
+        and the response is marked ``degraded`` with the reason.
 
         Remote models (an HTTP embedder, a remote judge) are metered for the whole search:
         ``usage["remote"]`` gives, per remote (``embedder/tei``, ``judge/reranker``, ...), its
