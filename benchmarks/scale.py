@@ -9,11 +9,13 @@ joins the first half of one real title of that set to the second half of another
 vocabulary, language mix and length statistics stay real. One seeded stream makes the
 distractors, so a smaller haystack is a prefix of a larger one.
 
-Each size runs ``hybridsag eval`` (:func:`~hybridsag.evaluation.harness.run_eval`) in a child process
-over the first ``--queries`` 2wiki questions: lexical build time and bytes, dense build time and
-bytes, p50/p95 and R@5/R@10 of every path and of the fused search; then a second child opens
-the built index as a search process does, times the reconcile plan (``build_plan``), runs
-``--queries`` fused searches and reports its peak memory (``ru_maxrss``). Last, the growth
+Each size runs ``hybridsag eval`` (:func:`~hybridsag.evaluation.harness.run_eval`) in a child
+process over the first ``--queries`` 2wiki questions: lexical build time and bytes, dense build
+time and bytes, p50/p95 and R@5/R@10 of every path and of the fused search; then a second child
+opens the built index as a search process does, times the reconcile plan (``build_plan``), runs
+``--queries`` fused searches with their peers in the same loop (SAG2 alone, and the dense path
+alone: what a team with dense retrieval already has), prints the fused p50's ratio to each
+(issue 26's "fused at 100k" row) and reports its peak memory (``ru_maxrss``). Last, the growth
 exponent of each cost (the slope of log cost against log passages, least squares).
 
 Vectors: the 2wiki passages and the first ``--real-vectors`` passages in all are embedded for
@@ -41,6 +43,7 @@ import math
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -251,7 +254,8 @@ def _child_eval(args: argparse.Namespace) -> dict[str, Any]:
 
 def _child_search(args: argparse.Namespace) -> dict[str, Any]:
     """Open the built index as a search process does: the reconcile plan's time, ``queries``
-    fused searches, the peak memory."""
+    fused searches with their peers in the same loop (SAG2 alone and, with vectors, the dense
+    path alone: p50/p95 of each and the fused p50's ratio to each), the peak memory."""
     from hybridsag.consistency import build_plan
     from hybridsag.evaluation.harness import PASSAGE_MAX_CHARS, load_dataset
     from hybridsag.search import HybridSearch
@@ -278,15 +282,26 @@ def _child_search(args: argparse.Namespace) -> dict[str, Any]:
         plan = build_plan(parts.store, parts.lexical, parts.stored_dense_index(), settings)
         out["reconcile_plan_s"] = round(time.perf_counter() - t1, 3)
         out["plan_counts"] = plan.counts()
-        lat = []
-        for _, text in ds.queries:
-            t2 = time.perf_counter()
-            hs.search(text, top_k=10, paths=names, explain=False)
-            lat.append((time.perf_counter() - t2) * 1000)
-        lat.sort()
+        # the fused search and its peers, each question through all of them in turn (the
+        # order rotating), so a change in the machine's load slows each alike
+        runs = {"fused": list(names), "sag2": ["sag2"]}
+        if "dense" in names:
+            runs["dense"] = ["dense"]  # what a team with dense retrieval already has
+        lat: dict[str, list[float]] = {name: [] for name in runs}
+        order = list(runs)
+        for i, (_, text) in enumerate(ds.queries):
+            for name in order[i % len(order):] + order[: i % len(order)]:
+                t2 = time.perf_counter()
+                hs.search(text, top_k=10, paths=runs[name], explain=False)
+                lat[name].append((time.perf_counter() - t2) * 1000)
         out["fused_paths"] = list(names)
-        out["fused_p50_ms"] = round(lat[len(lat) // 2], 3)
-        out["fused_p95_ms"] = round(lat[min(int(len(lat) * 0.95), len(lat) - 1)], 3)
+        for name, values in lat.items():
+            out[f"{name}_p50_ms"] = round(statistics.median(values), 3)
+            values.sort()
+            out[f"{name}_p95_ms"] = round(values[min(int(len(values) * 0.95), len(values) - 1)], 3)
+        for peer in sorted(runs.keys() - {"fused"}):
+            ratio = out["fused_p50_ms"] / out[f"{peer}_p50_ms"]
+            out[f"fused_over_{peer}_p50"] = round(ratio, 2)
     out["peak_mib"] = _peak_mib()
     return out
 
