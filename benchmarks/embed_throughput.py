@@ -19,11 +19,13 @@ With ``--index`` it measures indexing end to end instead (issue 26's indexing ro
 Each repeat runs ``hybridsag index --jsonl <the first --n passages> --mode passage`` in a fresh
 process and data dir (start-up, model load, chunking, FTS5, embedding and Milvus Lite writes all
 inside the time) once per variant (``default`` always, then each ``--variant "NAME ENV=VALUE
-..."``), then ``SentenceTransformer.encode`` of the same texts (the packaged model, as
-:mod:`hybridsag.vectors.embedder` loads it: offline, CPU, ``embedding.batch_size``) in this process,
-alternating, so a machine whose load changes slows each alike. One warm-up index of 8 passages
-per variant (it makes a missing ONNX export) runs before any timing. Prints JSON: passages per
-second of each (median and runs), and each variant's ratio to ``SentenceTransformer.encode``.
+..."``, and each ``--hybridsag PATH``: another build's command, e.g. the code before a change,
+with the default settings), then ``SentenceTransformer.encode`` of the same texts (the packaged
+model, as :mod:`hybridsag.vectors.embedder` loads it: offline, CPU, ``embedding.batch_size``)
+in this process, alternating, so a machine whose load changes slows each alike. One warm-up
+index of 8 passages per variant (it makes a missing ONNX export) runs before any timing. Prints
+JSON: passages per second of each (median and runs), and each variant's ratio to
+``SentenceTransformer.encode``.
 """
 
 from __future__ import annotations
@@ -57,11 +59,10 @@ def read_passages(corpus: Path, n: int) -> list[str]:
     return texts
 
 
-def _index_seconds(corpus: Path, env: dict[str, str], scratch: Path) -> float:
-    """Wall seconds of one ``hybridsag index`` of ``corpus`` in a fresh process and data dir."""
+def _index_seconds(corpus: Path, cli: str, env: dict[str, str], scratch: Path) -> float:
+    """Wall seconds of one ``cli index`` of ``corpus`` in a fresh process and data dir."""
     data = Path(tempfile.mkdtemp(prefix="index-", dir=scratch))
-    cli = Path(sys.executable).with_name("hybridsag")
-    cmd = [str(cli), "--data-dir", str(data), "index", "--jsonl", str(corpus),
+    cmd = [cli, "--data-dir", str(data), "index", "--jsonl", str(corpus),
            "--mode", "passage", "-q"]
     t0 = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -77,10 +78,13 @@ def index_report(args: argparse.Namespace) -> dict[str, object]:
     settings = Settings()
     texts = read_passages(args.corpus, args.n or sys.maxsize)
     base = {k: v for k, v in os.environ.items()}
-    variants = {"default": base}
+    cli = str(Path(sys.executable).with_name("hybridsag"))
+    variants = {"default": (cli, base)}
     for spec in args.variant:
         name, *pairs = spec.split()
-        variants[name] = {**base, **dict(pair.split("=", 1) for pair in pairs)}
+        variants[name] = (cli, {**base, **dict(pair.split("=", 1) for pair in pairs)})
+    for other in args.hybridsag:  # another build's command, default settings
+        variants[other] = (other, base)
     with quiet_weight_loading():
         st = SentenceTransformer(
             resolve_model(settings.embedding.model), device="cpu", local_files_only=True
@@ -95,11 +99,11 @@ def index_report(args: argparse.Namespace) -> dict[str, object]:
                 dst.write(line)
         warm = scratch / "warm.jsonl"
         warm.write_text("".join(corpus.read_text("utf-8").splitlines(True)[:8]), "utf-8")
-        for env in variants.values():
-            _index_seconds(warm, env, scratch)
+        for command, env in variants.values():
+            _index_seconds(warm, command, env, scratch)
         for _ in range(args.repeat):
-            for name, env in variants.items():
-                rates[name].append(len(texts) / _index_seconds(corpus, env, scratch))
+            for name, (command, env) in variants.items():
+                rates[name].append(len(texts) / _index_seconds(corpus, command, env, scratch))
             t0 = time.perf_counter()
             st.encode(texts, batch_size=settings.embedding.batch_size, normalize_embeddings=True)
             rates["sentence-transformers"].append(len(texts) / (time.perf_counter() - t0))
@@ -126,6 +130,9 @@ def main() -> None:
                     help="time `hybridsag index` end to end against SentenceTransformer.encode")
     ap.add_argument("--variant", action="append", default=[],
                     help='with --index: another index run, "NAME ENV=VALUE ..." (repeatable)')
+    ap.add_argument("--hybridsag", action="append", default=[],
+                    help="with --index: another build's hybridsag command, e.g. a launcher of "
+                         "the code before a change (repeatable)")
     args = ap.parse_args()
     if args.index:  # --n 0: the whole corpus
         print(json.dumps(index_report(args), indent=2))
