@@ -68,11 +68,17 @@ lock:
 		'# torch is the CPU wheel from /opt/wheels (the Makefile says why).'; \
 	  cat $(LOCK).tmp; } > $(LOCK) && rm -f $(LOCK).tmp
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist; CI has 2 cores). --dist loadfile keeps
+# each test module in one process, so a module's fixtures (a base index, a server) are built once.
+# TEST_WORKERS=0 runs it in this process alone.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
+
 test: install
-	$(BIN)/python -m pytest tests -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests -q $(XDIST) $(PYTEST_ARGS)
 
 test-fast: install
-	$(BIN)/python -m pytest tests -q -m "not slow and not milvus_server" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests -q $(XDIST) -m "not slow and not milvus_server" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .hybridsag build dist *.egg-info .pytest_cache

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,6 +315,7 @@ def test_only_an_adapter_imports_its_framework() -> None:
 # --------------------------------------------------------------------------- owners of concepts
 
 
+@functools.cache  # one parse per module, not one per import of it
 def defined_names(path: Path) -> frozenset[str]:
     """The names a module owns: what it defines at its top level (functions, classes,
     assignments), and a third-party name it renames and declares in ``__all__`` (the service's
