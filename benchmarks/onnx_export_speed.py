@@ -13,29 +13,36 @@ Exports the packaged model (float32) three ways into ``--work`` (once; kept for 
 - ``torchscript+ort-optimizer``: that graph through ONNX Runtime's transformer optimizer
   (``model_type="bert"``), which fuses what it recognises (its fused-operator counts are printed).
 
-Then, alternating per repeat so that a change in the machine's load slows each alike, it embeds
-the first ``--n`` passages of ``--corpus`` with each graph (same tokenizer, longest first, batches
-of ``embedding.batch_size``, truncation at the model's ``max_seq_length``, mean pooling) and with
-``SentenceTransformer.encode``. Prints JSON: passages/s (median and runs) of each, the ratio of
-each to ``SentenceTransformer.encode``, and each graph's smallest cosine to torch's vectors.
+Each graph gets a folder of its own beside the shipped export's tokenizer and ``embedder.json``,
+and is run by the onnx backend's own encoding (its tokenizer, longest first, batches of
+``embedding.batch_size``, its pooling, then ``normalise_rows``): only the graph differs. Then,
+alternating per repeat so that a change in the machine's load slows each alike, it embeds the
+first ``--n`` passages of ``--corpus`` with each graph and with ``SentenceTransformer.encode``.
+Prints JSON: passages/s (median and runs) of each, the ratio of each to
+``SentenceTransformer.encode``, and each graph's smallest cosine to torch's vectors.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from hybridsag.settings import Settings
 from hybridsag.vectors.embedder import quiet_weight_loading
-from hybridsag.vectors.embedder_common import resolve_model
-from hybridsag.vectors.onnx_embedder import MODEL_FILE, export_onnx_model
+from hybridsag.vectors.embedder_common import normalise_rows, resolve_model
+from hybridsag.vectors.onnx_embedder import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    _Model,
+    export_onnx_model,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -70,28 +77,33 @@ def _torchscript_export(source: Path, target: Path, example: dict[str, Any]) -> 
 
 
 def _graphs(work: Path, source: Path, tokenizer: Any) -> tuple[dict[str, Path], dict[str, int]]:
-    work.mkdir(parents=True, exist_ok=True)
+    """The three export folders (made once, then reused) and the optimizer's fused-op counts."""
     shipped = work / "shipped"
     if not (shipped / MODEL_FILE).exists():
-        shipped.mkdir(exist_ok=True)
+        shipped.mkdir(parents=True, exist_ok=True)
         export_onnx_model(source, shipped, quantize=False)
-    script = work / "torchscript.onnx"
+    folders = {"shipped": shipped}
+    for name in ("torchscript", "torchscript+ort-optimizer"):
+        folders[name] = work / name
+        folders[name].mkdir(exist_ok=True)
+        for shared in (TOKENIZER_FILE, CONFIG_FILE):
+            shutil.copyfile(shipped / shared, folders[name] / shared)
+    script = folders["torchscript"] / MODEL_FILE
     if not script.exists():
         example = tokenizer(["a short probe", "a second, longer probe text"], padding=True,
                             return_tensors="pt")  # fmt: skip
         _torchscript_export(source, script, example)
-    optimised = work / "torchscript-ort-optimizer.onnx"
-    from onnxruntime.transformers.optimizer import optimize_model
+    optimised = folders["torchscript+ort-optimizer"] / MODEL_FILE
+    counts = folders["torchscript+ort-optimizer"] / "fused.json"
+    if not optimised.exists() or not counts.exists():
+        from onnxruntime.transformers.optimizer import optimize_model
 
-    graph = optimize_model(str(script), model_type="bert", num_heads=0, hidden_size=0, opt_level=0)
-    fused = {k: v for k, v in graph.get_fused_operator_statistics().items() if v}
-    if not optimised.exists():
+        graph = optimize_model(str(script), model_type="bert", num_heads=0, hidden_size=0,
+                               opt_level=0)  # fmt: skip
         graph.save_model_to_file(str(optimised))
-    return (
-        {"shipped": shipped / MODEL_FILE, "torchscript": script,
-         "torchscript+ort-optimizer": optimised},
-        fused,
-    )  # fmt: skip
+        fused = {k: v for k, v in graph.get_fused_operator_statistics().items() if v}
+        counts.write_text(json.dumps(fused) + "\n", "utf-8")
+    return folders, json.loads(counts.read_text("utf-8"))
 
 
 def main() -> int:
@@ -102,47 +114,24 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/onnx-export-speed"))
     args = ap.parse_args()
 
-    import onnxruntime as ort
     from sentence_transformers import SentenceTransformer
 
     settings = Settings()
     source = resolve_model(settings.embedding.model)
     with quiet_weight_loading():
         st = SentenceTransformer(str(source), device="cpu", local_files_only=True)
-    tokenizer = st[0].tokenizer
-    max_len = int(st.max_seq_length)
     batch = settings.embedding.batch_size
     texts = read_passages(args.corpus, args.n)
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    graphs, fused = _graphs(args.work, source, tokenizer)
-    sessions = {}
-    for name, path in graphs.items():
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        sessions[name] = (session, [i.name for i in session.get_inputs()])
-
-    def embed(name: str) -> np.ndarray:
-        session, inputs = sessions[name]
-        out = np.empty((len(texts), st.get_embedding_dimension()), dtype=np.float32)
-        for start in range(0, len(order), batch):
-            rows = order[start : start + batch]
-            enc = tokenizer([texts[i] for i in rows], padding=True, truncation=True,
-                            max_length=max_len, return_tensors="np")  # fmt: skip
-            (tokens,) = session.run(None, {n: enc[n].astype(np.int64) for n in inputs})
-            mask = enc["attention_mask"][:, :, None].astype(np.float32)
-            pooled = (tokens * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
-            out[rows] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
-        return out
+    folders, fused = _graphs(args.work, source, st[0].tokenizer)
+    models = {name: _Model(folder) for name, folder in folders.items()}
 
     reference = st.encode(texts, batch_size=batch, normalize_embeddings=True)
-    rates: dict[str, list[float]] = {name: [] for name in [*sessions, "sentence-transformers"]}
+    rates: dict[str, list[float]] = {name: [] for name in [*models, "sentence-transformers"]}
     cosine: dict[str, float] = {}
     for _ in range(args.repeat):
-        for name in sessions:
+        for name, model in models.items():
             t0 = time.perf_counter()
-            vectors = embed(name)
+            vectors = normalise_rows(model.embed(texts, batch))
             rates[name].append(len(texts) / (time.perf_counter() - t0))
             cosine[name] = round(float((vectors * reference).sum(axis=1).min()), 6)
         t0 = time.perf_counter()
