@@ -34,7 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hybridsag.fusion.trust import SIGNAL_NAMES, TrustModel, assess, trust_signals
+from hybridsag.fusion.trust import (
+    DEFAULT_TRUST_MODEL,
+    SIGNAL_NAMES,
+    TrustModel,
+    assess,
+    trust_signals,
+)
 from hybridsag.judges.features import load_weights
 from hybridsag.evaluation.measures import ranked_results
 from hybridsag.evaluation.offline_runs import fused
@@ -134,6 +140,9 @@ def fit_trust(sets: Sequence[tuple[CapturedSet, JudgeFit]], *, l2: float = 1.0) 
         lexical_coefficients={n: round(float(c), 4) for n, c in zip(SIGNAL_NAMES, lexical[:-1])},
         lexical_bias=round(float(lexical[-1]), 4),
         source="fitted",
+        # the unsure-judge gate is not fitted here: the shipped one carries over
+        judge_unsure_below=DEFAULT_TRUST_MODEL.judge_unsure_below,
+        unsure_dense_share=DEFAULT_TRUST_MODEL.unsure_dense_share,
     )
 
 
@@ -154,7 +163,9 @@ def choices(model: TrustModel) -> dict[str, Choice]:
                 paths: Sequence[str] = SEARCH_PATHS) -> Choice:
         m = TrustModel(model.coefficients, model.bias, judge_hold_below=hold, source=model.source,
                        lexical_coefficients=model.lexical_coefficients,
-                       lexical_bias=model.lexical_bias)
+                       lexical_bias=model.lexical_bias,
+                       judge_unsure_below=model.judge_unsure_below,
+                       unsure_dense_share=model.unsure_dense_share)
         fusion = FusionSettings(k=k, depth=100, judge_accept=0.5, judge_order=True,
                                 method=method, normalisation=norm, trust=True,
                                 weights={"sag2": 1.0, "dense": 1.0, "title": 0.25, "bm25": 1.0})
@@ -219,6 +230,8 @@ def model_json(model: TrustModel) -> dict:
         "lexical_coefficients": dict(model.lexical_coefficients),
         "lexical_bias": model.lexical_bias,
         "judge_hold_below": model.judge_hold_below,
+        "judge_unsure_below": model.judge_unsure_below,
+        "unsure_dense_share": model.unsure_dense_share,
     }
 
 

@@ -118,7 +118,10 @@ class TrustModel:
     ``dense_share = sigmoid(bias + sum(coef * signal)) * reads``, clamped to
     ``[floor, ceiling]``; ``lexical_share = sigmoid(lexical_bias + sum(lexical_coef *
     signal))`` (the default bias of -50 keeps it at 0). ``judge_hold_below``: the judge's order
-    holds while both shares stay below it. ``source`` says where the numbers came from."""
+    holds while both shares stay below it. ``source`` says where the numbers came from.
+    ``judge_unsure_below``: a judge whose top probability stays below it said no to everything
+    it scored, so its order does not hold and the embedding path's share is at least
+    ``unsure_dense_share * reads`` (0, the default, switches this off)."""
 
     coefficients: Mapping[str, float]
     bias: float
@@ -126,6 +129,8 @@ class TrustModel:
     ceiling: float = 1.0
     judge_hold_below: float = 0.5
     source: str = "hand-set"
+    judge_unsure_below: float = 0.0
+    unsure_dense_share: float = 0.0
     lexical_coefficients: Mapping[str, float] = field(default_factory=dict)
     lexical_bias: float = -50.0
 
@@ -143,6 +148,10 @@ class TrustModel:
         ):
             if not math.isfinite(value):
                 raise ValueError(f"trust coefficient {name!r} must be finite, got {value!r}")
+        for name in ("judge_unsure_below", "unsure_dense_share"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"trust {name} must be in [0, 1], got {value!r}")
         if not 0.0 <= self.floor <= self.ceiling <= 1.0:
             raise ValueError(
                 f"trust floor/ceiling must satisfy 0 <= floor <= ceiling <= 1, got "
@@ -190,6 +199,10 @@ DEFAULT_TRUST_MODEL = TrustModel(
     lexical_bias=1.9101,
     judge_hold_below=0.7,
     source="fitted on musique100, pycode, cmrc2018, manpages-en, manpages-ru",
+    # chosen on benchmarks/devsets/entity-2wiki (issue 27 item 1), checked on the other sets
+    # (docs/benchmarks.md, "Trust on entity, code-question and distractor sets")
+    judge_unsure_below=0.1,
+    unsure_dense_share=0.6,
 )
 
 
@@ -338,6 +351,14 @@ def assess(
         )
         lex_share = _sigmoid(zl)
     holds = share < model.judge_hold_below and lex_share < model.judge_hold_below
+    judged_probs = [h.judge_p for p in judged_paths for h in runs[p] if h.judge_p is not None]
+    unsure = bool(judged_probs) and max(judged_probs) < model.judge_unsure_below
+    if unsure:
+        # a judge that said no to all it scored: its order is no evidence, the embedding's is
+        holds = False
+        if dense_paths:
+            floor = model.unsure_dense_share * min(1.0, max(0.0, signals["reads"]))
+            share = min(model.ceiling, max(share, floor))
     judged_share = (1.0 - share) * (1.0 - lex_share)
     reasons: dict[str, str] = {}
     for p in dense_paths:
@@ -361,6 +382,7 @@ def assess(
             f"judged path trusted {judged_share:.2f}: judge top {signals['judge_top']:.2f}, "
             f"margin {signals['judge_margin']:.2f}, {signals['judge_yes'] * 10:.0f} of its "
             f"top 10 accepted; its order {'holds' if holds else 'does not hold'}"
+            + (f" (no hit reached {model.judge_unsure_below:.2f})" if unsure else "")
         )
     for p in runs:
         reasons.setdefault(p, f"{kinds.get(p, 'other')} path: its configured weight")

@@ -92,7 +92,8 @@ def load_trust_model(path: Path | None) -> TrustModel:
     """The trust model of ``fusion.trust_model``: ``None`` gives the one that ships
     (:data:`~hybridsag.fusion.DEFAULT_TRUST_MODEL`), else a JSON file ``{"coefficients":
     {signal: weight}, "bias": b, "lexical_coefficients": {...}?, "lexical_bias": b?,
-    "judge_hold_below": t?, "floor": f?, "ceiling": c?}`` (as benchmarks/fusion_loso.py
+    "judge_hold_below": t?, "judge_unsure_below": u?, "unsure_dense_share": d?, "floor": f?,
+    "ceiling": c?}`` (as benchmarks/fusion_loso.py
     ``--write-model`` writes it).
 
     Raises:
@@ -112,6 +113,8 @@ def load_trust_model(path: Path | None) -> TrustModel:
             floor=float(data.get("floor", 0.0)),
             ceiling=float(data.get("ceiling", 1.0)),
             judge_hold_below=float(data.get("judge_hold_below", 0.5)),
+            judge_unsure_below=float(data.get("judge_unsure_below", 0.0)),
+            unsure_dense_share=float(data.get("unsure_dense_share", 0.0)),
             source=str(p),
             lexical_coefficients={
                 str(k): float(v) for k, v in data.get("lexical_coefficients", {}).items()

@@ -164,6 +164,25 @@ def test_assess_without_both_kinds_keeps_the_weights() -> None:
     assert t.judge_holds and t.dense_share == 0.0 and t.reasons == {}
 
 
+def test_a_judge_that_said_no_to_everything_loses_its_order_to_the_embedding_path() -> None:
+    model = TrustModel(coefficients={}, bias=-50.0, judge_hold_below=0.7,
+                       judge_unsure_below=0.1, unsure_dense_share=0.6)
+    dense = scored("dense", ("b", 0.9), ("c", 0.3))
+    unsure = {"sag2": scored("sag2", ("a", 0.09), ("b", 0.02), judged=True), "dense": dense}
+    t = assess(unsure, KINDS, QueryFacts(embedder_reads=0.5), weights={}, model=model)
+    assert not t.judge_holds
+    assert t.dense_share == pytest.approx(0.6 * 0.5)  # the floor, times what the model reads
+    assert t.weights == {"sag2": pytest.approx(2 * 0.7), "dense": pytest.approx(2 * 0.3)}
+    assert "(no hit reached 0.10)" in t.reasons["sag2"]
+    # one hit at the threshold: the judge said yes to something, its order holds as before
+    sure = {"sag2": scored("sag2", ("a", 0.1), judged=True), "dense": dense}
+    t = assess(sure, KINDS, QueryFacts(embedder_reads=0.5), weights={}, model=model)
+    assert t.judge_holds and t.dense_share < 1e-20
+    # a judged path with no probabilities at all (hidden scores) is not an unsure judge
+    blind = {"sag2": scored("sag2", ("a", 0.05)), "dense": dense}
+    assert assess(blind, KINDS, QueryFacts(), weights={}, model=model).judge_holds
+
+
 def test_trust_model_checks_its_numbers() -> None:
     with pytest.raises(ValueError, match="unknown trust signals \\['magic'\\]"):
         TrustModel(coefficients={"magic": 1.0}, bias=0.0)
@@ -171,6 +190,8 @@ def test_trust_model_checks_its_numbers() -> None:
         TrustModel(coefficients={}, bias=math.nan)
     with pytest.raises(ValueError, match="floor/ceiling"):
         TrustModel(coefficients={}, bias=0.0, floor=0.6, ceiling=0.5)
+    with pytest.raises(ValueError, match="judge_unsure_below must be in \\[0, 1\\], got 1.5"):
+        TrustModel(coefficients={}, bias=0.0, judge_unsure_below=1.5)
     clamped = TrustModel(coefficients={}, bias=10.0, ceiling=0.8)
     runs = {"sag2": scored("sag2", ("a", 0.5), judged=True), "dense": scored("dense", ("b", 1.0))}
     assert assess(runs, KINDS, QueryFacts(), weights={}, model=clamped).dense_share == 0.8
