@@ -161,11 +161,7 @@ def choices(model: TrustModel) -> dict[str, Choice]:
 
     def trusted(method: str, norm: str = "minmax", hold: float = 0.5, k: float = 10.0,
                 paths: Sequence[str] = SEARCH_PATHS) -> Choice:
-        m = TrustModel(model.coefficients, model.bias, judge_hold_below=hold, source=model.source,
-                       lexical_coefficients=model.lexical_coefficients,
-                       lexical_bias=model.lexical_bias,
-                       judge_unsure_below=model.judge_unsure_below,
-                       unsure_dense_share=model.unsure_dense_share)
+        m = replace(model, judge_hold_below=hold)
         fusion = FusionSettings(k=k, depth=100, judge_accept=0.5, judge_order=True,
                                 method=method, normalisation=norm, trust=True,
                                 weights={"sag2": 1.0, "dense": 1.0, "title": 0.25, "bm25": 1.0})

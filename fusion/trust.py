@@ -337,12 +337,13 @@ def assess(
     out = {p: float(weights.get(p, 1.0)) for p in runs}
     if not judged_paths or not (dense_paths or lexical_paths):
         return Trust(out, True, 0.0, signals, {})
+    reads = min(1.0, max(0.0, signals["reads"]))
     share = 0.0
     if dense_paths:
         z = model.bias + math.fsum(
             model.coefficients.get(name, 0.0) * value for name, value in signals.items()
         )
-        share = _sigmoid(z) * min(1.0, max(0.0, signals["reads"]))
+        share = _sigmoid(z) * reads
         share = min(model.ceiling, max(model.floor, share))
     lex_share = 0.0
     if lexical_paths:
@@ -351,14 +352,14 @@ def assess(
         )
         lex_share = _sigmoid(zl)
     holds = share < model.judge_hold_below and lex_share < model.judge_hold_below
-    judged_probs = [h.judge_p for p in judged_paths for h in runs[p] if h.judge_p is not None]
-    unsure = bool(judged_probs) and max(judged_probs) < model.judge_unsure_below
+    # judge_top is the judge's highest probability (0.0 also when it gave none: not "unsure")
+    scored_any = any(h.judge_p is not None for p in judged_paths for h in runs[p])
+    unsure = scored_any and signals["judge_top"] < model.judge_unsure_below
     if unsure:
         # a judge that said no to all it scored: its order is no evidence, the embedding's is
         holds = False
         if dense_paths:
-            floor = model.unsure_dense_share * min(1.0, max(0.0, signals["reads"]))
-            share = min(model.ceiling, max(share, floor))
+            share = min(model.ceiling, max(share, model.unsure_dense_share * reads))
     judged_share = (1.0 - share) * (1.0 - lex_share)
     reasons: dict[str, str] = {}
     for p in dense_paths:
