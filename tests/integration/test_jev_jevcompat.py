@@ -426,8 +426,10 @@ def test_stand_in_passes_jevcompat_test(tmp_path: Path) -> None:
     with JevServer() as server:
         command = [sys.executable, "-m", "jevcompat.cli", "test", server.url]
         command += ["--key", DEFAULT_KEY, "--timeout", "30", "--json", str(report_path)]
+        local = "127.0.0.1,localhost"  # a proxy in the environment must not see the stand-in
         done = subprocess.run(
             command,
+            env={**os.environ, "NO_PROXY": local, "no_proxy": local},
             capture_output=True,
             text=True,
             timeout=300,
