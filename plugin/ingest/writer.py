@@ -71,6 +71,7 @@ from hybridsag.documents import (
 )
 from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelledError
 from hybridsag.fusion.markdown import HEADING_JOIN
+from hybridsag.fusion.facts import chunk_facts
 from hybridsag.fusion.text import normalize_title
 from hybridsag.records.ledger import Ledger, Staged, claim_abandoned, read_claim_detail
 from hybridsag.ingest.progress import IngestProgress, as_progress
@@ -202,8 +203,10 @@ class Writer:
         mode: Literal["sag", "passage"] | None = None,
         cancel: threading.Event | None = None,
     ) -> Staged:
-        """Chunk and tokenize one document (no lock, no I/O); WriteCancelledError when
-        ``cancel`` is set before the last chunk is tokenized."""
+        """Chunk and tokenize one document, and compute each chunk's facts
+        (:func:`~hybridsag.fusion.facts.chunk_facts`: what fusion reads of its text, stored with
+        it) (no lock, no I/O); WriteCancelledError when ``cancel`` is set before the last
+        chunk is tokenized."""
         _check_cancel(cancel, "while chunking")
         chunks = chunk_text(
             doc.text,
@@ -226,6 +229,7 @@ class Writer:
             title_tokens=lex.title_tokens(doc.title),
             title_norm=normalize_title(doc.title),
             chunk_tokens=tuple(tokens),
+            chunk_facts=tuple(chunk_facts(c.text) for c in chunks),
         )
 
     def ingest_many(

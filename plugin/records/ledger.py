@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.records.owners import owner_dead, pid_alive, this_owner
-from hybridsag.records.store import Store, chunk_id_for, select_in
+from hybridsag.fusion.types import ChunkFacts
+from hybridsag.records.store import Store, chunk_id_for, facts_columns, select_in
 
 if TYPE_CHECKING:
     from hybridsag.documents import Chunk
@@ -85,6 +86,8 @@ class Staged:
     title_tokens: str
     title_norm: str
     chunk_tokens: tuple[ChunkTokens, ...]
+    #: each chunk's facts (:func:`hybridsag.fusion.facts.chunk_facts`), in chunk order
+    chunk_facts: tuple[ChunkFacts, ...]
     vectors: Any = None  # numpy array (n_chunks, dim) or None
 
 
@@ -344,12 +347,13 @@ class Ledger:
         fts_tokens: list[ChunkTokens] = []
         for s in keep:
             key, version = s.doc.key, claims[s.doc.key]
-            for c, tokens in zip(s.chunks, s.chunk_tokens):
+            for c, tokens, facts in zip(s.chunks, s.chunk_tokens, s.chunk_facts, strict=True):
                 chunk_rows.append(
                     (
                         chunk_id_for(key, version, c.ordinal), key, version, c.ordinal,
                         c.heading_path, c.text, c.start_line, c.end_line, c.byte_start,
                         c.byte_end, hashlib.sha256(c.text.encode("utf-8")).hexdigest(),
+                        *facts_columns(facts),
                     )
                 )
                 fts_tokens.append(tokens)
@@ -359,8 +363,8 @@ class Ledger:
         conn.executemany(
             """INSERT INTO chunks(id, chunk_id, resource_id, version, ordinal,
                    heading_path, text, start_line, end_line, byte_start, byte_end,
-                   content_sha256)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   content_sha256, script, heading_only, shingles)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             [(first + i, *row) for i, row in enumerate(chunk_rows)],
         )
         self.lexical.add_chunks(conn, ((first + i, t) for i, t in enumerate(fts_tokens)))

@@ -295,3 +295,23 @@ def test_include_stale_setting(folder_index: tuple[HybridSearch, Path]) -> None:
         resp = again.search("quetzal", paths=["bm25"])
         assert [r.resource_id for r in resp.results] == ["b.md"]
         assert resp.stale_hidden == 1
+
+
+def test_stale_results_held_back_past_the_fused_window_are_replaced(
+    hs: HybridSearch, tmp_path: Path
+) -> None:
+    """A search fuses only its first ``top_k`` hits; when stale files hold all of them back it
+    fuses the rest and still returns ``top_k`` fresh results, in the fused order."""
+    folder = tmp_path / "birds"
+    folder.mkdir()
+    for i in range(6):  # n0.md says quetzal most often: BM25 ranks n0 .. n5
+        words = ["quetzal"] * (6 - i) + ["feather"] * i
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\n{' '.join(words)}.\n", "utf-8")
+    assert hs.ingest_folder(folder).indexed == 6
+    assert _ids(hs, "quetzal") == [f"n{i}.md" for i in range(6)]
+    for i in range(3):
+        (folder / f"n{i}.md").write_text("# Note\n\nrewritten since.\n", "utf-8")
+    resp = hs.search("quetzal", paths=["bm25"], top_k=2, include_stale=False)
+    assert [r.resource_id for r in resp.results] == ["n3.md", "n4.md"]
+    assert [r.rank for r in resp.results] == [1, 2]
+    assert resp.stale_hidden == 3
