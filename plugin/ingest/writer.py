@@ -710,13 +710,16 @@ class Writer:
         if self._dense is None or self._embedder is None:
             raise DenseError("backfill_vectors needs a dense index and an embedder")
         embedder = self._embedder()
-        rows = self.ledger.current_chunks(resource_ids)
-        if not rows:
-            return 0
-        dense = self._dense()
+        dense: DenseIndex | None = None
         written = 0
-        for start in range(0, len(rows), batch_size):
-            part = rows[start : start + batch_size]
+        after = 0
+        while True:  # a page of chunks at a time: memory holds a batch, not the index
+            part = self.ledger.current_chunks(resource_ids, after=after, limit=batch_size)
+            if not part:
+                break
+            after = part[-1]["id"]
+            if dense is None:
+                dense = self._dense()
             texts = [
                 _embed_text(r["title"], Chunk(0, r["text"], r["heading_path"], 0, 0, 0, 0))
                 for r in part
@@ -747,7 +750,7 @@ class Writer:
             written += len(batch) - len(gone)
             if progress:
                 progress(len(part))
-        if written:
+        if written and dense is not None:
             dense.flush()
         return written
 

@@ -108,3 +108,25 @@ def test_a_resource_in_two_batches_ends_as_its_last_copy(tmp_path: Path) -> None
         assert (report.indexed, report.unchanged) == (4, 0)
         assert {r.resource_id for r in hs.search("lighthouses", paths=["bm25"]).results} == {"doc0"}
         assert not hs.search("submarines", paths=["bm25"]).results
+
+
+def test_a_backfill_reads_the_chunks_a_page_at_a_time(tmp_path: Path) -> None:
+    """``rebuild-vectors`` / the reconciler's backfill reads the current chunks a page of
+    ``batch_size`` at a time (row id after the last page's), not every chunk of the index at
+    once, and writes every vector."""
+    settings = make_settings(tmp_path / "data")
+    with HybridSearch(settings, embedder=shared_embedder()) as hs:
+        writer = hs.components.writer()
+        assert writer.ingest_many(_docs(5)).indexed == 5
+        ledger = writer.ledger
+        pages, after = [], 0
+        while page := ledger.current_chunks(after=after, limit=2):
+            pages.append([r["chunk_id"] for r in page])
+            after = page[-1]["id"]
+        assert [len(p) for p in pages] == [2, 2, 1]
+        assert [c for p in pages for c in p] == [r["chunk_id"] for r in ledger.current_chunks()]
+        hs.components.dense_index().delete_ids([c for p in pages for c in p])
+        assert writer.backfill_vectors(batch_size=2) == 5
+        assert check_consistent(hs) == []
+        hit = hs.search("lighthouse number4", paths=["dense"], top_k=1).results[0]
+        assert hit.resource_id == "doc4"
