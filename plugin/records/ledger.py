@@ -175,19 +175,27 @@ class Ledger:
         found = select_in(conn, select + " AND", "resource_id", keys, many=True)
         return sorted((r for rs in found.values() for r in rs), key=lambda r: r["id"])
 
-    def current_chunks(self, keys: Sequence[str] | None = None) -> list[Any]:
+    def current_chunks(
+        self, keys: Sequence[str] | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[Any]:
         """The chunks of the current version of ready and disabled resources (of ``keys``),
-        with their resource's ``title, tenant, acl``, in rowid order (what a backfill embeds)."""
-        sql = """SELECT c.chunk_id, c.resource_id, c.version, c.heading_path, c.text, r.title,
-                        r.tenant, r.acl
+        with their resource's ``title, tenant, acl`` and the chunk's row id ``id``, in row id
+        order (what a backfill embeds): those whose row id is above ``after``, at most
+        ``limit`` of them (None: all), so that a caller can read them a page at a time."""
+        sql = """SELECT c.id, c.chunk_id, c.resource_id, c.version, c.heading_path, c.text,
+                        r.title, r.tenant, r.acl
                  FROM chunks c JOIN resources r
                    ON r.resource_id = c.resource_id AND r.version = c.version
-                 WHERE r.status IN ('ready', 'disabled')"""
-        params: list[Any] = []
+                 WHERE r.status IN ('ready', 'disabled') AND c.id > ?"""
+        params: list[Any] = [after]
         if keys is not None:
             sql += f" AND c.resource_id IN ({','.join('?' * len(keys))})"
-            params = list(keys)
-        return self.store.connection().execute(sql + " ORDER BY c.id", params).fetchall()
+            params += list(keys)
+        sql += " ORDER BY c.id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return self.store.connection().execute(sql, params).fetchall()
 
     @staticmethod
     def live_chunk_text(conn: Any, rowid: int) -> Any:

@@ -29,6 +29,7 @@ from hybridsag.vectors.onnx_embedder import (
     build_onnx_model,
     onnx_cache_root,
     onnx_model_dir,
+    plan_batches,
     quantize_rows,
     verify_onnx_model,
 )
@@ -310,3 +311,34 @@ def test_the_int8_model_batches_and_a_batch_mate_changes_no_vector(
     rng = np.random.default_rng(1)
     for order in (rng.permutation(len(texts)) for _ in range(3)):
         np.testing.assert_array_equal(emb.encode([texts[i] for i in order]), alone[order])
+
+
+def test_runs_are_cut_by_texts_and_by_padded_tokens() -> None:
+    """plan_batches: every text once, longest first, at most batch_size texts a run, and a run
+    of several texts holds at most max_tokens padded tokens (texts x its longest): a run of
+    long texts is short, which is what bounds an encode's memory (issue 39 item 5: 64 texts of
+    256 tokens a run took 2.1 GB)."""
+    rng = np.random.default_rng(7)
+    lengths = [int(x) for x in rng.integers(1, 300, size=500)]
+    runs = plan_batches(lengths, 64, 4096)
+    assert sorted(i for run in runs for i in run) == list(range(500))
+    flat = [lengths[i] for run in runs for i in run]
+    assert flat == sorted(lengths, reverse=True)
+    for run in runs:
+        assert len(run) <= 64
+        assert len(run) == 1 or len(run) * max(lengths[i] for i in run) <= 4096
+    assert len(runs[0]) == 4096 // max(lengths)  # the longest texts: as many as fit
+    assert plan_batches([3, 10, 5], 64, 12) == [[1], [2, 0]]
+    assert plan_batches([5000, 4], 64, 4096) == [[0], [1]]  # over the budget: alone
+    assert plan_batches([], 64, 4096) == []
+
+
+def test_a_text_gets_the_same_vector_whatever_run_it_is_in(_user_cache: Path) -> None:
+    """Runs cut by padded tokens give each text the vector it gets alone (float32, to 1e-5):
+    the padding of its run is masked out, whichever texts share it."""
+    cache = _user_cache / "hybridsag" / "onnx"  # where the default backend exports float32
+    emb = OnnxEmbedder(onnx_settings(cache, quantize=False, batch_size=64))
+    texts = ["A long passage that runs past the sequence limit. " * 30] * 3
+    texts += [f"passage {i}" + " with more words" * i for i in range(20)] + ["x", ""]
+    alone = np.vstack([emb.encode([t]) for t in texts])
+    np.testing.assert_allclose(emb.encode(texts), alone, atol=1e-5)
