@@ -610,7 +610,7 @@ def test_vectors_of_the_first_int8_recipe_are_stale(tmp_path: Path) -> None:
         parts.store.set_meta("embedding_fingerprint", f"{MODEL}|onnx-int8")
     with Components(_settings(tmp_path / "data")) as parts:
         assert parts.embedding_backend() == "onnx"
-        with pytest.raises(IndexMismatchError, match=r"onnx-int8'.*onnx-int8-rowwise.*rebuild"):
+        with pytest.raises(IndexMismatchError, match=r"onnx-int8'.*onnx-int8-rowwise-w7.*rebuild"):
             parts.embedder()
 
 
