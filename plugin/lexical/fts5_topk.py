@@ -183,14 +183,16 @@ class Fts5TopK:
         k: int,
         min_postings: int,
         build_match: Callable[..., str],
+        stats: Fts5Stats | None = None,
     ) -> list[tuple[int, float]] | None:
         """``(rowid, bm25 score)`` of the top ``k`` rows of ``build_match(terms, must=must)``
         as ``ORDER BY bm25(table, *weights) LIMIT k`` ranks them (negative scores, best
         first), or None where the bound does not pay or cannot decide (fewer postings than
         ``min_postings``, no common term, a bound above the scores): the caller then runs the
         plain statement. Call it inside a read transaction, so that every statement reads one
-        state of the table."""
-        stats = self.stats(conn)
+        state of the table; ``stats``, when given, is :meth:`stats` read in that transaction
+        (several queries ranked together read it once)."""
+        stats = stats or self.stats(conn)
         terms = [t for t in terms if t]
         if not stats.rows or k < 1 or not terms:
             return None
