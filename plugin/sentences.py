@@ -9,12 +9,14 @@ that can end nothing, so text full of ``3.14`` or ``e.g. the`` costs no Python c
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = [
     "ITEM_RE",
     "NEWLINE_RE",
     "Span",
     "line_table",
+    "name_pattern",
     "paragraph_spans",
     "split_sentences",
     "trim_span",
@@ -206,3 +208,14 @@ def split_sentences(text: str) -> list[str]:
     if para:
         paragraph_spans(text, para, starts, ends, spans)
     return [text[s:e] for s, e in spans]
+
+
+@lru_cache(maxsize=1 << 16)
+def name_pattern(name: str) -> re.Pattern[str]:
+    r"""``name`` found as a whole name: not inside a longer word (no word character right before
+    or after it), case as given. The same matches as ``(?<!\w)name(?!\w)``, written with the
+    name first and the character before it checked by a fixed-width look-behind after it, so
+    that the regex engine skips to each occurrence of the name instead of trying a match at
+    every position (twenty times faster over passages; SAG2's judge and evidence set ask it
+    thousands of times a search). Kept once per name."""
+    return re.compile(re.escape(name) + r"(?<!\w" + "." * len(name) + r")(?!\w)", re.DOTALL)

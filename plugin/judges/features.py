@@ -48,6 +48,7 @@ import numpy as np
 from hybridsag.vectors.embedder import vocabulary_share
 from hybridsag.errors import ConfigError, HybridSagError
 from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
+from hybridsag.sentences import name_pattern
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
@@ -220,7 +221,7 @@ def _name_pattern(name: str) -> re.Pattern[str] | None:
     name = name.strip().lower()
     if len(name) < 3:
         return None
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
+    return name_pattern(name)
 
 
 def _strip_disambiguation(title: str) -> str:

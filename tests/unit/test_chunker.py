@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hybridsag.ingest import chunker
 from hybridsag.documents import Chunk
 from hybridsag.ingest.chunker import chunk_text, rst_adornment, rst_title
-from hybridsag.sentences import split_sentences
+from hybridsag.sentences import name_pattern, split_sentences
 
 CORPUS = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
@@ -830,3 +830,30 @@ def test_every_chunk_keeps_the_caps_and_the_text(
             if mode == "passage" or fmt == "text":  # nothing is markup: every character kept
                 kept = "".join("".join(c.text.split()) for c in chunks)
                 assert kept == "".join(text.split())
+
+
+# -- whole names (hybridsag.sentences.name_pattern) ---------------------------------------------
+
+_NAME_ALPHABET = "ab _-.'é中1\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    name=st.text(alphabet=_NAME_ALPHABET, min_size=1, max_size=4),
+    text=st.text(alphabet=_NAME_ALPHABET, max_size=30),
+)
+def test_name_pattern_matches_as_the_lookbehind_first_pattern(name: str, text: str) -> None:
+    """The name-first pattern finds exactly the matches (same spans) of the plain
+    ``(?<!\\w)name(?!\\w)`` it replaces."""
+    plain = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
+    assert [m.span() for m in name_pattern(name).finditer(text)] == [
+        m.span() for m in plain.finditer(text)
+    ]
+
+
+def test_name_pattern_cases() -> None:
+    found = lambda name, text: bool(name_pattern(name).search(text))  # noqa: E731
+    assert found("abc", "abc") and found("abc", "x abc.") and found("a.b", "a.b!")
+    assert not found("abc", "xabc") and not found("abc", "abcx") and not found("abc", "_abc")
+    assert not found("abc", "éabc") and found("中文", "在 中文 里") and not found("中文", "中文字")
+    assert found("new\nline", "a new\nline b")
