@@ -171,9 +171,10 @@ class LexicalSettings(_Section):
     ranked by a block-max WAND top k, with document frequencies from its own term dictionary.
 
     ``prune`` (FTS5): a search whose terms hold more than ``prune_min_postings`` postings ranks
-    only the rows that can reach its top (a MaxScore bound: FTS5 scores only the rows holding a
-    rarer term, on the whole query where they hold a common one too), with the same rows and
-    scores as FTS5's full ranking; off, every matching row is scored.
+    only the rows that can reach its top (a MaxScore bound: FTS5 ranks only the rows holding a
+    rarer term, on those terms, and their common terms' part is added from their stored tokens,
+    so no statement walks a common term's postings), with the same rows and scores as FTS5's
+    full ranking; off, every matching row is scored.
     """
 
     backend: Literal["fts5", "milvus", "tantivy"] = "fts5"

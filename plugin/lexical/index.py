@@ -38,7 +38,7 @@ for (then nothing deeper exists). Several queries (:meth:`LexicalIndex.search_ma
 next-hop look-ups) are ranked in one statement, a ``UNION ALL`` of their rankings, inside one
 read transaction. Where the query's terms hold many postings
 (``lexical.prune``), that top comes from :mod:`hybridsag.lexical.fts5_topk` instead: the same rows and
-scores, with the common terms' postings never scored. The statements are built by pure functions
+scores, with the common terms' postings never walked. The statements are built by pure functions
 (:func:`build_tops_sql`, :func:`build_title_search_sql`, :func:`build_best_chunks_sql`) that
 tests assert on.
 """
