@@ -1223,6 +1223,25 @@ class Store:
         )
         return {cid: row[1] for cid, row in rows.items()}
 
+    def vector_count(self) -> int:
+        """How many passage vectors the store holds."""
+        return int(self.connection().execute("SELECT count(*) FROM chunk_vectors").fetchone()[0])
+
+    def vector_rows(self) -> Iterator[tuple[str, str, int, str, tuple[str, ...], bytes]]:
+        """Every stored passage vector with what the dense index keeps beside it: ``(chunk_id,
+        public resource id, version, tenant, acl, float32 bytes)`` of each chunk row (any
+        status) whose vector the store holds, the rows the write path wrote to the dense
+        index. Read as they are iterated, in one read transaction."""
+        with self.snapshot() as conn:
+            for chunk_id, key, version, acl, blob in conn.execute(
+                "SELECT c.chunk_id, c.resource_id, c.version, r.acl, v.vector "
+                "FROM chunk_vectors v JOIN chunks c ON c.id = v.id "
+                "JOIN resources r ON r.resource_id = c.resource_id"
+            ):
+                tenant, resource_id = split_key(key)
+                yield (chunk_id, resource_id, int(version), tenant, tuple(json.loads(acl)),
+                       bytes(blob))
+
     def counts(self) -> dict[str, int]:
         conn = self.connection()
         out = {"resources": 0, "chunks": 0}
