@@ -176,11 +176,10 @@ class LexicalSettings(_Section):
     so no statement walks a common term's postings), with the same rows and scores as FTS5's
     full ranking; off, every matching row is scored.
 
-    ``spelling``: a query term no chunk holds, and no word of its script's word list (English,
-    Russian), is searched as the index term nearest to it in edits (one edit for up to 7
-    letters, two from 8; letters only, never digits, CJK words or code), the one more chunks
-    hold among equals: "pyton on windos" is searched as "python on windows", while "helm",
-    a word, stays. FTS5 and milvus list their terms for it; on PostgreSQL and tantivy queries
+    ``spelling``: a query word no chunk holds, and no word of its script's word list (English,
+    Russian), is searched as the index term one edit from it (5 letters or more; never digits,
+    CJK words or code), the one more chunks hold among equals: "pyton on windos" is searched
+    as "python on windows", while "helm", a word, stays. FTS5 and milvus list their terms for it; on PostgreSQL and tantivy queries
     are not respelled (:mod:`hybridsag.lexical.spelling`).
     """
 

@@ -46,6 +46,7 @@ tests assert on.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -194,6 +195,11 @@ def fold_term(term: str) -> str:
     """Accents, ligatures and compatibility forms folded away (for the title-alias fix)."""
     decomposed = unicodedata.normalize("NFKD", term.lower().translate(_LIGATURES))
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _whole_word(term: str, text: str) -> bool:
+    """Whether ``term`` stands in ``text`` as a whole word (not a piece of a longer one)."""
+    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text) is not None
 
 
 #: Terms held by no chunk that the spelling fix remembers (per index version) before it starts
@@ -520,8 +526,8 @@ class LexicalQueries:
 
     def query_terms(self, query: str) -> list[str]:
         """Quoted-OR terms of a query. A term no chunk holds is replaced by the title spelling
-        that differs from it only by accents (the title-alias fix), else, with ``spelling``, by
-        the index term nearest to it (:mod:`~hybridsag.lexical.spelling`): "windos" is searched
+        that differs from it only by accents (the title-alias fix), else, with ``spelling`` and
+        where the query wrote it as a whole word, by the index term nearest to it (:mod:`~hybridsag.lexical.spelling`): "windos" is searched
         as "windows"."""
         terms = self.tokenizer.query_terms(query, limit=self.max_terms)
         if not terms:
@@ -531,12 +537,13 @@ class LexicalQueries:
         if missing:
             aliases = self._title_aliases()
             fixed = []
+            lowered = query.lower()
             for term in terms:
                 if term in missing:
                     spellings = aliases.get(fold_term(term), set()) - {term}
                     if len(spellings) == 1:
                         term = next(iter(spellings))
-                    elif self.spelling:
+                    elif self.spelling and _whole_word(term, lowered):
                         term = self._respell(term)
                 fixed.append(term)
             terms = list(dict.fromkeys(fixed))

@@ -1,12 +1,15 @@
 """The spelling fix of query terms: a term no chunk holds, that is no word of the query's
 language, is searched as the index term nearest to it in edits ("windos" as "windows").
 
-What is respelled (:func:`spelling_reach`): terms of at least 4 cased letters (never digits,
+What is respelled (:func:`spelling_reach`): terms of at least 5 cased letters (never digits,
 CJK words or code) that pyspellchecker's word list of their script does not hold (English for
 the Latin script, Russian for Cyrillic; another cased script has no list and is never
-respelled). A real word the index lacks ("helm", "protection") is what the user meant, so it
-stays as it is: it tells the search that the index may not answer the question. One edit is
-allowed up to 7 letters, two from 8.
+respelled), and that the query wrote as a whole word (not a piece of ``ForkingMixIn``: the
+caller checks). A real word the index lacks ("helm", "protection") is what the user meant, so
+it stays as it is: it tells the search that the index may not answer the question. One edit
+is allowed (most typos are one: a letter dropped, doubled, swapped or mistyped); two edits and
+4-letter words reached real words too often ("prepending" as "preceding", "ldap" as "leap",
+on the shared and docs sets).
 
 How (:func:`respell`): among the index terms that share the term's first letter (the engine
 lists them, :meth:`~hybridsag.lexical.index.LexicalEngine.near_terms`), the one fewest edits
@@ -62,14 +65,12 @@ def is_known_word(term: str) -> bool | None:
 
 
 def spelling_reach(term: str) -> int:
-    """How many edits the fix may make to ``term``: none for a term under 4 characters, one
+    """How many edits the fix may make to ``term``: none for a term under 5 characters, one
     holding anything but cased letters, or a word of its script's list (or of a script with no
-    list); one up to 7 letters, two from 8 (a long word's typos come in pairs more often)."""
-    if len(term) < 4 or not all(ch.upper() != ch for ch in term):
+    list); else one."""
+    if len(term) < 5 or not all(ch.upper() != ch for ch in term):
         return 0
-    if is_known_word(term) is not False:
-        return 0
-    return 1 if len(term) < 8 else 2
+    return 1 if is_known_word(term) is False else 0
 
 
 def respell(term: str, candidates: Mapping[str, int]) -> str | None:

@@ -193,6 +193,8 @@ def test_a_typo_no_chunk_holds_is_searched_as_the_nearest_index_term(
     assert lexical.query_terms("instalation on windos") == ["installation", "windows"]
     assert _path_ids(hs, "instalation on windos")[0] == "install"
     assert lexical.query_terms("helm installation") == ["helm", "installation"]
+    # a piece of a compound word is code, not a typo: "windos" in GetWindos stays as it is
+    assert "windos" in lexical.query_terms("GetWindos installation")
     facts = query_facts(hs.components, "instalation on windos", dense=False)
     assert facts.terms_in_index == 1.0
     off = Settings(data_dir=hs.settings.data_dir, embedding={"model": "none"},
