@@ -491,7 +491,8 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
         min_confidence=body.min_confidence,
     )
     out = await state.searches.run(
-        lambda: backend.search(body.query, options), timeout=s.server.search_timeout_s
+        lambda: backend.search(body.query, options), timeout=s.server.search_timeout_s,
+        lane=caller.lane,
     )
     state.metrics.observe_search(out)
     if body.format == "agent":
@@ -543,7 +544,9 @@ async def _experiment_search(
             body.query, options, unit=body.user, experiment=joined, tenant=caller.tenant
         )
 
-    out = await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    out = await state.searches.run(
+        run, timeout=state.settings.server.search_timeout_s, lane=caller.lane
+    )
     if out.get("teams") is None:
         state.metrics.observe_search(out)
     return out
@@ -640,7 +643,7 @@ async def ingest(
         report = backend.ingest_documents(docs, mode=mode, cancel=state.stopping)
         return IngestOut(**report)
 
-    return await state.writes.run(run)
+    return await state.writes.run(run, lane=caller.lane)
 
 
 #: The ``tenant`` query parameter of the ``/resources/{id}`` routes.
@@ -710,7 +713,9 @@ async def list_resources(
         except InputError as exc:
             raise FieldError(["query", "cursor"], str(exc)) from None
 
-    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    return await state.searches.run(
+        run, timeout=state.settings.server.search_timeout_s, lane=caller.lane
+    )
 
 
 @api.get("/resources/{resource_id:path}", response_model=ResourceOut, tags=["resources"])
@@ -730,7 +735,9 @@ async def get_resource(
             raise NotFoundError(f"no resource {resource_id!r}")
         return ResourceOut.of(detail, backend.chunks(resource_id, tenant=scope))
 
-    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    return await state.searches.run(
+        run, timeout=state.settings.server.search_timeout_s, lane=caller.lane
+    )
 
 
 def _write_route(action: str, call: Callable[..., bool]) -> Callable[..., Any]:
@@ -747,7 +754,7 @@ def _write_route(action: str, call: Callable[..., bool]) -> Callable[..., Any]:
                 raise NotFoundError(f"no resource {resource_id!r}")
             return WriteOut(resource_id=resource_id, done=True, action=action)  # type: ignore[arg-type]
 
-        return await state.writes.run(run)
+        return await state.writes.run(run, lane=caller.lane)
 
     return handler
 
@@ -792,7 +799,7 @@ async def include(
             raise NotFoundError(f"no excluded file {resource_id!r}")
         return IngestOut(**backend.include(resource_id, tenant=scope))
 
-    return await state.writes.run(run)
+    return await state.writes.run(run, lane=caller.lane)
 
 
 @api.get("/exclusions", response_model=list[ExclusionOut], tags=["resources"])
@@ -819,7 +826,9 @@ async def exclusions(
         rows = backend.exclusions(tenant=tenant, resource_id=resource_id)
         return [x for x in rows if caller.can_see_tags(x["acl"])]
 
-    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    return await state.searches.run(
+        run, timeout=state.settings.server.search_timeout_s, lane=caller.lane
+    )
 
 
 @ops.post("/reconcile", responses={409: {"model": ErrorOut}})

@@ -3,26 +3,33 @@
 :class:`BodyGuard` is pure ASGI middleware that reads every request body before the app does:
 it refuses a request with both ``Content-Length`` and ``Transfer-Encoding`` (400), a body that
 is not JSON or NDJSON (415; the one route that takes a file's raw bytes, the folder sync's
-upload, takes ``application/octet-stream`` and nothing else), one over
-``server.max_body_bytes`` (413: a declared length before
-reading, and the bytes actually read whatever the framing), one that stops arriving
-(``server.body_timeout_s``: 408) and JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` (422), so
+upload, takes ``application/octet-stream`` and nothing else; with auth off a bodiless POST
+needs the JSON type too), one over ``server.max_body_bytes`` (413: a declared length before
+reading, and the bytes actually read whatever the framing), a large one that does not fit the
+bytes of bodies the service holds at once (``server.max_body_memory_bytes``: 429), one that is
+not whole by its deadline (``server.body_timeout_s`` plus its length over
+``server.min_body_bytes_per_s``) or stops arriving for ``server.body_timeout_s`` (408), and
+JSON nested deeper than :data:`~hybridsag.jsondepth.MAX_JSON_DEPTH` in any encoding (422), so
 no handler and no JSON parser sees such a body. It sits inside the authentication middleware
 (:mod:`hybridsag.service.edge`): a request without a valid token is refused before any of its
 body is read.
 
 :class:`Gate` runs blocking work (a search, a write) on its own thread pool with a fixed number
-of workers and a fixed queue: work beyond ``workers + queue`` is refused at once with
-:class:`~hybridsag.errors.OverloadError` (429 with Retry-After), never queued without bound. A
-``timeout`` stops waiting (the caller gets 503); work still queued is dropped, work already
-running finishes and only then frees its place.
+of workers and a fixed queue per lane (a tenant, an admin token): work beyond
+``workers + queue`` of one lane is refused at once with
+:class:`~hybridsag.errors.OverloadError` (429 with Retry-After), never queued without bound,
+and the lanes' waiting work runs in turn, so one tenant's backlog never stands before another
+tenant's call. A ``timeout`` stops waiting (the caller gets 503); work still queued is dropped,
+work already running finishes and only then frees its place.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -59,7 +66,15 @@ class GateTimeout(HybridSagError):
 
 
 class Gate:
-    """A thread pool of ``workers`` that admits at most ``workers + queue`` calls at once."""
+    """A thread pool of ``workers`` that admits at most ``workers + queue`` calls at once per
+    lane, and runs the waiting calls of the lanes in turn.
+
+    A lane is whose work it is (:attr:`~hybridsag.service.auth.Principal.lane`: a tenant, an
+    admin token, the watched folders): each lane may have ``workers + queue`` calls admitted
+    (running or waiting), and when a worker frees, the next call comes from the lane after the
+    one served last that has one waiting (round-robin), so a call waits for those running and
+    at most one call of each other lane, never for another lane's backlog.
+    """
 
     def __init__(
         self,
@@ -71,47 +86,108 @@ class Gate:
         on_change: Callable[[int], None] | None = None,
     ) -> None:
         self.name = name
+        self.workers = workers
         self.capacity = workers + queue
         self.retry_after_s = retry_after_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"hybridsag-{name}")
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._admitted = 0
+        self._per_lane: dict[str, int] = {}
+        #: waiting calls per lane; ``_turns`` holds each lane with a waiting call once, in turn
+        self._waiting: dict[str, deque[tuple[Callable[..., Any], tuple[Any, ...], Future[Any]]]] = {}
+        self._turns: deque[str] = deque()
+        self._running = 0
+        self._closed = False
         self._on_change = on_change or (lambda n: None)
 
     @property
     def admitted(self) -> int:
-        """Calls admitted and not yet finished (running or queued)."""
+        """Calls admitted and not yet finished (running or queued), every lane's."""
         return self._admitted
 
-    def _done(self, _: Future[Any]) -> None:
-        with self._lock:
-            self._admitted -= 1
-            self._on_change(self._admitted)
+    def _release(self, lane: str) -> None:
+        """A call of ``lane`` ended, or was dropped while waiting (under ``_lock``)."""
+        self._admitted -= 1
+        self._per_lane[lane] -= 1
+        if not self._per_lane[lane]:
+            del self._per_lane[lane]
+        self._on_change(self._admitted)
+        self._idle.notify_all()
 
-    async def run(self, fn: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
-        """Run ``fn(*args)`` on the pool and return its result (or raise its error).
+    def _dropped(self, lane: str) -> Callable[[Future[Any]], None]:
+        def done(future: Future[Any]) -> None:  # its caller stopped waiting before it started
+            if future.cancelled():
+                with self._lock:
+                    self._release(lane)
+
+        return done
+
+    def _pump(self) -> None:
+        """Start waiting calls, lanes in turn, while a worker is free (under ``_lock``)."""
+        while self._running < self.workers and self._turns:
+            lane = self._turns.popleft()
+            waiting = self._waiting[lane]
+            fn, args, future = waiting.popleft()
+            if waiting:
+                self._turns.append(lane)  # its next call waits for the other lanes' turns
+            else:
+                del self._waiting[lane]
+            if not future.set_running_or_notify_cancel():
+                continue  # its caller stopped waiting (timeout) before it started: dropped
+            self._running += 1
+            self._pool.submit(self._work, lane, fn, args, future)
+
+    def _work(
+        self, lane: str, fn: Callable[..., Any], args: tuple[Any, ...], future: Future[Any]
+    ) -> None:
+        outcome: tuple[bool, Any]
+        try:
+            outcome = (True, fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, as a pool does
+            outcome = (False, exc)
+        with self._lock:  # its place is free before its caller hears of it
+            self._running -= 1
+            self._release(lane)
+            self._pump()
+        if outcome[0]:
+            future.set_result(outcome[1])
+        else:
+            future.set_exception(outcome[1])
+
+    async def run(
+        self, fn: Callable[..., T], *args: Any, timeout: float | None = None, lane: str = ""
+    ) -> T:
+        """Run ``fn(*args)`` on the pool, in ``lane``'s turn, and return its result (or raise
+        its error).
 
         Raises:
-            OverloadError: ``workers + queue`` calls are already admitted.
-            GateTimeout: ``timeout`` seconds passed first.
+            OverloadError: ``workers + queue`` calls of ``lane`` are already admitted, or the
+                gate is closed (the service is stopping).
+            GateTimeout: ``timeout`` seconds passed first (a call still waiting is dropped; a
+                running one keeps its place until it ends).
         """
+        future: Future[T] = Future()
         with self._lock:
-            if self._admitted >= self.capacity:
+            if self._closed:
                 raise OverloadError(
-                    f"too many {self.name} requests in flight ({self.capacity}); retry after "
-                    f"{self.retry_after_s:g} s",
+                    f"the service is stopping; {self.name} refused", retry_after_s=self.retry_after_s
+                )
+            if self._per_lane.get(lane, 0) >= self.capacity:
+                raise OverloadError(
+                    f"too many {self.name} requests in flight ({self.capacity}"
+                    f"{' of yours' if lane else ''}); retry after {self.retry_after_s:g} s",
                     retry_after_s=self.retry_after_s,
                 )
             self._admitted += 1
+            self._per_lane[lane] = self._per_lane.get(lane, 0) + 1
             self._on_change(self._admitted)
-        try:
-            future = self._pool.submit(fn, *args)
-        except RuntimeError:  # the pool is shut down: the service is stopping
-            self._done(Future())
-            raise OverloadError(
-                f"the service is stopping; {self.name} refused", retry_after_s=self.retry_after_s
-            ) from None
-        future.add_done_callback(self._done)
+            future.add_done_callback(self._dropped(lane))
+            if lane not in self._waiting:
+                self._waiting[lane] = deque()
+                self._turns.append(lane)
+            self._waiting[lane].append((fn, args, future))
+            self._pump()
         waiting = asyncio.wrap_future(future)
         if timeout is None:
             return await waiting
@@ -123,7 +199,11 @@ class Gate:
             ) from None
 
     def close(self) -> None:
-        """Finish everything admitted, then stop the workers."""
+        """Refuse new calls, finish everything admitted, then stop the workers."""
+        with self._lock:
+            self._closed = True
+            while self._admitted:
+                self._idle.wait()
         self._pool.shutdown(wait=True)
 
 

@@ -135,6 +135,6 @@ def build_router(*, prefix: str, writer: Any, known_query: Any, responses: Any) 
             )
             return IngestOut(**report)
 
-        return await state.writes.run(run)
+        return await state.writes.run(run, lane=caller.lane)
 
     return router
