@@ -581,14 +581,17 @@ class FormatsSettings(_Section):
     ``max_source_mb``: largest source file (MiB) converted; ``max_unpacked_mb``: largest total a
     DOCX or EPUB archive may unpack to (a ZIP bomb is refused before it is read);
     ``max_pdf_pages``: most pages a PDF may have; ``timeout_s``: conversion time of one file,
-    checked between pages, chapters and blocks (one page that stalls inside the parser is not
-    interrupted); ``cache``: keep converted text under ``<data_dir>/cache/converted``.
+    checked between pages, chapters and blocks, and the wall time after which the process the
+    conversion runs in is killed (one page that stalls inside the parser included);
+    ``max_memory_mb``: address space of that process (a file that unpacks into more is
+    stopped); ``cache``: keep converted text under ``<data_dir>/cache/converted``.
     """
 
     max_source_mb: float = Field(50.0, gt=0, le=4096)
     max_unpacked_mb: float = Field(500.0, gt=0, le=65_536)
     max_pdf_pages: int = Field(2000, ge=1, le=1_000_000)
     timeout_s: float = Field(300.0, gt=0, le=86_400)
+    max_memory_mb: float = Field(1024.0, ge=256, le=65_536)
     cache: bool = True
 
 
@@ -761,7 +764,30 @@ class ServerSettings(_Section):
         30.0,
         gt=0,
         le=3600,
-        description="a request body that sends no byte for this many seconds gets 408",
+        description="a request body that sends no byte for this many seconds gets 408; and "
+        "the whole body must arrive within this many seconds plus its length over "
+        "min_body_bytes_per_s",
+    )
+    min_body_bytes_per_s: int = Field(
+        65_536,
+        ge=1,
+        le=1024 * 1024 * 1024,
+        description="the slowest a request body may arrive on average: its deadline is "
+        "body_timeout_s plus its length over this (a 10 MiB body: 30 + 160 s); later: 408",
+    )
+    max_body_memory_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024 * 1024,
+        description="request bodies over 64 KiB the service holds at once, in bytes (each "
+        "from its first byte until its request is answered); one that does not fit gets 429",
+    )
+    conversions: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="folder-sync uploads of PDF, DOCX, HTML or EPUB converted at once (each "
+        "in a bounded process of its own, formats.*), outside the writer; tenants take turns",
     )
     ready_cache_s: float = Field(
         5.0,

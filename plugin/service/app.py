@@ -163,22 +163,21 @@ class ServiceState:
         #: the last deep check of /readyz: (time.monotonic() when done, checks)
         self._checked: tuple[float, dict[str, str]] | None = None
         self._checking = asyncio.Lock()
-        self.searches = Gate(
-            "search",
-            workers=s.search_concurrency,
-            queue=s.search_queue,
-            retry_after_s=s.retry_after_s,
-            on_change=lambda n: self.metrics.in_flight.labels(kind="search").set(n),
-        )
+
+        def gate(kind: str, workers: int, queue: int) -> Gate:
+            return Gate(
+                kind, workers=workers, queue=queue, retry_after_s=s.retry_after_s,
+                on_change=lambda n: self.metrics.in_flight.labels(kind=kind).set(n),
+            )  # fmt: skip
+
+        self.searches = gate("search", s.search_concurrency, s.search_queue)
         # one writer thread: service writes are serialised, so a scope check and the write it
-        # guards cannot interleave with another service write
-        self.writes = Gate(
-            "write",
-            workers=1,
-            queue=s.max_pending_writes - 1,
-            retry_after_s=s.retry_after_s,
-            on_change=lambda n: self.metrics.in_flight.labels(kind="write").set(n),
-        )
+        # guards cannot interleave with another service write; tenants' writes take turns
+        self.writes = gate("write", 1, s.max_pending_writes - 1)
+        # what a write needs first and may take long, never on the writer: a folder sync's
+        # manifest compared with the records (a read), an upload converted (in its sandbox)
+        self.manifests = gate("manifest", 1, s.max_pending_writes - 1)
+        self.conversions = gate("conversion", s.conversions, s.max_pending_writes - 1)
         #: keeps sources.watch in sync (hybridsag.service.watch), started once warm
         self.watcher: FolderWatcher | None = None
         if settings.sources.watch and self.runs_jobs:
@@ -233,6 +232,8 @@ class ServiceState:
         self.ready = False
         if self.reconciler is not None:
             self.reconciler.stop_schedule()
+        self.conversions.close()
+        self.manifests.close()
         self.writes.close()
         self.searches.close()
         if self.search is not None and self._owns_search:

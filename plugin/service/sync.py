@@ -108,17 +108,25 @@ def build_router(*, prefix: str, writer: Any, known_query: Any, responses: Any) 
         data = await request.body()
         backend = state.ops()
 
-        def run() -> IngestOut:
+        def prepare() -> Any:
             try:
-                report = backend.sync_upload(
+                return backend.prepare_upload(
                     root, path, data, sha256=sha256, tenant=scope, acl=acl,
                     visible=caller.can_see, cancel=state.stopping,
                 )
             except InputError as exc:
                 raise _field_error(["body"], exc) from None
+
+        # made into its document (a PDF, DOCX, HTML or EPUB converted in its bounded process)
+        # without the writer, which only applies it
+        prepared = await state.conversions.run(prepare, lane=caller.lane)
+        del data
+
+        def apply() -> IngestOut:
+            report = backend.apply_upload(prepared, visible=caller.can_see, cancel=state.stopping)
             return IngestOut(**report)
 
-        return await state.writes.run(run)
+        return await state.writes.run(apply, lane=caller.lane)
 
     @router.post("/sync/commit", response_model=IngestOut)
     async def sync_commit(body: SyncCommitIn, request: Request, caller: Principal = writer) -> Any:
