@@ -25,6 +25,7 @@ Inside them :class:`~hybridsag.service.limits.BodyGuard` reads and checks the bo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -197,6 +198,23 @@ class Edge:
 
         try:
             await self.app(scope, receive, send_with_headers)
+        except asyncio.CancelledError:
+            # the server cut the request short: its graceful shutdown ran out of time
+            # (server.shutdown_timeout_s). A client still there gets the service's 503, not the
+            # server library's text 500; the cancellation ends here (the task is done either way)
+            if status is None:
+                logger.warning(
+                    "%s %s cut by the shutdown (request %s)",
+                    scope["method"], scope.get("path"), request_id,
+                )
+                await send_error(
+                    send_with_headers, 503, [],
+                    f"the service stopped before this request finished (request {request_id}; "
+                    "server.shutdown_timeout_s); a write may have been undone: read it back "
+                    "before sending it again",
+                    "shutting_down",
+                    headers=((b"retry-after", b"1"),),
+                )
         except Exception:
             logger.exception(
                 "%s %s failed (request %s)", scope["method"], scope.get("path"), request_id

@@ -461,3 +461,31 @@ def test_auth_off_refuses_other_origins(tmp_path: Path) -> None:
         upper = {"Content-Type": "APPLICATION/JSON"}
         r = httpx.post(f"{base}/v1/resources", content=json.dumps(doc), headers=upper)
         assert r.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "words"),
+    [
+        (("Content-Length: 5", "Content-Length: 6"), 400, "conflicting Content-Length"),
+        (("Transfer-Encoding: gzip",), 501, "Transfer-Encoding"),
+    ],
+)
+def test_malformed_framing_gets_the_services_json_and_is_counted(
+    url: str, headers: tuple[str, ...], status: int, words: str
+) -> None:
+    with admin(url) as c:
+        before = c.get("/metrics").text
+    with connect(url) as sock:
+        sock.sendall(request_head("/v1/search", f"Authorization: Bearer {ADMIN}",
+                                  "Content-Type: application/json", *headers) + b"{}")  # fmt: skip
+        got, answer, body = read_response(sock)
+        assert got == status, body
+        assert answer["content-type"] == "application/json"
+        detail = json.loads(body)["detail"][0]
+        assert detail["type"] == "malformed_request" and words in detail["msg"], detail
+        assert closed_by_server(sock)
+    with admin(url) as c:
+        after = c.get("/metrics").text
+    counted = f'hybridsag_http_requests_total{{endpoint="unparsed",method="-",status="{status}"}}'
+    was = next((float(x.rsplit(" ", 1)[1]) for x in before.splitlines() if x.startswith(counted)), 0.0)
+    assert f"{counted} {was + 1}" in after
