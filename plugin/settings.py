@@ -822,6 +822,12 @@ class ServerSettings(_Section):
             secrets.append(self.token.get_secret_value())
         if len(set(secrets)) != len(secrets):
             raise ValueError("server.tokens: the same token is given twice")
+        if self.max_body_memory_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"server.max_body_memory_bytes={self.max_body_memory_bytes} is below "
+                f"server.max_body_bytes={self.max_body_bytes}: a body of the largest size "
+                "could never be taken; raise it (or lower max_body_bytes)"
+            )
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"server.url={self.url!r} must start with http:// or https://")
         return self

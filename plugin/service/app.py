@@ -83,7 +83,14 @@ from hybridsag.service import experiments, sync, ui
 from hybridsag.service.board import FAILED, READY, WorkerSeat
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.edge import Edge, Gatekeeper, bearer_token
-from hybridsag.service.limits import NDJSON_TYPES, BodyGuard, Gate, GateTimeout, media_type
+from hybridsag.service.limits import (
+    NDJSON_TYPES,
+    BodyBudget,
+    BodyGuard,
+    Gate,
+    GateTimeout,
+    media_type,
+)
 from hybridsag.service.metrics import CONTENT_TYPE, ServiceMetrics
 from hybridsag.service.watch import FolderWatcher
 from hybridsag.service.models import (
@@ -1062,11 +1069,13 @@ def create_app(
         BodyGuard,
         max_bytes=server.max_body_bytes,
         timeout_s=server.body_timeout_s,
+        min_rate=server.min_body_bytes_per_s,
+        budget=BodyBudget(server.max_body_memory_bytes, on_change=state.metrics.body_bytes.set),
+        retry_after_s=server.retry_after_s,
         raw_routes=frozenset({("PUT", API_PREFIX + sync.UPLOAD_PATH)}),
+        typed_posts=not server.auth,
     )
-    app.add_middleware(
-        Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX, timeout_s=server.body_timeout_s
-    )
+    app.add_middleware(Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX)
     routes = [route for router in routers for route in router.routes]
     app.add_middleware(Edge, metrics=state.metrics, routes=routes)
     if seat is not None:

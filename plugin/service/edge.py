@@ -10,10 +10,13 @@ From the outside in:
   request on the ``hybridsag.service.access`` logger (method, path, status, latency in ms, the
   caller's token name and tenant, request id; never a token, a query string or a body); and
   turns an exception no handler took into a logged traceback (``hybridsag.service``) and a 500
-  in the service's error shape naming the request id.
+  in the service's error shape naming the request id; a request the server cancels when its
+  graceful shutdown runs out of time gets a 503 in that shape (499 is left for a client that
+  went away before any answer).
 - :class:`Gatekeeper` authenticates: a request to the API (``/v1/...``) without a known bearer
-  token gets 401 before a byte of its body is read (a short declared body is then read and
-  dropped so that the connection closes cleanly; see :func:`~hybridsag.service.limits.refuse`;
+  token gets 401 before a byte of its body is read, decided from the headers alone (a short
+  declared body is then read and dropped, if it comes within a second, so that the connection
+  closes cleanly; see :func:`~hybridsag.service.limits.refuse`;
   FastAPI reads a body before it runs a
   route's dependencies, so this cannot be one); the principal goes into the request's state,
   where the routes' role checks read it. With ``server.auth = false`` it refuses instead any
@@ -85,13 +88,10 @@ class Gatekeeper:
     """ASGI middleware: 401 for an API request without a known token, before its body is read;
     with auth off, 403 for a foreign ``Host`` or ``Origin`` (see the module docstring)."""
 
-    def __init__(
-        self, app: Any, *, tokens: TokenBook, api_prefix: str, timeout_s: float = 10.0
-    ) -> None:
+    def __init__(self, app: Any, *, tokens: TokenBook, api_prefix: str) -> None:
         self.app = app
         self.tokens = tokens
         self.api_prefix = api_prefix
-        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -102,10 +102,7 @@ class Gatekeeper:
             refusal = self._foreign(headers)
             if refusal is not None:
                 where, msg = refusal
-                await refuse(
-                    scope, receive, send, 403, ["header", where], msg, "foreign_origin",
-                    timeout_s=self.timeout_s,
-                )
+                await refuse(scope, receive, send, 403, ["header", where], msg, "foreign_origin")
                 return
         path = scope.get("path", "")
         if path == self.api_prefix or path.startswith(self.api_prefix + "/"):
@@ -114,8 +111,7 @@ class Gatekeeper:
             except AuthError as exc:
                 await refuse(
                     scope, receive, send, 401, ["header", "authorization"], str(exc),
-                    type(exc).__name__, timeout_s=self.timeout_s,
-                    headers=((b"www-authenticate", b"Bearer"),),
+                    type(exc).__name__, headers=((b"www-authenticate", b"Bearer"),),
                 )
                 return
             scope.setdefault("state", {})["principal"] = principal
