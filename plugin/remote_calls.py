@@ -657,8 +657,12 @@ class Endpoint:
 
     # -- the request ----------------------------------------------------------------------------
 
-    def post(self, body: Any, *, abort: threading.Event | None = None) -> Reply:
+    def post(
+        self, body: Any, *, abort: threading.Event | None = None, once_within: float | None = None
+    ) -> Reply:
         """POST ``body`` as JSON with the retry contract of the module docstring; the 2xx reply.
+        ``once_within``: one attempt, no retry, waiting at most that many seconds (a readiness
+        probe: it says how the endpoint answers now, soon).
 
         Raises the family's errors (``base``: transport failure after retries; ``timeout``;
         ``response``: an HTTP error; ``budget``: the search's remote budget is spent), or
@@ -671,6 +675,7 @@ class Endpoint:
         if self._secret is not None:
             headers["Authorization"] = f"Bearer {self._secret.get_secret_value()}"
         policy, errors, label, path = self.policy, self.errors, self.label, self.path
+        max_retries = policy.max_retries if once_within is None else 0
         meter = current_meter()
         retried: list[str] = []
         attempt = 0
@@ -678,6 +683,10 @@ class Endpoint:
             if abort is not None and abort.is_set():
                 raise Aborted
             timeout: Any = httpx.USE_CLIENT_DEFAULT
+            if once_within is not None:
+                timeout = httpx.Timeout(
+                    once_within, connect=min(policy.connect_timeout_s, once_within)
+                )
             if meter is not None:
                 left = meter.admit(self.remote, self.model, errors.budget)
                 if left is not None and left < policy.timeout_s:
@@ -694,17 +703,19 @@ class Endpoint:
                 self.count("timeouts")
                 if meter is not None and meter.remaining_s() == 0:
                     meter.cut(self.remote, errors.budget, "a request in flight")
-                if attempt >= policy.max_retries:
+                if attempt >= max_retries:
                     raise errors.timeout(
                         f"{label}: no reply from {path} in time ({type(exc).__name__}) after "
-                        f"{attempt + 1} attempt(s); {self.setting}.timeout_s={policy.timeout_s}",
+                        f"{attempt + 1} attempt(s); "
+                        + (f"{self.setting}.timeout_s={policy.timeout_s}" if once_within is None
+                           else f"a probe waits {once_within:g} s"),
                         retriable=True,
                     ) from exc
                 why = "timeout"
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 self._spent(meter, t0, attempt)
                 self.count("transport_errors")
-                if attempt >= policy.max_retries:
+                if attempt >= max_retries:
                     raise errors.base(
                         f"{label}: {type(exc).__name__} talking to {path} after {attempt + 1} "
                         "attempt(s)",
@@ -730,7 +741,7 @@ class Endpoint:
                     raise errors.response(
                         f"{what}; not retried{hint}{self._snippet(response)}", retriable=False
                     )
-                if attempt >= policy.max_retries:
+                if attempt >= max_retries:
                     self.count("http_errors")
                     raise errors.response(
                         f"{what} after {attempt + 1} attempt(s){self._snippet(response)}",

@@ -117,6 +117,9 @@ API_PREFIX = "/v1"
 
 logger = logging.getLogger(__name__)
 
+#: How long /readyz's deep check waits for a remote embedding model's one answer (no retry).
+READY_PROBE_S = 5.0
+
 _RESOURCES = TypeAdapter(list[ResourceIn])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut} for code in (400, 401, 403, 404, 408, 413, 415, 422, 429, 500, 503)
@@ -281,8 +284,9 @@ class ServiceState:
             return self._checked[1]
 
     def checks(self) -> dict[str, str]:
-        """``/readyz``: the store, the Milvus lexical index (when it is on), Milvus and the model,
-        each "ok ..." or the error."""
+        """``/readyz``: the store, the Milvus lexical index (when it is on), Milvus and the model
+        (one vector asked of it past every cache: :data:`READY_PROBE_S` for a remote one), each
+        "ok ..." or the error."""
         hs = self.hs()
         out: dict[str, str] = {}
         try:
@@ -307,7 +311,9 @@ class ServiceState:
             out["milvus"] = f"failed: {exc}"
         try:
             emb = parts.embedder()
-            emb.encode(["readyz"], kind="query")
+            # asked now, past the query memo and any cache: a remote model answering 401 is
+            # not "ok" because an earlier vector was remembered
+            emb.probe(timeout_s=READY_PROBE_S)
             out["model"] = f"ok: {emb.name}"
         except HybridSagError as exc:
             out["model"] = f"failed: {exc}"
