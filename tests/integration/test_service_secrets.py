@@ -110,3 +110,29 @@ def test_readyz_asks_the_model_past_its_caches(served: tuple[str, EchoingServer]
     assert _leaks(r.text) == []
 
 
+@pytest.mark.parametrize("echo", sorted(ECHOES))
+def test_an_echoed_key_reaches_no_answer_and_no_log(
+    served: tuple[str, EchoingServer], echo: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url, model = served
+    caplog.set_level(logging.DEBUG)
+    answers: list[str] = []
+    model.echo = ECHOES[echo]
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {READER}"}, timeout=120) as c:
+            r = c.post("/v1/search", json={"query": f"rivers {echo}", "paths": ["dense"]})
+            assert r.status_code == 200, r.text
+            assert "dense" in r.json()["reasons"], r.text  # degraded: the embedder refused
+            answers.append(r.text)
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {WRITER}"}, timeout=120) as c:
+            r = c.post("/v1/resources", json=[{"_id": f"new-{echo}", "text": f"new text {echo}"}])
+            assert r.status_code == 503, r.text
+            assert "HTTP 401" in r.text
+            answers.append(r.text)
+        answers.append(httpx.get(f"{url}/readyz", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60).text)
+    finally:
+        model.echo = None
+    logged = [caplog.text, *(repr(record.__dict__) for record in caplog.records)]
+    assert "HTTP 401" in caplog.text  # the 503 was logged
+    for text in [*answers, *logged]:
+        assert _leaks(text) == [], text[:2000]
