@@ -804,6 +804,13 @@ class ServerSettings(_Section):
         description="worker processes serving one data dir (1: one process, as before); see "
         "docs/operations/service.md for when to raise it",
     )
+    worker_timeout_s: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        description="with workers above 1: a worker whose event loop gives no heartbeat for "
+        "this many seconds is hung; it is killed and replaced",
+    )
     url: str | None = None
     client_token: SecretStr | None = None
     client_timeout_s: float = Field(120.0, gt=0, le=3600)

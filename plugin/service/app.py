@@ -80,7 +80,7 @@ from hybridsag.paths import path_names
 from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.service import experiments, sync, ui
-from hybridsag.service.board import FAILED, READY, WorkerSeat
+from hybridsag.service.board import FAILED, HEARTBEAT_S, READY, WorkerSeat
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.edge import Edge, Gatekeeper, bearer_token
 from hybridsag.service.limits import (
@@ -974,6 +974,15 @@ def _document_limits(app: FastAPI, settings: Settings) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+async def _heartbeat(seat: WorkerSeat) -> None:
+    """A worker's heartbeat on the board, every :data:`~hybridsag.service.board.HEARTBEAT_S`,
+    from its event loop: if the loop stops turning (a handler blocks it, a deadlock), the beats
+    stop and the supervisor's watchdog replaces the worker."""
+    while True:
+        seat.beat()
+        await asyncio.sleep(HEARTBEAT_S)
+
+
 async def _mark_ready(state: ServiceState, warming: asyncio.Future[Any]) -> None:
     """A worker's board entry: READY once it is warm and its watched folders' first index is
     applied (the worker that watches them); a failed warm-up has marked itself FAILED."""
@@ -1031,9 +1040,17 @@ def create_app(
 
         warming.add_done_callback(schedule)
         marking = asyncio.ensure_future(_mark_ready(state, warming)) if seat is not None else None
+        beating = asyncio.ensure_future(_heartbeat(seat)) if seat is not None else None
+        if seat is not None:
+            # a worker of several takes no request before it is warm: the server accepts on
+            # the shared socket only once the lifespan has started, and until then the warm
+            # workers take every connection (one process alone answers /healthz meanwhile)
+            await asyncio.shield(warming)
         try:
             yield
         finally:
+            if beating is not None:
+                beating.cancel()
             if marking is not None:
                 marking.cancel()
             await warming
