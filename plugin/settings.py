@@ -724,10 +724,13 @@ class ServerSettings(_Section):
     ``host`` is 127.0.0.1. Limits: request bodies over ``max_body_bytes`` get 413; ``top_k``
     over ``max_top_k`` and batches over ``max_batch`` get 422; at most
     ``search_concurrency`` searches run at once and ``search_queue`` wait, the rest get 429 with
-    ``Retry-After: retry_after_s``, as do writes beyond ``max_pending_writes``; a search running
-    past ``search_timeout_s`` gets 503. Slow clients: headers not complete within
-    ``header_timeout_s`` and a body that stalls for ``body_timeout_s`` get 408 and are
-    disconnected. ``/readyz`` runs its deep check at most once per ``ready_cache_s``. On SIGTERM the service stops accepting, finishes the
+    ``Retry-After: retry_after_s``, as do writes beyond ``max_pending_writes``; these bounds
+    are per tenant (a tenant token's tenant, or an admin token), whose waiting work runs in
+    turn; a search running past ``search_timeout_s`` gets 503. Uploads to convert run
+    ``conversions`` at once, outside the writer. Slow clients: headers not complete within
+    ``header_timeout_s``, a body that stalls for ``body_timeout_s`` or is not whole within
+    ``body_timeout_s`` plus its length over ``min_body_bytes_per_s`` get 408 and are
+    disconnected; large bodies held at once are bounded by ``max_body_memory_bytes`` (429). ``/readyz`` runs its deep check at most once per ``ready_cache_s``. On SIGTERM the service stops accepting, finishes the
     requests in flight (up to ``shutdown_timeout_s``) and closes. ``reconciler`` runs the
     ``consistency.cron`` reconcile job inside the service. ``workers`` above 1 serves from that
     many processes sharing the data dir (:mod:`hybridsag.service.workers`): worth it when
