@@ -5,6 +5,7 @@ Standard library only, no I/O: everything here is a pure function of its argumen
 """
 
 from hybridsag.fusion.convex import NORMALISERS, convex, normalise
+from hybridsag.fusion.facts import chunk_facts
 from hybridsag.fusion.fuse import METHODS, fuse
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.rules import RULE_REASONS, apply_rules
@@ -26,7 +27,7 @@ from hybridsag.fusion.trust import (
     list_stats,
     trust_signals,
 )
-from hybridsag.fusion.types import ChunkView, Contribution, FusedHit, Hit
+from hybridsag.fusion.types import ChunkFacts, ChunkView, Contribution, FusedHit, Hit
 
 __all__ = [
     "DEFAULT_TRUST_MODEL",
@@ -35,6 +36,7 @@ __all__ = [
     "NORMALISERS",
     "RULE_REASONS",
     "SIGNAL_NAMES",
+    "ChunkFacts",
     "ChunkView",
     "Contribution",
     "FusedHit",
@@ -44,6 +46,7 @@ __all__ = [
     "TrustModel",
     "apply_rules",
     "assess",
+    "chunk_facts",
     "contains_whole_identifier",
     "convex",
     "defines_identifier",

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hybridsag.fusion.convex import NORMALISERS, convex
-from hybridsag.fusion.dedupe import collapse_duplicates
+from hybridsag.fusion.dedupe import collapse_duplicates, collapse_window
 from hybridsag.fusion.rrf import rrf
-from hybridsag.fusion.rules import apply_rules
+from hybridsag.fusion.rules import rules_window
 from hybridsag.fusion.trust import Trust
 from hybridsag.fusion.types import ChunkView, FusedHit, Hit
 
@@ -34,6 +34,7 @@ def fuse(
     normalisation: str = "minmax",
     trust: Trust | None = None,
     collapse: bool = True,
+    limit: int | None = None,
 ) -> list[FusedHit]:
     """Fuse the paths' lists the way a search does: :func:`rrf` (``method="rrf"``) or
     :func:`~hybridsag.fusion.convex.convex` (``method="convex"``, scores normalised per query
@@ -49,9 +50,16 @@ def fuse(
     switches off the rules that impose it (``judge_accept``, ``judge_order`` and the next-hop
     slots: the paths' fused votes then order what the judge scored too).
 
+    With ``limit``, only the first ``limit`` hits of that list are returned, the same hits with
+    the same ranks, rules and duplicates, for less work: the rules that read a chunk's text run
+    over the hits that can still reach the first ``limit`` (:func:`rules_window`: the first
+    ``limit`` plus the places a rule may lift a hit), and the copies are folded over those
+    (:func:`collapse_window`; a hit further down is only looked up among their buckets). When
+    copies in that window leave fewer than ``limit`` distinct texts, the window doubles.
+
     Raises:
-        ValueError: a bad ``k``, ``depth``, weight, ``method``, ``normalisation`` or
-            ``pin_exact_titles`` (the message names it).
+        ValueError: a bad ``k``, ``depth``, weight, ``method``, ``normalisation``,
+            ``pin_exact_titles`` or ``limit`` (the message names it).
 
     Example:
         >>> from hybridsag.fusion.types import ChunkView, Hit
@@ -61,6 +69,8 @@ def fuse(
         >>> [h.chunk_id for h in fuse(runs, query="fish", chunks=views)]
         ['b', 'a']
     """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
     if method not in METHODS:
         raise ValueError(f"unknown fusion method {method!r}; valid: {', '.join(METHODS)}")
     if normalisation not in NORMALISERS:
@@ -76,14 +86,27 @@ def fuse(
         fused = rrf(runs, k=k, depth=depth, weights=weights)
     else:
         fused = convex(runs, weights=weights, depth=depth, method=normalisation)
-    ruled = apply_rules(
-        [f for f in fused if f.chunk_id in chunks],
-        query=query,
-        chunks=chunks,
-        pin_exact_titles=pin_exact_titles,
-        strict_identifiers=strict_identifiers,
-        judge_accept=judge_accept,
-        judge_order=judge_order,
-        next_hop=next_hop,
-    )
-    return collapse_duplicates(ruled, chunks) if collapse else ruled
+    visible = [f for f in fused if f.chunk_id in chunks]
+    need = limit
+    while True:
+        exact, others = rules_window(
+            visible,
+            query=query,
+            chunks=chunks,
+            pin_exact_titles=pin_exact_titles,
+            strict_identifiers=strict_identifiers,
+            judge_accept=judge_accept,
+            judge_order=judge_order,
+            next_hop=next_hop,
+            need=need,
+        )
+        if limit is None or not others:  # the whole ruled list
+            out = collapse_duplicates(exact, chunks) if collapse else exact
+            return out if limit is None else out[:limit]
+        if not collapse:
+            return exact[:limit]
+        window = collapse_window(exact, others, chunks, limit)
+        if window is not None:
+            return window
+        assert need is not None
+        need = max(2 * need, len(exact) + 1)

@@ -11,7 +11,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -185,14 +185,16 @@ def fuse_step(
     *,
     weights: Mapping[str, float] | None = None,
     judge_order: bool | None = None,
+    limit: int | None = None,
 ) -> tuple[list[FusedHit], Trust | None]:
     """The fusion step of a search, which every offline run calls too
     (:mod:`hybridsag.evaluation.offline_runs`), so that what they score is what a search returns: with
     ``fusion.trust`` on, :func:`hybridsag.fusion.assess` under ``model`` weighs the paths from
     ``weights`` (default ``fusion.weights``); then :func:`hybridsag.fusion.fuse` with
     ``fusion``'s options (``judge_order`` overrides its own), by rank (RRF) when a path's
-    scores are hidden. Returns the ruled hits and the trust decision (``None`` with the step
-    off). ValueError: the step is on and ``fusion_in.facts`` is ``None``, or a bad option."""
+    scores are hidden, and only its first ``limit`` hits (``None``: all). Returns the ruled hits
+    and the trust decision (``None`` with the step off). ValueError: the step is on and
+    ``fusion_in.facts`` is ``None``, or a bad option."""
     chosen = fusion.weights if weights is None else weights
     trust = None
     if fusion.trust:
@@ -204,8 +206,9 @@ def fuse_step(
     if fusion_in.hidden:
         options["method"] = "rrf"
     fused = fuse(
-        fusion_in.runs, query=fusion_in.query, chunks=fusion_in.views, trust=trust, **options
-    )
+        fusion_in.runs, query=fusion_in.query, chunks=fusion_in.views, trust=trust,
+        limit=limit, **options,
+    )  # fmt: skip
     return fused, trust
 
 
@@ -825,13 +828,15 @@ class HybridSearch:
             ran = self.run_paths(names, query, limit=depth, filters=flt)
         timings, reasons = ran.timings, ran.reasons
         t_fuse = time.perf_counter()
-        fusion_in, records, resources = self.fusion_input(
-            names, query, ran, flt, facts=s.fusion.trust
-        )
+        fusion_in = self.fusion_input(names, query, ran, flt, facts=s.fusion.trust)
         model = self.components.trust_model()
-        ruled, trust = fuse_step(
-            fusion_in, s.fusion, model, weights=fusion_weights, judge_order=judge_order
+        # the hits a response shows (the confidence reads the first two); more are fused
+        # only when stale files hold some of them back (below)
+        window = max(top_k, 2)
+        step = partial(
+            fuse_step, fusion_in, s.fusion, model, weights=fusion_weights, judge_order=judge_order
         )
+        ruled, trust = step(limit=window)
         hidden = fusion_in.hidden
         # the confidence is part of the fusion step's time (it reads what fusion made)
         confidence, _features = confidence_step(
@@ -844,8 +849,7 @@ class HybridSearch:
         results: list[SearchResult] = []
         hidden_stale: list[dict[str, Any]] = []
         reasons_of: dict[str, str | None] = {}  # one stat per resource
-        for f in ruled:
-            rec = records[f.chunk_id]
+        for f, rec, resources, records in self._shown(ruled, top_k, flt, step, window):
             if rec.key not in reasons_of:
                 reasons_of[rec.key] = stale_reason(resources[rec.key])
             stale = reasons_of[rec.key]
@@ -948,34 +952,27 @@ class HybridSearch:
 
     def visible_chunks(
         self, runs: Mapping[str, Sequence[Hit]], filters: Filters
-    ) -> tuple[dict[str, ChunkRecord], dict[str, ResourceRecord], dict[str, ChunkView]]:
-        """What fusion may see of the runs' chunks (ranks up to ``fusion.depth``): their
-        records, their resources (by key), and a :class:`ChunkView` of each chunk whose resource
-        still exists and passes ``filters`` (the post-fusion check). A view's ``resource_id`` is
-        the resource's key (:func:`~hybridsag.records.store.resource_key`: the id in tenant ``""``), so
-        that fusion never takes two tenants' resources of one id for one."""
+    ) -> dict[str, ChunkView]:
+        """What fusion may see of the runs' chunks (ranks up to ``fusion.depth``): a
+        :class:`ChunkView` of each chunk whose resource still exists and passes ``filters``
+        (the post-fusion check), read in one statement with its stored facts
+        (:meth:`~hybridsag.records.store.Store.chunk_views`). A view's ``resource_id`` is the
+        resource's key (:func:`~hybridsag.records.store.resource_key`: the id in tenant
+        ``""``), so that fusion never takes two tenants' resources of one id for one. The
+        records a response shows are read after fusion, for the hits it shows."""
         depth = self.settings.fusion.depth
-        store = self.components.store
         ids = dict.fromkeys(h.chunk_id for hits in runs.values() for h in hits if h.rank <= depth)
-        records = store.chunks(ids)
-        resources = store.resources(r.key for r in records.values())
-        # chunks and resources are two reads: a resource deleted between them is simply gone
-        views = {
-            cid: ChunkView(cid, r.key, r.title, r.heading_path, r.text, r.ordinal)
-            for cid, r in records.items()
-            if (res := resources.get(r.key)) is not None and filters.allows(res)
-        }
-        return records, resources, views
+        return self.components.store.chunk_views(ids, filters)
 
     def fusion_input(
         self, names: Sequence[str], query: str, ran: PathRuns, filters: Filters, *, facts: bool
-    ) -> tuple[FusionInput, dict[str, ChunkRecord], dict[str, ResourceRecord]]:
+    ) -> FusionInput:
         """What the fusion step reads of ``ran``, the runs of the paths ``names`` for the
         validated ``query`` (a search and every offline capture build it here): the visible
         chunks, the trust step's query facts when ``facts`` (:func:`hybridsag.paths.query_facts.query_facts`,
         the embedder asked only when an embedding path ran; timed as ``trust_ms``), the paths a
-        tenant filter hides; with the chunks' records and their resources."""
-        records, resources, views = self.visible_chunks(ran.runs, filters)
+        tenant filter hides."""
+        views = self.visible_chunks(ran.runs, filters)
         measured: QueryFacts | None = None
         if facts:
             t0 = time.perf_counter()
@@ -986,7 +983,41 @@ class HybridSearch:
         # documents included): ranks and RRF terms only for those paths, fused by rank
         scoped = filters.tenant is not None
         hidden = frozenset(n for n in names if scoped and PATHS[n].corpus_scores)
-        return FusionInput(query, ran.runs, views, measured, hidden), records, resources
+        return FusionInput(query, ran.runs, views, measured, hidden)
+
+    def _shown(
+        self,
+        ruled: list[FusedHit],
+        top_k: int,
+        filters: Filters,
+        fuse_more: Callable[..., tuple[list[FusedHit], Trust | None]],
+        window: int,
+    ) -> Iterator[tuple[FusedHit, ChunkRecord, dict[str, ResourceRecord], dict[str, ChunkRecord]]]:
+        """The fused hits ``ruled`` (the first ``window`` of the fusion, or all of them when
+        fewer) in order, each with its chunk record and the chunk and resource records read
+        with it (its copies' among them), read ``top_k`` hits at a time as the response takes
+        them. A response that takes more than the window (stale results held back) gets the
+        rest from ``fuse_more(limit=None)``, the whole fusion, whose first hits are these. A
+        hit whose chunk or resource went away since fusion read its view, or that no longer
+        passes ``filters``, is left out."""
+        store = self.components.store
+        whole = len(ruled) < window
+        pos = 0
+        while True:
+            if pos >= len(ruled):
+                if whole:
+                    return
+                ruled, whole = fuse_more(limit=None)[0], True
+                continue
+            page = ruled[pos : pos + top_k]
+            pos += len(page)
+            records = store.chunks(c for f in page for c in (f.chunk_id, *f.duplicates))
+            resources = store.resources(r.key for r in records.values())
+            for f in page:
+                rec = records.get(f.chunk_id)
+                res = resources.get(rec.key) if rec is not None else None
+                if rec is not None and res is not None and filters.allows(res):
+                    yield f, rec, resources, records
 
     def _timed_path(
         self, name: str, query: str, limit: int, flt: Filters, peers: Mapping[str, Any]

@@ -1042,9 +1042,9 @@ def create_app(
         marking = asyncio.ensure_future(_mark_ready(state, warming)) if seat is not None else None
         beating = asyncio.ensure_future(_heartbeat(seat)) if seat is not None else None
         if seat is not None:
-            # a worker of several takes no request before it is warm: the server accepts on
-            # the shared socket only once the lifespan has started, and until then the warm
-            # workers take every connection (one process alone answers /healthz meanwhile)
+            # a worker of several takes no request before it is warm: its server reads the
+            # connections handed to it only once the lifespan has started, and the parent
+            # hands connections to ready workers first (hybridsag.service.workers)
             await asyncio.shield(warming)
         try:
             yield

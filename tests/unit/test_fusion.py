@@ -753,7 +753,7 @@ def test_rrf_then_rules_end_to_end() -> None:
 # public surface
 
 
-_SUBMODULES = {"confidence", "dedupe", "markdown", "rules", "text", "trust", "types"}
+_SUBMODULES = {"confidence", "dedupe", "facts", "markdown", "rules", "text", "trust", "types"}
 
 
 def test_fusion_all_is_accurate() -> None:
@@ -761,6 +761,7 @@ def test_fusion_all_is_accurate() -> None:
         name for name in vars(fusion) if not name.startswith("_") and name not in _SUBMODULES
     )
     assert sorted(fusion.__all__) == [
+        "ChunkFacts",
         "ChunkView",
         "Contribution",
         "DEFAULT_TRUST_MODEL",
@@ -776,6 +777,7 @@ def test_fusion_all_is_accurate() -> None:
         "TrustModel",
         "apply_rules",
         "assess",
+        "chunk_facts",
         "contains_whole_identifier",
         "convex",
         "defines_identifier",
@@ -795,7 +797,8 @@ def test_fusion_all_is_accurate() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["convex", "dedupe", "fuse", "markdown", "rrf", "rules", "text", "trust", "types"]
+    "module",
+    ["convex", "dedupe", "facts", "fuse", "markdown", "rrf", "rules", "text", "trust", "types"],
 )
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
@@ -820,7 +823,9 @@ def test_every_rule_name_has_a_reason() -> None:
     assert all(reason and not reason.endswith(".") for reason in fusion.RULE_REASONS.values())
 
 
-@pytest.mark.parametrize("module", ["confidence", "dedupe", "fuse", "rrf", "rules", "text"])
+@pytest.mark.parametrize(
+    "module", ["confidence", "dedupe", "facts", "fuse", "rrf", "rules", "text"]
+)
 def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     result = doctest.testmod(mod, raise_on_error=False)
