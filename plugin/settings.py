@@ -175,6 +175,12 @@ class LexicalSettings(_Section):
     rarer term, on those terms, and their common terms' part is added from their stored tokens,
     so no statement walks a common term's postings), with the same rows and scores as FTS5's
     full ranking; off, every matching row is scored.
+
+    ``spelling``: a query word no chunk holds, and no word of its script's word list (English,
+    Russian), is searched as the index term one edit from it (5 letters or more; never digits,
+    CJK words or code), the one more chunks hold among equals: "pyton on windos" is searched
+    as "python on windows", while "helm", a word, stays. FTS5 and milvus list their terms for it; on PostgreSQL and tantivy queries
+    are not respelled (:mod:`hybridsag.lexical.spelling`).
     """
 
     backend: Literal["fts5", "milvus", "tantivy"] = "fts5"
@@ -184,6 +190,7 @@ class LexicalSettings(_Section):
     body_weight: float = Field(1.0, ge=0.0, le=100.0)
     prune: bool = True
     prune_min_postings: int = Field(20_000, ge=0, le=1_000_000_000)
+    spelling: bool = True
 
 
 class RemoteSection(_Section):

@@ -46,6 +46,7 @@ tests assert on.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -57,6 +58,7 @@ from hybridsag.lexical.fts5_topk import BM25_B, BM25_K1, Fts5TopK, strip_diacrit
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import LexicalSettings
 from hybridsag.records.store import Filters, Store
+from hybridsag.lexical.spelling import respell, spelling_reach
 from hybridsag.lexical.tokenizer import FTS_TOKENIZE, Tokenizer
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "build_tsvector",
     "count_store_chunks",
     "fold_term",
+    "near_terms_in",
     "quote_term",
 ]
 
@@ -194,6 +197,16 @@ def fold_term(term: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
+def _whole_word(term: str, text: str) -> bool:
+    """Whether ``term`` stands in ``text`` as a whole word (not a piece of a longer one)."""
+    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text) is not None
+
+
+#: Terms held by no chunk that the spelling fix remembers (per index version) before it starts
+#: again: a bound on memory, not a tuning knob.
+_RESPELL_CACHE = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkTokens:
     """What one ``chunks_fts`` row holds: the space-joined tokens of the resource title, the
@@ -302,6 +315,13 @@ class LexicalIndex(Protocol):
 
     def total_chunks(self) -> int:
         """Chunk rows in the index (the N of its IDF)."""
+        ...
+
+    def near_terms(self, prefix: str, shortest: int, longest: int) -> dict[str, int]:
+        """The index's terms that start with ``prefix`` and have ``shortest`` to ``longest``
+        characters, each with how many chunk rows hold it: the candidates of the spelling fix
+        (:meth:`LexicalQueries.query_terms`). An engine that cannot list its terms in a range
+        returns ``{}``, and its queries are not respelled."""
         ...
 
     def scoped_doc_freqs(
@@ -484,20 +504,31 @@ class LexicalQueries:
     """
 
     def __init__(
-        self, store: Store, tokenizer: Tokenizer, engine: LexicalEngine, *, max_terms: int = 80
+        self,
+        store: Store,
+        tokenizer: Tokenizer,
+        engine: LexicalEngine,
+        *,
+        max_terms: int = 80,
+        spelling: bool = True,
     ) -> None:
         self.store = store
         self.tokenizer = tokenizer
         self.engine = engine
         self.max_terms = max_terms
+        self.spelling = spelling
         self._alias_lock = threading.Lock()
         self._alias_key: tuple[object, ...] | None = None
         self._alias: dict[str, set[str]] = {}
+        self._respelled: dict[str, str | None] = {}
 
     # -- terms --------------------------------------------------------------------------------
 
     def query_terms(self, query: str) -> list[str]:
-        """Quoted-OR terms of a query, with the title-alias fix applied."""
+        """Quoted-OR terms of a query. A term no chunk holds is replaced by the title spelling
+        that differs from it only by accents (the title-alias fix), else, with ``spelling`` and
+        where the query wrote it as a whole word, by the index term nearest to it (:mod:`~hybridsag.lexical.spelling`): "windos" is searched
+        as "windows"."""
         terms = self.tokenizer.query_terms(query, limit=self.max_terms)
         if not terms:
             return terms
@@ -506,14 +537,38 @@ class LexicalQueries:
         if missing:
             aliases = self._title_aliases()
             fixed = []
+            lowered = query.lower()
             for term in terms:
                 if term in missing:
                     spellings = aliases.get(fold_term(term), set()) - {term}
                     if len(spellings) == 1:
                         term = next(iter(spellings))
+                    elif self.spelling and _whole_word(term, lowered):
+                        term = self._respell(term)
                 fixed.append(term)
             terms = list(dict.fromkeys(fixed))
         return terms
+
+    def _respell(self, term: str) -> str:
+        """``term`` (held by no chunk) respelled as :func:`~hybridsag.lexical.spelling.respell`
+        finds it, remembered until
+        the index changes (:meth:`_title_aliases` reads the change first)."""
+        with self._alias_lock:
+            if term in self._respelled:
+                return self._respelled[term] or term
+        found: str | None = None
+        reach = spelling_reach(term)
+        if reach:
+            try:
+                near = self.engine.near_terms(term[0], len(term) - reach, len(term) + reach)
+            except self.store.errors as exc:
+                raise LexicalError(f"listing the lexical vocabulary failed: {exc}") from exc
+            found = respell(term, near)
+        with self._alias_lock:
+            if len(self._respelled) >= _RESPELL_CACHE:
+                self._respelled.clear()
+            self._respelled[term] = found
+        return found or term
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """Number of chunks holding each term (all statuses), keyed by the term as given. The
@@ -572,6 +627,7 @@ class LexicalQueries:
                         if folded != token:
                             aliases.setdefault(folded, set()).add(token)
                 self._alias, self._alias_key = aliases, key
+                self._respelled = {}
             return self._alias
 
     # -- search -------------------------------------------------------------------------------
@@ -679,6 +735,21 @@ class LexicalQueries:
         return self.tokenizer.index_text(title)
 
 
+def near_terms_in(
+    conn: Any, table: str, prefix: str, shortest: int, longest: int
+) -> dict[str, int]:
+    """:meth:`LexicalEngine.near_terms` from a ``(term, doc)`` table ordered by term (FTS5's
+    ``fts5vocab`` row view, the Milvus engine's ``mlex_vocab``): the rows from ``prefix`` up to
+    the next prefix."""
+    after = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    rows = conn.execute(
+        f"SELECT term, doc FROM {table} WHERE term >= ? AND term < ? "
+        "AND length(term) BETWEEN ? AND ?",
+        [prefix, after, shortest, longest],
+    )
+    return {str(term): int(doc) for term, doc in rows if doc}
+
+
 def count_store_chunks(store: Store) -> int:
     """Chunk rows in the store (the N of an engine that keeps no count of its own)."""
     return int(store.connection().execute("SELECT count(*) FROM chunks").fetchone()[0])
@@ -712,6 +783,10 @@ class Fts5Statements:
         """From the ``fts5vocab`` view, kept until the next write
         (:class:`~hybridsag.lexical.fts5_topk.Fts5TopK`)."""
         return self._topk.doc_freqs(self.store.connection(), lexemes)
+
+    def near_terms(self, prefix: str, shortest: int, longest: int) -> dict[str, int]:
+        """A range of the ``fts5vocab`` view (FTS5 walks its term index from ``prefix``)."""
+        return near_terms_in(self.store.connection(), "chunks_vocab", prefix, shortest, longest)
 
     def total_chunks(self) -> int:
         """FTS5 keeps the count (the N of its IDF) in a record of its own, read without
@@ -822,7 +897,9 @@ class StoreLexicalIndex:
         )
         store.migrate(engine.migrations)
         self._engine = engine
-        self._queries = LexicalQueries(store, tokenizer, engine, max_terms=max_terms)
+        self._queries = LexicalQueries(
+            store, tokenizer, engine, max_terms=max_terms, spelling=settings.spelling
+        )
 
     # -- reads (the query skeleton's) -----------------------------------------------------------
 
@@ -1085,6 +1162,11 @@ class PostgresStatements:
 
     def term_match(self, term: str) -> str:
         return build_tsquery([term])
+
+    def near_terms(self, prefix: str, shortest: int, longest: int) -> dict[str, int]:
+        """None: listing a tsvector column's terms reads every row (``ts_stat``), so queries
+        on PostgreSQL are not respelled."""
+        return {}
 
     def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
         rows = self.store.connection().execute(

@@ -60,6 +60,7 @@ from hybridsag.lexical.index import (
     LexicalTables,
     Ranked,
     count_store_chunks,
+    near_terms_in,
 )
 from hybridsag.milvus_client import (
     F_ACL,
@@ -202,7 +203,9 @@ class MilvusLexicalIndex:
         self.tokenizer = tokenizer
         self.settings = settings
         store.migrate(MILVUS_LEXICAL_MIGRATIONS)
-        self._queries = LexicalQueries(store, tokenizer, self, max_terms=max_terms)
+        self._queries = LexicalQueries(
+            store, tokenizer, self, max_terms=max_terms, spelling=settings.spelling
+        )
         self._all = all_settings
         self._analyzer: Literal["auto", "standard", "jieba"] = settings.milvus_analyzer
         self._chunks_coll, self._titles_coll = lexical_collections(index_id)
@@ -426,6 +429,10 @@ class MilvusLexicalIndex:
             self.store.connection(), "SELECT term, doc FROM mlex_vocab", "term", lexemes
         )
         return {term: int(row[1]) for term, row in rows.items() if int(row[1]) > 0}
+
+    def near_terms(self, prefix: str, shortest: int, longest: int) -> dict[str, int]:
+        """A range of ``mlex_vocab`` (its primary key is the term)."""
+        return near_terms_in(self.store.connection(), "mlex_vocab", prefix, shortest, longest)
 
     def term_match(self, term: str) -> str:
         return _like_term(strip_diacritics(term))

@@ -290,7 +290,9 @@ class TantivyLexicalIndex:
         self.settings = settings
         self.path = Path(path)
         store.migrate(TANTIVY_LEXICAL_MIGRATIONS)
-        self._queries = LexicalQueries(store, tokenizer, self, max_terms=max_terms)
+        self._queries = LexicalQueries(
+            store, tokenizer, self, max_terms=max_terms, spelling=settings.spelling
+        )
         self._weights = (settings.title_weight, settings.heading_weight, settings.body_weight)
         self._open_lock = threading.Lock()
         self._sides: tuple[_Side, _Side] | None = None
@@ -460,6 +462,11 @@ class TantivyLexicalIndex:
             return {x: n for x, n in got.items() if n > 0}
 
         return self._read("reading document frequencies", count)
+
+    def near_terms(self, prefix: str, shortest: int, longest: int) -> dict[str, int]:
+        """None: tantivy's Python binding does not walk its term dictionary by range, so
+        queries on this engine are not respelled."""
+        return {}
 
     def term_match(self, term: str) -> str:
         return strip_diacritics(term)

@@ -175,6 +175,39 @@ def test_title_alias_fix(hs: HybridSearch) -> None:
     assert hs.components.lexical.query_terms("denmark") == ["denmark"]
 
 
+# --------------------------------------------------------------------------- spelling fix
+
+
+def test_a_typo_no_chunk_holds_is_searched_as_the_nearest_index_term(
+    hs: HybridSearch, tmp_path: Path
+) -> None:
+    """"instalation on windos" finds the page that says "installation on windows"; a real
+    word the index lacks ("helm") stays as typed; with ``lexical.spelling`` off nothing is
+    respelled; the query facts the confidence reads count the respelled terms as held."""
+    from hybridsag.paths.query_facts import query_facts
+
+    hs.ingest("install", "Installation on Windows: run the installer.", title="Setup guide")
+    hs.ingest("window", "A window of the app shows the log.", title="Log window")
+    _fill(hs)
+    lexical = hs.components.lexical
+    assert lexical.query_terms("instalation on windos") == ["installation", "windows"]
+    assert _path_ids(hs, "instalation on windos")[0] == "install"
+    assert lexical.query_terms("helm installation") == ["helm", "installation"]
+    # a piece of a compound word is code, not a typo: "windos" in GetWindos stays as it is
+    assert "windos" in lexical.query_terms("GetWindos installation")
+    facts = query_facts(hs.components, "instalation on windos", dense=False)
+    assert facts.terms_in_index == 1.0
+    off = Settings(data_dir=hs.settings.data_dir, embedding={"model": "none"},
+                   lexical={"spelling": False})
+    hs.close()
+    with HybridSearch(off) as plain:
+        assert plain.components.lexical.query_terms("instalation on windos") == [
+            "instalation", "windos"]
+        assert _path_ids(plain, "instalation on windos") == []
+        assert query_facts(plain.components, "instalation on windos", dense=False
+                           ).terms_in_index == 0.0
+
+
 # --------------------------------------------------------------------------- results
 
 

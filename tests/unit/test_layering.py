@@ -484,7 +484,7 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "records": {"lexical"},  # for types only: the ledger names ChunkTokens and LexicalIndex
     "lexical": {"records", "milvus_client"},
     "vectors": {"records", "milvus_client", "remote_calls"},
-    "judges": {"vectors", "parts", "remote_calls"},
+    "judges": {"vectors", "parts", "remote_calls", "sentences"},  # whole-name spans (has_name)
     "paths": {"judges", "lexical", "vectors", "records", "parts", "sentences"},
     "output": set(),
     "ingest": {"lexical", "records", "vectors", "sentences"},
