@@ -581,8 +581,12 @@ def test_malformed_framing_gets_the_services_json_and_is_counted(
 
 
 def test_deep_json_in_utf16_is_422_too(url: str) -> None:
+    """The depth is checked on the text the JSON parser reads: in UTF-16 the query's "\u0122"
+    is the bytes 22 01, a quote to a check that reads UTF-8 bytes, which then takes every
+    bracket after it for a string's and lets the 5,000 levels through."""
     with admin(url) as c:
-        deep = ('{"query": "x", "filters": ' + "[" * 5000 + "]" * 5000 + "}").encode("utf-16")
+        deep = ('{"query": "\u0122", "filters": ' + "[" * 5000 + "]" * 5000 + "}").encode("utf-16")
+        assert b'\x22\x01' in deep
         r = c.post("/v1/search", content=deep, headers={"Content-Type": "application/json"})
         assert r.status_code == 422, r.text[:300]
         assert _detail(r)[0]["type"] == "json_too_deep"

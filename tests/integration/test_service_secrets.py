@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -63,10 +64,28 @@ class EchoingServer(ModelServer):
         return Reply(401, text.encode(), {"Content-Type": "application/json"})
 
 
+def _decoded(text: str) -> list[str]:
+    """What each base64-looking run of ``text`` decodes to (standard and URL-safe alphabets,
+    from each of the first four characters: a run may start inside a 4-character group)."""
+    out: list[str] = []
+    for run in re.findall(r"[A-Za-z0-9+/_-]{8,}", text):
+        for start in range(4):
+            part = run[start:]
+            part = part[: len(part) // 4 * 4]
+            for decode in (base64.b64decode, base64.urlsafe_b64decode):
+                try:
+                    out.append(decode(part).decode("latin-1"))
+                except ValueError:
+                    pass
+    return out
+
+
 def _leaks(text: str) -> list[str]:
-    """Every run of :data:`LEAK_CHARS` characters of the key found in ``text``."""
+    """Every run of :data:`LEAK_CHARS` characters of the key found in ``text``, or in what a
+    base64 run of it decodes to."""
     n = LEAK_CHARS
-    return [KEY[i : i + n] for i in range(len(KEY) - n + 1) if KEY[i : i + n] in text]
+    runs = [KEY[i : i + n] for i in range(len(KEY) - n + 1)]
+    return [run for run in runs if any(run in t for t in (text, *_decoded(text)))]
 
 
 @pytest.fixture(scope="module")
