@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from hybridsag.settings import ExperimentSettings, Settings
     from hybridsag.records.store import ChunkRecord, ResourceRecord
     from hybridsag.documents import Document
+    from hybridsag.ingest.manifest import PreparedUpload
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -602,10 +603,15 @@ class LocalBackend:
         the files of the manifest whose bytes are needed); ``options`` as it takes them."""
         return self.hybrid_search().sync_need(root, files, **options).as_dict()
 
-    def sync_upload(self, root: str, path: str, data: bytes, **options: Any) -> dict[str, Any]:
-        """Step 2: one needed file's bytes indexed (:func:`hybridsag.ingest.manifest.sync_upload`);
-        the ingest report."""
-        return self.hybrid_search().sync_upload(root, path, data, **options).as_dict()
+    def prepare_upload(self, root: str, path: str, data: bytes, **options: Any) -> PreparedUpload:
+        """Step 2, first half: one needed file's bytes made into its document, converted in its
+        bounded process, without the writer (:func:`hybridsag.ingest.manifest.prepare_upload`)."""
+        return self.hybrid_search().prepare_upload(root, path, data, **options)
+
+    def apply_upload(self, prepared: PreparedUpload, **options: Any) -> dict[str, Any]:
+        """Step 2, second half, on the writer: the prepared file checked again and indexed
+        (:func:`hybridsag.ingest.manifest.apply_upload`); the ingest report."""
+        return self.hybrid_search().apply_upload(prepared, **options).as_dict()
 
     def sync_commit(self, root: str, paths: Sequence[str], **options: Any) -> dict[str, Any]:
         """Step 3: the folder's resources the client's folder no longer holds pruned

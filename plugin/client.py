@@ -153,6 +153,10 @@ class ServiceClient:
         self.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        if method == "POST" and "json" not in kwargs and "content" not in kwargs:
+            # a POST without a body says it is JSON too: a service with auth off refuses an
+            # untyped one (what a page in a browser could send)
+            kwargs["headers"] = {"Content-Type": "application/json", **kwargs.get("headers", {})}
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:

@@ -302,8 +302,9 @@ class LiteServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.uri: str | None = None
 
-    def start(self) -> str:
-        """Start the server and return its URI (``http://127.0.0.1:PORT``).
+    def start(self, *, port: int | None = None) -> str:
+        """Start the server and return its URI (``http://127.0.0.1:PORT``): on ``port`` when
+        given (a restart keeps the URI its clients hold), else on a free one.
 
         Raises:
             DenseError: another process holds the store's lock (named), or the server exited or
@@ -313,9 +314,10 @@ class LiteServer:
         if holder is not None:
             raise DenseError(lite_locked_message(self.path, holder), retriable=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
+        if port is None:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = int(probe.getsockname()[1])
         argv = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(self.path),
                 "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
         with open(self.log_path, "ab") as out:  # the child keeps its own descriptor
@@ -341,6 +343,28 @@ class LiteServer:
         self.uri = f"http://127.0.0.1:{port}"
         log.info("Milvus Lite server for %s on %s (pid %d)", self.path, self.uri, self.proc.pid)
         return self.uri
+
+    def load_collections(self) -> list[str]:
+        """Load every collection of the store into the running server, and name them: Milvus
+        Lite serves a reopened store's collections released, and clients that opened them
+        before (the workers, after the server was started again) do not load them again.
+
+        Raises:
+            DenseError: the server did not answer.
+        """
+        from pymilvus import MilvusClient
+
+        try:
+            client = MilvusClient(uri=self.uri)
+            try:
+                names = list(client.list_collections())
+                for name in names:
+                    client.load_collection(name)
+            finally:
+                client.close()
+        except Exception as exc:  # noqa: BLE001 - pymilvus raises its own tree and grpc's
+            raise DenseError(f"loading the collections of {self.path} on {self.uri} failed: {exc}") from exc
+        return names
 
     def stop(self, *, timeout_s: float = 20.0) -> int | None:
         """Stop the server (SIGINT, then SIGKILL after ``timeout_s``); its exit code, or None

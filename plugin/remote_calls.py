@@ -17,7 +17,10 @@ Retry contract of :meth:`Endpoint.post`:
   (``retriable=False``) naming the status, the path and the request id, with the start of the
   body; retries exhausted on timeouts raise the family's timeout error.
 * The key (a ``SecretStr``) goes only into the ``Authorization: Bearer`` header and is scrubbed
-  from every message built here (a server that echoes it back gets ``***``).
+  from every message built here (a server that echoes it back gets ``***``), in every form a
+  server may echo it (:class:`Scrubber`: JSON- or URL-escaped, HTML entities, base64 of it or
+  of the header that carried it, a head or tail of it cut off at the echo's ends), before any
+  message is cut short.
 * :meth:`Endpoint.stats` counts since the endpoint was built: replies accepted (``requests``,
   counted by the caller), HTTP ``attempts``, ``retries``, ``timeouts``, ``transport_errors``,
   ``http_errors`` not retried, ``invalid_replies``, ``cache_hits``, ``input_tokens``,
@@ -45,12 +48,14 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import email.utils
 import json
 import logging
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -86,6 +91,7 @@ __all__ = [
     "QueryMeter",
     "RemotePolicy",
     "Reply",
+    "Scrubber",
     "check_base_url",
     "check_key",
     "count_of",
@@ -476,6 +482,90 @@ def check_key(
     return secret
 
 
+#: How much of an error reply's body a message quotes (after the key is scrubbed from all of it).
+SNIPPET_CHARS = 200
+#: A head or tail of a key at least this long at an end of an echoed text is scrubbed too (a
+#: server that cut its echo short, or an echo cut before it reached us, leaves part of a key).
+PARTIAL_KEY_CHARS = 4
+#: A base64 form of a key shorter than this is not looked for (it would match ordinary text).
+_MIN_BASE64_CHARS = 8
+
+
+def _char_forms(c: str) -> str:
+    """A regex matching the character ``c`` as a server may echo it: as is, JSON-escaped
+    (``\\/``, ``\\u002f``, any number of backslashes: JSON inside JSON), URL-encoded (``%2F``,
+    ``%252F``), or an HTML character reference (``&#47;``, ``&#x2F;``); hex digits in any case."""
+    code = ord(c)
+
+    def hexes(value: str) -> str:
+        return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in value)
+
+    forms = [re.escape(c), rf"\\+u0*{hexes(f'{code:x}')}", rf"%(?:25)*{hexes(f'{code:02x}')}",
+             rf"&#0*{code};?", rf"&#[xX]0*{hexes(f'{code:x}')};?"]
+    if c in '/"\\':
+        forms.append(rf"\\+{re.escape(c)}")
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _base64_cores(data: bytes) -> list[str]:
+    """The base64 characters that encode only ``data``, wherever it sits in a longer encoded
+    text: one run per alignment (``data`` starting at byte 0, 1 or 2 of a 3-byte group), in
+    the standard and the URL-safe alphabet. A key inside ``Bearer <key>`` (base64 of the
+    header) or ``user:<key>`` (Basic auth) is found by these."""
+    cores: set[str] = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + data).decode("ascii")
+        start = -(-8 * offset // 6)  # the first character with no bit of the padding
+        end = 8 * (offset + len(data)) // 6  # past the last character made of data bits only
+        core = encoded[start:end]
+        if len(core) >= _MIN_BASE64_CHARS:
+            cores.add(core)
+            cores.add(core.replace("+", "-").replace("/", "_"))
+    return sorted(cores)
+
+
+class Scrubber:
+    """Removes a secret from text in every form a server may echo it back: as is, JSON-escaped
+    (``sk-test\\/KEY``, ``\\u`` escapes, JSON inside JSON), URL-encoded (once or twice), as HTML
+    character references, any mix of these per character, and base64 (standard or URL-safe) of
+    the secret or of any text holding it (the ``Authorization`` header it was sent in); and a
+    head or tail of it (:data:`PARTIAL_KEY_CHARS` or more characters, in any of those forms but
+    base64) at the start or end of the text, as a server that cut its echo leaves it. Each
+    becomes ``***``. Scrub a text before cutting it short: a cut can split a secret's form.
+
+    >>> Scrubber("sk-ab/cd")('{"error": "bad key sk-ab\\/cd"}')
+    '{"error": "bad key ***"}'
+    """
+
+    def __init__(self, secret: str) -> None:
+        self._patterns: list[re.Pattern[str]] = []
+        if not secret:
+            return
+        forms = [_char_forms(c) for c in secret]
+        whole = ["".join(forms)]
+        whole += ["".join(_char_forms(c) for c in core) for core in _base64_cores(secret.encode())]
+        n = min(PARTIAL_KEY_CHARS, len(secret))
+        # a head of the secret ending the text: its first n characters and any that follow
+        head = "".join(forms[:n])
+        rest = ""
+        for form in reversed(forms[n:]):
+            rest = f"(?:{form}{rest})?"
+        # a tail of the secret starting the text: its last n characters and any before them
+        lead = ""
+        for form in forms[: len(forms) - n]:
+            lead = f"(?:{lead}{form})?"
+        self._patterns = [
+            re.compile("|".join(whole)),
+            re.compile(f"{head}{rest}\\Z"),
+            re.compile(f"\\A{lead}{''.join(forms[len(forms) - n :])}"),
+        ]
+
+    def __call__(self, text: str) -> str:
+        for pattern in self._patterns:
+            text = pattern.sub("***", text)
+        return text
+
+
 class Endpoint:
     """One remote model's URL, client, retry policy and error family (module docstring).
 
@@ -513,6 +603,7 @@ class Endpoint:
         self.policy = policy
         self.errors = errors
         self._secret = secret
+        self._scrubber = Scrubber(secret.get_secret_value() if secret is not None else "")
         self._request_id_headers = tuple(h.lower() for h in request_id_headers)
         self._hints = {**_HINTS, **(hints or {})}
         self._owns_client = client is None
@@ -608,18 +699,25 @@ class Endpoint:
     # -- messages -------------------------------------------------------------------------------
 
     def scrub(self, text: str) -> str:
-        secret = self._secret.get_secret_value() if self._secret is not None else ""
-        return text.replace(secret, "***") if secret else text
+        """``text`` without this endpoint's key, in any form a server may echo it
+        (:class:`Scrubber`)."""
+        return self._scrubber(text)
 
     def _snippet(self, response: httpx.Response) -> str:
+        """The start of an error reply's body for a message: scrubbed, then cut to
+        :data:`SNIPPET_CHARS` (a cut first could split the key into a part no scrub finds)."""
         import httpx
 
         try:
             text = response.text
         except (UnicodeDecodeError, LookupError, httpx.HTTPError):
             return ""
-        text = " ".join(text.split())[:200]
-        return f": {self.scrub(text)}" if text else ""
+        # whitespace runs collapsed (a key holds none), then a window far wider than the
+        # snippet scrubbed whole (no form of a key reaches from the snippet past the window),
+        # then the snippet cut from the scrubbed text
+        window = " ".join(text.split())[: 16 * SNIPPET_CHARS]
+        text = self.scrub(window)[:SNIPPET_CHARS]
+        return f": {text}" if text else ""
 
     def _request_id(self, response: httpx.Response) -> str | None:
         for name in self._request_id_headers:
@@ -657,8 +755,12 @@ class Endpoint:
 
     # -- the request ----------------------------------------------------------------------------
 
-    def post(self, body: Any, *, abort: threading.Event | None = None) -> Reply:
+    def post(
+        self, body: Any, *, abort: threading.Event | None = None, once_within: float | None = None
+    ) -> Reply:
         """POST ``body`` as JSON with the retry contract of the module docstring; the 2xx reply.
+        ``once_within``: one attempt, no retry, waiting at most that many seconds (a readiness
+        probe: it says how the endpoint answers now, soon).
 
         Raises the family's errors (``base``: transport failure after retries; ``timeout``;
         ``response``: an HTTP error; ``budget``: the search's remote budget is spent), or
@@ -671,6 +773,7 @@ class Endpoint:
         if self._secret is not None:
             headers["Authorization"] = f"Bearer {self._secret.get_secret_value()}"
         policy, errors, label, path = self.policy, self.errors, self.label, self.path
+        max_retries = policy.max_retries if once_within is None else 0
         meter = current_meter()
         retried: list[str] = []
         attempt = 0
@@ -678,6 +781,10 @@ class Endpoint:
             if abort is not None and abort.is_set():
                 raise Aborted
             timeout: Any = httpx.USE_CLIENT_DEFAULT
+            if once_within is not None:
+                timeout = httpx.Timeout(
+                    once_within, connect=min(policy.connect_timeout_s, once_within)
+                )
             if meter is not None:
                 left = meter.admit(self.remote, self.model, errors.budget)
                 if left is not None and left < policy.timeout_s:
@@ -694,17 +801,19 @@ class Endpoint:
                 self.count("timeouts")
                 if meter is not None and meter.remaining_s() == 0:
                     meter.cut(self.remote, errors.budget, "a request in flight")
-                if attempt >= policy.max_retries:
+                if attempt >= max_retries:
                     raise errors.timeout(
                         f"{label}: no reply from {path} in time ({type(exc).__name__}) after "
-                        f"{attempt + 1} attempt(s); {self.setting}.timeout_s={policy.timeout_s}",
+                        f"{attempt + 1} attempt(s); "
+                        + (f"{self.setting}.timeout_s={policy.timeout_s}" if once_within is None
+                           else f"a probe waits {once_within:g} s"),
                         retriable=True,
                     ) from exc
                 why = "timeout"
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 self._spent(meter, t0, attempt)
                 self.count("transport_errors")
-                if attempt >= policy.max_retries:
+                if attempt >= max_retries:
                     raise errors.base(
                         f"{label}: {type(exc).__name__} talking to {path} after {attempt + 1} "
                         "attempt(s)",
@@ -730,7 +839,7 @@ class Endpoint:
                     raise errors.response(
                         f"{what}; not retried{hint}{self._snippet(response)}", retriable=False
                     )
-                if attempt >= policy.max_retries:
+                if attempt >= max_retries:
                     self.count("http_errors")
                     raise errors.response(
                         f"{what} after {attempt + 1} attempt(s){self._snippet(response)}",

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from hybridsag.documents import Document, Format, IngestReport
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.judges.base import Judge
-    from hybridsag.ingest.manifest import ManifestEntry, SyncNeed
+    from hybridsag.ingest.manifest import ManifestEntry, PreparedUpload, SyncNeed
     from hybridsag.ingest.progress import IngestProgress
     from hybridsag.ingest.writer import StepHook
 
@@ -510,7 +510,7 @@ class HybridSearch:
             acl=acl, max_upload_bytes=max_upload_bytes, visible=visible,
         )
 
-    def sync_upload(
+    def prepare_upload(
         self,
         root: str,
         path: str,
@@ -521,15 +521,31 @@ class HybridSearch:
         acl: Sequence[str] = (),
         visible: Callable[[ResourceRecord], bool] | None = None,
         cancel: threading.Event | None = None,
+    ) -> PreparedUpload:
+        """Step 2, first half: one uploaded file of a synced folder made into its document as
+        an in-process index would, converted in its bounded process; writes nothing
+        (:func:`hybridsag.ingest.manifest.prepare_upload`)."""
+        from hybridsag.ingest.manifest import prepare_upload
+
+        return prepare_upload(
+            self.components.store, self.settings, root=root, path=path, sha256=sha256,
+            data=data, tenant=tenant, acl=acl, visible=visible, cancel=cancel,
+        )
+
+    def apply_upload(
+        self,
+        prepared: PreparedUpload,
+        *,
+        visible: Callable[[ResourceRecord], bool] | None = None,
+        cancel: threading.Event | None = None,
     ) -> IngestReport:
-        """Step 2: index one uploaded file of a synced folder as an in-process index would
-        (:func:`hybridsag.ingest.manifest.sync_upload`)."""
-        from hybridsag.ingest.manifest import sync_upload
+        """Step 2, second half: the prepared upload checked again and indexed by the writer
+        (:func:`hybridsag.ingest.manifest.apply_upload`)."""
+        from hybridsag.ingest.manifest import apply_upload
 
         components = self.components
-        return sync_upload(
-            components.store, components.writer(), self.settings, root=root, path=path,
-            sha256=sha256, data=data, tenant=tenant, acl=acl, visible=visible, cancel=cancel,
+        return apply_upload(
+            components.store, components.writer(), prepared, visible=visible, cancel=cancel
         )
 
     def sync_commit(

@@ -605,14 +605,17 @@ class FormatsSettings(_Section):
     ``max_source_mb``: largest source file (MiB) converted; ``max_unpacked_mb``: largest total a
     DOCX or EPUB archive may unpack to (a ZIP bomb is refused before it is read);
     ``max_pdf_pages``: most pages a PDF may have; ``timeout_s``: conversion time of one file,
-    checked between pages, chapters and blocks (one page that stalls inside the parser is not
-    interrupted); ``cache``: keep converted text under ``<data_dir>/cache/converted``.
+    checked between pages, chapters and blocks, and the wall time after which the process the
+    conversion runs in is killed (one page that stalls inside the parser included);
+    ``max_memory_mb``: address space of that process (a file that unpacks into more is
+    stopped); ``cache``: keep converted text under ``<data_dir>/cache/converted``.
     """
 
     max_source_mb: float = Field(50.0, gt=0, le=4096)
     max_unpacked_mb: float = Field(500.0, gt=0, le=65_536)
     max_pdf_pages: int = Field(2000, ge=1, le=1_000_000)
     timeout_s: float = Field(300.0, gt=0, le=86_400)
+    max_memory_mb: float = Field(1024.0, ge=256, le=65_536)
     cache: bool = True
 
 
@@ -745,10 +748,13 @@ class ServerSettings(_Section):
     ``host`` is 127.0.0.1. Limits: request bodies over ``max_body_bytes`` get 413; ``top_k``
     over ``max_top_k`` and batches over ``max_batch`` get 422; at most
     ``search_concurrency`` searches run at once and ``search_queue`` wait, the rest get 429 with
-    ``Retry-After: retry_after_s``, as do writes beyond ``max_pending_writes``; a search running
-    past ``search_timeout_s`` gets 503. Slow clients: headers not complete within
-    ``header_timeout_s`` and a body that stalls for ``body_timeout_s`` get 408 and are
-    disconnected. ``/readyz`` runs its deep check at most once per ``ready_cache_s``. On SIGTERM the service stops accepting, finishes the
+    ``Retry-After: retry_after_s``, as do writes beyond ``max_pending_writes``; these bounds
+    are per tenant (a tenant token's tenant, or an admin token), whose waiting work runs in
+    turn; a search running past ``search_timeout_s`` gets 503. Uploads to convert run
+    ``conversions`` at once, outside the writer. Slow clients: headers not complete within
+    ``header_timeout_s``, a body that stalls for ``body_timeout_s`` or is not whole within
+    ``body_timeout_s`` plus its length over ``min_body_bytes_per_s`` get 408 and are
+    disconnected; large bodies held at once are bounded by ``max_body_memory_bytes`` (429). ``/readyz`` runs its deep check at most once per ``ready_cache_s``. On SIGTERM the service stops accepting, finishes the
     requests in flight (up to ``shutdown_timeout_s``) and closes. ``reconciler`` runs the
     ``consistency.cron`` reconcile job inside the service. ``workers`` above 1 serves from that
     many processes sharing the data dir (:mod:`hybridsag.service.workers`): worth it when
@@ -785,7 +791,30 @@ class ServerSettings(_Section):
         30.0,
         gt=0,
         le=3600,
-        description="a request body that sends no byte for this many seconds gets 408",
+        description="a request body that sends no byte for this many seconds gets 408; and "
+        "the whole body must arrive within this many seconds plus its length over "
+        "min_body_bytes_per_s",
+    )
+    min_body_bytes_per_s: int = Field(
+        65_536,
+        ge=1,
+        le=1024 * 1024 * 1024,
+        description="the slowest a request body may arrive on average: its deadline is "
+        "body_timeout_s plus its length over this (a 10 MiB body: 30 + 160 s); later: 408",
+    )
+    max_body_memory_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024 * 1024,
+        description="request bodies over 64 KiB the service holds at once, in bytes (each "
+        "from its first byte until its request is answered); one that does not fit gets 429",
+    )
+    conversions: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="folder-sync uploads of PDF, DOCX, HTML or EPUB converted at once (each "
+        "in a bounded process of its own, formats.*), outside the writer; tenants take turns",
     )
     ready_cache_s: float = Field(
         5.0,
@@ -801,6 +830,13 @@ class ServerSettings(_Section):
         le=64,
         description="worker processes serving one data dir (1: one process, as before); see "
         "docs/operations/service.md for when to raise it",
+    )
+    worker_timeout_s: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        description="with workers above 1: a worker whose event loop gives no heartbeat for "
+        "this many seconds is hung; it is killed and replaced",
     )
     url: str | None = None
     client_token: SecretStr | None = None
@@ -820,6 +856,12 @@ class ServerSettings(_Section):
             secrets.append(self.token.get_secret_value())
         if len(set(secrets)) != len(secrets):
             raise ValueError("server.tokens: the same token is given twice")
+        if self.max_body_memory_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"server.max_body_memory_bytes={self.max_body_memory_bytes} is below "
+                f"server.max_body_bytes={self.max_body_bytes}: a body of the largest size "
+                "could never be taken; raise it (or lower max_body_bytes)"
+            )
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"server.url={self.url!r} must start with http:// or https://")
         return self

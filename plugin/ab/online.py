@@ -347,7 +347,9 @@ class Experiments:
         """Log feedback on a result of impression ``query_id``, named by its 1-based
         ``position`` or its ``chunk_id``. A ``scoped`` caller (a tenant token) may only give
         feedback on its own tenant's impressions. Returns the recorded event. InputError for an
-        unknown query id, a result not shown, or an unknown ``kind``."""
+        unknown query id, a result not shown, or an unknown ``kind``. The event's ``seq`` is
+        its place in the log, or for a ``scoped`` caller in the tenant's view of it (the
+        ``as_of_seq`` its tenant's report counts to)."""
         if kind not in FEEDBACK_KINDS:
             err = FeedbackError(f"unknown feedback kind {kind!r}; valid: {', '.join(FEEDBACK_KINDS)}")
             err.loc = ["body", "kind"]  # type: ignore[attr-defined]
@@ -390,10 +392,16 @@ class Experiments:
             },
             query_id=query_id,
         )
+        seq = event.seq
+        if scoped:  # its place in the tenant's view of the log, not the log's: a global seq
+            # would tell the tenant how many events other tenants' traffic logged meanwhile
+            from hybridsag.ab.report import tenant_events
+
+            seq = len(tenant_events(self.store.events(experiment=impression.experiment), tenant or ""))
         return {
             "query_id": query_id,
             "experiment": impression.experiment,
-            "seq": event.seq,
+            "seq": seq,
             "kind": kind,
             "position": shown["position"],
             "chunk_id": shown["chunk_id"],

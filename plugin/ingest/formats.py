@@ -29,10 +29,15 @@ as Markdown structure (a line starting ``#``, a code fence, a setext underline) 
 backslash, so only the document's own headings become headings.
 
 Bounds (each a :class:`~hybridsag.settings.FormatsSettings` field): the source size, the size a
-DOCX or EPUB archive unpacks to, the PDF page count, and a time budget per file checked between
-pages, chapters and blocks (a single page that stalls inside the parser is not interrupted).
-A file over a bound, or one the parser cannot read, raises :class:`~hybridsag.errors.IngestError`
-with the reason; conversion is all or nothing, so a file is never half indexed.
+DOCX or EPUB archive unpacks to (and each large member's packing ratio, :data:`MAX_INFLATE_RATIO`,
+read from the archive's directory before anything is unpacked), the PDF page count, and a time
+budget per file checked between pages, chapters and blocks. Every conversion runs in a process
+of its own (:mod:`hybridsag.ingest.sandbox`) with ``timeout_s`` of wall time and
+``max_memory_mb`` of address space: a parser that stalls inside one page, or a file that
+unpacks into gigabytes, is killed there, and a conversion in flight stops when the converter's
+``cancel`` is set (the service's shutdown). A file over a bound, or one the parser cannot read,
+raises :class:`~hybridsag.errors.IngestError` with the reason; conversion is all or nothing, so
+a file is never half indexed.
 
 The cache: with a cache folder, :meth:`DocumentConverter.convert_file` keeps each result as
 ``<sha256 of the source bytes>.md`` plus ``.json`` (format, title, pages, text hash), both written
@@ -55,6 +60,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import time
 import warnings
 import zipfile
@@ -64,6 +70,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.errors import ConfigError, IngestError
+from hybridsag.ingest.sandbox import run_bounded
 
 if TYPE_CHECKING:
     from bs4 import BeautifulSoup
@@ -74,6 +81,8 @@ __all__ = [
     "CACHE_VERSION",
     "CONVERTED_SUFFIXES",
     "EXTRA_HINT",
+    "MAX_INFLATE_RATIO",
+    "MAX_ZIP_MEMBERS",
     "Converted",
     "DocumentConverter",
     "converted_cache_dir",
@@ -93,6 +102,17 @@ EXTRA_HINT = "pip install 'hybridsag[formats]'"
 #: Bumped whenever conversion changes what it writes: older cache entries are then converted again.
 CACHE_VERSION = 1
 _MIB = 1024 * 1024
+#: A ZIP member that unpacks to more than this many times its packed size (and past
+#: :data:`_RATIO_FLOOR`) is refused as a bomb: Apache POI's default for OOXML files
+#: (``ZipSecureFile.MIN_INFLATE_RATIO`` = 0.01); real DOCX and EPUB parts pack 3 to 20 times.
+MAX_INFLATE_RATIO = 100
+#: Members at most this large are not held to the ratio (a small file may pack very well).
+_RATIO_FLOOR = _MIB
+#: Most files a DOCX or EPUB archive may hold (real ones hold tens to a few thousand).
+MAX_ZIP_MEMBERS = 10_000
+#: The bounded process of a conversion is killed this long after ``timeout_s`` (its own
+#: deadline, checked between pages, stops it first with a message saying where).
+_WALL_GRACE_S = 2.0
 # import name -> distribution, per format
 _NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
     "pdf": (("pypdf", "pypdf"),),
@@ -186,7 +206,12 @@ class DocumentConverter:
         max_source_bytes: largest source file converted.
         max_unpacked_bytes: largest total a DOCX or EPUB archive may unpack to.
         max_pdf_pages: most pages a PDF may have.
-        timeout_s: time budget of one conversion.
+        timeout_s: time budget of one conversion (checked between pages, chapters and blocks,
+            and the wall time after which its process is killed).
+        max_memory_bytes: address space of the process a conversion runs in.
+        cancel: once set, a conversion in flight is stopped (its process killed) and
+            :class:`~hybridsag.errors.WriteCancelledError` raised (the service sets it when it
+            shuts down).
 
     Example: ``DocumentConverter(cache_dir=None).convert(b"<h1>A</h1><p>B.</p>", "html").text``
     -> ``"# A\\n\\nB.\\n"``
@@ -200,12 +225,16 @@ class DocumentConverter:
         max_unpacked_bytes: int = 500 * _MIB,
         max_pdf_pages: int = 2000,
         timeout_s: float = 300.0,
+        max_memory_bytes: int = 1024 * _MIB,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.max_source_bytes = max_source_bytes
         self.max_unpacked_bytes = max_unpacked_bytes
         self.max_pdf_pages = max_pdf_pages
         self.timeout_s = timeout_s
+        self.max_memory_bytes = max_memory_bytes
+        self.cancel = cancel
         self._kinds: dict[str, Callable[[bytes, _Deadline], tuple[str, str, int | None]]] = {
             "pdf": self._pdf,
             "docx": self._docx,
@@ -214,9 +243,11 @@ class DocumentConverter:
         }
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> DocumentConverter:
+    def from_settings(
+        cls, settings: Settings, *, cancel: threading.Event | None = None
+    ) -> DocumentConverter:
         """A converter with ``settings.formats`` bounds, caching under the data dir unless
-        ``formats.cache`` is off."""
+        ``formats.cache`` is off; ``cancel`` stops a conversion in flight."""
         f = settings.formats
         return cls(
             cache_dir=converted_cache_dir(settings.data_dir) if f.cache else None,
@@ -224,6 +255,8 @@ class DocumentConverter:
             max_unpacked_bytes=int(f.max_unpacked_mb * _MIB),
             max_pdf_pages=f.max_pdf_pages,
             timeout_s=f.timeout_s,
+            max_memory_bytes=int(f.max_memory_mb * _MIB),
+            cancel=cancel,
         )
 
     # -- public -------------------------------------------------------------------------------
@@ -304,10 +337,31 @@ class DocumentConverter:
             )
 
     def _convert(self, data: bytes, kind: str, sha: str) -> Converted:
+        """The conversion, in its bounded process (:func:`~hybridsag.ingest.sandbox.run_bounded`:
+        ``timeout_s`` of wall time, ``max_memory_bytes`` of address space, ``cancel``)."""
+        bounds = {
+            "max_source_bytes": self.max_source_bytes,
+            "max_unpacked_bytes": self.max_unpacked_bytes,
+            "max_pdf_pages": self.max_pdf_pages,
+            "timeout_s": self.timeout_s,
+        }
+        return run_bounded(
+            functools.partial(_convert_bounded, kind, sha, bounds),
+            data,
+            wall_s=self.timeout_s + _WALL_GRACE_S,
+            memory_bytes=self.max_memory_bytes,
+            cancel=self.cancel,
+            what=f"{kind.upper()} conversion",
+            setting="formats",
+        )
+
+    def _convert_here(self, data: bytes, kind: str, sha: str) -> Converted:
+        """The conversion in this process (what the bounded process runs): the parser, then
+        the text cleaned. IngestError for a file the parser cannot read; MemoryError passes."""
         deadline = _Deadline(self.timeout_s, kind)
         try:
             text, title, pages = self._kinds[kind](data, deadline)
-        except (IngestError, ConfigError):
+        except (IngestError, ConfigError, MemoryError):
             raise
         except RecursionError as exc:
             raise IngestError(
@@ -446,18 +500,34 @@ class DocumentConverter:
         return "\n\n".join(parts), title or first_heading, None
 
     def _open_zip(self, data: bytes, what: str) -> set[str]:
-        """Member names of a ZIP-based format, after the unpacked-size bound."""
+        """Member names of a ZIP-based format, after the bounds on what it unpacks to, read
+        from the archive's directory before any member is: the members' total declared size
+        (``max_unpacked_bytes``), their number (:data:`MAX_ZIP_MEMBERS`) and each large
+        member's ratio of unpacked to packed size (:data:`MAX_INFLATE_RATIO`). A member that
+        unpacks past its declared size fails its read (zipfile stops at the declared size and
+        checks the CRC), so the declared sizes bound what the parser gets."""
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as zf:
                 infos = zf.infolist()
         except zipfile.BadZipFile as exc:
             raise IngestError(f"not a {what} (not a ZIP archive: {_short(exc)}); skipped") from exc
+        if len(infos) > MAX_ZIP_MEMBERS:
+            raise IngestError(
+                f"the {what} holds {len(infos)} files, over the limit of {MAX_ZIP_MEMBERS}; skipped"
+            )
         unpacked = sum(i.file_size for i in infos)
         if unpacked > self.max_unpacked_bytes:
             raise IngestError(
                 f"the {what} unpacks to {format_size(unpacked)}, over the "
                 f"{format_size(self.max_unpacked_bytes)} limit (formats.max_unpacked_mb); skipped"
             )
+        for i in infos:
+            if i.file_size > _RATIO_FLOOR and i.file_size > MAX_INFLATE_RATIO * max(1, i.compress_size):
+                raise IngestError(
+                    f"the {what} looks like a ZIP bomb: {i.filename[:200]!r} unpacks "
+                    f"{format_size(i.compress_size)} to {format_size(i.file_size)}, more than "
+                    f"{MAX_INFLATE_RATIO} times; skipped"
+                )
         return {i.filename for i in infos}
 
     # -- cache --------------------------------------------------------------------------------
@@ -517,6 +587,12 @@ class DocumentConverter:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _convert_bounded(kind: str, sha: str, bounds: dict[str, Any], data: bytes) -> Converted:
+    """What a conversion's bounded process runs (a module-level function: it is pickled to
+    the child)."""
+    return DocumentConverter(cache_dir=None, **bounds)._convert_here(data, kind, sha)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

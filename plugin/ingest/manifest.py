@@ -11,10 +11,11 @@ writer:
    not take (over a size limit, an id another file holds: ``errors``, as an in-process index
    reports them) and lists the resources it holds under the folder that the manifest does not
    name (``held``: what the commit may prune).
-2. :func:`sync_upload`: the client sends each needed file's bytes with their SHA-256; the
-   service makes the document with the code an in-process index uses
-   (:func:`hybridsag.ingest.sources.file_document`: the same id, title, text and chunks) and ingests
-   it.
+2. :func:`prepare_upload`, then :func:`apply_upload`: the client sends each needed file's
+   bytes with their SHA-256; the service makes the document with the code an in-process index
+   uses (:func:`hybridsag.ingest.sources.file_document`: the same id, title, text and chunks;
+   a converted format in its bounded process), without the writer, then the writer checks
+   again what may have changed meanwhile and ingests it.
 3. :func:`sync_commit`: the client sends the paths its folder still holds (the manifest's, and
    those of ``held`` that still exist on its disk, even if now ignored: an in-process index
    keeps those too); the service prunes the folder's resources that none of them names, never
@@ -39,6 +40,7 @@ nor pruned.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import threading
@@ -49,6 +51,7 @@ from typing import Any
 
 from hybridsag.documents import (
     MAX_SOURCE_URI_CHARS,
+    Document,
     IngestReport,
     make_document,
     printable,
@@ -83,10 +86,12 @@ __all__ = [
     "SyncNeed",
     "check_rel",
     "check_root",
+    "PreparedUpload",
+    "apply_upload",
     "check_sha256",
+    "prepare_upload",
     "sync_commit",
     "sync_need",
-    "sync_upload",
 ]
 
 _MIB = 1024 * 1024
@@ -335,9 +340,23 @@ def sync_need(
     return answer
 
 
-def sync_upload(
+@dataclass(frozen=True)
+class PreparedUpload:
+    """An uploaded file made into its document (:func:`prepare_upload`), to be applied by the
+    writer (:func:`apply_upload`): its id (``rid``), the folder its id is relative to
+    (``id_root``), its path on the client (``source_uri``), the document (None when there is
+    nothing to write: ``report`` then says why) and the warnings of what was left out."""
+
+    rid: str
+    id_root: str
+    source_uri: str
+    report: IngestReport
+    doc: Document | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def prepare_upload(
     store: Store,
-    writer: Writer,
     settings: Settings,
     *,
     root: str,
@@ -348,18 +367,19 @@ def sync_upload(
     acl: Sequence[str] = (),
     visible: Visible | None = None,
     cancel: threading.Event | None = None,
-) -> IngestReport:
-    """Index one uploaded file (step 2): its bytes are checked against ``sha256``, made into a
-    document by :func:`~hybridsag.ingest.sources.file_document` under the id an in-process index
-    gives it, and ingested (unchanged content is not re-indexed). A file that cannot be
-    decoded or converted, is over a size limit, or whose id another file holds is reported in
-    the report's ``errors``, as in-process.
+) -> PreparedUpload:
+    """Step 2, first half, which writes nothing and needs no writer: the bytes are checked
+    against ``sha256`` and made into a document by :func:`~hybridsag.ingest.sources.file_document`
+    under the id an in-process index gives it (a PDF, DOCX, HTML or EPUB converted in its
+    bounded process: :class:`~hybridsag.ingest.formats.DocumentConverter`, stopped when
+    ``cancel`` is set). A file that cannot be decoded or converted, is over a size limit, or
+    whose id another file holds is reported in the report's ``errors``, as in-process.
 
     Raises:
         InputError: a bad root, path or hash, or bytes whose SHA-256 is not ``sha256`` (the
             file changed while it was sent: send it again).
         ForbiddenError: its resource is one the caller may not see (``visible``).
-        StoreError, DenseError, WriteCancelledError: from the write path.
+        WriteCancelledError: ``cancel`` was set while converting.
     """
     check_root(root)
     check_rel(path)
@@ -372,16 +392,14 @@ def sync_upload(
         )
     plan = _plan(store, root, [path], tenant)
     file = plan.scan.files[0]
-    id_root = plan.root_of(file)
+    id_root = str(plan.root_of(file))
     rid = _id_of(plan, file)
     report = IngestReport(root=str(plan.root), notes=list(plan.notes))
-    if without_excluded(store, [(str(id_root), rid)], tenant=tenant)[1]:
-        report.excluded.append(rid)  # deleted by hand while the file stayed: not indexed
-        return report
-    record = store.get_resource(rid, tenant=tenant)
-    if record is not None and visible is not None and not visible(record):
-        raise ForbiddenError(f"{rid!r:.200}: {_out_of_scope(record)}")
-    converter = DocumentConverter.from_settings(settings)
+    prepared = PreparedUpload(rid=rid, id_root=id_root, source_uri=str(file), report=report)
+    record, refusal = _upload_refusal(store, prepared, tenant, visible)
+    if refusal is not None:
+        return refusal
+    converter = DocumentConverter.from_settings(settings, cancel=cancel)
     try:
         limit, limit_name = file_limit(path, int(settings.ingest.max_file_mb * _MIB), converter)
         check_size(len(data), limit, limit_name)
@@ -389,15 +407,61 @@ def sync_upload(
         if reason is not None:
             raise IngestError(reason)
         doc, warnings = file_document(
-            rid, data, root=str(id_root), source_uri=str(file), tenant=tenant, acl=tuple(acl),
+            rid, data, root=id_root, source_uri=str(file), tenant=tenant, acl=tuple(acl),
             converter=converter,
         )
     except (IngestError, ConfigError) as exc:
         report.errors[printable(rid)] = str(exc)
-        return report
+        return prepared
+    return dataclasses.replace(prepared, doc=doc, warnings=tuple(warnings))
+
+
+def _upload_refusal(
+    store: Store, prepared: PreparedUpload, tenant: str, visible: Visible | None
+) -> tuple[ResourceRecord | None, PreparedUpload | None]:
+    """The stored record of an upload's id, and the upload with nothing to write when its
+    file is excluded (deleted by hand while it stayed); ForbiddenError when the record is one
+    the caller may not see."""
+    rid = prepared.rid
+    if without_excluded(store, [(prepared.id_root, rid)], tenant=tenant)[1]:
+        prepared.report.excluded.append(rid)  # deleted by hand while the file stayed
+        return None, dataclasses.replace(prepared, doc=None)
+    record = store.get_resource(rid, tenant=tenant)
+    if record is not None and visible is not None and not visible(record):
+        raise ForbiddenError(f"{rid!r:.200}: {_out_of_scope(record)}")
+    return record, None
+
+
+def apply_upload(
+    store: Store,
+    writer: Writer,
+    prepared: PreparedUpload,
+    *,
+    visible: Visible | None = None,
+    cancel: threading.Event | None = None,
+) -> IngestReport:
+    """Step 2, second half, on the writer: what :func:`prepare_upload` checked is checked
+    again (the record may have changed while the file was converted: excluded, now out of the
+    caller's scope, or its id taken by another file), then the document is ingested (unchanged
+    content is not re-indexed); the report of the upload.
+
+    Raises:
+        ForbiddenError: its resource is now one the caller may not see.
+        StoreError, DenseError, WriteCancelledError: from the write path.
+    """
+    doc = prepared.doc
+    if doc is None:
+        return prepared.report
+    record, refusal = _upload_refusal(store, prepared, doc.tenant, visible)
+    if refusal is not None:
+        return refusal.report
+    reason = taken_by(record, prepared.source_uri)
+    if reason is not None:
+        prepared.report.errors[printable(prepared.rid)] = reason
+        return prepared.report
     done = writer.ingest_many([doc], cancel=cancel)
-    done.root, done.notes = report.root, report.notes
-    done.warnings.extend(f"{printable(rid)}: {w}" for w in warnings)
+    done.root, done.notes = prepared.report.root, prepared.report.notes
+    done.warnings.extend(f"{printable(prepared.rid)}: {w}" for w in prepared.warnings)
     return done
 
 

@@ -80,10 +80,17 @@ from hybridsag.paths import path_names
 from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.service import experiments, sync, ui
-from hybridsag.service.board import FAILED, READY, WorkerSeat
+from hybridsag.service.board import FAILED, HEARTBEAT_S, READY, WorkerSeat
 from hybridsag.service.auth import Principal, TokenBook
 from hybridsag.service.edge import Edge, Gatekeeper, bearer_token
-from hybridsag.service.limits import NDJSON_TYPES, BodyGuard, Gate, GateTimeout, media_type
+from hybridsag.service.limits import (
+    NDJSON_TYPES,
+    BodyBudget,
+    BodyGuard,
+    Gate,
+    GateTimeout,
+    media_type,
+)
 from hybridsag.service.metrics import CONTENT_TYPE, ServiceMetrics
 from hybridsag.service.watch import FolderWatcher
 from hybridsag.service.models import (
@@ -109,6 +116,9 @@ __all__ = ["API_PREFIX", "ServiceState", "create_app"]
 API_PREFIX = "/v1"
 
 logger = logging.getLogger(__name__)
+
+#: How long /readyz's deep check waits for a remote embedding model's one answer (no retry).
+READY_PROBE_S = 5.0
 
 _RESOURCES = TypeAdapter(list[ResourceIn])
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -163,22 +173,21 @@ class ServiceState:
         #: the last deep check of /readyz: (time.monotonic() when done, checks)
         self._checked: tuple[float, dict[str, str]] | None = None
         self._checking = asyncio.Lock()
-        self.searches = Gate(
-            "search",
-            workers=s.search_concurrency,
-            queue=s.search_queue,
-            retry_after_s=s.retry_after_s,
-            on_change=lambda n: self.metrics.in_flight.labels(kind="search").set(n),
-        )
+
+        def gate(kind: str, workers: int, queue: int) -> Gate:
+            return Gate(
+                kind, workers=workers, queue=queue, retry_after_s=s.retry_after_s,
+                on_change=lambda n: self.metrics.in_flight.labels(kind=kind).set(n),
+            )  # fmt: skip
+
+        self.searches = gate("search", s.search_concurrency, s.search_queue)
         # one writer thread: service writes are serialised, so a scope check and the write it
-        # guards cannot interleave with another service write
-        self.writes = Gate(
-            "write",
-            workers=1,
-            queue=s.max_pending_writes - 1,
-            retry_after_s=s.retry_after_s,
-            on_change=lambda n: self.metrics.in_flight.labels(kind="write").set(n),
-        )
+        # guards cannot interleave with another service write; tenants' writes take turns
+        self.writes = gate("write", 1, s.max_pending_writes - 1)
+        # what a write needs first and may take long, never on the writer: a folder sync's
+        # manifest compared with the records (a read), an upload converted (in its sandbox)
+        self.manifests = gate("manifest", 1, s.max_pending_writes - 1)
+        self.conversions = gate("conversion", s.conversions, s.max_pending_writes - 1)
         #: keeps sources.watch in sync (hybridsag.service.watch), started once warm
         self.watcher: FolderWatcher | None = None
         if settings.sources.watch and self.runs_jobs:
@@ -233,6 +242,8 @@ class ServiceState:
         self.ready = False
         if self.reconciler is not None:
             self.reconciler.stop_schedule()
+        self.conversions.close()
+        self.manifests.close()
         self.writes.close()
         self.searches.close()
         if self.search is not None and self._owns_search:
@@ -273,8 +284,9 @@ class ServiceState:
             return self._checked[1]
 
     def checks(self) -> dict[str, str]:
-        """``/readyz``: the store, the Milvus lexical index (when it is on), Milvus and the model,
-        each "ok ..." or the error."""
+        """``/readyz``: the store, the Milvus lexical index (when it is on), Milvus and the model
+        (one vector asked of it past every cache: :data:`READY_PROBE_S` for a remote one), each
+        "ok ..." or the error."""
         hs = self.hs()
         out: dict[str, str] = {}
         try:
@@ -299,7 +311,9 @@ class ServiceState:
             out["milvus"] = f"failed: {exc}"
         try:
             emb = parts.embedder()
-            emb.encode(["readyz"], kind="query")
+            # asked now, past the query memo and any cache: a remote model answering 401 is
+            # not "ok" because an earlier vector was remembered
+            emb.probe(timeout_s=READY_PROBE_S)
             out["model"] = f"ok: {emb.name}"
         except HybridSagError as exc:
             out["model"] = f"failed: {exc}"
@@ -491,7 +505,8 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
         min_confidence=body.min_confidence,
     )
     out = await state.searches.run(
-        lambda: backend.search(body.query, options), timeout=s.server.search_timeout_s
+        lambda: backend.search(body.query, options), timeout=s.server.search_timeout_s,
+        lane=caller.lane,
     )
     state.metrics.observe_search(out)
     if body.format == "agent":
@@ -543,7 +558,9 @@ async def _experiment_search(
             body.query, options, unit=body.user, experiment=joined, tenant=caller.tenant
         )
 
-    out = await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    out = await state.searches.run(
+        run, timeout=state.settings.server.search_timeout_s, lane=caller.lane
+    )
     if out.get("teams") is None:
         state.metrics.observe_search(out)
     return out
@@ -640,7 +657,7 @@ async def ingest(
         report = backend.ingest_documents(docs, mode=mode, cancel=state.stopping)
         return IngestOut(**report)
 
-    return await state.writes.run(run)
+    return await state.writes.run(run, lane=caller.lane)
 
 
 #: The ``tenant`` query parameter of the ``/resources/{id}`` routes.
@@ -710,7 +727,9 @@ async def list_resources(
         except InputError as exc:
             raise FieldError(["query", "cursor"], str(exc)) from None
 
-    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    return await state.searches.run(
+        run, timeout=state.settings.server.search_timeout_s, lane=caller.lane
+    )
 
 
 @api.get("/resources/{resource_id:path}", response_model=ResourceOut, tags=["resources"])
@@ -730,7 +749,9 @@ async def get_resource(
             raise NotFoundError(f"no resource {resource_id!r}")
         return ResourceOut.of(detail, backend.chunks(resource_id, tenant=scope))
 
-    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    return await state.searches.run(
+        run, timeout=state.settings.server.search_timeout_s, lane=caller.lane
+    )
 
 
 def _write_route(action: str, call: Callable[..., bool]) -> Callable[..., Any]:
@@ -747,7 +768,7 @@ def _write_route(action: str, call: Callable[..., bool]) -> Callable[..., Any]:
                 raise NotFoundError(f"no resource {resource_id!r}")
             return WriteOut(resource_id=resource_id, done=True, action=action)  # type: ignore[arg-type]
 
-        return await state.writes.run(run)
+        return await state.writes.run(run, lane=caller.lane)
 
     return handler
 
@@ -792,7 +813,7 @@ async def include(
             raise NotFoundError(f"no excluded file {resource_id!r}")
         return IngestOut(**backend.include(resource_id, tenant=scope))
 
-    return await state.writes.run(run)
+    return await state.writes.run(run, lane=caller.lane)
 
 
 @api.get("/exclusions", response_model=list[ExclusionOut], tags=["resources"])
@@ -819,7 +840,9 @@ async def exclusions(
         rows = backend.exclusions(tenant=tenant, resource_id=resource_id)
         return [x for x in rows if caller.can_see_tags(x["acl"])]
 
-    return await state.searches.run(run, timeout=state.settings.server.search_timeout_s)
+    return await state.searches.run(
+        run, timeout=state.settings.server.search_timeout_s, lane=caller.lane
+    )
 
 
 @ops.post("/reconcile", responses={409: {"model": ErrorOut}})
@@ -951,6 +974,15 @@ def _document_limits(app: FastAPI, settings: Settings) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+async def _heartbeat(seat: WorkerSeat) -> None:
+    """A worker's heartbeat on the board, every :data:`~hybridsag.service.board.HEARTBEAT_S`,
+    from its event loop: if the loop stops turning (a handler blocks it, a deadlock), the beats
+    stop and the supervisor's watchdog replaces the worker."""
+    while True:
+        seat.beat()
+        await asyncio.sleep(HEARTBEAT_S)
+
+
 async def _mark_ready(state: ServiceState, warming: asyncio.Future[Any]) -> None:
     """A worker's board entry: READY once it is warm and its watched folders' first index is
     applied (the worker that watches them); a failed warm-up has marked itself FAILED."""
@@ -1008,9 +1040,17 @@ def create_app(
 
         warming.add_done_callback(schedule)
         marking = asyncio.ensure_future(_mark_ready(state, warming)) if seat is not None else None
+        beating = asyncio.ensure_future(_heartbeat(seat)) if seat is not None else None
+        if seat is not None:
+            # a worker of several takes no request before it is warm: its server reads the
+            # connections handed to it only once the lifespan has started, and the parent
+            # hands connections to ready workers first (hybridsag.service.workers)
+            await asyncio.shield(warming)
         try:
             yield
         finally:
+            if beating is not None:
+                beating.cancel()
             if marking is not None:
                 marking.cancel()
             await warming
@@ -1052,11 +1092,13 @@ def create_app(
         BodyGuard,
         max_bytes=server.max_body_bytes,
         timeout_s=server.body_timeout_s,
+        min_rate=server.min_body_bytes_per_s,
+        budget=BodyBudget(server.max_body_memory_bytes, on_change=state.metrics.body_bytes.set),
+        retry_after_s=server.retry_after_s,
         raw_routes=frozenset({("PUT", API_PREFIX + sync.UPLOAD_PATH)}),
+        typed_posts=not server.auth,
     )
-    app.add_middleware(
-        Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX, timeout_s=server.body_timeout_s
-    )
+    app.add_middleware(Gatekeeper, tokens=state.tokens, api_prefix=API_PREFIX)
     routes = [route for router in routers for route in router.routes]
     app.add_middleware(Edge, metrics=state.metrics, routes=routes)
     if seat is not None:

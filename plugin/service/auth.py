@@ -51,6 +51,14 @@ class Principal:
         """True for a read/write token (bound to one tenant), False for an admin."""
         return self.role != "admin"
 
+    @property
+    def lane(self) -> str:
+        """The queue this principal's work waits in (:class:`~hybridsag.service.limits.Gate`):
+        its tenant's for a tenant-scoped token (every token of a tenant shares it), its own for
+        an admin token. Lanes take turns, so one tenant's backlog never stands before another's
+        call."""
+        return f"tenant {self.tenant!r}" if self.scoped else f"admin {self.name!r}"
+
     def require(self, role: str) -> Principal:
         """This principal when it holds ``role`` (roles hold the ones before them in
         :data:`~hybridsag.settings.ROLES`); ForbiddenError otherwise."""

@@ -5,20 +5,26 @@ process per slot. The board is a small array in shared memory with one state per
 (:data:`STARTING`, :data:`READY`, :data:`FAILED`), written by the worker of that slot once it is
 warm (or its warm-up failed) and by the supervising parent when it restarts a worker; every
 worker reads all of it, so ``/readyz``, whichever worker answers it, is ready only when every
-worker is, and names the ones that are not. A :class:`WorkerSeat` is one worker's place: its
-slot, the board, and the folder prometheus-client's multiprocess mode writes its metrics to.
-Beside the states, each slot counts the connections its worker has closed, which the parent
-reads to hand each new connection to the worker with the fewest open
-(:mod:`hybridsag.service.workers`).
+worker is, and names the ones that are not. Beside the states, each slot counts the
+connections its worker has closed, which the parent reads to hand each new connection to the
+worker with the fewest open (:mod:`hybridsag.service.workers`), and holds the heartbeat each
+worker's event loop writes (:meth:`WorkerBoard.beat`, every :data:`HEARTBEAT_S`), which the
+supervisor's watchdog reads: a worker whose loop stops turning is hung. A :class:`WorkerSeat`
+is one worker's place: its slot, the board, and the folder prometheus-client's multiprocess
+mode writes its metrics to.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FAILED", "READY", "STARTING", "WorkerBoard", "WorkerSeat"]
+__all__ = ["FAILED", "HEARTBEAT_S", "READY", "STARTING", "WorkerBoard", "WorkerSeat"]
+
+#: How often a worker's event loop writes its heartbeat on the board.
+HEARTBEAT_S = 1.0
 
 #: A worker is starting (spawned, or restarted after it died) and not yet warm.
 STARTING = 0
@@ -40,6 +46,22 @@ class WorkerBoard:
         self._states = ctx.Array("b", [STARTING] * workers)
         # per slot: connections its worker has received and closed since it (re)started
         self._closed = ctx.Array("q", [0] * workers)
+        #: each worker's last heartbeat (``time.monotonic()``: one clock for every process on
+        #: Linux), 0.0 until its first
+        self._beats = ctx.Array("d", [0.0] * workers)
+
+    def beat(self, slot: int) -> None:
+        """Worker ``slot`` is alive and its event loop turns: now is its last heartbeat."""
+        self._beats[slot] = time.monotonic()
+
+    def last_beat(self, slot: int) -> float | None:
+        """When worker ``slot`` last beat (``time.monotonic()``), None before its first."""
+        beat = float(self._beats[slot])
+        return beat or None
+
+    def forget_beat(self, slot: int) -> None:
+        """Worker ``slot`` is starting again: no heartbeat yet."""
+        self._beats[slot] = 0.0
 
     def __len__(self) -> int:
         return len(self._states)
@@ -87,3 +109,7 @@ class WorkerSeat:
     def mark(self, state: int) -> None:
         """Write this worker's state on the board."""
         self.board.set(self.slot, state)
+
+    def beat(self) -> None:
+        """This worker is alive and its event loop turns (the supervisor's watchdog reads it)."""
+        self.board.beat(self.slot)

@@ -10,10 +10,13 @@ From the outside in:
   request on the ``hybridsag.service.access`` logger (method, path, status, latency in ms, the
   caller's token name and tenant, request id; never a token, a query string or a body); and
   turns an exception no handler took into a logged traceback (``hybridsag.service``) and a 500
-  in the service's error shape naming the request id.
+  in the service's error shape naming the request id; a request the server cancels when its
+  graceful shutdown runs out of time gets a 503 in that shape (499 is left for a client that
+  went away before any answer).
 - :class:`Gatekeeper` authenticates: a request to the API (``/v1/...``) without a known bearer
-  token gets 401 before a byte of its body is read (a short declared body is then read and
-  dropped so that the connection closes cleanly; see :func:`~hybridsag.service.limits.refuse`;
+  token gets 401 before a byte of its body is read, decided from the headers alone (a short
+  declared body is then read and dropped, if it comes within a second, so that the connection
+  closes cleanly; see :func:`~hybridsag.service.limits.refuse`;
   FastAPI reads a body before it runs a
   route's dependencies, so this cannot be one); the principal goes into the request's state,
   where the routes' role checks read it. With ``server.auth = false`` it refuses instead any
@@ -25,6 +28,7 @@ Inside them :class:`~hybridsag.service.limits.BodyGuard` reads and checks the bo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -84,13 +88,10 @@ class Gatekeeper:
     """ASGI middleware: 401 for an API request without a known token, before its body is read;
     with auth off, 403 for a foreign ``Host`` or ``Origin`` (see the module docstring)."""
 
-    def __init__(
-        self, app: Any, *, tokens: TokenBook, api_prefix: str, timeout_s: float = 10.0
-    ) -> None:
+    def __init__(self, app: Any, *, tokens: TokenBook, api_prefix: str) -> None:
         self.app = app
         self.tokens = tokens
         self.api_prefix = api_prefix
-        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -101,10 +102,7 @@ class Gatekeeper:
             refusal = self._foreign(headers)
             if refusal is not None:
                 where, msg = refusal
-                await refuse(
-                    scope, receive, send, 403, ["header", where], msg, "foreign_origin",
-                    timeout_s=self.timeout_s,
-                )
+                await refuse(scope, receive, send, 403, ["header", where], msg, "foreign_origin")
                 return
         path = scope.get("path", "")
         if path == self.api_prefix or path.startswith(self.api_prefix + "/"):
@@ -113,8 +111,7 @@ class Gatekeeper:
             except AuthError as exc:
                 await refuse(
                     scope, receive, send, 401, ["header", "authorization"], str(exc),
-                    type(exc).__name__, timeout_s=self.timeout_s,
-                    headers=((b"www-authenticate", b"Bearer"),),
+                    type(exc).__name__, headers=((b"www-authenticate", b"Bearer"),),
                 )
                 return
             scope.setdefault("state", {})["principal"] = principal
@@ -197,6 +194,23 @@ class Edge:
 
         try:
             await self.app(scope, receive, send_with_headers)
+        except asyncio.CancelledError:
+            # the server cut the request short: its graceful shutdown ran out of time
+            # (server.shutdown_timeout_s). A client still there gets the service's 503, not the
+            # server library's text 500; the cancellation ends here (the task is done either way)
+            if status is None:
+                logger.warning(
+                    "%s %s cut by the shutdown (request %s)",
+                    scope["method"], scope.get("path"), request_id,
+                )
+                await send_error(
+                    send_with_headers, 503, [],
+                    f"the service stopped before this request finished (request {request_id}; "
+                    "server.shutdown_timeout_s); a write may have been undone: read it back "
+                    "before sending it again",
+                    "shutting_down",
+                    headers=((b"retry-after", b"1"),),
+                )
         except Exception:
             logger.exception(
                 "%s %s failed (request %s)", scope["method"], scope.get("path"), request_id

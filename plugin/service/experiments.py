@@ -72,11 +72,14 @@ def _scope(caller: Principal, tenant: str | None) -> str | None:
     return caller.tenant
 
 
-async def _bounded(request: Request, turn: anyio.Lock, fn: Callable[[], T]) -> T:
-    """``fn()`` on the search gate, within ``server.search_timeout_s``, as searches run, once
-    it has ``turn``: one report (or chart) at a time takes a place in the gate, however many
-    clients ask, so the others stay free for searches. A caller that waits for its turn longer
-    than the timeout gets 503 (:class:`~hybridsag.service.limits.GateTimeout`)."""
+async def _bounded(
+    request: Request, turn: anyio.Lock, fn: Callable[[], T], *, caller: Principal
+) -> T:
+    """``fn()`` on the search gate, in the caller's lane, within ``server.search_timeout_s``,
+    as searches run, once it has ``turn``: one report (or chart) at a time takes a place in the
+    gate, however many clients ask, so the others stay free for searches. A caller that waits
+    for its turn longer than the timeout gets 503
+    (:class:`~hybridsag.service.limits.GateTimeout`)."""
     service = request.app.state.service
     timeout = service.settings.server.search_timeout_s
     try:
@@ -88,7 +91,7 @@ async def _bounded(request: Request, turn: anyio.Lock, fn: Callable[[], T]) -> T
             "other reports were being computed"
         ) from None
     try:
-        return await service.searches.run(fn, timeout=timeout)
+        return await service.searches.run(fn, timeout=timeout, lane=caller.lane)
     finally:
         turn.release()
 
@@ -188,7 +191,7 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
         backend = _backend(request)
         scope = _scope(caller, tenant)
         return await _bounded(
-            request, turn, lambda: backend.experiment_report(name, tenant=scope)
+            request, turn, lambda: backend.experiment_report(name, tenant=scope), caller=caller
         )
 
     @router.get(
@@ -203,7 +206,9 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
         cache; 404 for an unknown experiment or when matplotlib is missing."""
         backend = _backend(request)
         scope = _scope(caller, tenant)
-        data = await _bounded(request, turn, lambda: backend.experiment_chart(name, tenant=scope))
+        data = await _bounded(
+            request, turn, lambda: backend.experiment_chart(name, tenant=scope), caller=caller
+        )
         return Response(data, media_type="image/png")
 
     @router.post("/feedback", response_model=FeedbackOut, tags=["experiments"])

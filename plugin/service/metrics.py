@@ -107,6 +107,10 @@ class ServiceMetrics:
             "hybridsag_in_flight", "Searches and writes admitted and not yet done", ["kind"], registry=r,
             multiprocess_mode="livesum",
         )
+        self.body_bytes = Gauge(
+            "hybridsag_request_body_bytes_held", "Bytes of request bodies over 64 KiB held "
+            "(server.max_body_memory_bytes bounds them)", registry=r, multiprocess_mode="livesum",
+        )
         self.reconcile = Counter(
             "hybridsag_reconcile_runs", "Reconcile runs by outcome", ["outcome"], registry=r
         )

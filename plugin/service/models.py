@@ -64,6 +64,7 @@ __all__ = [
     "SyncRoot",
     "WhoAmIOut",
     "WriteOut",
+    "inline_schema",
 ]
 
 PathName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -556,3 +557,22 @@ class SyncCommitIn(_Body):
     tenant: str | None = _SYNC_TENANT
     prune: StrictBool = True
     paths: list[SyncPath] = Field(default_factory=list, max_length=MAX_MANIFEST_FILES)
+
+
+def inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema with its ``$defs`` put in place of their ``$ref`` entries, for a
+    request body a handler parses itself (given to the OpenAPI document in ``openapi_extra``,
+    where a ``#/$defs/...`` reference would point at the document's root)."""
+    defs = schema.get("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve({**defs[ref.removeprefix("#/$defs/")], **{k: v for k, v in node.items() if k != "$ref"}})
+            return {k: resolve(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)  # type: ignore[no-any-return]

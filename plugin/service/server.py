@@ -7,10 +7,12 @@ it before closing the store and Milvus.
 
 Slow clients: uvicorn's h11 protocol has a keep-alive timeout but none for a request's headers,
 so a client that opens a connection and sends half a request line holds it forever. The
-protocol here (:func:`header_timeout_protocol`) closes a connection whose request headers are
+protocol here (:func:`edge_protocol`) closes a connection whose request headers are
 not complete ``server.header_timeout_s`` after they started (or after the connection opened),
-answering 408 first. The body has its own limit (``server.body_timeout_s``, in
-:class:`~hybridsag.service.limits.BodyGuard`).
+answering 408 first; a request the HTTP parser refuses (two ``Content-Length`` headers, an
+unknown ``Transfer-Encoding``) gets the service's JSON error shape, counted in ``/metrics``,
+rather than the server library's text. The body has its own deadline (``server.body_timeout_s``
+and ``server.min_body_bytes_per_s``, in :class:`~hybridsag.service.limits.BodyGuard`).
 
 :func:`bind` binds the listening socket before anything says "serving", so a port in use is a
 :class:`~hybridsag.errors.ConfigError` naming it (one line and exit 2 in the CLI).
@@ -30,8 +32,10 @@ import asyncio
 import errno
 import signal
 import socket
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,16 +52,30 @@ from hybridsag.service.limits import error_body
 from hybridsag.records.service_lock import hold_service_lock, service_url
 from hybridsag.settings import Settings
 
-__all__ = ["bind", "build_server", "header_timeout_protocol", "serve"]
+__all__ = ["bind", "build_server", "edge_protocol", "serve"]
 
 
-def header_timeout_protocol(timeout_s: float) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with a deadline on request headers: ``timeout_s`` after a
-    connection opens, or after the first byte of a request on a kept-alive connection, the
-    headers must be complete, else the server answers 408 and closes the connection. Trickling
-    bytes does not move the deadline."""
+def edge_protocol(
+    timeout_s: float, *, refused: Callable[[int, str], None] | None = None
+) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline on request headers, and the service's error shape
+    for what the server refuses before the app runs.
 
-    class HeaderTimeoutProtocol(H11Protocol):
+    - ``timeout_s`` after a connection opens, or after the first byte of a request on a
+      kept-alive connection, the headers must be complete, else the server answers 408 and
+      closes the connection. Trickling bytes does not move the deadline.
+    - A request h11 cannot take (two different ``Content-Length`` headers, a
+      ``Transfer-Encoding`` other than chunked, headers too large, a malformed request line)
+      gets the status h11 suggests (400, 501 for an unsupported transfer coding, 431) with
+      a body ``{"detail": [{"loc": ["header"], "msg": <h11's reason>, "type":
+      "malformed_request"}]}`` instead of the server library's text, and the connection is
+      closed.
+
+    ``refused(status, kind)`` is told of each such answer (the service counts it in
+    ``/metrics`` under the endpoint ``unparsed``)."""
+    told = refused or (lambda status, kind: None)
+
+    class EdgeProtocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
 
         def _arm(self) -> None:
@@ -84,6 +102,14 @@ def header_timeout_protocol(timeout_s: float) -> type[H11Protocol]:
             self._disarm()
             super().connection_lost(exc)
 
+        def _answer(self, status: int, reason: bytes, body: bytes, kind: str) -> None:
+            self.transport.write(
+                b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                b"content-length: %d\r\n\r\n%s" % (status, reason, len(body), body)
+            )
+            self.transport.close()
+            told(status, kind)
+
         def _headers_too_slow(self) -> None:
             self._header_timer = None
             if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
@@ -95,13 +121,24 @@ def header_timeout_protocol(timeout_s: float) -> type[H11Protocol]:
                     "(server.header_timeout_s)",
                     "header_timeout",
                 )
-                self.transport.write(
-                    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
-                )
+                self._answer(408, b"Request Timeout", body, "header_timeout")
+                return
             self.transport.close()
 
-    return HeaderTimeoutProtocol
+        def send_400_response(self, msg: str) -> None:
+            # uvicorn calls this inside its ``except h11.RemoteProtocolError``: the error at
+            # hand says why, and the status h11 suggests
+            error = sys.exc_info()[1]
+            status = getattr(error, "error_status_hint", 400)
+            reason = str(error) if isinstance(error, h11.RemoteProtocolError) and str(error) else msg
+            body = error_body(
+                ["header"], f"malformed request: {reason}", "malformed_request"
+            )
+            phrase = HTTPStatus(status).phrase.encode("ascii")
+            self._disarm()
+            self._answer(status, phrase, body, "malformed_request")
+
+    return EdgeProtocol
 
 
 def bind(settings: Settings) -> socket.socket:
@@ -142,11 +179,17 @@ def build_server(
         ConfigError: from :func:`~hybridsag.service.app.create_app` (auth on, no token).
     """
     s = settings.server
+    app = create_app(settings, reconciler=reconciler, search=search, seat=seat)
+    metrics = app.state.service.metrics
+
+    def refused(status: int, kind: str) -> None:  # answered before the app: counted here
+        metrics.requests.labels("-", "unparsed", str(status)).inc()
+
     config = uvicorn.Config(
-        create_app(settings, reconciler=reconciler, search=search, seat=seat),
+        app,
         host=s.host,
         port=s.port,
-        http=header_timeout_protocol(s.header_timeout_s),
+        http=edge_protocol(s.header_timeout_s, refused=refused),
         lifespan="on",
         timeout_graceful_shutdown=int(s.shutdown_timeout_s),
         timeout_keep_alive=5,

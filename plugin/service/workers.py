@@ -25,7 +25,14 @@ The parent supervises and owns what there is one of:
 - the workers: spawned (a fresh interpreter each: no threads or locks forked half-held); a
   worker that exits while the service runs is restarted in its slot (after a back-off when it
   keeps dying young), and meanwhile its slot on the :class:`~hybridsag.service.board.WorkerBoard`
-  says "starting", so ``/readyz`` answers 503 in every worker until it is warm again;
+  says "starting", so ``/readyz`` answers 503 in every worker until it is warm again; a worker
+  serves the connections handed to it only once it is warm (its lifespan waits for the
+  warm-up), and ready workers are handed connections before starting ones;
+- the watchdog: each worker's event loop beats on the board every second; one silent for
+  ``server.worker_timeout_s`` is hung (a blocked loop answers nothing) and is killed, then
+  replaced as a dead one is; the shared Lite server, when it dies, is started again on its
+  port (the workers' clients reconnect to the URI they hold);
+- its log lines name the worker they come from (``[worker N]``);
 - on SIGTERM or SIGINT: SIGTERM to every worker (each stops accepting, finishes the requests
   in flight, cancels its write in flight and closes, as one process does), up to
   ``server.shutdown_timeout_s`` plus :data:`CLOSE_GRACE_S`, then SIGKILL for a worker still
@@ -76,6 +83,7 @@ from typing import Any
 import uvicorn
 
 from hybridsag.backend import ReconcileHooks
+from hybridsag.errors import DenseError
 from hybridsag.milvus_client import LiteServer, lite_path
 from hybridsag.records.service_lock import hold_service_lock, service_url
 from hybridsag.service.board import READY, STARTING, WorkerBoard, WorkerSeat
@@ -143,6 +151,7 @@ def _worker_main(
     _stop_with_parent(signal.SIGTERM)
     if setup is not None:
         setup()
+    _name_log_lines(seat.slot)
     from hybridsag.service.server import build_server
 
     server = build_server(
@@ -228,6 +237,20 @@ class HandedServer(uvicorn.Server):
         await super().shutdown(sockets=sockets)
 
 
+def _name_log_lines(slot: int) -> None:
+    """Every log record of this worker process names its worker: its message starts
+    ``[worker N]`` (whatever the format the entry point set up) and it carries ``worker=N``."""
+    make = logging.getLogRecordFactory()
+
+    def named(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        record.worker = slot
+        record.msg = f"[worker {slot}] {record.msg}"
+        return record
+
+    logging.setLogRecordFactory(named)
+
+
 @dataclass
 class _Slot:
     """A worker slot: its process, when it started, how often in a row it died young, and
@@ -308,6 +331,7 @@ class _Supervisor:
             args=(settings, theirs, seat, self.reconciler, self.setup),
             name=f"hybridsag-worker-{slot}",
         )
+        self.board.forget_beat(slot)
         try:
             process.start()
         finally:
@@ -341,16 +365,55 @@ class _Supervisor:
             slot, process.pid, process.exitcode, lived, delay,
         )  # fmt: skip
 
-    def supervise(self, stop: _StopSignal) -> None:
-        """Until a stop signal: restart every worker that exits."""
+    def watch(self) -> None:
+        """The watchdog: kill a worker whose heartbeat is older than
+        ``server.worker_timeout_s`` (its event loop is stuck: it answers nothing); its exit is
+        then seen as any other and it is replaced."""
+        limit = self.settings.server.worker_timeout_s
+        now = time.monotonic()
+        for slot, state in enumerate(self.slots):
+            beat = self.board.last_beat(slot)
+            process = state.process
+            if process is None or beat is None or now - beat <= limit or not process.is_alive():
+                continue
+            log.error(
+                "worker %d (pid %d) is hung: no heartbeat for %.1f s (server.worker_timeout_s="
+                "%g); killing it", slot, process.pid, now - beat, limit,
+            )  # fmt: skip
+            self.board.forget_beat(slot)
+            process.kill()
+
+    def keep_lite(self, lite: LiteServer | None) -> None:
+        """Start the shared Milvus Lite server again, on its port, when it died, and load its
+        collections (the workers reconnect to the URI they hold and find them loaded)."""
+        if lite is None or lite.proc is None or lite.proc.poll() is None:
+            return
+        code = lite.proc.returncode
+        port = int(str(lite.uri).rsplit(":", 1)[1])
+        log.error("the Milvus Lite server (port %d) exited with %s; starting it again", port, code)
+        try:
+            lite.start(port=port)
+            loaded = lite.load_collections()  # the workers' clients find them loaded
+        except DenseError as exc:  # stopped: started (and loaded) again on the next turn
+            log.error("the Milvus Lite server did not start again: %s", exc)
+            lite.stop(timeout_s=5)
+            return
+        log.info("the Milvus Lite server is back on port %d; %d collection(s) loaded", port, len(loaded))
+
+    def supervise(self, stop: _StopSignal, lite: LiteServer | None = None) -> None:
+        """Until a stop signal: restart every worker that exits, kill one that hangs, start
+        the shared Lite server again when it dies."""
         while stop.signum is None:
+            self.watch()
+            self.keep_lite(lite)
             now = time.monotonic()
             for slot, state in enumerate(self.slots):
                 if state.process is None and state.restart_at is not None and state.restart_at <= now:
                     self.spawn(slot)
             running = {s.process.sentinel: i for i, s in enumerate(self.slots) if s.process}
             due = [s.restart_at for s in self.slots if s.restart_at is not None]
-            timeout = max(0.0, min(due) - time.monotonic()) if due else 1.0
+            # at most a second: the watchdog and the Lite server's check run every turn
+            timeout = max(0.0, min([*due, now + 1.0]) - time.monotonic())
             ready = multiprocessing.connection.wait(
                 [*running, stop.read_fd, self.sock], timeout=timeout
             )
@@ -437,7 +500,7 @@ class _Supervisor:
                     if stop.signum is None:
                         self.spawn(slot)
                 log.info("%d workers serving %s", self.workers, service_url(self.sock))
-                self.supervise(stop)
+                self.supervise(stop, lite)
             finally:
                 self.stop_workers()
                 if lite is not None:

@@ -63,6 +63,10 @@ class CachedEmbedder:
             self._mem.update(zip(keys, vecs))
         self._loaded = True
 
+    def probe(self, *, timeout_s: float) -> None:
+        """The wrapped embedder's probe (nothing cached is read)."""
+        self.inner.probe(timeout_s=timeout_s)
+
     def encode(
         self, texts: Sequence[str], *, kind: Literal["query", "passage"] = "passage"
     ) -> np.ndarray:
@@ -137,6 +141,11 @@ class QueryMemo:
             while len(self._shares) > self.size:
                 self._shares.pop(next(iter(self._shares)))
         return share
+
+    def probe(self, *, timeout_s: float) -> None:
+        """The wrapped embedder's probe (past the memo: a remembered vector says nothing of
+        how the model answers now)."""
+        self.inner.probe(timeout_s=timeout_s)
 
     def encode(
         self, texts: Sequence[str], *, kind: Literal["query", "passage"] = "passage"

@@ -82,6 +82,7 @@ class Embedder(Protocol):
       Each text is cut to ``embedding.max_chars`` characters first. ``kind`` is ``"query"`` for
       a search query and ``"passage"`` for indexed text; models with query/document prompts use
       them, others ignore it. An empty ``texts`` gives shape ``(0, dimension)``.
+    - ``probe(timeout_s=...)`` asks the model for one vector past any cache (readiness).
     - Raises :class:`~hybridsag.errors.ConfigError` when the model cannot be loaded (missing
       folder, not in the local cache) and :class:`~hybridsag.errors.DenseError` when encoding
       itself fails. Implementations are safe to call from several threads.
@@ -94,6 +95,14 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage") -> np.ndarray: ...
+
+    def probe(self, *, timeout_s: float) -> None:
+        """Ask the model for one query vector now, past every cache and memo (a readiness
+        check: a remote model that answers 401 fails it even when earlier vectors are
+        cached). A remote model gets one request, no retry, waiting at most ``timeout_s``;
+        a local one computes the vector (there is no wait to bound). Raises as
+        :meth:`encode` does."""
+        ...
 
 
 @contextlib.contextmanager
@@ -222,6 +231,11 @@ class SentenceTransformerEmbedder:
         except Exception as exc:  # noqa: BLE001 - mapped into the tree
             raise DenseError(f"embedding with {self.name!r} failed: {exc}") from exc
         return normalise_rows(np.asarray(out, dtype=np.float32))
+
+    def probe(self, *, timeout_s: float) -> None:
+        """One query vector computed now (:meth:`Embedder.probe`; a local model has no wait to
+        bound, so ``timeout_s`` has nothing to limit)."""
+        self.encode(["readiness probe"], kind="query")
 
     def vocabulary_share(self, text: str) -> float:
         """The share of ``text``'s letters that the model's tokenizer maps to pieces of two or

@@ -268,10 +268,24 @@ class HttpEmbedder:
         )
         return unit_rows(np.concatenate(parts, axis=0))
 
-    def _embed_batch(self, texts: list[str], abort: threading.Event) -> np.ndarray:
+    def probe(self, *, timeout_s: float) -> None:
+        """One query vector asked of the endpoint now: one request, no retry, at most
+        ``timeout_s`` (:meth:`~hybridsag.vectors.embedder.Embedder.probe`); counted on no
+        search's meter.
+
+        Raises:
+            DenseError: the endpoint answered an error (a 401: the key), not in time, or an
+                answer that breaks the wire contract.
+        """
+        with unmetered():
+            self._embed_batch([PROBE_TEXT], None, once_within=timeout_s)
+
+    def _embed_batch(
+        self, texts: list[str], abort: threading.Event | None, *, once_within: float | None = None
+    ) -> np.ndarray:
         body = self.wire.body(self.name, texts, self._send_dims)
         with self._slots:
-            reply = self.endpoint.post(body, abort=abort)
+            reply = self.endpoint.post(body, abort=abort, once_within=once_within)
 
         def bad(problem: str) -> Exception:
             return self.endpoint.bad_reply(problem, reply)

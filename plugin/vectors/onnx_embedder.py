@@ -555,6 +555,11 @@ class OnnxEmbedder:
             raise DenseError(f"embedding with {self.fingerprint!r} failed: {exc}") from exc
         return normalise_rows(pooled)
 
+    def probe(self, *, timeout_s: float) -> None:
+        """One query vector computed now (:meth:`Embedder.probe`; a local model has no wait to
+        bound, so ``timeout_s`` has nothing to limit)."""
+        self.encode(["readiness probe"], kind="query")
+
     def vocabulary_share(self, text: str) -> float:
         """How much of ``text`` the model reads as words, as
         :meth:`hybridsag.vectors.embedder.SentenceTransformerEmbedder.vocabulary_share` measures it

@@ -241,8 +241,8 @@ def test_reports_run_inside_the_search_gate(tmp_path: Path) -> None:
             _define(url, _interleave("gate-il"))
             held: list[httpx.Response] = []
 
-            def search_held() -> None:
-                with client(url, B) as c:
+            def search_held() -> None:  # tenant A's one place in the gate (lanes: issue 40)
+                with client(url, A) as c:
                     held.append(c.post("/v1/search", json={"query": "HOLD"}))
 
             thread = threading.Thread(target=search_held)
@@ -262,3 +262,28 @@ def test_reports_run_inside_the_search_gate(tmp_path: Path) -> None:
                 assert c.get("/v1/experiments/gate-il/report").status_code == 200
     finally:
         hs.close()
+
+
+def test_a_tenants_report_and_feedback_count_its_own_view_of_the_log(
+    served: tuple[str, Settings],
+) -> None:
+    """Issue 40: ``as_of_seq`` of a tenant's report, and ``seq`` of its feedback, count its own
+    view of the event log: another tenant's traffic moves neither (the log's seq would tell a
+    tenant how much the others search)."""
+    url, _ = served
+    _define(url, _interleave("seq-il"))
+    with client(url, A) as ca, client(url, B) as cb:
+        first = _search(ca, "seq-il", "ReActAgent apples", "sa", click=False)
+        like = {"query_id": first["query_id"], "position": 1}
+        before = ca.get("/v1/experiments/seq-il/report").json()
+        assert before["as_of_seq"] == 2  # the experiment's definition and its one impression
+        for i in range(5):  # tenant B's traffic: 10 events in the log
+            _search(cb, "seq-il", f"ReActAgent bananas {i}", f"sb{i}", click=True)
+        assert ca.get("/v1/experiments/seq-il/report").json()["as_of_seq"] == 2
+        f = ca.post("/v1/feedback", json=like)
+        assert f.status_code == 200, f.text
+        assert f.json()["seq"] == 3
+        assert ca.get("/v1/experiments/seq-il/report").json()["as_of_seq"] == 3
+        assert cb.get("/v1/experiments/seq-il/report").json()["as_of_seq"] == 11
+    with client(url, ADMIN) as c:  # the admin's report across tenants: the log's own seq
+        assert c.get("/v1/experiments/seq-il/report").json()["as_of_seq"] > 11

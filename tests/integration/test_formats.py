@@ -428,3 +428,25 @@ def test_the_core_never_imports_a_parser_and_the_extra_is_optional() -> None:
     for dist in ("pypdf", "python-docx", "ebooklib", "markdownify", "beautifulsoup4"):
         (line,) = [r for r in requirements if r.split("=")[0].split("[")[0].strip() == dist]
         assert 'extra == "formats"' in line
+
+
+# --------------------------------------------------------------------------- bounds (issue 40)
+
+
+def test_a_zip_bomb_is_refused_from_its_directory_and_a_slow_conversion_is_stopped(
+    tmp_path: Path,
+) -> None:
+    """A DOCX of a few hundred KB unpacking to 60 MB (within formats.max_unpacked_mb) is
+    refused by its packing ratio before anything is unpacked; a conversion past
+    formats.timeout_s is stopped (its process killed), the converter free again."""
+    from tests.docxsupport import bomb_docx, docx_of, slow_docx
+
+    converter = DocumentConverter(cache_dir=None)
+    bomb = bomb_docx(60)
+    assert len(bomb) < 2 * MIB
+    with pytest.raises(IngestError, match="looks like a ZIP bomb: 'word/document.xml' unpacks"):
+        converter.convert(bomb, "docx")
+    short = DocumentConverter(cache_dir=None, timeout_s=0.5)
+    with pytest.raises(IngestError, match=r"DOCX conversion ran past .* \(formats.timeout_s\)"):
+        short.convert(slow_docx(3000), "docx")
+    assert "a kinkajou" in short.convert(docx_of(["a kinkajou"]), "docx").text

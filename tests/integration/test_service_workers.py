@@ -14,6 +14,9 @@ workers connect to. Each answer names its worker (``x-hybridsag-worker``), and a
 - ``/metrics`` through either counts the requests of both;
 - a worker SIGKILLed is restarted in its slot (a new pid), ``/readyz`` 503 until it is warm;
 - SIGTERM stops every worker and the Lite server and removes the lock (exit -SIGTERM);
+- issue 40: a restarting worker takes no request before it is warm (no 503 while it restarts),
+  every log line of a worker names it, a hung worker is killed and replaced by the watchdog,
+  and the Lite server is started again when it dies;
 - ``--workers 0``, ``-1`` and ``x`` are refused naming the value; so is ``server.workers = 0``.
 
 In process: of two apps seated as workers 0 and 1, only worker 0 runs the reconcile schedule.
@@ -243,11 +246,38 @@ def test_metrics_count_the_requests_of_every_worker(served: Served) -> None:
             c.close()
 
 
+class _Hammer:
+    """Searches on a new connection each, back to back in a thread, counting the statuses (a
+    connection error counts as ``0``: the killed worker's own connections)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.statuses: dict[int, int] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                r = httpx.post(f"{self.url}/v1/search", json={"query": "quokka"}, headers=AUTH, timeout=60)
+                status = r.status_code
+            except httpx.HTTPError:
+                status = 0
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def finish(self) -> dict[int, int]:
+        self.stop.set()
+        self.thread.join(120)
+        return self.statuses
+
+
 @pytest.mark.slow
 def test_a_dead_worker_is_restarted(served: Served) -> None:
     clients = _pinned(served.url, {1})
     old = clients[1].get("/healthz").json()["pid"]
     clients[1].close()
+    hammer = _Hammer(served.url)
     os.kill(old, signal.SIGKILL)
     deadline = time.monotonic() + 240
     seen_not_ready = False
@@ -273,6 +303,13 @@ def test_a_dead_worker_is_restarted(served: Served) -> None:
     assert new != old and not Path(f"/proc/{old}").exists()
     assert new in _children(served.proc.pid)
     wait_ready(served.url, timeout_s=240)
+    # issue 40: the restarted worker took no request before it was warm: no search got the
+    # 503 of a worker warming up while it restarted
+    statuses = hammer.finish()
+    assert statuses.get(200, 0) > 0 and 503 not in statuses, statuses
+    # and every line its workers logged names the worker
+    log = (served.data.parent / "serve.log").read_text("utf-8", "replace")
+    assert "[worker 0] " in log and "[worker 1] " in log, log[-3000:]
 
 
 def _writes_in_flight(url: str) -> float:
@@ -325,6 +362,53 @@ def test_sigterm_finishes_the_request_in_flight_then_stops_every_worker_the_lite
     listed = json.loads(done.stdout)
     rows = listed["resources"] if isinstance(listed, dict) else listed
     assert len(rows) == len(batch)
+
+
+@pytest.mark.slow
+def test_a_hung_worker_is_replaced_and_a_dead_lite_server_started_again(tmp_path: Path) -> None:
+    """Issue 40: a worker whose event loop stops (SIGSTOP here) is killed by the watchdog after
+    server.worker_timeout_s and replaced; the shared Milvus Lite server, SIGKILLed, is started
+    again on its port and searches through the workers find what they found before."""
+    s = _start(tmp_path / "data", HYBRIDSAG_SERVER__WORKER_TIMEOUT_S="3")
+    try:
+        doc = {"_id": "kept", "title": "Kept", "text": "The wombatfjord outlives its server."}
+        r = httpx.post(f"{s.url}/v1/resources", json=[doc], headers=AUTH, timeout=120)
+        assert r.status_code == 200 and r.json()["indexed"] == 1, r.text
+        query = {"query": "wombatfjord", "top_k": 3}
+        # the Lite server dies: started again, on its port
+        lite = [p for p in _children(s.proc.pid) if "milvus_lite server" in _cmdline(p)]
+        assert len(lite) == 1
+        os.kill(lite[0], signal.SIGKILL)
+        deadline = time.monotonic() + 240
+        while True:
+            again = [p for p in _children(s.proc.pid) if "milvus_lite server" in _cmdline(p)]
+            found = None
+            if again and again != lite:
+                r = httpx.post(f"{s.url}/v1/search", json=query, headers=AUTH, timeout=60)
+                found = r.json().get("results") if r.status_code == 200 else None
+            if found:
+                break
+            assert time.monotonic() < deadline, "the Lite server was not started again"
+            time.sleep(0.5)
+        assert [x["resource_id"] for x in found] == ["kept"]
+        # a worker hangs: killed and replaced
+        client = _pinned(s.url, {1})[1]
+        hung = client.get("/healthz").json()["pid"]
+        client.close()
+        os.kill(hung, signal.SIGSTOP)
+        deadline = time.monotonic() + 240
+        while Path(f"/proc/{hung}").exists():
+            assert time.monotonic() < deadline, "the hung worker was never killed"
+            time.sleep(0.2)
+        wait_ready(s.url, timeout_s=240)
+        client = _pinned(s.url, {1})[1]
+        assert client.get("/healthz").json()["pid"] != hung
+        client.close()
+        log = (s.data.parent / "serve.log").read_text("utf-8", "replace")
+        assert f"worker 1 (pid {hung}) is hung: no heartbeat for" in log, log[-3000:]
+        assert "the Milvus Lite server" in log and "starting it again" in log
+    finally:
+        _stop(s)
 
 
 @pytest.mark.parametrize(

@@ -79,3 +79,53 @@ def test_errors_of_the_work_reach_the_caller() -> None:
         assert gate.admitted == 0
     finally:
         gate.close()
+
+
+def test_lanes_take_turns_so_a_backlog_never_stands_before_another_lanes_call() -> None:
+    """Issue 40: tenant A's backlog of writes, queued while one runs, does not stand before
+    tenant B's one write: B's runs next. Each lane holds its own ``workers + queue`` places."""
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+    gate = Gate("write", workers=1, queue=5, retry_after_s=1)
+
+    def first() -> None:
+        started.set()
+        release.wait(30)
+        order.append("a0")
+
+    async def scenario() -> None:
+        running = asyncio.ensure_future(gate.run(first, lane="a"))
+        await asyncio.to_thread(started.wait, 30)
+        backlog = [asyncio.ensure_future(gate.run(order.append, f"a{i}", lane="a")) for i in (1, 2, 3, 4, 5)]
+        await asyncio.sleep(0)
+        with pytest.raises(OverloadError, match="of yours"):  # lane a: 6 of 6 places taken
+            await gate.run(order.append, "a6", lane="a")
+        single = asyncio.ensure_future(gate.run(order.append, "b1", lane="b"))  # b has its own
+        await asyncio.sleep(0)
+        assert gate.admitted == 7
+        release.set()
+        await asyncio.gather(running, *backlog, single)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        gate.close()
+    assert order == ["a0", "a1", "b1", "a2", "a3", "a4", "a5"]
+    assert gate.admitted == 0
+
+
+def test_a_closed_gate_refuses_and_finishes_what_it_admitted() -> None:
+    gate = Gate("write", workers=1, queue=2, retry_after_s=1)
+    done: list[int] = []
+
+    async def scenario() -> None:
+        calls = [asyncio.ensure_future(gate.run(done.append, i, lane="a")) for i in range(3)]
+        await asyncio.sleep(0)
+        await asyncio.to_thread(gate.close)  # waits for the three
+        await asyncio.gather(*calls)
+        with pytest.raises(OverloadError, match="stopping"):
+            await gate.run(done.append, 9)
+
+    asyncio.run(scenario())
+    assert done == [0, 1, 2]
