@@ -78,7 +78,9 @@ def respell(term: str, candidates: Mapping[str, int]) -> str | None:
     edits, within :func:`spelling_reach`; among equals the one that keeps more of the typed
     letters in order (fewer insertions and deletions: a dropped letter is the commonest typo),
     then the one more chunks hold, then the first in order; None where no candidate is that
-    near.
+    near, or where the index holds ``term`` with an "s" added or taken off its end ("tuples"
+    where the index says "tuple": an inflected word, which the fix would only widen to every
+    chunk of the other form).
 
     Example: ``respell("windos", {"windows": 12, "window": 30})`` is ``"windows"`` (one edit;
     "window" is two).
@@ -86,6 +88,8 @@ def respell(term: str, candidates: Mapping[str, int]) -> str | None:
     reach = spelling_reach(term)
     if not reach or not candidates:
         return None
+    if term[:-1] in candidates and term.endswith("s") or term + "s" in candidates:
+        return None  # a plural or singular of an index term is a word, not a typo
     from rapidfuzz import process
     from rapidfuzz.distance import OSA, Indel
 

@@ -52,6 +52,9 @@ def test_the_nearest_term_wins_then_the_more_frequent() -> None:
     assert respell("prepending", {"preceding": 9}) is None
     assert respell("helm", {"help": 100}) is None  # a word is never respelled
     assert respell("windos", {}) is None
+    # an inflected form of an index term is a word, not a typo
+    assert respell("tracebacks", {"traceback": 40}) is None
+    assert respell("fixtur", {"fixturs": 1, "fixture": 9}) is None
 
 
 def test_near_terms_read_one_prefix_range_of_a_term_table() -> None:
