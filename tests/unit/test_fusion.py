@@ -753,7 +753,7 @@ def test_rrf_then_rules_end_to_end() -> None:
 # public surface
 
 
-_SUBMODULES = {"confidence", "dedupe", "markdown", "rules", "text", "trust", "types"}
+_SUBMODULES = {"confidence", "dedupe", "markdown", "results", "rules", "text", "trust", "types"}
 
 
 def test_fusion_all_is_accurate() -> None:
@@ -772,10 +772,12 @@ def test_fusion_all_is_accurate() -> None:
         "QueryFacts",
         "RULE_REASONS",
         "SIGNAL_NAMES",
+        "STEPS",
         "Trust",
         "TrustModel",
         "apply_rules",
         "assess",
+        "cap_per_resource",
         "contains_whole_identifier",
         "convex",
         "defines_identifier",
@@ -783,6 +785,9 @@ def test_fusion_all_is_accurate() -> None:
         "is_heading_only",
         "list_stats",
         "looks_like_identifier",
+        "markup_only",
+        "merge_adjacent",
+        "monotone_scores",
         "normalise",
         "normalize_title",
         "rrf",
@@ -795,7 +800,8 @@ def test_fusion_all_is_accurate() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["convex", "dedupe", "fuse", "markdown", "rrf", "rules", "text", "trust", "types"]
+    "module",
+    ["convex", "dedupe", "fuse", "markdown", "results", "rrf", "rules", "text", "trust", "types"],
 )
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
