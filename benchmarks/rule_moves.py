@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for _qid, text in ds.queries:
             runs = hs.run_paths(paths, text, limit=settings.fusion.depth, filters=Filters()).runs
-            _records, _resources, views = hs.visible_chunks(runs, Filters())
+            views = hs.visible_chunks(runs, Filters())
             fused = rrf(runs, k=options["k"], depth=options["depth"], weights=options["weights"])
             apply_rules(
                 [f for f in fused if f.chunk_id in views],

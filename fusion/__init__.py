@@ -5,6 +5,7 @@ Standard library only, no I/O: everything here is a pure function of its argumen
 """
 
 from hybridsag.fusion.convex import NORMALISERS, convex, normalise
+from hybridsag.fusion.facts import chunk_facts
 from hybridsag.fusion.fuse import METHODS, STEPS, fuse
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.results import cap_per_resource, merge_adjacent, monotone_scores
@@ -28,7 +29,7 @@ from hybridsag.fusion.trust import (
     list_stats,
     trust_signals,
 )
-from hybridsag.fusion.types import ChunkView, Contribution, FusedHit, Hit
+from hybridsag.fusion.types import ChunkFacts, ChunkView, Contribution, FusedHit, Hit
 
 __all__ = [
     "DEFAULT_TRUST_MODEL",
@@ -38,6 +39,7 @@ __all__ = [
     "RULE_REASONS",
     "SIGNAL_NAMES",
     "STEPS",
+    "ChunkFacts",
     "ChunkView",
     "Contribution",
     "FusedHit",
@@ -48,6 +50,7 @@ __all__ = [
     "apply_rules",
     "assess",
     "cap_per_resource",
+    "chunk_facts",
     "contains_whole_identifier",
     "convex",
     "defines_identifier",

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from hybridsag.fusion.convex import NORMALISERS, convex
-from hybridsag.fusion.dedupe import collapse_duplicates
+from hybridsag.fusion.dedupe import collapse_duplicates, collapse_window
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.results import cap_per_resource, merge_adjacent
-from hybridsag.fusion.rules import RULE_SWITCHES, apply_rules
+from hybridsag.fusion.rules import RULE_SWITCHES, rules_window
 from hybridsag.fusion.trust import Trust
 from hybridsag.fusion.types import ChunkView, FusedHit, Hit
 
@@ -44,6 +44,7 @@ def fuse(
     judge_floor: float = 0.0,
     max_per_resource: int = 0,
     off: Collection[str] = (),
+    limit: int | None = None,
 ) -> list[FusedHit]:
     """Fuse the paths' lists the way a search does: :func:`rrf` (``method="rrf"``) or
     :func:`~hybridsag.fusion.convex.convex` (``method="convex"``, scores normalised per query
@@ -66,10 +67,21 @@ def fuse(
     switches the next-hop slots off whatever the trust (the caller found the question is not
     multi-hop).
 
+    With ``limit``, only the first ``limit`` hits of that list are returned, the same hits with
+    the same ranks, rules and duplicates, for less work: the rules that read a chunk's text run
+    over the hits that can still reach the first ``limit`` (:func:`rules_window`: the first
+    ``limit`` plus the places a rule may lift a hit), and the copies are folded over those
+    (:func:`collapse_window`; a hit further down is only looked up among their buckets). When
+    copies in that window leave fewer than ``limit`` distinct texts, the window doubles. The
+    merging of neighbours and the per-resource cap then run over that window, which doubles
+    until no hit after it can change their first ``limit`` results (:func:`_window_holds`: no
+    later hit neighbours a chunk of the window in its section, and none is of a resource
+    whose count the cap reads), else over the whole list.
+
     Raises:
         ValueError: a bad ``k``, ``depth``, weight, ``method``, ``normalisation``,
-            ``pin_exact_titles``, ``judge_floor`` or ``max_per_resource``, or a name in
-            ``off`` that is not in :data:`STEPS` (the message names it).
+            ``pin_exact_titles``, ``judge_floor``, ``max_per_resource`` or ``limit``, or a
+            name in ``off`` that is not in :data:`STEPS` (the message names it).
 
     Example:
         >>> from hybridsag.fusion.types import ChunkView, Hit
@@ -79,6 +91,8 @@ def fuse(
         >>> [h.chunk_id for h in fuse(runs, query="fish", chunks=views)]
         ['b', 'a']
     """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
     if method not in METHODS:
         raise ValueError(f"unknown fusion method {method!r}; valid: {', '.join(METHODS)}")
     if normalisation not in NORMALISERS:
@@ -98,22 +112,102 @@ def fuse(
         fused = rrf(runs, k=k, depth=depth, weights=weights)
     else:
         fused = convex(runs, weights=weights, depth=depth, method=normalisation)
-    ruled = apply_rules(
-        [f for f in fused if f.chunk_id in chunks],
-        query=query,
-        chunks=chunks,
-        pin_exact_titles=pin_exact_titles,
-        strict_identifiers=strict_identifiers,
-        judge_accept=judge_accept,
-        judge_order=judge_order,
-        next_hop=next_hop,
-        judge_floor=judge_floor,
-        off=off & set(RULE_SWITCHES),
-    )
-    if collapse and "duplicates" not in off:
-        ruled = collapse_duplicates(ruled, chunks)
-    if "merge_adjacent" not in off:
-        ruled = merge_adjacent(ruled, chunks)
-    if max_per_resource and "resource_cap" not in off:
-        ruled = cap_per_resource(ruled, chunks, cap=max_per_resource)
-    return ruled
+    visible = [f for f in fused if f.chunk_id in chunks]
+    rules_off = off & set(RULE_SWITCHES)
+    folding = collapse and "duplicates" not in off
+    merging = "merge_adjacent" not in off
+    capping = bool(max_per_resource) and "resource_cap" not in off
+
+    def ruled(want: int | None) -> tuple[list[FusedHit], bool]:
+        """The ruled and folded list's first ``want`` hits or more (all: ``None``), and
+        whether that is the whole list."""
+        need = want
+        while True:
+            exact, others = rules_window(
+                visible,
+                query=query,
+                chunks=chunks,
+                pin_exact_titles=pin_exact_titles,
+                strict_identifiers=strict_identifiers,
+                judge_accept=judge_accept,
+                judge_order=judge_order,
+                next_hop=next_hop,
+                judge_floor=judge_floor,
+                off=rules_off,
+                need=need,
+            )
+            if want is None or not others:  # the whole ruled list
+                return (collapse_duplicates(exact, chunks) if folding else exact), True
+            if not folding:
+                return exact, False
+            window = collapse_window(exact, others, chunks, want)
+            if window is not None:
+                return window, False
+            assert need is not None
+            need = max(2 * need, len(exact) + 1)
+
+    def regrouped(hits: list[FusedHit]) -> list[FusedHit]:
+        if merging:
+            hits = merge_adjacent(hits, chunks)
+        if capping:
+            hits = cap_per_resource(hits, chunks, cap=max_per_resource)
+        return hits
+
+    if limit is None:
+        return regrouped(ruled(None)[0])
+    want = limit
+    while True:
+        hits, whole = ruled(want)
+        if whole or not (merging or capping):
+            return regrouped(hits)[:limit]
+        out = regrouped(hits)
+        if _window_holds(out, hits, visible, chunks, limit, merging, max_per_resource * capping):
+            return out[:limit]
+        want *= 2
+
+
+def _window_holds(
+    out: Sequence[FusedHit],
+    window: Sequence[FusedHit],
+    visible: Sequence[FusedHit],
+    chunks: Mapping[str, ChunkView],
+    limit: int,
+    merging: bool,
+    cap: int,
+) -> bool:
+    """Whether ``out``, the merged and capped ``window`` (the first hits of the ruled and
+    folded list), begins with the first ``limit`` results the whole list would give: it has
+    ``limit`` results none of which the cap moved down (a hit after the window may stand
+    before those), no hit after the window (every ``visible`` hit not in it nor folded into
+    it: a superset) neighbours a chunk of the window in its section (it would join that
+    chunk's result, and may join two of them), and with ``cap`` above 0, no resource that
+    has a result in ``out`` has more hits after the window than its ``cap`` leaves room for
+    (they would be held back and listed on its best result, or take a place)."""
+    if len(out) < limit or any("resource_cap" in h.rules for h in out[:limit]):
+        return False
+    inside = {c for h in window for c in (h.chunk_id, *h.duplicates)}
+    later = [chunks[f.chunk_id] for f in visible if f.chunk_id not in inside]
+    if merging:
+        members = {
+            (v.resource_id, v.heading_path, v.ordinal)
+            for h in window
+            if (v := chunks.get(h.chunk_id)) is not None and v.ordinal is not None
+        }
+        for v in later:
+            if v.ordinal is not None and (
+                (v.resource_id, v.heading_path, v.ordinal - 1) in members
+                or (v.resource_id, v.heading_path, v.ordinal + 1) in members
+            ):
+                return False
+    if cap:
+        shown: dict[str, int] = {}
+        for h in out:
+            if (v := chunks.get(h.chunk_id)) is not None:
+                shown[v.resource_id] = shown.get(v.resource_id, 0) + 1
+        more: dict[str, int] = {}
+        for v in later:
+            if v.resource_id in shown:
+                more[v.resource_id] = more.get(v.resource_id, 0) + 1
+        if any(shown[r] + n > cap for r, n in more.items()):
+            return False
+    return True

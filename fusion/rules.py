@@ -56,6 +56,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from hybridsag.fusion.facts import facts_of
 from hybridsag.fusion.markdown import markup_only
 from hybridsag.fusion.text import (
     contains_phrase,
@@ -65,7 +66,6 @@ from hybridsag.fusion.text import (
     heading_defines_identifier,
     heading_names_version,
     hyphenated_name,
-    is_heading_only,
     literal_phrase,
     looks_like_identifier,
     normalize_title,
@@ -73,7 +73,10 @@ from hybridsag.fusion.text import (
 )
 from hybridsag.fusion.types import ChunkView, FusedHit
 
-__all__ = ["RULE_BOUNDS", "RULE_REASONS", "RULE_SWITCHES", "RuleBound", "apply_rules", "bounded"]
+__all__ = [
+    "RULE_BOUNDS", "RULE_REASONS", "RULE_SWITCHES", "RuleBound", "apply_rules", "bounded",
+    "rules_window",
+]  # fmt: skip
 
 #: One line per rule name, for the explain block of a result.
 RULE_REASONS: Mapping[str, str] = {
@@ -161,6 +164,7 @@ def apply_rules(
     judge_floor: float = 0.0,
     off: Collection[str] = (),
     trace: Callable[[str, Sequence[FusedHit], Sequence[FusedHit]], None] | None = None,
+    limit: int | None = None,
 ) -> list[FusedHit]:
     """Re-rank fused hits with the bounded rules of the module docstring.
 
@@ -249,11 +253,14 @@ def apply_rules(
             judged hit takes part both ways).
         off: names of :data:`RULE_SWITCHES` to leave out (an ablation; none by default).
         trace: called with (bound name, hits before, the order the rule asked for) before each
-            bounded step (``benchmarks/rule_moves.py`` measures the moves with it).
+            bounded step (``benchmarks/rule_moves.py`` measures the moves with it; with
+            ``limit``, rules 8 to 10 and the identifier tiers show the window they ran over).
+        limit: only the first ``limit`` hits of the result are wanted (:func:`rules_window`).
 
     Returns:
         A new list: ranks renumbered ``1..n``, scores and contributions unchanged, each hit's
-        ``rules`` extended with the names of the rules that fired for it.
+        ``rules`` extended with the names of the rules that fired for it; with ``limit``, its
+        first ``limit`` hits.
 
     Raises:
         ValueError: ``pin_exact_titles`` below 0, ``judge_floor`` outside 0..1, or a name in
@@ -267,8 +274,59 @@ def apply_rules(
         >>> [h.chunk_id for h in apply_rules(hits, query="我的喜好", chunks=views)]
         ['b', 'a']
     """
+    exact, _others = rules_window(
+        fused,
+        query=query,
+        chunks=chunks,
+        pin_exact_titles=pin_exact_titles,
+        strict_identifiers=strict_identifiers,
+        judge_accept=judge_accept,
+        judge_order=judge_order,
+        next_hop=next_hop,
+        judge_floor=judge_floor,
+        off=off,
+        trace=trace,
+        need=limit,
+    )
+    return exact if limit is None else exact[:limit]
+
+
+def rules_window(
+    fused: Sequence[FusedHit],
+    *,
+    query: str,
+    chunks: Mapping[str, ChunkView],
+    pin_exact_titles: int = 3,
+    strict_identifiers: bool = False,
+    judge_accept: float | None = None,
+    judge_order: bool = False,
+    next_hop: bool = True,
+    judge_floor: float = 0.0,
+    off: Collection[str] = (),
+    trace: Callable[[str, Sequence[FusedHit], Sequence[FusedHit]], None] | None = None,
+    need: int | None = None,
+) -> tuple[list[FusedHit], list[FusedHit]]:
+    """:func:`apply_rules` for a caller that wants only the first ``need`` hits:
+    ``(exact, others)``, where ``exact`` is the first ``min(need, n)`` hits of
+    :func:`apply_rules`' result or more (the same hits, ranks ``1..len(exact)`` and rule
+    names), and ``others`` every other hit it keeps, in no stated order, ranks and rule names
+    not final; ``need=None``: ``(the whole result, [])``.
+
+    Rules 1 to 7 (drops, pins, the judge and next-hop steps) read no text but the stored
+    facts and the paths' ranks, and where a hit is wanted depends on every other hit's
+    (a deep next-hop hit moves the slots of the hits above it), so they run over every hit.
+    Rules 8 to 10 and the identifier tiers are stable partitions: whether one fires is read
+    over every hit (stopping at the first hit of each side), but the order it asks for among
+    the first ``w`` hits does not depend on the others, and a bounded step
+    (:func:`bounded`) fills its first ``w - up`` slots from the first ``w`` hits alone. So they
+    run over the first ``need`` hits plus the ``up`` bound of each step that fires (at most
+    ``50 + 5 + 50`` more; the tiers' ``50``), and the first ``need`` of what they return is
+    what every hit would have given.
+    """
     if pin_exact_titles < 0:
         raise ValueError(f"pin_exact_titles must be >= 0, got {pin_exact_titles!r}")
+    if need is not None and need < 0:
+        raise ValueError(f"need must be >= 0 or None, got {need!r}")
     if not 0.0 <= judge_floor <= 1.0:
         raise ValueError(f"judge_floor must be in 0..1, got {judge_floor!r}")
     off = frozenset(off)
@@ -285,10 +343,11 @@ def apply_rules(
         for hit in kept
         if (view := chunks.get(hit.chunk_id)) is not None
         and query_norm
-        and normalize_title(view.title) == query_norm
+        and _title_norm(view) == query_norm
     }
     pins = 0 if "exact_title" in off else pin_exact_titles
     pinned, rest = _exact_title(kept, chunks, title_match, pins)
+    want = None if need is None else max(0, need - len(pinned))
 
     def _step(name: str, before: list[FusedHit], desired: list[FusedHit]) -> list[FusedHit]:
         if name in off:
@@ -297,6 +356,7 @@ def apply_rules(
             trace(name, before, desired)
         return bounded(before, desired, RULE_BOUNDS[name])
 
+    others: list[FusedHit] = []
     ident = looks_like_identifier(query) or _defined_hyphenated(query, rest, chunks)
     if ident is None:
         offset = len(pinned)
@@ -306,24 +366,39 @@ def apply_rules(
             rest = _step("next_hop_slot", rest, _next_hop_others(rest, offset=offset))
         if judge_order:
             rest = _step("judge_order", rest, _judge_order(rest, judge_floor))
-        rest = _evidence_steps(query, rest, chunks, _step)
+        rest, others = _evidence_steps(query, rest, chunks, _step, want)
     else:
         if next_hop:
             rest = _step("next_hop_slot", rest, _next_hop_slots(rest, offset=len(pinned)))
-        tiered = [_identifier_tier(hit, chunks.get(hit.chunk_id), ident) for hit in rest]
+        window = len(rest) if want is None else want + _up("identifier_tiers")
+        tiered = [_identifier_tier(hit, chunks.get(hit.chunk_id), ident) for hit in rest[:window]]
         if (
             strict_identifiers
             and not title_match
             and all(tier > _TIER_WHOLE for tier, _hit in tiered)
+            and all(
+                _identifier_tier(hit, chunks.get(hit.chunk_id), ident)[0] > _TIER_WHOLE
+                for hit in rest[window:]
+            )
         ):
-            return []
+            return [], []
         desired = [hit for _tier, hit in sorted(tiered, key=lambda item: item[0])]
-        rest = _step("identifier_tiers", rest, desired)
+        ruled = _step("identifier_tiers", rest[:window], desired)
+        cut = len(ruled) if want is None or window >= len(rest) else want
+        rest, others = ruled[:cut], ruled[cut:] + rest[window:]
 
-    return [
-        dataclasses.replace(hit, rank=position)
+    exact = [
+        hit if hit.rank == position else dataclasses.replace(hit, rank=position)
         for position, hit in enumerate(pinned + rest, start=1)
     ]
+    return exact, others
+
+
+def _up(name: str) -> int:
+    """The ``up`` bound of a partition step (each is bounded)."""
+    up = RULE_BOUNDS[name].up
+    assert up is not None
+    return up
 
 
 def bounded(
@@ -343,6 +418,8 @@ def bounded(
     n = len(before)
     if len(desired) != n:
         raise ValueError(f"bounded: {len(desired)} desired hits for {n} hits before")
+    if all(a is b for a, b in zip(before, desired)):  # nothing asked to move
+        return list(desired)
     up = n if bound.up is None else bound.up
     down = n if bound.down is None else bound.down
     places: dict[str, deque[int]] = {}
@@ -428,36 +505,55 @@ def _evidence_steps(
     hits: list[FusedHit],
     chunks: Mapping[str, ChunkView],
     step: Callable[[str, list[FusedHit], list[FusedHit]], list[FusedHit]],
-) -> list[FusedHit]:
+    want: int | None = None,
+) -> tuple[list[FusedHit], list[FusedHit]]:
     """Rules 8 to 10 for a query that is not an identifier, each one bounded step: the section
     of the version the query names first, then hits in the query's script before those in
-    another, then the hits holding the query's literal string first (last, so that it wins)."""
+    another, then the hits holding the query's literal string first (last, so that it wins).
+    A step fires when both of its sides hold a hit (read over every hit); it runs over the
+    first ``want`` hits and the ``up`` bounds of the steps that fire (:func:`rules_window`).
+    Returns ``(the first hits, exactly; the others)``: every hit and none with ``want=None``."""
     version, script, phrase = version_in(query), dominant_script(query), literal_phrase(query)
-    scripts = (
-        {
-            hit.chunk_id: dominant_script(view.text)
-            for hit in hits
-            if (view := chunks.get(hit.chunk_id)) is not None
-        }
-        if script is not None
-        else {}
-    )
     # (bound name, the test of the hits that go first, rule name of those, of the others)
     steps: list[tuple[str, Callable[[ChunkView], bool], str | None, str | None]] = []
     if version is not None:
         steps.append(("version_heading", lambda v: heading_names_version(v.heading_path, version),
                       "version_heading", None))  # fmt: skip
-    if script is not None and script in scripts.values():
-        steps.append(("query_language", lambda v: scripts[v.chunk_id] in (None, script),
+    if script is not None and any(
+        (view := chunks.get(hit.chunk_id)) is not None and facts_of(view).script == script
+        for hit in hits
+    ):
+        steps.append(("query_language", lambda v: facts_of(v).script in (None, script),
                       None, "other_language"))  # fmt: skip
     if phrase is not None:
         steps.append(("exact_phrase", lambda v: contains_phrase(v.text, phrase),
                       "exact_phrase", None))  # fmt: skip
-    for name, test, front_rule, back_rule in steps:
-        hits = step(
-            name, hits, _front(hits, chunks, test, front_rule=front_rule, back_rule=back_rule)
+    fired = [s for s in steps if _splits(hits, chunks, s[1])]
+    window = len(hits) if want is None else want + sum(_up(name) for name, *_ in fired)
+    ruled = hits[:window]
+    for name, test, front_rule, back_rule in fired:
+        ruled = step(
+            name, ruled, _front(ruled, chunks, test, front_rule=front_rule, back_rule=back_rule)
         )
-    return hits
+    if want is None or window >= len(hits):
+        return ruled, []
+    return ruled[:want], ruled[want:] + hits[window:]
+
+
+def _splits(hits: list[FusedHit], chunks: Mapping[str, ChunkView],
+            test: Callable[[ChunkView], bool]) -> bool:  # fmt: skip
+    """Whether ``test`` puts some of ``hits`` first and leaves some after (a hit without a
+    view goes after), read until one of each is seen."""
+    front = back = False
+    for hit in hits:
+        view = chunks.get(hit.chunk_id)
+        if view is not None and test(view):
+            front = True
+        else:
+            back = True
+        if front and back:
+            return True
+    return False
 
 
 def _front(
@@ -469,15 +565,14 @@ def _front(
     back_rule: str | None = None,
 ) -> list[FusedHit]:
     """The hits whose chunk passes ``test`` first, the others after, each side in its order,
-    named ``front_rule`` and ``back_rule``; ``hits`` itself when either side is empty (a hit
-    without a view goes after)."""
+    named ``front_rule`` and ``back_rule`` (a hit without a view goes after). The caller has
+    read that the step fires (:func:`_splits`, over every hit): a window of them may hold one
+    side only, and is named all the same."""
     front: list[FusedHit] = []
     back: list[FusedHit] = []
     for hit in hits:
         view = chunks.get(hit.chunk_id)
         (front if view is not None and test(view) else back).append(hit)
-    if not front or not back:
-        return hits
     if front_rule is not None:
         front = [_with_rules(hit, (front_rule,)) for hit in front]
     if back_rule is not None:
@@ -589,13 +684,20 @@ def _judge_order(hits: list[FusedHit], floor: float = 0.0) -> list[FusedHit]:
 
 
 def _dropped(view: ChunkView | None, off: frozenset[str]) -> bool:
-    """Rule 1: the chunk is only headings (``drop_heading_only``) or only other markup
-    (``drop_stub``), and that drop is not switched off."""
+    """Rule 1: the chunk is only headings (``drop_heading_only``: its stored facts) or only
+    other markup (``drop_stub``: :func:`~hybridsag.fusion.markdown.markup_only`, which reads
+    no further than the first letter or digit of a text that starts with one), and that drop
+    is not switched off."""
     if view is None:
         return False
-    if is_heading_only(view.text):
+    if facts_of(view).heading_only:
         return "drop_heading_only" not in off
     return "drop_stub" not in off and markup_only(view.text)
+
+
+def _title_norm(view: ChunkView) -> str:
+    """The view's normalised title: the one its store keeps, else computed."""
+    return view.title_norm if view.title_norm is not None else normalize_title(view.title)
 
 
 def _with_rules(hit: FusedHit, names: tuple[str, ...]) -> FusedHit:

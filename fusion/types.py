@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChunkView", "Contribution", "FusedHit", "Hit"]
+__all__ = ["ChunkFacts", "ChunkView", "Contribution", "FusedHit", "Hit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +113,29 @@ class FusedHit:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkFacts:
+    """What fusion reads of a chunk's text, computed once when it is written
+    (:func:`hybridsag.fusion.facts.chunk_facts`): ``script``, the script its prose is written
+    in (:func:`~hybridsag.fusion.text.dominant_script`; ``None``: no dominant script);
+    ``shingles``, the sorted distinct 32-bit hashes of its word 3-shingles
+    (:func:`~hybridsag.fusion.facts.shingles`, at least one); ``heading_only``, it is empty or
+    only Markdown headings (:func:`~hybridsag.fusion.text.is_heading_only`)."""
+
+    script: str | None
+    shingles: tuple[int, ...]
+    heading_only: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkView:
     """What fusion rules may read of a chunk: no I/O, supplied by the caller. ``ordinal`` is the
     chunk's 0-based place in its resource (None when unknown): an exact title pins the
-    resource's lead chunk, the one with the lowest ordinal."""
+    resource's lead chunk, the one with the lowest ordinal.
+
+    Two values a store keeps so that a search does not derive them again, each ``None`` when
+    the caller has none (fusion then computes it from ``title`` or ``text``, the same way):
+    ``title_norm``, :func:`~hybridsag.fusion.text.normalize_title` of ``title``; ``facts``,
+    :func:`~hybridsag.fusion.facts.chunk_facts` of ``text``."""
 
     chunk_id: str
     resource_id: str
@@ -124,3 +143,5 @@ class ChunkView:
     heading_path: str
     text: str
     ordinal: int | None = None
+    title_norm: str | None = None
+    facts: ChunkFacts | None = None

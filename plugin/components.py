@@ -359,6 +359,7 @@ class Components:
             )
         else:
             index = make_dense_index(self.settings, index_id=None if m.attach else self.index_id)
+            index = self._exact_search(index)
         try:
             stored_model = self.store.get_meta(META_MODEL)
             if stored_model is not None and stored_model != self._model_name():
@@ -385,6 +386,26 @@ class Components:
                 index.close()
             raise
         return index
+
+    def _exact_search(self, index: DenseIndex) -> DenseIndex:
+        """``index`` searched exactly in this process
+        (:class:`~hybridsag.vectors.exact.ExactDenseIndex`, its rows loaded from the vectors
+        the store keeps) when it is this data dir's own collection in the embedded Milvus Lite
+        store and the store holds at most ``milvus.exact_search_max_rows`` vectors; else
+        ``index`` itself."""
+        from hybridsag.vectors.index import MilvusDenseIndex
+
+        m = self.settings.milvus
+        if m.uri is not None or m.attach or not isinstance(index, MilvusDenseIndex):
+            return index
+        if not 0 < m.exact_search_max_rows or self.store.vector_count() > m.exact_search_max_rows:
+            return index
+        from hybridsag.milvus_client import lite_path
+        from hybridsag.vectors.exact import ExactDenseIndex, store_rows
+
+        return ExactDenseIndex(
+            index, where=str(lite_path(self.settings)), rows=lambda: store_rows(self.store)
+        )
 
     def rebuild_vectors(self, *, progress: Callable[[int], None] | None = None) -> int:
         """Give this data dir an index id if it has none (its vectors were an older build's),

@@ -12,7 +12,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from functools import partial
@@ -200,17 +200,18 @@ def fuse_step(
     *,
     weights: Mapping[str, float] | None = None,
     judge_order: bool | None = None,
+    limit: int | None = None,
 ) -> tuple[list[FusedHit], Trust | None]:
     """The fusion step of a search, which every offline run calls too
     (:mod:`hybridsag.evaluation.offline_runs`), so that what they score is what a search returns: with
     ``fusion.trust`` on, :func:`hybridsag.fusion.assess` under ``model`` weighs the paths from
     ``weights`` (default ``fusion.weights``); then :func:`hybridsag.fusion.fuse` with
     ``fusion``'s options (``judge_order`` overrides its own), by rank (RRF) when a path's
-    scores are hidden; with ``fusion.next_hop_slots = "multi-hop"`` the next-hop slots hold only
-    for a question ``fusion_in.shape`` reads as multi-hop
-    (:func:`~hybridsag.paths.evidence.reads_multi_hop`). Returns the ruled hits and the trust
-    decision (``None`` with the step off). ValueError: the step is on and ``fusion_in.facts`` is
-    ``None``, or a bad option."""
+    scores are hidden, and only its first ``limit`` hits (``None``: all); with
+    ``fusion.next_hop_slots = "multi-hop"`` the next-hop slots hold only for a question
+    ``fusion_in.shape`` reads as multi-hop (:func:`~hybridsag.paths.evidence.reads_multi_hop`).
+    Returns the ruled hits and the trust decision (``None`` with the step off). ValueError: the
+    step is on and ``fusion_in.facts`` is ``None``, or a bad option."""
     chosen = fusion.weights if weights is None else weights
     trust = None
     if fusion.trust:
@@ -227,6 +228,7 @@ def fuse_step(
         chunks=fusion_in.views,
         trust=trust,
         next_hop=next_hop_slots(fusion_in, fusion),
+        limit=limit,
         **options,
     )
     return fused, trust
@@ -840,13 +842,15 @@ class HybridSearch:
             ran = self.run_paths(names, query, limit=depth, filters=flt)
         timings, reasons = ran.timings, ran.reasons
         t_fuse = time.perf_counter()
-        fusion_in, records, resources = self.fusion_input(
-            names, query, ran, flt, facts=s.fusion.trust
-        )
+        fusion_in = self.fusion_input(names, query, ran, flt, facts=s.fusion.trust)
         model = self.components.trust_model()
-        ruled, trust = fuse_step(
-            fusion_in, s.fusion, model, weights=fusion_weights, judge_order=judge_order
+        # the hits a response shows (the confidence reads the first two); more are fused
+        # only when stale files hold some of them back (below)
+        window = max(top_k, 2)
+        step = partial(
+            fuse_step, fusion_in, s.fusion, model, weights=fusion_weights, judge_order=judge_order
         )
+        ruled, trust = step(limit=window)
         hidden = fusion_in.hidden
         # the confidence is part of the fusion step's time (it reads what fusion made)
         confidence, _features = confidence_step(
@@ -856,11 +860,10 @@ class HybridSearch:
         if confidence is None:  # nothing found: no top result answers the query
             confidence = 0.0
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
-        shown: list[tuple[FusedHit, str | None]] = []
+        shown: list[tuple[FusedHit, str | None, dict[str, ChunkRecord]]] = []
         hidden_stale: list[dict[str, Any]] = []
         reasons_of: dict[str, str | None] = {}  # one stat per resource
-        for f in ruled:
-            rec = records[f.chunk_id]
+        for f, rec, resources, records in self._shown(ruled, top_k, flt, step, window):
             if rec.key not in reasons_of:
                 reasons_of[rec.key] = stale_reason(resources[rec.key])
             stale = reasons_of[rec.key]
@@ -874,10 +877,10 @@ class HybridSearch:
                     }
                 )
                 continue
-            shown.append((f, stale))
+            shown.append((f, stale, records))
             if len(shown) >= top_k:
                 break
-        listed = {c for f, _stale in shown for c in (f.chunk_id, *f.merged)}
+        listed = {c for f, _stale, _recs in shown for c in (f.chunk_id, *f.merged)}
         one_hop = None if next_hop_slots(fusion_in, s.fusion) else fusion_in.shape
         results = [
             self._result(
@@ -896,8 +899,8 @@ class HybridSearch:
                 score=score,
                 one_hop=one_hop,
             )
-            for rank, ((f, stale), score) in enumerate(
-                zip(shown, monotone_scores([f.score for f, _stale in shown])), start=1
+            for rank, ((f, stale, records), score) in enumerate(
+                zip(shown, monotone_scores([f.score for f, _stale, _recs in shown])), start=1
             )
         ]
         withheld = None
@@ -974,34 +977,27 @@ class HybridSearch:
 
     def visible_chunks(
         self, runs: Mapping[str, Sequence[Hit]], filters: Filters
-    ) -> tuple[dict[str, ChunkRecord], dict[str, ResourceRecord], dict[str, ChunkView]]:
-        """What fusion may see of the runs' chunks (ranks up to ``fusion.depth``): their
-        records, their resources (by key), and a :class:`ChunkView` of each chunk whose resource
-        still exists and passes ``filters`` (the post-fusion check). A view's ``resource_id`` is
-        the resource's key (:func:`~hybridsag.records.store.resource_key`: the id in tenant ``""``), so
-        that fusion never takes two tenants' resources of one id for one."""
+    ) -> dict[str, ChunkView]:
+        """What fusion may see of the runs' chunks (ranks up to ``fusion.depth``): a
+        :class:`ChunkView` of each chunk whose resource still exists and passes ``filters``
+        (the post-fusion check), read in one statement with its stored facts
+        (:meth:`~hybridsag.records.store.Store.chunk_views`). A view's ``resource_id`` is the
+        resource's key (:func:`~hybridsag.records.store.resource_key`: the id in tenant
+        ``""``), so that fusion never takes two tenants' resources of one id for one. The
+        records a response shows are read after fusion, for the hits it shows."""
         depth = self.settings.fusion.depth
-        store = self.components.store
         ids = dict.fromkeys(h.chunk_id for hits in runs.values() for h in hits if h.rank <= depth)
-        records = store.chunks(ids)
-        resources = store.resources(r.key for r in records.values())
-        # chunks and resources are two reads: a resource deleted between them is simply gone
-        views = {
-            cid: ChunkView(cid, r.key, r.title, r.heading_path, r.text, r.ordinal)
-            for cid, r in records.items()
-            if (res := resources.get(r.key)) is not None and filters.allows(res)
-        }
-        return records, resources, views
+        return self.components.store.chunk_views(ids, filters)
 
     def fusion_input(
         self, names: Sequence[str], query: str, ran: PathRuns, filters: Filters, *, facts: bool
-    ) -> tuple[FusionInput, dict[str, ChunkRecord], dict[str, ResourceRecord]]:
+    ) -> FusionInput:
         """What the fusion step reads of ``ran``, the runs of the paths ``names`` for the
         validated ``query`` (a search and every offline capture build it here): the visible
         chunks, the trust step's query facts when ``facts`` (:func:`hybridsag.paths.query_facts.query_facts`,
         the embedder asked only when an embedding path ran; timed as ``trust_ms``), the paths a
-        tenant filter hides; with the chunks' records and their resources."""
-        records, resources, views = self.visible_chunks(ran.runs, filters)
+        tenant filter hides."""
+        views = self.visible_chunks(ran.runs, filters)
         measured: QueryFacts | None = None
         if facts:
             t0 = time.perf_counter()
@@ -1020,7 +1016,44 @@ class HybridSearch:
             ),
             None,
         )
-        return FusionInput(query, ran.runs, views, measured, hidden, shape), records, resources
+        return FusionInput(query, ran.runs, views, measured, hidden, shape)
+
+    def _shown(
+        self,
+        ruled: list[FusedHit],
+        top_k: int,
+        filters: Filters,
+        fuse_more: Callable[..., tuple[list[FusedHit], Trust | None]],
+        window: int,
+    ) -> Iterator[tuple[FusedHit, ChunkRecord, dict[str, ResourceRecord], dict[str, ChunkRecord]]]:
+        """The fused hits ``ruled`` (the first ``window`` of the fusion, or all of them when
+        fewer) in order, each with its chunk record and the chunk and resource records read
+        with it (its copies', its merged neighbours' and its resource's held-back hits' among
+        them), read ``top_k`` hits at a time as the response takes
+        them. A response that takes more than the window (stale results held back) gets the
+        rest from ``fuse_more(limit=None)``, the whole fusion, whose first hits are these. A
+        hit whose chunk or resource went away since fusion read its view, or that no longer
+        passes ``filters``, is left out."""
+        store = self.components.store
+        whole = len(ruled) < window
+        pos = 0
+        while True:
+            if pos >= len(ruled):
+                if whole:
+                    return
+                ruled, whole = fuse_more(limit=None)[0], True
+                continue
+            page = ruled[pos : pos + top_k]
+            pos += len(page)
+            records = store.chunks(
+                c for f in page for c in (f.chunk_id, *f.duplicates, *f.merged, *f.capped)
+            )
+            resources = store.resources(r.key for r in records.values())
+            for f in page:
+                rec = records.get(f.chunk_id)
+                res = resources.get(rec.key) if rec is not None else None
+                if rec is not None and res is not None and filters.allows(res):
+                    yield f, rec, resources, records
 
     def _timed_path(
         self, name: str, query: str, limit: int, flt: Filters, peers: Mapping[str, Any]

@@ -9,12 +9,15 @@ that can end nothing, so text full of ``3.14`` or ``e.g. the`` costs no Python c
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 __all__ = [
     "ITEM_RE",
     "NEWLINE_RE",
     "Span",
+    "has_name",
     "line_table",
+    "name_spans",
     "paragraph_spans",
     "split_sentences",
     "trim_span",
@@ -206,3 +209,36 @@ def split_sentences(text: str) -> list[str]:
     if para:
         paragraph_spans(text, para, starts, ends, spans)
     return [text[s:e] for s, e in spans]
+
+
+def name_spans(name: str, text: str) -> Iterator[tuple[int, int]]:
+    r"""The spans where ``name`` stands in ``text`` as a whole name (no word character, ``\w``,
+    right before or after it; case as given), left to right and not overlapping: what
+    ``re.finditer(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text)`` finds, by ``str.find``,
+    with no pattern compiled per name (SAG2's judge and evidence set ask it for thousands of
+    titles a search; compiling each costs milliseconds, and searching a compiled one that starts
+    with a look-behind tries a match at every position). An empty ``name`` has no span."""
+    n = len(name)
+    if not n:
+        return
+    size = len(text)
+    start = text.find(name)
+    while start >= 0:
+        end = start + n
+        if (start == 0 or not _word_char(text[start - 1])) and (
+            end == size or not _word_char(text[end])
+        ):
+            yield start, end
+            start = text.find(name, end)
+        else:
+            start = text.find(name, start + 1)
+
+
+def has_name(name: str, text: str) -> bool:
+    """Whether ``name`` stands in ``text`` as a whole name (:func:`name_spans`)."""
+    return next(name_spans(name, text), None) is not None
+
+
+def _word_char(ch: str) -> bool:
+    r"""``\w`` of Python's ``re`` on str: alphanumeric (``str.isalnum``) or ``_``."""
+    return ch.isalnum() or ch == "_"

@@ -205,7 +205,7 @@ def capture_group(g: Group, cs: dict[str, Corpus], work: Path, opened: dict[str,
     for qid, text, gold in sample(questions_of(ds), g.limit, g.name):
         query = validate_query(text, max_chars=s.query.max_chars)
         ran = hs.run_paths(names, query, limit=max(s.fusion.depth, 10), filters=flt)
-        fusion_in = hs.fusion_input(names, query, ran, flt, facts=s.fusion.trust)[0]
+        fusion_in = hs.fusion_input(names, query, ran, flt, facts=s.fusion.trust)
         keys = frozenset(resource_key(r, g.tenant or "") for r in gold)
         out.append({"qid": qid, "gold": keys if g.relevant else frozenset(),
                     "fusion_in": fusion_in, "reasons": dict(ran.reasons)})

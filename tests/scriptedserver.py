@@ -6,7 +6,8 @@ ephemeral port (or a given one). Every POST is read, parsed as JSON (``body`` is
 not JSON), numbered (``request_id``: ``req-0001`` by arrival), recorded in ``server.requests``
 (path, headers, raw and parsed body, arrival/finish times, status) and answered by the
 subclass's :meth:`ScriptedServer.respond`, which gets the next scripted :class:`Fault` (FIFO,
-one per request in arrival order; ``Fault("ok")`` when the queue is empty). ``latency_s``
+one per request in arrival order; ``Fault("ok")`` when the queue is empty). A GET is answered
+by :meth:`ScriptedServer.respond_get` (405 unless a subclass serves the path). ``latency_s``
 delays every reply, a ``delay`` fault one reply (both to make concurrency and timeouts
 observable); ``server.max_concurrent`` is the most requests ever in progress at once.
 """
@@ -97,7 +98,8 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        self._send(Reply.json(405, {"error": {"message": "use POST"}}), "req-get")
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self._send(self.server.owner.respond_get(self.path, headers), "req-get")
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         owner = self.server.owner
@@ -182,6 +184,10 @@ class ScriptedServer:
 
     def respond(self, record: RecordedRequest, fault: Fault) -> Reply:  # pragma: no cover
         raise NotImplementedError
+
+    def respond_get(self, path: str, headers: Mapping[str, str]) -> Reply:
+        """The answer to ``GET path`` (not recorded, no fault): 405 unless a subclass serves it."""
+        return Reply.json(405, {"error": {"message": "use POST"}})
 
     def start(self) -> ScriptedServer:
         httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)

@@ -164,7 +164,7 @@ def capture(
         t0 = time.perf_counter()
         query = validate_query(text, max_chars=s.query.max_chars)
         ran = hs.run_paths(names, query, limit=max(s.fusion.depth, DEPTH), filters=flt)
-        fusion_in = hs.fusion_input(names, query, ran, flt, facts=True)[0]
+        fusion_in = hs.fusion_input(names, query, ran, flt, facts=True)
         ms = (time.perf_counter() - t0) * 1000.0
         if on_question is not None:
             fusion_in = on_question(qid, fusion_in)

@@ -59,7 +59,7 @@ __all__ = [
 RANK_METRICS = ("recall@1", "recall@2", "recall@5", "recall@10", "ndcg@10")
 
 #: Bump when what a capture holds changes (older cached captures are then ignored).
-CAPTURE_VERSION = 4
+CAPTURE_VERSION = 5  # 5: views carry the stored title norm and chunk facts
 #: The paths a capture runs (sag2 joins the dense path's hits into its pool).
 CAPTURE_PATHS = ("sag2", "dense", "title", "bm25")
 
@@ -158,7 +158,7 @@ def capture_set(
                 pools[qid] = dict(pool)
                 pool.clear()
                 pool_hits = [Hit(c, "sag2", 1, 0.0, 0.0) for c in pools[qid].get("ids", [])]
-                _records, _resources, seen = hs.visible_chunks({"sag2": pool_hits}, Filters())
+                seen = hs.visible_chunks({"sag2": pool_hits}, Filters())
                 return replace(fusion_in, views={**seen, **fusion_in.views})
 
             sag2.trace.on_final_pool = on_pool  # type: ignore[attr-defined]

@@ -13,7 +13,8 @@ __all__ = ["IngestProgress", "as_progress"]
 
 class IngestProgress:
     """What an ingest tells as it goes; every hook is a no-op here, a progress bar overrides
-    the ones it shows. Called from the ingesting thread."""
+    the ones it shows. Called from one thread: the one that stages the batches (the ingesting
+    thread, or the stager thread of an ingest of several batches)."""
 
     def start(self, documents: int | None) -> None:
         """The ingest expects ``documents`` items (``None``: not known in advance)."""

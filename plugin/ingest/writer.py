@@ -2,7 +2,9 @@
 
 Every write holds the data dir's :class:`WriteLock` (a thread lock plus ``flock`` on
 ``<data_dir>/write.lock``, so threads and processes sharing the data dir take turns). Chunking,
-tokenizing and embedding happen before the lock is taken; inside it:
+tokenizing and embedding happen before the lock is taken; an ingest of several batches stages
+(chunks, tokenizes, embeds) the next batch in a thread while the current one is written, one
+batch ahead at most. Inside the lock:
 
 ingest (per batch)
   1. *claim* (one transaction): each resource gets ``pending_version`` = one above anything it
@@ -54,11 +56,12 @@ import fcntl
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from hybridsag.ingest.chunker import chunk_text
 from hybridsag.documents import (
@@ -71,6 +74,7 @@ from hybridsag.documents import (
 )
 from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelledError
 from hybridsag.fusion.markdown import HEADING_JOIN
+from hybridsag.fusion.facts import chunk_facts
 from hybridsag.fusion.text import normalize_title
 from hybridsag.records.ledger import Ledger, Staged, claim_abandoned, read_claim_detail
 from hybridsag.ingest.progress import IngestProgress, as_progress
@@ -102,6 +106,72 @@ FLUSH_AFTER_VECTORS = 256
 
 #: Chunks embedded per call while ingesting: the progress moves on after each slice.
 EMBED_SLICE = 256
+
+#: Batches staged (chunked, tokenized, embedded) ahead of the one being written: one, so that
+#: embedding the next batch overlaps writing this one and memory holds two batches at most.
+STAGED_AHEAD = 1
+
+
+class CancelSignal(Protocol):
+    """What a cancellation point reads: ``threading.Event`` or :class:`_AnyEvent`."""
+
+    def is_set(self) -> bool: ...
+
+
+class _AnyEvent:
+    """Set when any of its events is set (the caller's cancel, or the pipeline's halt)."""
+
+    def __init__(self, *events: threading.Event | None) -> None:
+        self._events = [e for e in events if e is not None]
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self._events)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Staging:
+    """A batch ready for the write lock: its report so far and its chunked (embedded) items."""
+
+    report: IngestReport
+    prepared: list[Staged]
+
+
+def _batches(
+    docs: Iterable[Document], batch_size: int, checked: IngestReport, ticks: IngestProgress
+) -> Iterator[tuple[list[Document], int]]:
+    """``docs`` checked again (:func:`revalidate`; a refused item goes to ``checked.errors``)
+    and cut into batches of at most ``batch_size`` resources, in order, a batch ending early
+    where its resource comes again. Each batch comes with how many batches before it must be
+    written before it is staged: one past the last earlier batch that holds one of its
+    resources (0: none), so that its unchanged check sees what that batch wrote."""
+    batch: dict[str, Document] = {}
+    last_seen: dict[str, int] = {}  # resource key -> the last batch (number) that held it
+    number = 0
+
+    def cut() -> tuple[list[Document], int]:
+        nonlocal number
+        after = max((last_seen.get(key, -1) + 1 for key in batch), default=0)
+        for key in batch:
+            last_seen[key] = number
+        number += 1
+        return list(batch.values()), after
+
+    for position, item in enumerate(docs):
+        try:
+            doc = revalidate(item, position)
+        except IngestError as exc:
+            checked.errors[_where(item, position)] = str(exc)
+            ticks.prepared(1, 0)
+            continue
+        if doc.key in batch:  # the same resource twice in a batch: cut, keep order
+            yield cut()
+            batch = {}
+        batch[doc.key] = doc
+        if len(batch) >= batch_size:
+            yield cut()
+            batch = {}
+    if batch:
+        yield cut()
 
 
 def _where(item: object, position: int) -> str:
@@ -200,10 +270,12 @@ class Writer:
         doc: Document,
         *,
         mode: Literal["sag", "passage"] | None = None,
-        cancel: threading.Event | None = None,
+        cancel: CancelSignal | None = None,
     ) -> Staged:
-        """Chunk and tokenize one document (no lock, no I/O); WriteCancelledError when
-        ``cancel`` is set before the last chunk is tokenized."""
+        """Chunk and tokenize one document, and compute each chunk's facts
+        (:func:`~hybridsag.fusion.facts.chunk_facts`: what fusion reads of its text, stored with
+        it) (no lock, no I/O); WriteCancelledError when ``cancel`` is set before the last
+        chunk is tokenized."""
         _check_cancel(cancel, "while chunking")
         chunks = chunk_text(
             doc.text,
@@ -226,6 +298,7 @@ class Writer:
             title_tokens=lex.title_tokens(doc.title),
             title_norm=normalize_title(doc.title),
             chunk_tokens=tuple(tokens),
+            chunk_facts=tuple(chunk_facts(c.text) for c in chunks),
         )
 
     def ingest_many(
@@ -247,39 +320,34 @@ class Writer:
 
         ``cancel``: once set, the ingest stops at its next cancellation point (see the module
         docstring): the batch in flight is undone and :class:`WriteCancelledError` is raised,
-        its ``report`` holding what earlier batches committed."""
+        its ``report`` holding what earlier batches committed.
+
+        More than one batch: the next batch is staged (chunked, tokenized, embedded) in a
+        thread while this one is written (:meth:`_pipeline`), so that embedding and writing
+        overlap; ``progress`` is then told from that thread."""
         started = time.perf_counter()
         report = IngestReport()
+        checked = IngestReport()  # the items refused before any batch (merged last)
         ticks = as_progress(progress)
-        batch: dict[str, Document] = {}
-
-        def run(docs: list[Document]) -> None:
-            report.merge(self._ingest_batch(docs, mode, skip_unchanged, ticks, cancel))
-
+        batches = _batches(docs, batch_size, checked, ticks)
+        one_batch = isinstance(docs, Sequence) and len(docs) <= batch_size
         try:
-            for position, item in enumerate(docs):
-                try:
-                    doc = revalidate(item, position)
-                except IngestError as exc:
-                    report.errors[_where(item, position)] = str(exc)
-                    ticks.prepared(1, 0)
-                    continue
-                if doc.key in batch:  # the same resource twice in a batch: flush, keep order
-                    run(list(batch.values()))
-                    batch = {}
-                batch[doc.key] = doc
-                if len(batch) >= batch_size:
-                    run(list(batch.values()))
-                    batch = {}
-            if batch:
-                run(list(batch.values()))
+            if one_batch:  # nothing to overlap: no thread
+                for batch, _after in batches:
+                    report.merge(self._write_batch(
+                        self._stage_batch(batch, mode, skip_unchanged, ticks, cancel), cancel
+                    ))
+            else:
+                self._pipeline(batches, mode, skip_unchanged, ticks, cancel, report)
         except WriteCancelledError as exc:
+            report.merge(checked)
             report.seconds = time.perf_counter() - started
             raise WriteCancelledError(
                 f"ingest cancelled {exc}: the batch in flight was undone, nothing of it is "
                 f"indexed; {report.indexed} resource(s) committed before it stay indexed",
                 report=report,
             ) from None
+        report.merge(checked)
         if self._dense is not None and report.vectors >= FLUSH_AFTER_VECTORS:
             self._dense().flush()
         if report.chunks >= FLUSH_AFTER_VECTORS:
@@ -319,7 +387,7 @@ class Writer:
         mode: Literal["sag", "passage"] | None,
         report: IngestReport,
         ticks: IngestProgress,
-        cancel: threading.Event | None,
+        cancel: CancelSignal | None,
     ) -> list[Staged]:
         """Chunk and tokenize each document; one that fails is reported and left out."""
         prepared = []
@@ -340,10 +408,12 @@ class Writer:
         return prepared
 
     def _embed(
-        self, prepared: list[Staged], ticks: IngestProgress, cancel: threading.Event | None
+        self, prepared: list[Staged], ticks: IngestProgress, cancel: CancelSignal | None
     ) -> list[Staged]:
         """``prepared`` with the vectors of their chunks, embedded in slices of
-        :data:`EMBED_SLICE` so that the progress shows the embedding as it goes."""
+        :data:`EMBED_SLICE` so that the progress shows the embedding as it goes. The batch's
+        texts are taken longest first, as ``SentenceTransformer.encode`` orders its input, so
+        that each slice (and each run the embedder pads) holds texts of similar length."""
         import numpy as np
 
         texts = [_embed_text(p.doc.title, c) for p in prepared for c in p.chunks]
@@ -352,13 +422,17 @@ class Writer:
         embedder = self._embedder() if self._embedder is not None else None
         assert embedder is not None
         ticks.embedding(len(texts))
-        parts = []
-        for start in range(0, len(texts), EMBED_SLICE):
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        vectors: np.ndarray | None = None
+        for start in range(0, len(order), EMBED_SLICE):
             _check_cancel(cancel, "while embedding")
-            part = texts[start : start + EMBED_SLICE]
-            parts.append(embedder.encode(part, kind="passage"))
-            ticks.embedded(len(part))
-        vectors = np.concatenate(parts)
+            rows = order[start : start + EMBED_SLICE]
+            part = embedder.encode([texts[i] for i in rows], kind="passage")
+            if vectors is None:
+                vectors = np.empty((len(texts), part.shape[1]), dtype=np.float32)
+            vectors[rows] = part
+            ticks.embedded(len(rows))
+        assert vectors is not None
         at = 0
         out = []
         for p in prepared:
@@ -367,14 +441,78 @@ class Writer:
             at += n
         return out
 
-    def _ingest_batch(
+    def _pipeline(
+        self,
+        batches: Iterator[tuple[list[Document], int]],
+        mode: Literal["sag", "passage"] | None,
+        skip_unchanged: bool,
+        ticks: IngestProgress,
+        cancel: threading.Event | None,
+        report: IngestReport,
+    ) -> None:
+        """Stage (chunk, tokenize, embed) the next batch in a thread while this one writes the
+        batch before it: at most one staged batch waits (:data:`STAGED_AHEAD`), so memory holds
+        two batches, not the corpus. A batch that shares a resource with an earlier one is
+        checked for being unchanged only once that one is committed (``after``). Whatever
+        fails on either side stops both; the stager has ended before this returns or raises."""
+        handoff: queue.Queue[tuple[_Staging | None, BaseException | None]] = queue.Queue(
+            maxsize=STAGED_AHEAD
+        )
+        halt = threading.Event()  # the writer side failed: the stager stops at its next check
+        stop = _AnyEvent(cancel, halt)
+        written = threading.Condition()
+        done = [0]  # batches written so far
+
+        def stage() -> None:
+            try:
+                for batch, after in batches:
+                    with written:
+                        written.wait_for(lambda: done[0] >= after or halt.is_set())
+                    staged = self._stage_batch(batch, mode, skip_unchanged, ticks, stop)
+                    while not halt.is_set():
+                        try:
+                            handoff.put((staged, None), timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if halt.is_set():
+                        return
+                handoff.put((None, None))
+            except BaseException as exc:  # noqa: BLE001 - handed to the writer, raised there
+                handoff.put((None, exc))
+
+        stager = threading.Thread(target=stage, name="hybridsag-ingest-stage", daemon=True)
+        stager.start()
+        try:
+            while True:
+                staged, error = handoff.get()
+                if error is not None:
+                    raise error
+                if staged is None:
+                    return
+                report.merge(self._write_batch(staged, cancel))
+                with written:
+                    done[0] += 1
+                    written.notify_all()
+        finally:
+            halt.set()
+            with written:
+                written.notify_all()
+            while stager.is_alive():  # let a stager blocked on a full hand-off see the halt
+                with contextlib.suppress(queue.Empty):
+                    handoff.get(timeout=0.1)
+            stager.join()
+
+    def _stage_batch(
         self,
         docs: list[Document],
         mode: Literal["sag", "passage"] | None,
         skip_unchanged: bool,
         ticks: IngestProgress,
-        cancel: threading.Event | None = None,
-    ) -> IngestReport:
+        cancel: CancelSignal | None = None,
+    ) -> _Staging:
+        """A batch made ready to write, outside the write lock: the unchanged left out, the
+        rest chunked, tokenized and (with a dense index) embedded."""
         report = IngestReport()
         _check_cancel(cancel, "before a batch")
         if skip_unchanged:
@@ -384,14 +522,19 @@ class Writer:
             if same:
                 ticks.prepared(len(same), 0)
         if not docs:
-            return report
+            return _Staging(report, [])
         prepared = self._prepare_each(docs, mode, report, ticks, cancel)
+        if prepared and self._dense is not None and self._embedder is not None:
+            prepared = self._embed(prepared, ticks, cancel)
+        return _Staging(report, prepared)
+
+    def _write_batch(self, staging: _Staging, cancel: threading.Event | None) -> IngestReport:
+        """Claim, write the vectors and commit a staged batch under the write lock (the module
+        docstring's steps 1 to 4); compensates and raises on a failure."""
+        report, prepared = staging.report, staging.prepared
         if not prepared:
             return report
-        dense = None
-        if self._dense is not None and self._embedder is not None:
-            prepared = self._embed(prepared, ticks, cancel)
-            dense = self._dense()
+        dense = self._dense() if self.embeds and self._dense is not None else None
         with self.lock.hold():
             _check_cancel(cancel, "while waiting for the write lock")
             self.release_abandoned(
@@ -571,13 +714,16 @@ class Writer:
         if self._dense is None or self._embedder is None:
             raise DenseError("backfill_vectors needs a dense index and an embedder")
         embedder = self._embedder()
-        rows = self.ledger.current_chunks(resource_ids)
-        if not rows:
-            return 0
-        dense = self._dense()
+        dense: DenseIndex | None = None
         written = 0
-        for start in range(0, len(rows), batch_size):
-            part = rows[start : start + batch_size]
+        after = 0
+        while True:  # a page of chunks at a time: memory holds a batch, not the index
+            part = self.ledger.current_chunks(resource_ids, after=after, limit=batch_size)
+            if not part:
+                break
+            after = part[-1]["id"]
+            if dense is None:
+                dense = self._dense()
             texts = [
                 _embed_text(r["title"], Chunk(0, r["text"], r["heading_path"], 0, 0, 0, 0))
                 for r in part
@@ -608,7 +754,7 @@ class Writer:
             written += len(batch) - len(gone)
             if progress:
                 progress(len(part))
-        if written:
+        if written and dense is not None:
             dense.flush()
         return written
 
@@ -682,7 +828,7 @@ def _stays_deleted(source_uri: str | None, source_root: str | None) -> bool:
         return True
 
 
-def _check_cancel(cancel: threading.Event | None, where: str) -> None:
+def _check_cancel(cancel: CancelSignal | None, where: str) -> None:
     """WriteCancelledError saying ``where`` when ``cancel`` is set (a cancellation point)."""
     if cancel is not None and cancel.is_set():
         raise WriteCancelledError(where)

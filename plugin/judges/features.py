@@ -48,6 +48,7 @@ import numpy as np
 from hybridsag.vectors.embedder import vocabulary_share
 from hybridsag.errors import ConfigError, HybridSagError
 from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
+from hybridsag.sentences import has_name
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
@@ -215,12 +216,10 @@ def extract_entities(question: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-@lru_cache(maxsize=65536)
-def _name_pattern(name: str) -> re.Pattern[str] | None:
+def _name(name: str) -> str | None:
+    """A name as the bridge features look for it (lowercased), or None when shorter than 3."""
     name = name.strip().lower()
-    if len(name) < 3:
-        return None
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
+    return name if len(name) >= 3 else None
 
 
 def _strip_disambiguation(title: str) -> str:
@@ -229,15 +228,15 @@ def _strip_disambiguation(title: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _title_patterns(title: str) -> tuple[re.Pattern[str], ...]:
-    """The patterns that find ``title`` named in a lowercased text: the title, and without
-    its disambiguation; a title is asked for once per evidence passage in every pass."""
+def _title_names(title: str) -> tuple[str, ...]:
+    """The names that find ``title`` named in a lowercased text: the title, and without its
+    disambiguation; a title is asked for once per evidence passage in every pass."""
     names = dict.fromkeys((title, _strip_disambiguation(title)))
-    return tuple(p for p in (_name_pattern(n.lower()) for n in names) if p is not None)
+    return tuple(n for n in (_name(m) for m in names) if n is not None)
 
 
 def _named_in(title: str, text_lower: str) -> bool:
-    return any(p.search(text_lower) for p in _title_patterns(title))
+    return any(has_name(n, text_lower) for n in _title_names(title))
 
 
 def title_words(tokens: Callable[[str], list[str]], title: str) -> tuple[str, ...]:
@@ -272,7 +271,7 @@ def feature_rows(
     gives a title's :func:`title_words` (a judge passes a cached one; default: computed)."""
     words_of = title_tokens or (lambda title: title_words(tokens, title))
     entities = extract_entities(question) if use_titles else []
-    ent_patterns = [p for p in (_name_pattern(e) for e in entities) if p is not None]
+    ent_names = [n for n in (_name(e) for e in entities) if n is not None]
     best_bm25 = max((c.signals.get("bm25_score", 0.0) for c in candidates), default=0.0) or 1.0
     ev_texts = [(e.chunk_id, e.title, e.text.lower()) for e in evidence]
     rows = np.zeros((len(candidates), len(FEATURE_NAMES)), dtype=np.float64)
@@ -293,11 +292,11 @@ def feature_rows(
             title_tokens = words_of(c.title)
             if title_tokens:
                 row[6] = sum(t in question_tokens for t in title_tokens) / len(title_tokens)
-            if ent_patterns:
+            if ent_names:
                 title_l = c.title.lower()
                 text_l = c.text.lower()
-                row[7] = sum(bool(p.search(title_l)) for p in ent_patterns) / len(ent_patterns)
-                row[8] = sum(bool(p.search(text_l)) for p in ent_patterns) / len(ent_patterns)
+                row[7] = sum(has_name(n, title_l) for n in ent_names) / len(ent_names)
+                row[8] = sum(has_name(n, text_l) for n in ent_names) / len(ent_names)
             if ev_texts:
                 text_l = c.text.lower()
                 row[9] = float(

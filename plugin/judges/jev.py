@@ -17,7 +17,9 @@ Wire format (one request per batch)::
 
 The state is the question plus the evidence already accepted (and, from round 2 on, last round's
 scores marked provisional); every candidate is one question keyed by its chunk id, or by a short
-safe id ``q<n>`` mapped back when a chunk id is not ``[A-Za-z0-9_.:-]{1,64}``.
+safe id ``q<n>`` mapped back when a chunk id is not ``[A-Za-z0-9_.:-]{1,64}`` (an indexed chunk's
+id, ``<id>@<version>#<ordinal>``, never is, so a search's questions travel as ``q0, q1, ...``,
+which even a server that takes only ``[A-Za-z0-9_]`` accepts).
 
 Contract of :meth:`JevJudge.judge`: one probability per candidate or an exception, never a default.
 
@@ -31,10 +33,18 @@ batching and the order are :mod:`hybridsag.judges.remote`'s, which the other rem
   :class:`~hybridsag.errors.JudgeError` naming its chunk id and estimated size, before anything
   is sent. At most ``max_in_flight`` requests run at once (a thread pool over one thread-safe
   ``httpx.Client``), so the judge works from sync code and from inside a running event loop.
-* Every reply is validated: every id answered exactly once (duplicate JSON keys included), no
-  extra id, ``type == "noul"``, a finite number in 0..1 that is not a bool, well-formed usage.
-  A violation raises :class:`~hybridsag.errors.JudgeResponseError` (not retried; counted in
-  :meth:`JevJudge.stats` as ``invalid_replies``).
+* Every reply is validated against jevcompat's specification of System One (its requirement
+  ids in brackets): the envelope has ``model`` (a string), ``answers`` and ``usage``
+  [response.envelope]; every id answered exactly once, looked up byte for byte as it was sent
+  (duplicate JSON keys included), no extra id [response.answer-ids, request.question-ids];
+  ``type == "noul"`` [response.answer-type]; a finite number in 0..1 that is not a bool
+  [noul.answer]; token counts that are non-negative JSON integers (``12.0`` is not one)
+  [response.usage]; no ``NaN`` or ``Infinity`` anywhere in the body [response.finite]. A
+  violation raises :class:`~hybridsag.errors.JudgeResponseError` (not retried; counted in
+  :meth:`JevJudge.stats` as ``invalid_replies``). What the spec leaves to the server is read
+  as it comes: fields the spec does not define (``x_latency_ms``, ``latency_ms``) are ignored,
+  the reply's ``Content-Type`` is not looked at, and ``model`` may name another model than the
+  one asked for (kept in ``detail["reply_models"]``).
 * 408, 429, 5xx (529 included) and transport errors (timeouts, connect/read errors) are retried
   ``max_retries`` times with exponential backoff ``backoff_s * 2**n`` (plus up to 25 % jitter),
   or exactly the wait that ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date) asks for;
@@ -391,8 +401,7 @@ class JevJudge:
         run.add(reply, input_tokens=input_tokens, output_tokens=output_tokens)
         with run.lock:
             run.request_ids[batch.index] = reply.request_id
-            if model is not None:
-                run.reply_models.add(model)
+            run.reply_models.add(model)
         self._endpoint.count("requests")
         self._endpoint.charge(input_tokens=input_tokens, output_tokens=output_tokens)
         for item in batch.items:
@@ -401,7 +410,7 @@ class JevJudge:
 
     def _validate(
         self, batch: Batch[_Item], reply: Reply
-    ) -> tuple[dict[str, float], int, int, str | None]:
+    ) -> tuple[dict[str, float], int, int, str]:
         def bad(problem: str) -> Exception:
             return self._endpoint.bad_reply(problem, reply)
 
@@ -441,7 +450,7 @@ class JevJudge:
                 raise bad(f"usage.{name} is {n!r}, not a count")
             tokens.append(n)
         model = data.get("model")
-        if model is not None and not isinstance(model, str):
+        if not isinstance(model, str):
             raise bad(f"model is {model!r}, not a string")
         return out, tokens[0], tokens[1], model
 

@@ -14,16 +14,23 @@ and Flood, 1995), here on FTS5's own statements and numbers:
    term and the row, so it is the same in any query that holds the term);
 2. the most common terms are *left out* while their bounds (and the must phrase's) sum to less
    than the floor: no row without an essential term can reach the top ``k``;
-3. the top ``k`` is then merged from two FTS5 rankings: the rows holding an essential term by
-   their essential score (exact for the rows that hold no left-out term), and
-   ``(essential) AND (left out)``, which FTS5 scores on the whole query. Both touch only the
-   rows that hold an essential term; the left-out terms' postings are walked once each for
-   their document frequency, never scored.
+3. FTS5 ranks the rows holding an essential term by their essential score (its statement names
+   only the essential terms, so it never walks a left-out term's postings: ``bm25()`` walks
+   every term's postings it is given, once a statement, to count its rows); each of those rows
+   gets the left-out terms' part of its score added from its stored tokens, as ``bm25()``
+   computes it (:func:`bm25_part`: the IDF from the document frequency kept per state of the
+   table, the row's token counts from the ``docsize`` record FTS5 keeps). A row ranked below
+   the last one read scores at most that row's essential score plus the left-out terms'
+   bounds: once the ``k``-th whole score beats that, and every row holding no essential term
+   (``floor``, above), the top ``k`` is known; else the essential ranking is read four times
+   deeper.
 
 The rows and scores are those of ``ORDER BY bm25() LIMIT k`` (a tie at the ``k``-th score may be
-cut at another row, as FTS5's own sort may cut it; scores agree to rounding). Where nothing is
-common enough, the floor is too low, or the terms hold few postings, the caller runs the plain
-statement. Reference: ``bm25()`` in ``ext/fts5/fts5_aux.c``; sqlite.org/fts5.html section 5.1.1.
+cut at another row, as FTS5's own sort may cut it; scores agree to rounding). A row whose stored
+tokens do not split into the counts FTS5 recorded (a token FTS5's ``unicode61`` reads otherwise
+than a space-joined one) makes the caller run the plain statement, as where nothing is common
+enough, the floor is too low, or the terms hold few postings. Reference: ``bm25()`` in
+``ext/fts5/fts5_aux.c``; sqlite.org/fts5.html section 5.1.1.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +51,8 @@ __all__ = [
     "BM25_K1",
     "Fts5Stats",
     "Fts5TopK",
+    "bm25_part",
+    "fold_text",
     "fts5_varints",
     "idf",
     "strip_diacritics",
@@ -67,6 +76,8 @@ _SLACK = 1e-9
 _MAX_FREQS = 200_000
 #: a term may be left out when at least one row in this many holds it
 _COMMON = 100
+#: the deepest essential ranking the bound reads (a deeper one: the plain statement pays more)
+_MAX_ESSENTIAL_DEPTH = 4000
 
 
 def strip_diacritics(term: str) -> str:
@@ -77,6 +88,29 @@ def strip_diacritics(term: str) -> str:
     decomposed = unicodedata.normalize("NFD", term)
     return unicodedata.normalize(
         "NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    )
+
+
+class _Fold(dict[int, int | None]):
+    """``str.translate`` table of :func:`fold_text`: a combining mark maps to None (dropped),
+    any other code point to itself, worked out on first sight and kept."""
+
+    def __missing__(self, code: int) -> int | None:
+        value = None if unicodedata.combining(chr(code)) else code
+        self[code] = value
+        return value
+
+
+_FOLD = _Fold()
+
+
+def fold_text(text: str) -> str:
+    """:func:`strip_diacritics` of every token of ``text`` at once (the marks are dropped
+    character by character, so a whole column folds as its tokens do one by one)."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize(
+        "NFC", unicodedata.normalize("NFD", text).translate(_FOLD)
     )
 
 
@@ -106,6 +140,14 @@ def idf(rows: int, hits: int) -> float:
     return value if value > 0.0 else 1e-6
 
 
+def bm25_part(term_idf: float, f: float, tokens: int, avgdl: float) -> float:
+    """What one phrase adds to a row's ``bm25()`` score (positive): ``idf * f (k1 + 1) / (f +
+    k1 (1 - b + b D / avgdl))`` with ``f`` its weighted count in the row and ``D`` the row's
+    tokens, as ``fts5Bm25Function`` computes it."""
+    length = 1 - BM25_B + BM25_B * tokens / avgdl
+    return term_idf * ((f * (BM25_K1 + 1.0)) / (f + BM25_K1 * length))
+
+
 def term_bound(rows: int, hits: int) -> float:
     """The most a term held by ``hits`` of ``rows`` rows adds to a row's score: its IDF times
     ``k1 + 1``, the limit of ``f (k1 + 1) / (f + k1 D)`` as the weighted count ``f`` grows."""
@@ -115,10 +157,12 @@ def term_bound(rows: int, hits: int) -> float:
 @dataclass(slots=True)
 class Fts5Stats:
     """What the bound reads besides the rows, for one committed state of the table (``key``):
-    FTS5's row count and the document frequencies asked for so far."""
+    FTS5's row count, its tokens in all columns, and the document frequencies asked for so
+    far."""
 
     key: tuple[bytes, bytes]
     rows: int
+    tokens: int = 0
     freqs: dict[str, int] = field(default_factory=dict)
 
 
@@ -152,7 +196,7 @@ class Fts5TopK:
             if self._stats is not None and self._stats.key == key:
                 return self._stats
         values = fts5_varints(averages)
-        stats = Fts5Stats(key, values[0] if values else 0)
+        stats = Fts5Stats(key, values[0] if values else 0, sum(values[1:]))
         with self._lock:
             self._stats = stats
         return stats
@@ -183,14 +227,16 @@ class Fts5TopK:
         k: int,
         min_postings: int,
         build_match: Callable[..., str],
+        stats: Fts5Stats | None = None,
     ) -> list[tuple[int, float]] | None:
         """``(rowid, bm25 score)`` of the top ``k`` rows of ``build_match(terms, must=must)``
         as ``ORDER BY bm25(table, *weights) LIMIT k`` ranks them (negative scores, best
         first), or None where the bound does not pay or cannot decide (fewer postings than
         ``min_postings``, no common term, a bound above the scores): the caller then runs the
         plain statement. Call it inside a read transaction, so that every statement reads one
-        state of the table."""
-        stats = self.stats(conn)
+        state of the table; ``stats``, when given, is :meth:`stats` read in that transaction
+        (several queries ranked together read it once)."""
+        stats = stats or self.stats(conn)
         terms = [t for t in terms if t]
         if not stats.rows or k < 1 or not terms:
             return None
@@ -200,9 +246,8 @@ class Fts5TopK:
         freqs = self.doc_freqs(
             conn, [x for x, ok in zip(lexemes, single, strict=True) if ok] + must_lexemes, stats
         )
-        postings = sum(freqs.get(x, 0) for x in lexemes)
-        if must:
-            postings = min(postings, min((freqs.get(x, 0) for x in must_lexemes), default=0))
+        # what the plain statement walks: every term's postings (bm25() counts each term's rows)
+        postings = sum(freqs.get(x, 0) for x in [*lexemes, *must_lexemes])
         if postings < max(min_postings, 1):
             return None
         copies = Counter(x for x, ok in zip(lexemes, single, strict=True) if ok and x in freqs)
@@ -228,12 +273,12 @@ class Fts5TopK:
             pairs = list(zip(terms, lexemes, strict=True))
             return [t for t, x in pairs if x not in gone], [t for t, x in pairs if x in gone]
 
-        def essential_top(out: Sequence[str]) -> list[tuple[int, float]]:
-            return self._ranked(conn, weights, build_match(split(out)[0], must=must), k)
+        def essential_top(out: Sequence[str], depth: int) -> list[tuple[int, float]]:
+            return self._ranked(conn, weights, build_match(split(out)[0], must=must), depth)
 
         # a lower bound of the k-th best score: the k-th best essential part with every common
         # term left out (a row's whole score is at least its essential part)
-        first = essential_top(common)
+        first = essential_top(common, k)
         if len(first) < k:
             return None
         floor = first[-1][1]
@@ -247,26 +292,75 @@ class Fts5TopK:
             bound += b
         if not out:
             return None
-        # rows holding an essential term and no left-out one score their essential part; rows
-        # holding both are ranked by FTS5 on the whole query; rows holding no essential term
-        # score at most ``bound``, under the floor
-        plain = first if len(out) == len(common) else essential_top(out)
-        essential, left_out = split(out)
-        both = self._ranked(
-            conn,
-            weights,
-            f"({build_match(essential, must=must)}) AND ({build_match(left_out)})",
-            k,
+        # the rows holding an essential term, by their essential part, each with its left-out
+        # part added from its stored tokens; a row ranked below the last one read scores at
+        # most that one's essential part and the left-out bounds, a row holding no essential
+        # term at most ``bound``, under the floor
+        left = {x: copies[x] for x in out}
+        left_bound = bound - must_bound
+        depth = k
+        plain = first if len(out) == len(common) else essential_top(out, depth)
+        while True:
+            parts = self._left_out_parts(conn, [r for r, _ in plain], left, freqs, weights, stats)
+            if parts is None:
+                return None
+            best = sorted(
+                ((r, v + parts[r]) for r, v in plain), key=lambda r: (-r[1], r[0])
+            )[:k]
+            if len(best) < k:
+                return None
+            beyond = plain[-1][1] + left_bound if len(plain) >= depth else -math.inf
+            if best[-1][1] > max(beyond, bound):
+                return [(rowid, -score) for rowid, score in best]
+            if len(plain) < depth or depth >= _MAX_ESSENTIAL_DEPTH:
+                return None
+            depth *= 4
+            plain = essential_top(out, depth)
+
+    def _left_out_parts(
+        self,
+        conn: Any,
+        rowids: Sequence[int],
+        left: Mapping[str, int],
+        freqs: Mapping[str, int],
+        weights: Sequence[float],
+        stats: Fts5Stats,
+    ) -> dict[int, float] | None:
+        """Each row's score from the terms ``left`` (lexeme -> copies in the query), as
+        ``bm25()`` adds it, from the row's stored tokens and the ``docsize`` record FTS5 keeps
+        of it; None when a row's stored tokens do not split into the counts FTS5 recorded."""
+        if not rowids:
+            return {}
+        avgdl = stats.tokens / stats.rows
+        idfs = {x: idf(stats.rows, freqs[x]) for x in left}
+        table = self.table
+        rows = select_in(
+            conn, f"SELECT d.id, d.sz, t.* FROM {table}_docsize d JOIN {table} t ON t.rowid = d.id",
+            "d.id", rowids,
         )
-        whole = dict(both)  # a row holding a left-out term: its whole score
-        scores = {**dict(plain), **whole}
-        if len(both) >= k:  # a row outside ``both`` holding a left-out term scores at most its
-            cut = both[-1][1]  # last; its essential part is lower still, so it stays below
-            scores = {r: v for r, v in scores.items() if r in whole or v > cut}
-        best = sorted(scores.items(), key=lambda r: (-r[1], r[0]))[:k]
-        if len(best) < k or best[-1][1] <= bound:
-            return None
-        return [(rowid, -score) for rowid, score in best]
+        out: dict[int, float] = {}
+        for rowid in rowids:
+            row = rows.get(rowid)
+            if row is None or row[1] is None:
+                return None
+            sizes = fts5_varints(bytes(row[1]))
+            columns = [fold_text(text or "").split() for text in row[2:]]
+            if [len(c) for c in columns] != sizes[: len(columns)]:
+                return None
+            tokens = sum(sizes)
+            score = 0.0
+            for x, n in left.items():
+                f = 0.0
+                for i, words in enumerate(columns):
+                    hits = words.count(x)
+                    if hits:
+                        f += (weights[i] if i < len(weights) else 1.0) * hits
+                if f:
+                    part = bm25_part(idfs[x], f, tokens, avgdl)
+                    for _ in range(n):  # one phrase a copy, as bm25() adds them
+                        score += part
+            out[rowid] = score
+        return out
 
     def _ranked(
         self, conn: Any, weights: Sequence[float], match: str, k: int

@@ -33,10 +33,13 @@ form ("the title-alias fix").
 
 Ranking is FTS5 ``bm25()`` with column weights title/heading/body from ``lexical`` settings. The
 top of the FTS5 ranking is taken in a subquery before the resource join and refilled with a deeper
-subquery when filters leave too few rows. Where the query's terms hold many postings
+subquery when filters leave too few rows, unless the ranking ended before the depth it was asked
+for (then nothing deeper exists). Several queries (:meth:`LexicalIndex.search_many`: SAG2's
+next-hop look-ups) are ranked in one statement, a ``UNION ALL`` of their rankings, inside one
+read transaction. Where the query's terms hold many postings
 (``lexical.prune``), that top comes from :mod:`hybridsag.lexical.fts5_topk` instead: the same rows and
-scores, with the common terms' postings never scored. The statements are built by pure functions
-(:func:`build_search_sql`, :func:`build_title_search_sql`, :func:`build_best_chunks_sql`) that
+scores, with the common terms' postings never walked. The statements are built by pure functions
+(:func:`build_tops_sql`, :func:`build_title_search_sql`, :func:`build_best_chunks_sql`) that
 tests assert on.
 """
 
@@ -45,7 +48,7 @@ from __future__ import annotations
 import json
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,16 +66,17 @@ __all__ = [
     "LexicalEngine",
     "LexicalIndex",
     "LexicalQueries",
+    "LexicalQuery",
     "LexicalTables",
     "PG_LEXICAL_MIGRATIONS",
     "PostgresStatements",
-    "Ranker",
+    "Ranked",
     "StoreLexicalIndex",
     "StoreStatements",
     "build_best_chunks_sql",
     "build_match",
     "build_pg_bm25_sql",
-    "build_search_sql",
+    "build_tops_sql",
     "build_title_search_sql",
     "build_tsquery",
     "build_tsvector",
@@ -109,20 +113,26 @@ def build_match(terms: Sequence[str], *, must: str | None = None) -> str:
     return ors
 
 
-def build_search_sql(filter_sql: str) -> str:
-    """The chunk search statement. Parameters, in order: the three bm25 weights, the MATCH
-    expression, the subquery depth, the filter parameters, the final limit."""
+def build_tops_sql(n_queries: int, filter_sql: str) -> str:
+    """The FTS5 rankings of ``n_queries`` MATCH expressions in one statement: each query's best
+    ``depth`` rows by ``bm25()``, as rows ``(query position, chunks.id, score, chunk_id,
+    resource_id, visible)``, where ``visible`` is 1 when the chunk is current and its resource
+    passes ``filter_sql`` (a fragment over ``r``). Every ranked row comes back, visible or not, so
+    the caller knows whether a ranking ended before its depth. Parameters: the filter
+    parameters, then per query in order the three bm25 weights, the MATCH expression and the
+    depth."""
+    one = (
+        "SELECT {i} AS q, id, s FROM (SELECT rowid AS id, bm25(chunks_fts, ?, ?, ?) AS s "
+        "FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?)"
+    )
+    tops = " UNION ALL ".join(one.format(i=i) for i in range(n_queries))
+    # the chunk by key for each ranked row, its resource in a correlated test: the planner
+    # never starts from the resources a filter selects (all of them, for a tenant's filter)
     return f"""
-        SELECT c.chunk_id, c.resource_id, top.s
-        FROM (
-            SELECT rowid AS id, bm25(chunks_fts, ?, ?, ?) AS s
-            FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?
-        ) AS top
-        JOIN chunks c ON c.id = top.id
-        JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version
-        WHERE {filter_sql}
-        ORDER BY top.s, c.id
-        LIMIT ?"""
+        SELECT top.q, top.id, top.s, c.chunk_id, c.resource_id, EXISTS(
+            SELECT 1 FROM resources r
+            WHERE r.resource_id = c.resource_id AND r.version = c.version AND {filter_sql})
+        FROM ({tops}) AS top LEFT JOIN chunks c ON c.id = top.id"""
 
 
 def build_title_search_sql(filter_sql: str) -> str:
@@ -157,8 +167,8 @@ _PRUNE_MAX_DEPTH = 2000
 def _join_top(
     conn: Any, top: Sequence[tuple[int, float]], filter_sql: str, params: list[object], limit: int
 ) -> list[Any]:
-    """What :func:`build_search_sql` returns, for a top already ranked: ``(chunk_id,
-    resource_id, score)`` of the rows the filters let through, by score, then chunk row."""
+    """``(chunk_id, resource_id, score)`` of the rows of a top already ranked that the filters
+    let through, by score, then chunk row, at most ``limit``."""
     scores = dict(top)
     # CROSS JOIN keeps SQLite's join order: the few ranked rows first, each looked up by key
     # (left to itself the planner may start from the resources a filter selects, all of them)
@@ -192,6 +202,26 @@ class ChunkTokens:
     title: str
     heading: str
     body: str
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalQuery:
+    """One query of :meth:`LexicalIndex.search_many`: quoted-OR ``terms``, every hit holding
+    ``must`` (a term or a phrase) when it is given."""
+
+    terms: tuple[str, ...]
+    must: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One query's ranking as an engine returns it (:meth:`LexicalEngine.rank_chunks`): the
+    ``rows`` ``(chunk_id, resource_id, score)`` the filters let through, best (lowest) score
+    first, and ``complete``: the engine's own ranking ended before the depth asked for, so a
+    deeper one would find no more rows (False when the engine cannot tell)."""
+
+    rows: list[Any]
+    complete: bool
 
 
 @runtime_checkable
@@ -239,6 +269,19 @@ class LexicalIndex(Protocol):
     ) -> list[Hit]:
         """BM25 top ``limit`` for quoted-OR ``terms`` (all containing ``must`` when given), as
         hits of the path named ``path``."""
+        ...
+
+    def search_many(
+        self,
+        queries: Sequence[LexicalQuery],
+        *,
+        limit: int,
+        filters: Filters,
+        path: str = "bm25",
+    ) -> list[list[Hit]]:
+        """Several searches in one engine call, read from one state of the index: the hits
+        :meth:`search` gives each query (``q.terms``, ``must=q.must``), in the order of
+        ``queries``. What SAG2's expansion round asks (its next-hop queries together)."""
         ...
 
     def search_titles(
@@ -349,12 +392,6 @@ class LexicalIndex(Protocol):
         ...
 
 
-#: ``(filter_sql, filter_params, depth, limit) -> rows`` of ``(chunk_id, resource_id, score)``,
-#: best (lowest) score first: an engine's chunk ranking for one query (see
-#: :meth:`LexicalEngine.chunk_ranker`)
-Ranker = Callable[[str, list[object], int, int], list[Any]]
-
-
 @dataclass(frozen=True, slots=True)
 class LexicalTables:
     """The store tables a lexical backend keeps its terms in, as the query skeleton reads them:
@@ -387,10 +424,20 @@ class LexicalEngine(Protocol):
         """The expression of one term, bound as ``?`` in ``tables.matches``."""
         ...
 
-    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
-        """The chunk ranking of quoted-OR ``terms`` (all holding ``must`` when given).
-        ``filters`` is what the ranker's ``filter_sql`` is made from (for an engine that
-        filters in its own language)."""
+    def rank_chunks(
+        self,
+        queries: Sequence[LexicalQuery],
+        filters: Filters,
+        filter_sql: str,
+        params: list[object],
+        depth: int,
+        limit: int,
+    ) -> list[Ranked]:
+        """Each query's chunk ranking (quoted-OR ``terms``, all holding ``must`` when given; no
+        query is empty): at most ``limit`` rows of its best ``depth`` that ``filter_sql`` (a
+        fragment over the resources ``r``, with ``params``) lets through. ``filters`` is what
+        ``filter_sql`` is made from (for an engine that filters in its own language). An engine
+        that can rank several queries in one call does; the others rank them one by one."""
         ...
 
     def title_rows(
@@ -409,6 +456,22 @@ class LexicalEngine(Protocol):
         """``(resource key, chunk_id)`` rows of these resources' current chunks matching
         ``terms``, best first."""
         ...
+
+
+def _hits(rows: Sequence[Any], path: str) -> list[Hit]:
+    """Ranked rows ``(chunk_id, resource_id, engine score)`` as hits of ``path`` (the engines'
+    scores are FTS5's, lower is better: a hit's ``score`` is their negation)."""
+    return [
+        Hit(
+            chunk_id=chunk_id,
+            path=path,
+            rank=i,
+            raw_score=float(score),
+            score=-float(score),
+            detail={"resource_id": resource_id},
+        )
+        for i, (chunk_id, resource_id, score) in enumerate(rows, start=1)
+    ]
 
 
 class LexicalQueries:
@@ -524,37 +587,55 @@ class LexicalQueries:
     ) -> list[Hit]:
         """BM25 top ``limit`` for quoted-OR ``terms`` (all containing ``must`` when given), as
         hits of the path named ``path``."""
-        match = build_match(terms, must=must)
-        if not match or limit < 1:
-            return []
+        return self.search_many(
+            [LexicalQuery(tuple(terms), must)], limit=limit, filters=filters, path=path
+        )[0]
+
+    def search_many(
+        self,
+        queries: Sequence[LexicalQuery],
+        *,
+        limit: int,
+        filters: Filters,
+        path: str = "bm25",
+    ) -> list[list[Hit]]:
+        """:meth:`search` of each query, asked of the engine together
+        (:meth:`LexicalEngine.rank_chunks`) inside one read transaction of the store. Each
+        ranking starts ``max(2 limit, limit + 20)`` deep; one that the filters left short of
+        ``limit`` rows is asked again four times deeper, unless the engine's ranking was
+        complete (no deeper rows) or already as deep as the index."""
+        out: list[list[Hit]] = [[] for _ in queries]
+        todo = [i for i, q in enumerate(queries) if build_match(q.terms, must=q.must)]
+        if limit < 1 or not todo:
+            return out
         filter_sql, filter_params = filters.sql("r", self.store.backend)
         depth = max(limit * 2, limit + 20)
         total = None
-        ranked = None
-        while True:
-            try:
-                ranked = ranked or self.engine.chunk_ranker(terms, must, filters)
-                rows = ranked(filter_sql, filter_params, depth, limit)
-            except self.store.errors as exc:
-                raise LexicalError(f"lexical search for {match!r:.200} failed: {exc}") from exc
-            if len(rows) >= limit:
-                break
-            if total is None:
-                total = self.engine.total_chunks()
-            if depth >= total:
-                break
-            depth *= 4
-        return [
-            Hit(
-                chunk_id=chunk_id,
-                path=path,
-                rank=i,
-                raw_score=float(score),
-                score=-float(score),
-                detail={"resource_id": resource_id},
-            )
-            for i, (chunk_id, resource_id, score) in enumerate(rows, start=1)
-        ]
+        try:
+            with self.store.snapshot():  # one state of the index answers every query
+                while todo:
+                    ranked = self.engine.rank_chunks(
+                        [queries[i] for i in todo], filters, filter_sql, filter_params,
+                        depth, limit,
+                    )
+                    short = []
+                    for i, r in zip(todo, ranked, strict=True):
+                        out[i] = _hits(r.rows, path)
+                        if len(r.rows) < limit and not r.complete:
+                            short.append(i)
+                    if not short:
+                        break
+                    if total is None:
+                        total = self.engine.total_chunks()
+                    if depth >= total:
+                        break
+                    depth *= 4
+                    todo = short
+        except self.store.errors as exc:
+            first = build_match(queries[todo[0]].terms, must=queries[todo[0]].must)
+            what = f"{first!r:.200}" + (f" (and {len(todo) - 1} more)" if len(todo) > 1 else "")
+            raise LexicalError(f"lexical search for {what} failed: {exc}") from exc
+        return out
 
     def search_titles(
         self, terms: Sequence[str], *, limit: int, filters: Filters
@@ -640,26 +721,47 @@ class Fts5Statements:
     def term_match(self, term: str) -> str:
         return build_match([term])
 
-    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
+    def rank_chunks(
+        self,
+        queries: Sequence[LexicalQuery],
+        filters: Filters,
+        filter_sql: str,
+        params: list[object],
+        depth: int,
+        limit: int,
+    ) -> list[Ranked]:
+        """See :meth:`LexicalEngine.rank_chunks`. Where the bounded ranking applies
+        (``lexical.prune``, :mod:`~hybridsag.lexical.fts5_topk`) a query is ranked by it; the
+        others are ranked together in one statement (:func:`build_tops_sql`), the FTS5 table's
+        row count and document frequencies read once for all of them."""
         s = self.settings
-        match = build_match(terms, must=must)
         conn = self.store.connection()
         weights = (s.title_weight, s.heading_weight, s.body_weight)
-
-        def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
+        out: list[Ranked | None] = [None] * len(queries)
+        with self.store.snapshot():  # every statement reads one state
             if s.prune and depth <= _PRUNE_MAX_DEPTH:
-                with self.store.snapshot():  # every statement of the bound reads one state
+                stats = self._topk.stats(conn)
+                for i, q in enumerate(queries):
                     top = self._topk.top(
-                        conn, terms=terms, must=must, weights=weights, k=depth,
-                        min_postings=s.prune_min_postings, build_match=build_match,
+                        conn, terms=q.terms, must=q.must, weights=weights, k=depth,
+                        min_postings=s.prune_min_postings, build_match=build_match, stats=stats,
                     )
-                    if top is not None:
-                        return _join_top(conn, top, filter_sql, params, limit)
-            return conn.execute(
-                build_search_sql(filter_sql), [*weights, match, depth, *params, limit]
-            ).fetchall()
-
-        return ranked
+                    if top is not None:  # exactly ``depth`` rows: deeper ones may exist
+                        out[i] = Ranked(_join_top(conn, top, filter_sql, params, limit), False)
+            plain = [i for i, r in enumerate(out) if r is None]
+            if plain:
+                args: list[object] = []
+                for i in plain:
+                    args += [*weights, build_match(queries[i].terms, must=queries[i].must), depth]
+                ranked: dict[int, list[tuple[float, int, str, str, bool]]] = {i: [] for i in plain}
+                rows = conn.execute(build_tops_sql(len(plain), filter_sql), [*params, *args])
+                for pos, rowid, score, chunk_id, resource_id, visible in rows:
+                    ranked[plain[pos]].append((score, rowid, chunk_id, resource_id, visible))
+                for i, found in ranked.items():
+                    found.sort(key=lambda r: (r[0], r[1]))  # by score, then chunk row
+                    shown = [(cid, rid, score) for score, _, cid, rid, ok in found if ok]
+                    out[i] = Ranked(shown[:limit], len(found) < depth)
+        return [r for r in out if r is not None]
 
     def title_rows(
         self,
@@ -737,6 +839,16 @@ class StoreLexicalIndex:
         path: str = "bm25",
     ) -> list[Hit]:
         return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
+
+    def search_many(
+        self,
+        queries: Sequence[LexicalQuery],
+        *,
+        limit: int,
+        filters: Filters,
+        path: str = "bm25",
+    ) -> list[list[Hit]]:
+        return self._queries.search_many(queries, limit=limit, filters=filters, path=path)
 
     def search_titles(
         self, terms: Sequence[str], *, limit: int, filters: Filters
@@ -1001,28 +1113,35 @@ class PostgresStatements:
             idf.append(value if value > 0 else 1e-6)
         return lexemes, idf
 
-    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
+    def rank_chunks(
+        self,
+        queries: Sequence[LexicalQuery],
+        filters: Filters,
+        filter_sql: str,
+        params: list[object],
+        depth: int,
+        limit: int,
+    ) -> list[Ranked]:
+        """See :meth:`LexicalEngine.rank_chunks`: one statement a query (its IDFs are counted
+        for its own terms), every ranked row returned with whether it is visible."""
         s = self.settings
-        phrases = [must, *terms] if must else list(terms)
-        lexemes, idf = self._idf("chunks_lex", phrases)
-        query = build_tsquery(terms, must=must)
         conn = self.store.connection()
-
-        def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
-            sql = f"""
-                SELECT c.chunk_id, c.resource_id, top.s
-                FROM ({build_pg_bm25_sql("chunks_lex")} ORDER BY s, l.id LIMIT ?) AS top
-                JOIN chunks c ON c.id = top.id
-                JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version
-                WHERE {filter_sql}
-                ORDER BY top.s, c.id
-                LIMIT ?"""
-            weights = [s.title_weight, s.heading_weight, s.body_weight]
-            return conn.execute(
-                sql, [lexemes, idf, *weights, query, depth, *params, limit]
-            ).fetchall()
-
-        return ranked
+        weights = [s.title_weight, s.heading_weight, s.body_weight]
+        sql = f"""
+            SELECT top.s, top.id, c.chunk_id, c.resource_id, EXISTS(
+                SELECT 1 FROM resources r
+                WHERE r.resource_id = c.resource_id AND r.version = c.version AND {filter_sql})
+            FROM ({build_pg_bm25_sql("chunks_lex")} ORDER BY s, l.id LIMIT ?) AS top
+            LEFT JOIN chunks c ON c.id = top.id
+            ORDER BY top.s, top.id"""
+        out = []
+        for q in queries:
+            lexemes, idf = self._idf("chunks_lex", [q.must, *q.terms] if q.must else q.terms)
+            query = build_tsquery(q.terms, must=q.must)
+            found = conn.execute(sql, [*params, lexemes, idf, *weights, query, depth]).fetchall()
+            shown = [(cid, rid, score) for score, _id, cid, rid, ok in found if ok]
+            out.append(Ranked(shown[:limit], len(found) < depth))
+        return out
 
     def title_rows(
         self,

@@ -56,8 +56,9 @@ from hybridsag.fusion.types import Hit
 from hybridsag.lexical.index import (
     ChunkTokens,
     LexicalQueries,
+    LexicalQuery,
     LexicalTables,
-    Ranker,
+    Ranked,
     count_store_chunks,
 )
 from hybridsag.milvus_client import (
@@ -383,6 +384,16 @@ class MilvusLexicalIndex:
     ) -> list[Hit]:
         return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
 
+    def search_many(
+        self,
+        queries: Sequence[LexicalQuery],
+        *,
+        limit: int,
+        filters: Filters,
+        path: str = "bm25",
+    ) -> list[list[Hit]]:
+        return self._queries.search_many(queries, limit=limit, filters=filters, path=path)
+
     def search_titles(
         self, terms: Sequence[str], *, limit: int, filters: Filters
     ) -> list[tuple[str, float]]:
@@ -458,10 +469,35 @@ class MilvusLexicalIndex:
             rows.append((int(hit.get(F_ID, hit.get("id"))), abs(float(hit["distance"])), entity))
         return rows
 
-    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
-        query = " ".join([must, *terms] if must else terms)
+    def rank_chunks(
+        self,
+        queries: Sequence[LexicalQuery],
+        filters: Filters,
+        filter_sql: str,
+        params: list[object],
+        depth: int,
+        limit: int,
+    ) -> list[Ranked]:
+        """See :meth:`~hybridsag.lexical.index.LexicalEngine.rank_chunks`: one Milvus search a
+        query, its hits checked against the store; complete when Milvus had fewer rows than
+        asked (or was asked its most, ``MAX_LIMIT``)."""
         expr = self._expression(filters)
-        conn = self.store.connection()
+        return [
+            self._rank_one(q.terms, q.must, expr, filter_sql, params, depth, limit)
+            for q in queries
+        ]
+
+    def _rank_one(
+        self,
+        terms: Sequence[str],
+        must: str | None,
+        expr: str,
+        filter_sql: str,
+        params: list[object],
+        depth: int,
+        limit: int,
+    ) -> Ranked:
+        query = " ".join([must, *terms] if must else terms)
         must_sql = ""
         must_params: list[object] = []
         if must:
@@ -470,39 +506,29 @@ class MilvusLexicalIndex:
             # about 0.1 to 0.3 s a term on 2wiki, and cannot match CJK text with it)
             must_sql = f" AND m.id = c.id AND {self.tables.matches.replace('mlex_chunks.', 'm.')}"
             must_params = [self.term_match(must)]
-        done: list[list[tuple[int, float, dict[str, Any]]]] = []  # Milvus had no more rows
-
-        def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
-            if done:  # a deeper ask returns what the last one did: ask Milvus once
-                found = done[0]
-            else:
-                found = self._bm25(
-                    self._chunks_coll, query, limit=depth, expr=expr, output=[F_CHUNK]
-                )
-                if len(found) < min(depth, MAX_LIMIT) or depth >= MAX_LIMIT:
-                    done.append(found)
-            if not found:
-                return []
-            select = (
-                "SELECT c.id, c.chunk_id, c.resource_id FROM chunks c "
-                + ("JOIN mlex_chunks m ON m.id = c.id " if must else "")
-                + "JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version "
-                f"WHERE {filter_sql}{must_sql} AND"
-            )
-            visible = select_in(
-                conn, select, "c.id", [f[0] for f in found], params=[*params, *must_params]
-            )
-            rows = []
-            for rowid, score, entity in found:
-                row = visible.get(rowid)
-                if row is None or row[1] != entity.get(F_CHUNK):
-                    continue  # a row of a deleted, replaced or filtered-out chunk
-                rows.append((row[1], row[2], -score))
-                if len(rows) >= limit:
-                    break
-            return rows
-
-        return ranked
+        found = self._bm25(self._chunks_coll, query, limit=depth, expr=expr, output=[F_CHUNK])
+        complete = len(found) < min(depth, MAX_LIMIT) or depth >= MAX_LIMIT
+        if not found:
+            return Ranked([], complete)
+        select = (
+            "SELECT c.id, c.chunk_id, c.resource_id FROM chunks c "
+            + ("JOIN mlex_chunks m ON m.id = c.id " if must else "")
+            + "JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version "
+            f"WHERE {filter_sql}{must_sql} AND"
+        )
+        visible = select_in(
+            self.store.connection(), select, "c.id", [f[0] for f in found],
+            params=[*params, *must_params],
+        )
+        rows = []
+        for rowid, score, entity in found:
+            row = visible.get(rowid)
+            if row is None or row[1] != entity.get(F_CHUNK):
+                continue  # a row of a deleted, replaced or filtered-out chunk
+            rows.append((row[1], row[2], -score))
+            if len(rows) >= limit:
+                break
+        return Ranked(rows, complete)
 
     def title_rows(
         self,

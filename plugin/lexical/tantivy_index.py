@@ -53,7 +53,13 @@ from typing import Any
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.fusion.types import Hit
 from hybridsag.lexical.fts5_topk import strip_diacritics
-from hybridsag.lexical.index import ChunkTokens, LexicalQueries, LexicalTables, Ranker
+from hybridsag.lexical.index import (
+    ChunkTokens,
+    LexicalQueries,
+    LexicalQuery,
+    LexicalTables,
+    Ranked,
+)
 from hybridsag.lexical.tokenizer import Tokenizer
 from hybridsag.records.store import Filters, Store, select_in
 from hybridsag.settings import LexicalSettings
@@ -377,6 +383,16 @@ class TantivyLexicalIndex:
     ) -> list[Hit]:
         return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
 
+    def search_many(
+        self,
+        queries: Sequence[LexicalQuery],
+        *,
+        limit: int,
+        filters: Filters,
+        path: str = "bm25",
+    ) -> list[list[Hit]]:
+        return self._queries.search_many(queries, limit=limit, filters=filters, path=path)
+
     def search_titles(
         self, terms: Sequence[str], *, limit: int, filters: Filters
     ) -> list[tuple[str, float]]:
@@ -450,25 +466,37 @@ class TantivyLexicalIndex:
 
     # -- the engine: search ---------------------------------------------------------------------
 
-    def chunk_ranker(self, terms: Sequence[str], must: str | None, filters: Filters) -> Ranker:
+    def rank_chunks(
+        self,
+        queries: Sequence[LexicalQuery],
+        filters: Filters,
+        filter_sql: str,
+        params: list[object],
+        depth: int,
+        limit: int,
+    ) -> list[Ranked]:
+        """See :meth:`~hybridsag.lexical.index.LexicalEngine.rank_chunks`: one tantivy top
+        ``depth`` a query, its hits checked against the store; complete when tantivy had fewer
+        rows than asked."""
         side = self._chunks
-        query = side.text_query(terms, must=must, tenant=filters.tenant)
         conn = self.store.connection()
         select = (
             f"SELECT c.id, c.chunk_id, c.resource_id FROM chunks c {self._join} resources r "
             "ON r.resource_id = c.resource_id AND r.version = c.version WHERE "
         )
-
-        def ranked(filter_sql: str, params: list[object], depth: int, limit: int) -> list[Any]:
+        out = []
+        for q in queries:
+            query = side.text_query(q.terms, must=q.must, tenant=filters.tenant)
             if query is None:
-                return []
-            found = self._read("BM25 search", lambda: side.top(query, depth, [F_ID, F_HASH]))
-            if not found:
-                return []
+                out.append(Ranked([], True))
+                continue
+            found = self._read(
+                "BM25 search", lambda query=query: side.top(query, depth, [F_ID, F_HASH])
+            )
             visible = select_in(
                 conn, f"{select}{filter_sql} AND", "c.id", [int(v[0]) for _s, v in found],
                 params=params,
-            )
+            ) if found else {}
             rows = []
             for score, (rowid, digest) in found:
                 row = visible.get(int(rowid))
@@ -476,9 +504,9 @@ class TantivyLexicalIndex:
                     continue  # a row of a deleted, replaced or filtered-out chunk
                 rows.append((-score, int(rowid), row[1], row[2]))
             rows.sort(key=lambda r: (r[0], r[1]))  # FTS5's order: score, then chunk row
-            return [(chunk_id, resource_id, s) for s, _id, chunk_id, resource_id in rows[:limit]]
-
-        return ranked
+            shown = [(chunk_id, resource_id, s) for s, _id, chunk_id, resource_id in rows[:limit]]
+            out.append(Ranked(shown, len(found) < depth))
+        return out
 
     def title_rows(
         self,

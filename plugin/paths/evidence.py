@@ -58,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from hybridsag.sentences import split_sentences
+from hybridsag.sentences import name_spans, split_sentences
 
 __all__ = [
     "OFF_KIND_SHARE",
@@ -218,11 +218,6 @@ def name_forms(title: str) -> tuple[str, ...]:
     return tuple(f for f in dict.fromkeys(forms) if len(f) >= _MIN_NAME)
 
 
-@lru_cache(maxsize=1 << 16)
-def _pattern(name: str) -> re.Pattern[str]:
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
-
-
 def _is_name(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` is written as a name of its own: it holds an upper-case
     letter or a digit, and the words right before and after it are not capitalised (``Virginia``
@@ -247,8 +242,8 @@ def _mentions(forms: Sequence[str], text: str, text_folded: str) -> bool:
     for form in forms:
         if form not in text_folded:
             continue
-        for m in _pattern(form).finditer(text_folded):
-            if _is_name(text, m.start(), m.end()):
+        for start, end in name_spans(form, text_folded):
+            if _is_name(text, start, end):
                 return True
     return False
 
@@ -276,8 +271,7 @@ def question_shape(question: str, passages: Sequence[EvidencePassage]) -> Questi
         for form in name_forms(p.title):
             if form not in ql:
                 continue
-            for m in _pattern(form).finditer(ql):
-                span = m.span()
+            for span in name_spans(form, ql):
                 if not any(ch.isupper() or ch.isdigit() for ch in question[span[0] : span[1]]):
                     continue
                 if best is None or span[1] - span[0] > best[1] - best[0]:
@@ -377,10 +371,8 @@ def _on_relation(
         for form in forms:
             if form not in folded:
                 continue
-            for m in _pattern(form).finditer(folded):
-                if _is_name(text, m.start(), m.end()) and _near_relation(
-                    text, m.start(), m.end(), relation
-                ):
+            for start, end in name_spans(form, folded):
+                if _is_name(text, start, end) and _near_relation(text, start, end, relation):
                     return True
     return False
 

@@ -52,7 +52,7 @@ from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeErro
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
 from hybridsag.judges.simple import UnavailableJudge
-from hybridsag.lexical.index import LexicalIndex
+from hybridsag.lexical.index import LexicalIndex, LexicalQuery
 from hybridsag.paths.base import PathResult, Peers
 from hybridsag.paths.evidence import (
     EvidencePassage,
@@ -375,25 +375,14 @@ class Sag2Retriever:
         run: _Run,
     ) -> list[Hit]:
         """One query "all new terms OR the question's" plus one per new term that must contain
-        it; merged round-robin by rank, without what the pool already holds."""
-        lists = [
-            self.lexical.search(
-                [t for term, _ in new_terms for t in term.split()] + list(terms),
-                limit=recall,
-                filters=filters,
-                path=self.name,
-            )
+        it, asked of the lexical index in one call (:meth:`LexicalIndex.search_many`); merged
+        round-robin by rank, without what the pool already holds."""
+        question = tuple(terms)
+        queries = [
+            LexicalQuery(tuple(t for term, _ in new_terms for t in term.split()) + question),
+            *(LexicalQuery(question + tuple(term.split()), must=term) for term, _ in new_terms),
         ]
-        for term, _ in new_terms:
-            lists.append(
-                self.lexical.search(
-                    list(terms) + term.split(),
-                    limit=recall,
-                    filters=filters,
-                    must=term,
-                    path=self.name,
-                )
-            )
+        lists = self.lexical.search_many(queries, limit=recall, filters=filters, path=self.name)
         run.lap("fts_ms")
         return _round_robin(lists, exclude=run.pool.keys(), limit=recall)
 

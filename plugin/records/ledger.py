@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.records.owners import owner_dead, pid_alive, this_owner
-from hybridsag.records.store import Store, chunk_id_for, select_in
+from hybridsag.fusion.types import ChunkFacts
+from hybridsag.records.store import Store, chunk_id_for, facts_columns, select_in
 
 if TYPE_CHECKING:
     from hybridsag.documents import Chunk
@@ -85,6 +86,8 @@ class Staged:
     title_tokens: str
     title_norm: str
     chunk_tokens: tuple[ChunkTokens, ...]
+    #: each chunk's facts (:func:`hybridsag.fusion.facts.chunk_facts`), in chunk order
+    chunk_facts: tuple[ChunkFacts, ...]
     vectors: Any = None  # numpy array (n_chunks, dim) or None
 
 
@@ -172,19 +175,27 @@ class Ledger:
         found = select_in(conn, select + " AND", "resource_id", keys, many=True)
         return sorted((r for rs in found.values() for r in rs), key=lambda r: r["id"])
 
-    def current_chunks(self, keys: Sequence[str] | None = None) -> list[Any]:
+    def current_chunks(
+        self, keys: Sequence[str] | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[Any]:
         """The chunks of the current version of ready and disabled resources (of ``keys``),
-        with their resource's ``title, tenant, acl``, in rowid order (what a backfill embeds)."""
-        sql = """SELECT c.chunk_id, c.resource_id, c.version, c.heading_path, c.text, r.title,
-                        r.tenant, r.acl
+        with their resource's ``title, tenant, acl`` and the chunk's row id ``id``, in row id
+        order (what a backfill embeds): those whose row id is above ``after``, at most
+        ``limit`` of them (None: all), so that a caller can read them a page at a time."""
+        sql = """SELECT c.id, c.chunk_id, c.resource_id, c.version, c.heading_path, c.text,
+                        r.title, r.tenant, r.acl
                  FROM chunks c JOIN resources r
                    ON r.resource_id = c.resource_id AND r.version = c.version
-                 WHERE r.status IN ('ready', 'disabled')"""
-        params: list[Any] = []
+                 WHERE r.status IN ('ready', 'disabled') AND c.id > ?"""
+        params: list[Any] = [after]
         if keys is not None:
             sql += f" AND c.resource_id IN ({','.join('?' * len(keys))})"
-            params = list(keys)
-        return self.store.connection().execute(sql + " ORDER BY c.id", params).fetchall()
+            params += list(keys)
+        sql += " ORDER BY c.id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return self.store.connection().execute(sql, params).fetchall()
 
     @staticmethod
     def live_chunk_text(conn: Any, rowid: int) -> Any:
@@ -344,12 +355,13 @@ class Ledger:
         fts_tokens: list[ChunkTokens] = []
         for s in keep:
             key, version = s.doc.key, claims[s.doc.key]
-            for c, tokens in zip(s.chunks, s.chunk_tokens):
+            for c, tokens, facts in zip(s.chunks, s.chunk_tokens, s.chunk_facts, strict=True):
                 chunk_rows.append(
                     (
                         chunk_id_for(key, version, c.ordinal), key, version, c.ordinal,
                         c.heading_path, c.text, c.start_line, c.end_line, c.byte_start,
                         c.byte_end, hashlib.sha256(c.text.encode("utf-8")).hexdigest(),
+                        *facts_columns(facts),
                     )
                 )
                 fts_tokens.append(tokens)
@@ -359,8 +371,8 @@ class Ledger:
         conn.executemany(
             """INSERT INTO chunks(id, chunk_id, resource_id, version, ordinal,
                    heading_path, text, start_line, end_line, byte_start, byte_end,
-                   content_sha256)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   content_sha256, script, heading_only, shingles)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             [(first + i, *row) for i, row in enumerate(chunk_rows)],
         )
         self.lexical.add_chunks(conn, ((first + i, t) for i, t in enumerate(fts_tokens)))

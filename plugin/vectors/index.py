@@ -94,6 +94,7 @@ __all__ = [
     "MilvusDenseIndex",
     "OWNER_PROPERTY",
     "VectorRow",
+    "check_vector",
     "default_collection",
     "filter_expression",
     "make_dense_index",
@@ -816,6 +817,27 @@ class MilvusDenseIndex:
             key = resource_key(str(row[self._f_resource]), tenant)
             yield str(row[self._f_id]), key, version
 
+    def vector_rows(self, batch_size: int = 1000) -> Iterator[VectorRow]:
+        """Every row of this index's own collection with its vector, read with Strong
+        consistency (what :class:`~hybridsag.vectors.exact.ExactDenseIndex` loads when it is
+        given no other source). ConfigError in attach mode: a team's rows are not VectorRows."""
+        client = self._ready()
+        if self._attach:
+            raise ConfigError("vector_rows reads hybridsag's own collection, not a team's")
+        output = [F_RESOURCE, F_VERSION, F_TENANT, F_ACL, F_VECTOR]
+        for row in iterate_rows(
+            client, self._call, self._collection, self._scoped(""), output,
+            batch_size=batch_size, timeout=self._timeout,
+        ):
+            yield VectorRow(
+                chunk_id=str(row[F_ID]),
+                resource_id=str(row[F_RESOURCE]),
+                version=int(row[F_VERSION]),
+                tenant=str(row[F_TENANT] or ""),
+                acl=tuple(row[F_ACL] or ()),
+                vector=row[F_VECTOR],
+            )
+
     def count(self) -> int:
         """See :meth:`DenseIndex.count`."""
         client = self._ready()
@@ -861,7 +883,10 @@ def _dim_of(field: Mapping[str, Any]) -> int | None:
     return int(dim) if dim is not None else None
 
 
-def _as_vector(vector: Sequence[float], dimension: int, *, what: str) -> list[float]:
+def check_vector(vector: Sequence[float], dimension: int, *, what: str) -> Any:
+    """``vector`` as a float32 numpy array of ``dimension`` numbers: IndexMismatchError for
+    another length, InputError for something that is not numbers or holds NaN or infinity
+    (``what`` names it in the message)."""
     import numpy as np  # here, not at import: a bm25 search never loads numpy
 
     try:
@@ -874,7 +899,11 @@ def _as_vector(vector: Sequence[float], dimension: int, *, what: str) -> list[fl
         )
     if not np.all(np.isfinite(array)):
         raise InputError(f"{what} contains NaN or infinity")
-    return array.tolist()
+    return array
+
+
+def _as_vector(vector: Sequence[float], dimension: int, *, what: str) -> list[float]:
+    return check_vector(vector, dimension, what=what).tolist()
 
 
 def _check_bytes(value: str, limit: int, what: str, *, allow_empty: bool = True) -> None:

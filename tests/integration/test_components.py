@@ -24,7 +24,7 @@ from hybridsag.fusion.types import Hit
 from hybridsag.judges.features import FeatureJudge
 from hybridsag.lexical.index import (
     build_best_chunks_sql,
-    build_search_sql,
+    build_tops_sql,
     build_title_search_sql,
 )
 from hybridsag.paths import PathResult, PathSpec, Peers, register_path, unregister_path
@@ -475,11 +475,14 @@ def _squash(sql: str) -> str:
 
 
 def test_generated_search_sql() -> None:
-    assert _squash(build_search_sql("r.status IN (?)")) == (
-        "SELECT c.chunk_id, c.resource_id, top.s FROM ( SELECT rowid AS id, "
+    assert _squash(build_tops_sql(2, "r.status IN (?)")) == (
+        "SELECT top.q, top.id, top.s, c.chunk_id, c.resource_id, EXISTS( SELECT 1 FROM "
+        "resources r WHERE r.resource_id = c.resource_id AND r.version = c.version AND "
+        "r.status IN (?)) FROM (SELECT 0 AS q, id, s FROM (SELECT rowid AS id, "
         "bm25(chunks_fts, ?, ?, ?) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s "
-        "LIMIT ? ) AS top JOIN chunks c ON c.id = top.id JOIN resources r ON r.resource_id = "
-        "c.resource_id AND r.version = c.version WHERE r.status IN (?) ORDER BY top.s, c.id LIMIT ?"
+        "LIMIT ?) UNION ALL SELECT 1 AS q, id, s FROM (SELECT rowid AS id, "
+        "bm25(chunks_fts, ?, ?, ?) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s "
+        "LIMIT ?)) AS top LEFT JOIN chunks c ON c.id = top.id"
     )
     assert _squash(build_title_search_sql("1")) == (
         "SELECT r.resource_id, bm25(titles_fts) AS s FROM titles_fts JOIN resources r ON "
@@ -610,7 +613,7 @@ def test_vectors_of_the_first_int8_recipe_are_stale(tmp_path: Path) -> None:
         parts.store.set_meta("embedding_fingerprint", f"{MODEL}|onnx-int8")
     with Components(_settings(tmp_path / "data")) as parts:
         assert parts.embedding_backend() == "onnx"
-        with pytest.raises(IndexMismatchError, match=r"onnx-int8'.*onnx-int8-rowwise.*rebuild"):
+        with pytest.raises(IndexMismatchError, match=r"onnx-int8'.*onnx-int8-rowwise-w7.*rebuild"):
             parts.embedder()
 
 

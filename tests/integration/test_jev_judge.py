@@ -438,6 +438,7 @@ def test_wrong_route_is_404(jev_server: JevServer, client: httpx.Client) -> None
         ("bool_value", "not a number"),
         ("nan_value", "malformed JSON"),
         ("no_usage", "usage"),
+        ("no_model", "model is None, not a string"),
     ],
 )
 def test_contract_violations_raise(

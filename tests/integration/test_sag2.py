@@ -492,6 +492,34 @@ def test_rounds_are_respected(corpus_hs: HybridSearch, rounds: int) -> None:
     assert result.usage["pool"] == pools[-1]
 
 
+def _statements(hs: HybridSearch, call: Any) -> tuple[Any, list[str]]:
+    """``call()``'s result and the statements it ran on this thread's store connection
+    (SQLite's trace callback; the statements FTS5 runs inside one, marked ``--``, left out)."""
+    conn = hs.components.store.connection()
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        result = call()
+    finally:
+        conn.set_trace_callback(None)
+    return result, [s for s in seen if not s.lstrip().startswith("--")]
+
+
+def test_an_expansion_round_asks_the_lexical_index_once(corpus_hs: HybridSearch) -> None:
+    """The round's next-hop look-ups ("new terms OR the question's", one per new term that must
+    hold it) reach SQLite as one statement, counted on the real connection."""
+    retriever = _retriever(corpus_hs, **JUDGE_ORDER, rounds=1)
+    result, statements = _statements(
+        corpus_hs, lambda: retriever.retrieve(QUESTION, limit=10, filters=Filters())
+    )
+    assert result.usage["rounds"] == 1
+    searches = [s for s in statements if "chunks_fts MATCH" in s]
+    assert len(searches) == 2  # round 0's recall, then the expansion round's
+    # the round's statement holds its "OR" query and a query per new term
+    assert searches[1].count("chunks_fts MATCH") >= 3
+    assert _rids(result.hits)[:5].count(BRIDGE) == 1  # the same multi-hop answer as before
+
+
 def test_round_argument_overrides_setting(corpus_hs: HybridSearch) -> None:
     r = _retriever(corpus_hs, rounds=2)
     assert r.retrieve(QUESTION, limit=10, filters=Filters(), rounds=0).usage["rounds"] == 0

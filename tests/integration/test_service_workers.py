@@ -7,7 +7,8 @@ workers connect to. Each answer names its worker (``x-hybridsag-worker``), and a
 ``httpx.Client`` with one kept-alive connection stays on one worker, so every assertion about
 "through one, then through the other" checks which worker answered.
 
-- both workers answer (``/healthz`` names two pids, slots 0 and 1);
+- both workers answer (``/healthz`` names two pids, slots 0 and 1), and kept-alive connections
+  are spread over them (the parent hands each to the worker with the fewest open);
 - an ingest through one is found by a search through the other; a delete acknowledged through
   one is returned by neither afterwards;
 - ``/metrics`` through either counts the requests of both;
@@ -162,6 +163,33 @@ def test_both_workers_answer(served: Served) -> None:
     assert pids <= _children(served.proc.pid)
     ready = httpx.get(f"{served.url}/readyz", headers=AUTH, timeout=30).json()
     assert ready["ready"] is True and ready["checks"]["workers"] == "2/2 workers ready"
+
+
+@pytest.mark.slow
+def test_kept_alive_connections_are_spread_over_the_workers(tmp_path: Path) -> None:
+    """The parent hands each new connection to the ready worker with the fewest open ones: 8
+    clients, each on one kept-alive connection opened after the one before answered, land 4
+    on each worker (issue 39: when every worker accepted on the shared socket, the first to
+    wake took all 8, and the other worker stayed idle)."""
+    served = _start(tmp_path / "data")
+    clients: list[httpx.Client] = []
+    try:
+        slots = []
+        for _ in range(8):
+            client = httpx.Client(
+                base_url=served.url, headers=AUTH, timeout=60,
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            )  # fmt: skip
+            clients.append(client)
+            slots.append(int(client.get("/healthz").headers["x-hybridsag-worker"]))
+        assert sorted(slots) == [0, 0, 0, 0, 1, 1, 1, 1], slots
+        # each connection stays with its worker
+        for client, slot in zip(clients, slots):
+            assert client.get("/healthz").headers["x-hybridsag-worker"] == str(slot)
+    finally:
+        for client in clients:
+            client.close()
+        assert _stop(served) == -signal.SIGTERM
 
 
 @pytest.mark.slow

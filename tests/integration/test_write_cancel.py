@@ -48,6 +48,11 @@ def test_a_cancel_set_mid_ingest_undoes_the_batch_in_flight_and_keeps_the_earlie
     def progress(documents: int) -> None:
         done.append(documents)
         if sum(done) == 3:  # doc2 is chunked: the next document of its batch is not
+            # the first batch is written while the second is staged (Writer._pipeline): the
+            # cancel is meant for the second, so it waits for the first's commit
+            deadline = time.monotonic() + 30
+            while _ids(hs) != ["doc0", "doc1"] and time.monotonic() < deadline:
+                time.sleep(0.01)
             cancel.set()
 
     with pytest.raises(WriteCancelledError) as info:

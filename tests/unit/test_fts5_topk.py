@@ -133,6 +133,44 @@ def test_a_common_word_is_left_out_and_the_answer_stays_exact() -> None:
         _assert_same_top(_plain(conn, terms, must, 5), bounded)
 
 
+def test_a_left_out_word_is_never_given_to_fts5() -> None:
+    """The bound's statements never name a left-out word (``bm25()`` would walk its postings to
+    count its rows); its part of each score comes from the rows' stored tokens. Counted on the
+    real connection with SQLite's trace callback (which shows the bound parameters)."""
+    conn = _table()
+    rows = [("", "", "film " * (1 + i % 3) + ("w1 " if i % 25 == 0 else "") + f"w{i % 7 + 2}")
+            for i in range(400)]
+    _fill(conn, rows)
+    topk = Fts5TopK("chunks_fts", "chunks_vocab")
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        bounded = _bounded(topk, conn, ["film", "w1", "w3"], None, 5)
+    finally:
+        conn.set_trace_callback(None)
+    assert bounded is not None
+    _assert_same_top(_plain(conn, ["film", "w1", "w3"], None, 5), bounded)
+    matches = [q for q in seen if "MATCH" in q and not q.startswith("--")]
+    assert matches and not any('"film"' in q for q in matches), matches
+
+
+def test_a_row_whose_tokens_fts5_splits_otherwise_runs_the_plain_statement() -> None:
+    """A stored token that FTS5's unicode61 splits in two (an apostrophe is a separator to it)
+    cannot be counted from the row's text as FTS5 counted it: the bound declines."""
+    conn = _table()
+    rows = [("", "", "film " * (1 + i % 3) + f"w{i % 7 + 2}") for i in range(400)]
+    rows[0] = ("", "", "film o'brien w1 w1 w1")  # the best row for w1: read for its film part
+    _fill(conn, rows)
+    topk = Fts5TopK("chunks_fts", "chunks_vocab")
+    assert _bounded(topk, conn, ["film", "w1"], None, 1) is None
+    rows[0] = ("", "", "film obrien w1 w1 w1")
+    conn.execute("DELETE FROM chunks_fts")
+    _fill(conn, rows)
+    bounded = _bounded(topk, conn, ["film", "w1"], None, 1)
+    assert bounded is not None and bounded[0][0] == 1
+    _assert_same_top(_plain(conn, ["film", "w1"], None, 1), bounded)
+
+
 def test_on_a_zipf_corpus_most_searches_are_bounded_and_all_are_exact() -> None:
     """A seeded corpus whose word frequencies fall as 1/rank, as text's do: most queries mix a
     few very common words with rarer ones, and the bound answers most of them exactly."""

