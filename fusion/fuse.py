@@ -73,10 +73,13 @@ def fuse(
     ``limit`` plus the places a rule may lift a hit), and the copies are folded over those
     (:func:`collapse_window`; a hit further down is only looked up among their buckets). When
     copies in that window leave fewer than ``limit`` distinct texts, the window doubles. The
-    merging of neighbours and the per-resource cap then run over that window, which doubles
-    until no hit after it can change their first ``limit`` results (:func:`_window_holds`: no
-    later hit neighbours a chunk of the window in its section, and none is of a resource
-    whose count the cap reads), else over the whole list.
+    merging of neighbours and the per-resource cap can change a first result from any hit
+    further down (a later neighbour joins it, a later hit of its resource is listed in its
+    ``capped``): where no two visible hits are neighbours in a section and no resource has
+    more visible hits than ``max_per_resource``, neither changes a hit and the window stands;
+    where no neighbours are among fusion's first ``2 * limit`` hits, the window, merged and
+    capped, stands when no later hit can change it (:func:`_window_holds`); else (a
+    documentation folder's sections) the whole list is fused and its first ``limit`` returned.
 
     Raises:
         ValueError: a bad ``k``, ``depth``, weight, ``method``, ``normalisation``,
@@ -155,15 +158,46 @@ def fuse(
 
     if limit is None:
         return regrouped(ruled(None)[0])
-    want = limit
-    while True:
-        hits, whole = ruled(want)
-        if whole or not (merging or capping):
-            return regrouped(hits)[:limit]
+    paired = _neighbours(visible, chunks) if merging else set()
+    if not paired and not (capping and _over_cap(visible, chunks, max_per_resource)):
+        return ruled(limit)[0][:limit]  # neither step can change a hit: the window as it is
+    if not any(f.chunk_id in paired for f in visible[: 2 * limit]):
+        # no neighbours among the first hits fusion made (a passage set's long passages, not a
+        # documentation folder's sections): the window mostly holds; it stands when it does
+        hits, whole = ruled(limit)
         out = regrouped(hits)
-        if _window_holds(out, hits, visible, chunks, limit, merging, max_per_resource * capping):
+        if whole or _window_holds(
+            out, hits, visible, chunks, limit, merging, max_per_resource * capping
+        ):
             return out[:limit]
-        want *= 2
+    return regrouped(ruled(None)[0])[:limit]
+
+
+def _neighbours(visible: Sequence[FusedHit], chunks: Mapping[str, ChunkView]) -> set[str]:
+    """The chunk ids of the ``visible`` hits that have a neighbouring chunk of their section
+    among them (what :func:`~hybridsag.fusion.results.merge_adjacent` may merge)."""
+    at = {
+        (v.resource_id, v.heading_path, v.ordinal): f.chunk_id
+        for f in visible
+        if (v := chunks[f.chunk_id]).ordinal is not None
+    }
+    return {
+        c
+        for (r, h, o), c in at.items()
+        if (r, h, o - 1) in at or (r, h, o + 1) in at
+    }
+
+
+def _over_cap(visible: Sequence[FusedHit], chunks: Mapping[str, ChunkView], cap: int) -> bool:
+    """Whether a resource has more than ``cap`` of the ``visible`` hits (what
+    :func:`~hybridsag.fusion.results.cap_per_resource` may hold back)."""
+    counts: dict[str, int] = {}
+    for f in visible:
+        rid = chunks[f.chunk_id].resource_id
+        counts[rid] = counts.get(rid, 0) + 1
+        if counts[rid] > cap:
+            return True
+    return False
 
 
 def _window_holds(
