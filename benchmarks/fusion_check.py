@@ -47,11 +47,15 @@ _COLS = ("recall@1", "recall@2", "recall@5", "recall@10", "ndcg@10")
 
 
 def fused_ranking(hits: list, views: dict, gold: frozenset[str]) -> list[str]:
-    """The resource ids to score for fused hits, each standing for the copies of its text it
-    folded in (``FusedHit.duplicates``), as eval scores a search's ``also_in``
+    """The resource ids to score for fused hits, each standing for the neighbours merged into
+    it and the copies of its text it folded in (``FusedHit.merged``, ``.duplicates``), as eval
+    scores a search's ``merged`` and ``also_in``
     (:func:`hybridsag.evaluation.measures.ranked_results`)."""
     return ranked_results(
-        [[views[c].resource_id for c in (h.chunk_id, *h.duplicates) if c in views] for h in hits],
+        [
+            [views[c].resource_id for c in (h.chunk_id, *h.merged, *h.duplicates) if c in views]
+            for h in hits
+        ],
         gold,
     )
 

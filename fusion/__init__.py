@@ -6,9 +6,11 @@ Standard library only, no I/O: everything here is a pure function of its argumen
 
 from hybridsag.fusion.convex import NORMALISERS, convex, normalise
 from hybridsag.fusion.facts import chunk_facts
-from hybridsag.fusion.fuse import METHODS, fuse
+from hybridsag.fusion.fuse import METHODS, STEPS, fuse
 from hybridsag.fusion.rrf import rrf
+from hybridsag.fusion.results import cap_per_resource, merge_adjacent, monotone_scores
 from hybridsag.fusion.rules import RULE_REASONS, apply_rules
+from hybridsag.fusion.markdown import markup_only
 from hybridsag.fusion.text import (
     contains_whole_identifier,
     defines_identifier,
@@ -36,6 +38,7 @@ __all__ = [
     "NORMALISERS",
     "RULE_REASONS",
     "SIGNAL_NAMES",
+    "STEPS",
     "ChunkFacts",
     "ChunkView",
     "Contribution",
@@ -46,6 +49,7 @@ __all__ = [
     "TrustModel",
     "apply_rules",
     "assess",
+    "cap_per_resource",
     "chunk_facts",
     "contains_whole_identifier",
     "convex",
@@ -54,6 +58,9 @@ __all__ = [
     "is_heading_only",
     "list_stats",
     "looks_like_identifier",
+    "markup_only",
+    "merge_adjacent",
+    "monotone_scores",
     "normalise",
     "normalize_title",
     "rrf",

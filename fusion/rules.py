@@ -9,6 +9,10 @@ upward bound is ``exact_title``: a title typed in full is pinned wherever fusion
 it moves down, it moves by at most the number of pins.
 
 - ``drop_heading_only``: the chunk's text is empty or only Markdown headings; removed.
+- ``drop_stub``: the chunk's text holds nothing but markup (a lone ``:orphan:``, a
+  ``.. toctree::`` block, front matter alone: :func:`~hybridsag.fusion.markdown.markup_only`);
+  removed, as a heading-only chunk is (an index built before the chunker left such markup out
+  still holds them).
 - ``exact_title``: the normalised query equals the normalised title; pinned first.
 - ``identifier_definition``: identifier query, the text defines it, or the chunk's own section
   heading (the last heading of its heading path) names it whole; tier 0.
@@ -21,7 +25,8 @@ it moves down, it moves by at most the number of pins.
 - ``judge_accepted``: not an identifier query, a judge's probability (``Hit.judge_p``) reached
   the threshold; placed after the exact-title pins, in the judging path's rank order.
 - ``judge_order``: not an identifier query, a judge scored the chunk; the judged hits are
-  put back into the judge's order over the slots they hold (recorded on the hits that moved).
+  put back into the judge's order over the slots they hold (recorded on the hits that moved);
+  a hit the judge rejected (its probability below the floor) is never moved up by it.
 - ``version_heading``: the query names a version (``v2.3.1 release notes``) and the chunk lies
   in the section headed by that version; such chunks come first.
 - ``other_language``: the chunk's prose is in another script than the query's while other hits
@@ -29,9 +34,15 @@ it moves down, it moves by at most the number of pins.
 - ``exact_phrase``: the query asks for a literal string (a quoted phrase, or an error line such
   as ``npm ERR! code E404``) and the chunk holds it word for word; such chunks come first.
 
-- ``duplicates``: not a re-ranking rule but the last step of :func:`~hybridsag.fusion.fuse`
-  (:func:`~hybridsag.fusion.dedupe.collapse_duplicates`): the hit's text is also elsewhere, and
-  those copies are folded into it (``FusedHit.duplicates``).
+- ``duplicates``: not a re-ranking rule but a step of :func:`~hybridsag.fusion.fuse` after
+  them (:func:`~hybridsag.fusion.dedupe.collapse_duplicates`): the hit's text is also elsewhere,
+  and those copies are folded into it (``FusedHit.duplicates``).
+- ``merge_adjacent``: the step after it (:func:`~hybridsag.fusion.results.merge_adjacent`):
+  neighbouring chunks of the hit's section are hits too, and are merged into it
+  (``FusedHit.merged``).
+- ``resource_cap``: the last step (:func:`~hybridsag.fusion.results.cap_per_resource`): more
+  hits of the hit's resource stood above it than ``max_per_resource``; it goes after the other
+  resources' hits.
 
 Hits in tier 3 without even a partial match get no identifier rule name. A dropped hit is not
 returned, so its rule name is not seen by the caller (compare lengths to count drops).
@@ -42,10 +53,11 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from hybridsag.fusion.facts import facts_of
+from hybridsag.fusion.markdown import markup_only
 from hybridsag.fusion.text import (
     contains_phrase,
     contains_whole_identifier,
@@ -61,11 +73,15 @@ from hybridsag.fusion.text import (
 )
 from hybridsag.fusion.types import ChunkView, FusedHit
 
-__all__ = ["RULE_BOUNDS", "RULE_REASONS", "RuleBound", "apply_rules", "bounded", "rules_window"]
+__all__ = [
+    "RULE_BOUNDS", "RULE_REASONS", "RULE_SWITCHES", "RuleBound", "apply_rules", "bounded",
+    "rules_window",
+]  # fmt: skip
 
 #: One line per rule name, for the explain block of a result.
 RULE_REASONS: Mapping[str, str] = {
     "drop_heading_only": "the chunk is only a heading",
+    "drop_stub": "the chunk holds nothing but markup",
     "exact_title": "the query is this resource's title",
     "identifier_definition": "it defines the identifier the query names",
     "identifier_whole": "it mentions the query's identifier whole",
@@ -80,7 +96,19 @@ RULE_REASONS: Mapping[str, str] = {
     "the query's",
     "exact_phrase": "it holds the literal string the query asks for, word for word",
     "duplicates": "the same text is elsewhere too; those copies are listed with it, not as results",
+    "merge_adjacent": "the neighbouring chunks of its section matched too; they are one result",
+    "resource_cap": "more results of its file stood above it, so it waits after the other files'",
 }
+
+#: The steps of :func:`apply_rules` that ``off`` can switch off, by name: the two drops, the
+#: exact-title pins, the identifier tiers (the four ``identifier_*`` rules, one step), the
+#: judge rules, the next-hop slots and the three evidence partitions (``query_language`` is
+#: the step whose rule name is ``other_language``). ``benchmarks/rule_ablation.py`` measures
+#: each one's effect by switching it off.
+RULE_SWITCHES = (
+    "drop_heading_only", "drop_stub", "exact_title", "identifier_tiers", "judge_accepted",
+    "next_hop_slot", "judge_order", "version_heading", "query_language", "exact_phrase",
+)  # fmt: skip
 
 
 
@@ -133,6 +161,8 @@ def apply_rules(
     judge_accept: float | None = None,
     judge_order: bool = False,
     next_hop: bool = True,
+    judge_floor: float = 0.0,
+    off: Collection[str] = (),
     trace: Callable[[str, Sequence[FusedHit], Sequence[FusedHit]], None] | None = None,
     limit: int | None = None,
 ) -> list[FusedHit]:
@@ -142,7 +172,8 @@ def apply_rules(
     allow (:func:`bounded`): no hit moves more places up or down than stated for that rule.
     In order:
 
-    1. ``drop_heading_only``: hits whose chunk text ``is_heading_only`` are removed.
+    1. ``drop_heading_only``: hits whose chunk text ``is_heading_only`` are removed;
+       ``drop_stub``: so are hits whose chunk text is otherwise ``markup_only``.
     2. ``exact_title``: when ``normalize_title(query)`` is not empty and equals
        ``normalize_title(chunk.title)``, the resource's lead chunk among the remaining hits (the
        lowest ``ChunkView.ordinal``: its introduction; the best-ranked one when ordinals are
@@ -179,7 +210,11 @@ def apply_rules(
        and 6, but are put into the judging path's rank order over those slots; the hits no judge saw
        keep their own slots. The judge has weighed every passage it scored on the lexical, dense and
        title evidence the other paths vote with, so letting those paths re-rank what it judged
-       counts their evidence twice; they still bring in what it never saw.
+       counts their evidence twice; they still bring in what it never saw. A hit the judge
+       rejected (``judge_p`` below ``judge_floor``) takes part only downwards: slot by slot,
+       the best judge-ranked hit that may go there fills it, and a rejected hit may only go to
+       its own slot or one below (issue 38: chunks the judge scored 0.03 were lifted from #12
+       into the top 5 over hits no judge saw).
 
     Then, only when the query is not an identifier, three partitions of the kind the identifier
     tiers make, each stable and bounded (:data:`RULE_BOUNDS`), each only when both sides are
@@ -213,7 +248,10 @@ def apply_rules(
             disables rule 5).
         judge_order: rule 7 on or off.
         next_hop: rule 6 on or off (off when the trust step found the judge's order does not
-            hold for this query).
+            hold for this query, or the question does not read as multi-hop).
+        judge_floor: the judge probability below which rule 7 never moves a hit up (0: every
+            judged hit takes part both ways).
+        off: names of :data:`RULE_SWITCHES` to leave out (an ablation; none by default).
         trace: called with (bound name, hits before, the order the rule asked for) before each
             bounded step (``benchmarks/rule_moves.py`` measures the moves with it; with
             ``limit``, rules 8 to 10 and the identifier tiers show the window they ran over).
@@ -225,7 +263,8 @@ def apply_rules(
         first ``limit`` hits.
 
     Raises:
-        ValueError: ``pin_exact_titles`` below 0.
+        ValueError: ``pin_exact_titles`` below 0, ``judge_floor`` outside 0..1, or a name in
+            ``off`` that is not in :data:`RULE_SWITCHES`.
 
     Example:
         >>> from hybridsag.fusion.types import FusedHit, ChunkView
@@ -244,6 +283,8 @@ def apply_rules(
         judge_accept=judge_accept,
         judge_order=judge_order,
         next_hop=next_hop,
+        judge_floor=judge_floor,
+        off=off,
         trace=trace,
         need=limit,
     )
@@ -260,6 +301,8 @@ def rules_window(
     judge_accept: float | None = None,
     judge_order: bool = False,
     next_hop: bool = True,
+    judge_floor: float = 0.0,
+    off: Collection[str] = (),
     trace: Callable[[str, Sequence[FusedHit], Sequence[FusedHit]], None] | None = None,
     need: int | None = None,
 ) -> tuple[list[FusedHit], list[FusedHit]]:
@@ -284,13 +327,15 @@ def rules_window(
         raise ValueError(f"pin_exact_titles must be >= 0, got {pin_exact_titles!r}")
     if need is not None and need < 0:
         raise ValueError(f"need must be >= 0 or None, got {need!r}")
+    if not 0.0 <= judge_floor <= 1.0:
+        raise ValueError(f"judge_floor must be in 0..1, got {judge_floor!r}")
+    off = frozenset(off)
+    if unknown := off - set(RULE_SWITCHES):
+        raise ValueError(
+            f"unknown fusion rules {sorted(unknown)}; valid: {', '.join(RULE_SWITCHES)}"
+        )
 
-    kept: list[FusedHit] = []
-    for hit in fused:
-        view = chunks.get(hit.chunk_id)
-        if view is not None and facts_of(view).heading_only:
-            continue
-        kept.append(hit)
+    kept = [hit for hit in fused if not _dropped(chunks.get(hit.chunk_id), off)]
 
     query_norm = normalize_title(query)
     title_match = {
@@ -300,10 +345,13 @@ def rules_window(
         and query_norm
         and _title_norm(view) == query_norm
     }
-    pinned, rest = _exact_title(kept, chunks, title_match, pin_exact_titles)
+    pins = 0 if "exact_title" in off else pin_exact_titles
+    pinned, rest = _exact_title(kept, chunks, title_match, pins)
     want = None if need is None else max(0, need - len(pinned))
 
     def _step(name: str, before: list[FusedHit], desired: list[FusedHit]) -> list[FusedHit]:
+        if name in off:
+            return before
         if trace is not None:
             trace(name, before, desired)
         return bounded(before, desired, RULE_BOUNDS[name])
@@ -317,7 +365,7 @@ def rules_window(
         if next_hop:
             rest = _step("next_hop_slot", rest, _next_hop_others(rest, offset=offset))
         if judge_order:
-            rest = _step("judge_order", rest, _judge_order(rest))
+            rest = _step("judge_order", rest, _judge_order(rest, judge_floor))
         rest, others = _evidence_steps(query, rest, chunks, _step, want)
     else:
         if next_hop:
@@ -614,16 +662,37 @@ def _judge_accepted(hits: list[FusedHit], threshold: float) -> list[FusedHit]:
     return [hit for _rank, hit in accepted] + others
 
 
-def _judge_order(hits: list[FusedHit]) -> list[FusedHit]:
-    """Rule 7: the judged hits, in the judging path's rank order, refill the slots they hold."""
+def _judge_order(hits: list[FusedHit], floor: float = 0.0) -> list[FusedHit]:
+    """Rule 7: the judged hits, in the judging path's rank order, refill the slots they hold;
+    a hit judged below ``floor`` never goes to a slot above its own. Slot by slot, the best
+    judge-ranked hit allowed there takes it: a hit at or above the floor always is, a rejected
+    one from its own slot on (one of the hits whose own slot is this one or above is always
+    left, so every slot is filled)."""
     judged = sorted(
-        (p_rank[1], i) for i, hit in enumerate(hits) if (p_rank := _judge_p(hit)) is not None
+        (p_rank[1], i, p_rank[0] >= floor)
+        for i, hit in enumerate(hits)
+        if (p_rank := _judge_p(hit)) is not None
     )
     out = list(hits)
-    slots = sorted(i for _rank, i in judged)
-    for slot, (_rank, i) in zip(slots, judged):
+    slots = sorted(i for _rank, i, _up in judged)
+    waiting = list(judged)
+    for slot in slots:
+        pick = next(k for k, (_r, i, up) in enumerate(waiting) if up or i <= slot)
+        _rank, i, _up = waiting.pop(pick)
         out[slot] = hits[i] if slot == i else _with_rules(hits[i], ("judge_order",))
     return out
+
+
+def _dropped(view: ChunkView | None, off: frozenset[str]) -> bool:
+    """Rule 1: the chunk is only headings (``drop_heading_only``: its stored facts) or only
+    other markup (``drop_stub``: :func:`~hybridsag.fusion.markdown.markup_only`, which reads
+    no further than the first letter or digit of a text that starts with one), and that drop
+    is not switched off."""
+    if view is None:
+        return False
+    if facts_of(view).heading_only:
+        return "drop_heading_only" not in off
+    return "drop_stub" not in off and markup_only(view.text)
 
 
 def _title_norm(view: ChunkView) -> str:

@@ -70,7 +70,12 @@ class FusedHit:
     or :func:`~hybridsag.fusion.convex`) gave it before any rule moved it (0 when made by
     neither). ``score`` is that fusion's score: it follows ``rrf_rank``, not ``rank``.
     ``duplicates`` are the chunk ids of the copies of this chunk's text that fusion folded into
-    it (:func:`~hybridsag.fusion.dedupe.collapse_duplicates`), in their fused order.
+    it (:func:`~hybridsag.fusion.dedupe.collapse_duplicates`), in their fused order. ``merged``
+    are the chunk ids of the neighbouring chunks of its section merged into this result
+    (:func:`~hybridsag.fusion.results.merge_adjacent`), in source order: the result stands for
+    them too. ``capped`` are the chunk ids of this resource's further hits that the
+    per-resource cap moved below the other resources' hits
+    (:func:`~hybridsag.fusion.results.cap_per_resource`), set on the resource's best hit.
     """
 
     chunk_id: str
@@ -80,6 +85,8 @@ class FusedHit:
     rules: tuple[str, ...] = ()
     rrf_rank: int = 0
     duplicates: tuple[str, ...] = ()
+    merged: tuple[str, ...] = ()
+    capped: tuple[str, ...] = ()
 
     @property
     def paths(self) -> tuple[str, ...]:

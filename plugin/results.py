@@ -39,8 +39,8 @@ class SearchResult:
     rules: tuple[str, ...]
     why: tuple[str, ...]
     stale: bool = False
-    #: the position fusion (convex or RRF) gave the chunk before the rules moved it (``score``
-    #: follows this one)
+    #: the position fusion (convex or RRF) gave the chunk before the rules moved it
+    #: (``fused_score`` follows this one)
     rrf_rank: int = 0
     #: ``text`` was cut to ``search.max_text_chars`` (byte and line ranges are the chunk's)
     text_truncated: bool = False
@@ -54,11 +54,31 @@ class SearchResult:
     #: ``resource_id``, ``tenant``, ``title``, ``source_uri``, ``heading_path``, ``start_line``
     #: and ``end_line``, in fused order
     also_in: tuple[Mapping[str, Any], ...] = ()
+    #: the fusion's own score (convex or RRF; it follows ``rrf_rank``); ``score`` is the same
+    #: scores made non-increasing down the final order (:func:`hybridsag.fusion.monotone_scores`:
+    #: where a rule put a result above one fusion scored higher, the two share their mean).
+    #: None only in a response of an older service, whose ``score`` was this one
+    fused_score: float | None = None
+    #: the chunk ids of the neighbouring chunks of its section merged into this result
+    #: (:func:`hybridsag.fusion.merge_adjacent`), in source order. The line and byte ranges then
+    #: span them and ``chunk_id``'s chunk together, and ``text`` is their texts joined in source
+    #: order, the sentences two of them share said once; where the source between two of them
+    #: holds only what no chunk holds (markup the chunker leaves out, blank lines), a blank line
+    #: stands for it, so ``text`` is the source's bytes of that range only where the chunks
+    #: overlap or touch. ``content_sha256`` is ``text``'s
+    merged: tuple[str, ...] = ()
+    #: its resource's further results that the per-resource cap (``fusion.max_per_resource``)
+    #: moved below the other resources' results, and that are not listed above: per result its
+    #: ``chunk_id``, ``resource_id``, ``tenant``, ``title``, ``source_uri``, ``heading_path``,
+    #: ``start_line`` and ``end_line`` (as ``also_in``), set on the resource's best result
+    more_in_resource: tuple[Mapping[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["paths"] = {k: dict(v) for k, v in self.paths.items()}
         out["also_in"] = [dict(a) for a in self.also_in]
+        out["merged"] = list(self.merged)
+        out["more_in_resource"] = [dict(a) for a in self.more_in_resource]
         return out
 
     @classmethod
@@ -69,6 +89,8 @@ class SearchResult:
         values["rules"] = tuple(values.get("rules", ()))
         values["why"] = tuple(values.get("why", ()))
         values["also_in"] = tuple(dict(a) for a in values.get("also_in", ()))
+        values["merged"] = tuple(values.get("merged", ()))
+        values["more_in_resource"] = tuple(dict(a) for a in values.get("more_in_resource", ()))
         return cls(**values)
 
 

@@ -7,13 +7,14 @@ It exposes operations (ingest, delete, disable, enable, search); its parts come 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import stat
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,10 +29,11 @@ from hybridsag.errors import (
     QueryError,
 )
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
-from hybridsag.fusion import TrustModel, fuse
+from hybridsag.fusion import TrustModel, fuse, monotone_scores
 from hybridsag.fusion.confidence import ConfidenceModel, confidence_features, coverage
 from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
-from hybridsag.output.agent import copy_place
+from hybridsag.output.agent import copy_place, more_words
+from hybridsag.paths.evidence import reads_multi_hop
 from hybridsag.paths.query import validate_query
 from hybridsag.remote_calls import QueryMeter, metered, submit
 from hybridsag.results import SearchResponse, SearchResult
@@ -74,6 +76,7 @@ __all__ = [
     "ResourceDetail",
     "ResourceSummary",
     "fuse_step",
+    "next_hop_slots",
     "stale_reason",
 ]
 
@@ -168,14 +171,26 @@ class PathRuns:
 class FusionInput:
     """What the fusion step reads of one query (:meth:`HybridSearch.fusion_input`): the
     validated query, each path's hits, the chunks fusion may see, the trust step's query facts
-    (``None`` when it was not asked for) and the paths whose corpus-wide scores a
-    tenant-scoped search hides."""
+    (``None`` when it was not asked for), the paths whose corpus-wide scores a
+    tenant-scoped search hides, and the question's shape as the judged path's evidence
+    selection read it (its ``usage["shape"]``: ``"open"``, ``"entity+bridge"``,
+    ``"comparison"``, ...; ``None`` when no judged path ran or it selected no evidence), from
+    which :func:`fuse_step` decides the next-hop slots
+    (:func:`~hybridsag.paths.evidence.reads_multi_hop`)."""
 
     query: str
     runs: Mapping[str, Sequence[Hit]]
     views: Mapping[str, ChunkView]
     facts: QueryFacts | None = None
     hidden: frozenset[str] = frozenset()
+    shape: str | None = None
+
+    def __setstate__(self, state: Sequence[Any]) -> None:
+        # a capture pickled before a field was added (hybridsag.evaluation.tuning caches them)
+        # holds fewer values: the fields it lacks take their defaults
+        values = dict(zip((f.name for f in fields(self)), state))
+        for f in fields(self):
+            object.__setattr__(self, f.name, values.get(f.name, f.default))
 
 
 def fuse_step(
@@ -192,9 +207,11 @@ def fuse_step(
     ``fusion.trust`` on, :func:`hybridsag.fusion.assess` under ``model`` weighs the paths from
     ``weights`` (default ``fusion.weights``); then :func:`hybridsag.fusion.fuse` with
     ``fusion``'s options (``judge_order`` overrides its own), by rank (RRF) when a path's
-    scores are hidden, and only its first ``limit`` hits (``None``: all). Returns the ruled hits
-    and the trust decision (``None`` with the step off). ValueError: the step is on and
-    ``fusion_in.facts`` is ``None``, or a bad option."""
+    scores are hidden, and only its first ``limit`` hits (``None``: all); with
+    ``fusion.next_hop_slots = "multi-hop"`` the next-hop slots hold only for a question
+    ``fusion_in.shape`` reads as multi-hop (:func:`~hybridsag.paths.evidence.reads_multi_hop`).
+    Returns the ruled hits and the trust decision (``None`` with the step off). ValueError: the
+    step is on and ``fusion_in.facts`` is ``None``, or a bad option."""
     chosen = fusion.weights if weights is None else weights
     trust = None
     if fusion.trust:
@@ -206,10 +223,23 @@ def fuse_step(
     if fusion_in.hidden:
         options["method"] = "rrf"
     fused = fuse(
-        fusion_in.runs, query=fusion_in.query, chunks=fusion_in.views, trust=trust,
-        limit=limit, **options,
-    )  # fmt: skip
+        fusion_in.runs,
+        query=fusion_in.query,
+        chunks=fusion_in.views,
+        trust=trust,
+        next_hop=next_hop_slots(fusion_in, fusion),
+        limit=limit,
+        **options,
+    )
     return fused, trust
+
+
+def next_hop_slots(fusion_in: FusionInput, fusion: FusionSettings) -> bool:
+    """Whether the next-hop slots may hold for this query: always with
+    ``fusion.next_hop_slots = "always"``, else when the judged path's evidence selection read
+    the question as multi-hop, or read nothing (:func:`~hybridsag.paths.evidence.reads_multi_hop`
+    of ``fusion_in.shape``)."""
+    return fusion.next_hop_slots == "always" or reads_multi_hop(fusion_in.shape)
 
 
 def confidence_step(
@@ -846,7 +876,7 @@ class HybridSearch:
         if confidence is None:  # nothing found: no top result answers the query
             confidence = 0.0
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
-        results: list[SearchResult] = []
+        shown: list[tuple[FusedHit, str | None, dict[str, ChunkRecord]]] = []
         hidden_stale: list[dict[str, Any]] = []
         reasons_of: dict[str, str | None] = {}  # one stat per resource
         for f, rec, resources, records in self._shown(ruled, top_k, flt, step, window):
@@ -863,21 +893,32 @@ class HybridSearch:
                     }
                 )
                 continue
-            results.append(
-                self._result(
-                    len(results) + 1,
-                    f,
-                    rec,
-                    stale,
-                    explain,
-                    s.search.max_text_chars,
-                    trust,
-                    hidden,
-                    tuple(_copy_of(records[c]) for c in f.duplicates if c in records),
-                )
-            )
-            if len(results) >= top_k:
+            shown.append((f, stale, records))
+            if len(shown) >= top_k:
                 break
+        listed = {c for f, _stale, _recs in shown for c in (f.chunk_id, *f.merged)}
+        one_hop = None if next_hop_slots(fusion_in, s.fusion) else fusion_in.shape
+        results = [
+            self._result(
+                rank,
+                f,
+                [records[c] for c in (f.chunk_id, *f.merged) if c in records],
+                stale,
+                explain,
+                s.search.max_text_chars,
+                trust,
+                hidden,
+                _places([records[c] for c in f.duplicates if c in records]),
+                more=tuple(
+                    _copy_of(records[c]) for c in f.capped if c in records and c not in listed
+                ),
+                score=score,
+                one_hop=one_hop,
+            )
+            for rank, ((f, stale, records), score) in enumerate(
+                zip(shown, monotone_scores([f.score for f, _stale, _recs in shown])), start=1
+            )
+        ]
         withheld = None
         if min_confidence is not None and results and confidence < min_confidence:
             withheld = (
@@ -983,7 +1024,15 @@ class HybridSearch:
         # documents included): ranks and RRF terms only for those paths, fused by rank
         scoped = filters.tenant is not None
         hidden = frozenset(n for n in names if scoped and PATHS[n].corpus_scores)
-        return FusionInput(query, ran.runs, views, measured, hidden)
+        shape = next(
+            (
+                str(ran.usage[n]["shape"])
+                for n in ran.runs
+                if PATHS[n].kind == "judged" and "shape" in ran.usage.get(n, {})
+            ),
+            None,
+        )
+        return FusionInput(query, ran.runs, views, measured, hidden, shape)
 
     def _shown(
         self,
@@ -995,7 +1044,8 @@ class HybridSearch:
     ) -> Iterator[tuple[FusedHit, ChunkRecord, dict[str, ResourceRecord], dict[str, ChunkRecord]]]:
         """The fused hits ``ruled`` (the first ``window`` of the fusion, or all of them when
         fewer) in order, each with its chunk record and the chunk and resource records read
-        with it (its copies' among them), read ``top_k`` hits at a time as the response takes
+        with it (its copies', its merged neighbours' and its resource's held-back hits' among
+        them), read ``top_k`` hits at a time as the response takes
         them. A response that takes more than the window (stale results held back) gets the
         rest from ``fuse_more(limit=None)``, the whole fusion, whose first hits are these. A
         hit whose chunk or resource went away since fusion read its view, or that no longer
@@ -1011,7 +1061,9 @@ class HybridSearch:
                 continue
             page = ruled[pos : pos + top_k]
             pos += len(page)
-            records = store.chunks(c for f in page for c in (f.chunk_id, *f.duplicates))
+            records = store.chunks(
+                c for f in page for c in (f.chunk_id, *f.duplicates, *f.merged, *f.capped)
+            )
             resources = store.resources(r.key for r in records.values())
             for f in page:
                 rec = records.get(f.chunk_id)
@@ -1031,17 +1083,29 @@ class HybridSearch:
     def _result(
         rank: int,
         fused: FusedHit,
-        rec: ChunkRecord,
+        recs: Sequence[ChunkRecord],
         stale: str | None,
         explain: bool,
         max_text: int,
         trust: Trust | None = None,
         hidden: frozenset[str] = frozenset(),
         also_in: tuple[Mapping[str, Any], ...] = (),
+        *,
+        more: tuple[Mapping[str, Any], ...] = (),
+        score: float | None = None,
+        one_hop: str | None = None,
     ) -> SearchResult:
-        """One result (``stale``: why its source file is stale, None when fresh); the paths in
-        ``hidden`` show rank and RRF term but no raw or path score (``None``), nor a score in
-        the explanation; ``also_in``: the copies fusion folded into it (:func:`_copy_of`)."""
+        """One result (``stale``: why its source file is stale, None when fresh) of the fused
+        hit ``fused``, whose chunk and the neighbours merged into it (``fused.merged``) are
+        ``recs`` (its own first): their text joined in source order (:func:`_stitched`), their
+        whole line and byte range. The paths in ``hidden`` show rank and RRF term but no raw or
+        path score (``None``), nor a score in the explanation; ``also_in``: the copies fusion
+        folded into it (:func:`_copy_of`); ``more``: its resource's further results the
+        per-resource cap moved below the others' (not shown above); ``score``: its place's
+        score (:func:`~hybridsag.fusion.monotone_scores`; the fused score when None);
+        ``one_hop``: the shape of a question whose next-hop slots were off (said in the
+        ``why`` of a result a next-hop query found)."""
+        rec = recs[0]
         paths: dict[str, dict[str, Any]] = {}
         why: list[str] = []
         for c in fused.contributions:
@@ -1071,10 +1135,29 @@ class HybridSearch:
                 # weights only
                 said = "" if hidden else f", {reason}"
                 why.append(f"trust {path}: weight {trust.weights.get(path, 0.0):.3g}{said}")
+        text, start_line, end_line, byte_start, byte_end = _stitched(recs)
+        score = fused.score if score is None else score
         if explain:
+            if one_hop is not None and fused.next_hop_rank is not None:
+                why.append(
+                    f"next-hop slot off: the question reads as one-hop (evidence shape "
+                    f"{one_hop!r}), so a next-hop find keeps its fused place"
+                )
             why.extend(f"rule {r}: {RULE_REASONS.get(r, r)}" for r in fused.rules)
+            if len(recs) > 1:
+                why.append(
+                    "merged: " + ", ".join(f"lines {r.start_line}-{r.end_line}" for r in
+                                           sorted(recs, key=lambda r: r.ordinal))
+                )  # fmt: skip
             if also_in:
                 why.append("also in: " + ", ".join(copy_place(a) for a in also_in))
+            if more:
+                why.append(f"more in this file: {more_words(more)}")
+            if score != fused.score:
+                why.append(
+                    f"score {score:.4g}: the fused score {fused.score:.4g} evened with the "
+                    "results beside it, so that scores never rise down the list"
+                )
             if stale is not None:
                 why.append(
                     f"stale: the source file was {stale} since it was indexed "
@@ -1090,24 +1173,54 @@ class HybridSearch:
             resource_id=rec.resource_id,
             title=rec.title,
             heading_path=rec.heading_path,
-            text=rec.text[:max_text],
-            start_line=rec.start_line,
-            end_line=rec.end_line,
-            byte_start=rec.byte_start,
-            byte_end=rec.byte_end,
-            content_sha256=rec.content_sha256,
+            text=text[:max_text],
+            start_line=start_line,
+            end_line=end_line,
+            byte_start=byte_start,
+            byte_end=byte_end,
+            content_sha256=rec.content_sha256 if len(recs) == 1 else _sha256(text),
             source_uri=rec.source_uri,
-            score=fused.score,
+            score=score,
             paths=paths,
             rules=fused.rules,
             why=tuple(why),
             stale=stale is not None,
             stale_reason=stale,
             rrf_rank=fused.rrf_rank,
-            text_truncated=len(rec.text) > max_text,
+            text_truncated=len(text) > max_text,
             tenant=rec.tenant,
             also_in=also_in,
+            fused_score=fused.score,
+            merged=tuple(r.chunk_id for r in sorted(recs[1:], key=lambda r: r.ordinal)),
+            more_in_resource=more,
         )
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _stitched(recs: Sequence[ChunkRecord]) -> tuple[str, int, int, int, int]:
+    """The text, first and last line and byte range of neighbouring chunks of one resource
+    read as one (source order): each chunk's text from where the one before it ends (the
+    sentences neighbours share are said once: chunk texts are exact slices of the source, so
+    their byte ranges say how much they overlap), a blank line where the source between two of
+    them held only markup or space."""
+    ordered = sorted(recs, key=lambda r: r.ordinal)
+    parts = [ordered[0].text]
+    end = ordered[0].byte_end
+    for r in ordered[1:]:
+        if r.byte_start >= end:
+            parts.append("\n\n" + r.text)
+        elif r.byte_end > end:
+            raw = r.text.encode("utf-8")[end - r.byte_start :]
+            try:
+                parts.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:  # not one source's slices (cannot be, but never garble)
+                parts.append("\n\n" + r.text)
+        end = max(end, r.byte_end)
+    first, last = ordered[0], max(ordered, key=lambda r: r.byte_end)
+    return "".join(parts), first.start_line, last.end_line, first.byte_start, last.byte_end
 
 
 #: What ``SearchResult.also_in`` says of each copy: the fields of its chunk record that place it.
@@ -1120,6 +1233,40 @@ _COPY_FIELDS = (
 def _copy_of(rec: ChunkRecord) -> dict[str, Any]:
     """Where a copy folded into a result is (``SearchResult.also_in``)."""
     return {name: getattr(rec, name) for name in _COPY_FIELDS}
+
+
+def _places(recs: Sequence[ChunkRecord]) -> tuple[dict[str, Any], ...]:
+    """Where the copies folded into a result are (``SearchResult.also_in``), in their order:
+    one place per run of neighbouring chunks of one resource (the copies of a merged result's
+    chunks are one place of that resource, as the result is), its ``chunk_id`` the run's first
+    in the source, its lines the run's, and ``merged`` the run's other chunk ids when it has
+    any."""
+    runs: list[list[ChunkRecord]] = []
+    for rec in recs:
+        run = next(
+            (
+                r
+                for r in runs
+                if r[0].key == rec.key
+                and r[0].heading_path == rec.heading_path
+                and (rec.ordinal == max(x.ordinal for x in r) + 1
+                     or rec.ordinal == min(x.ordinal for x in r) - 1)
+            ),
+            None,
+        )  # fmt: skip
+        if run is None:
+            runs.append([rec])
+        else:
+            run.append(rec)
+    out = []
+    for run in runs:
+        ordered = sorted(run, key=lambda r: r.ordinal)
+        place = _copy_of(ordered[0])
+        if len(ordered) > 1:
+            place["end_line"] = max(r.end_line for r in ordered)
+            place["merged"] = [r.chunk_id for r in ordered[1:]]
+        out.append(place)
+    return tuple(out)
 
 
 def _with_remote(usage: Mapping[str, Any], meter: QueryMeter) -> Mapping[str, Any]:

@@ -42,6 +42,7 @@ from pydantic_settings import (
 
 from hybridsag.output.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from hybridsag.errors import ConfigError
+from hybridsag.fusion.fuse import STEPS
 
 __all__ = [
     "ABSettings",
@@ -388,6 +389,38 @@ class FusionSettings(_Section):
     #: the trust model: None for the one that ships (hybridsag.fusion.DEFAULT_TRUST_MODEL), or a
     #: JSON file {"coefficients": {...}, "bias": b, ...} as benchmarks/fusion_loso.py writes
     trust_model: Path | None = None
+    #: a hit the SAG2 judge scored below this is one it rejected: judge_order never moves it up
+    #: (it may move it down); 0 lets every judged hit take the judge's order both ways
+    judge_order_floor: float = Field(0.01, ge=0.0, le=1.0)
+    #: the next-hop slots (a SAG2 expansion round's find keeps the rank that round gave it):
+    #: "multi-hop" only for a question the judged path's evidence selection read as multi-hop
+    #: (two entities it names compared, or a bridge from the passage about the one it names to
+    #: another: its usage "shape"; hybridsag.paths.evidence.reads_multi_hop); "always" for every
+    #: question
+    next_hop_slots: Literal["multi-hop", "always"] = "multi-hop"
+    #: at most this many results of one resource (file) stand before the other resources'
+    #: results; its further ones follow them and its best result says how many (an exact title,
+    #: or a definition or whole mention of the query's identifier, is never held back); 0: no cap
+    max_per_resource: int = Field(2, ge=0, le=1000)
+    #: fusion steps to switch off, by name (hybridsag.fusion.STEPS: drop_heading_only,
+    #: drop_stub, exact_title, identifier_tiers, judge_accepted, next_hop_slot, judge_order,
+    #: version_heading, query_language, exact_phrase, duplicates, merge_adjacent,
+    #: resource_cap); docs/benchmarks.md gives each one's effect per set. In the environment a
+    #: comma list or a JSON list
+    rules_off: Annotated[tuple[str, ...], NoDecode] = ()
+
+    @field_validator("rules_off", mode="before")
+    @classmethod
+    def _split_rules(cls, value: object) -> object:
+        return comma_list(value)
+
+    @field_validator("rules_off")
+    @classmethod
+    def _check_rules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [name for name in value if name not in STEPS]
+        if unknown:
+            raise ValueError(f"unknown fusion steps {unknown}; valid: {', '.join(STEPS)}")
+        return tuple(dict.fromkeys(value))
 
     @field_validator("weights")
     @classmethod
@@ -407,8 +440,11 @@ class FusionSettings(_Section):
     ) -> dict[str, Any]:
         """Keyword arguments of :func:`hybridsag.fusion.fuse` for these settings; the arguments
         override the configured values (a search's ``weights=``, a tuning grid point). The
-        per-query ``trust`` is not among them: the search computes it."""
+        per-query ``trust`` and ``next_hop`` are not among them: the search decides them."""
         return {
+            "judge_floor": self.judge_order_floor,
+            "max_per_resource": self.max_per_resource,
+            "off": self.rules_off,
             "method": self.method,
             "normalisation": self.normalisation,
             "k": self.k if k is None else k,

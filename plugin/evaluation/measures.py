@@ -8,9 +8,10 @@ ranking sorts the question's grades, and a repeated id gains once; ``ndcg@10_bin
 same with every gold passage's gain 1. On a set whose grades are all 1 the two are equal. Gold
 (for recall and MRR) is every passage with a grade above 0, trec_eval's relevance threshold.
 
-A fused result may stand for copies of its text found elsewhere (``SearchResult.also_in``):
-:func:`ranked_results` scores it as one place, the one the reader sees it at, found when any of
-its copies is gold.
+A fused result may stand for copies of its text found elsewhere (``SearchResult.also_in``) and
+for the neighbouring chunks of its section merged into it (``SearchResult.merged``, of its own
+resource): :func:`ranked_results` scores it as one place, the one the reader sees it at, found
+when any of the resources it stands for is gold.
 """
 
 from __future__ import annotations

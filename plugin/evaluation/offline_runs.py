@@ -273,9 +273,11 @@ def score(
         hits = fused(q.fusion_in, fusion, weights=weights, judge_order=judge_order, model=model)
         spent[q.qid] = (time.perf_counter() - t0) * 1000.0
         views = q.fusion_in.views
-        # a hit stands for its copies (FusedHit.duplicates), as a search's also_in
+        # a hit stands for the neighbours merged into it and its copies (FusedHit.merged,
+        # .duplicates), as a search's result for its merged chunks and also_in
         ranked[q.qid] = ranked_results(
-            [[views[c].resource_id for c in (h.chunk_id, *h.duplicates)] for h in hits], q.gold
+            [[views[c].resource_id for c in (h.chunk_id, *h.merged, *h.duplicates)] for h in hits],
+            q.gold,
         )
         per_query[q.qid] = metrics_for(ranked[q.qid], q.gold)
     n = max(len(per_query), 1)

@@ -36,8 +36,11 @@ path and 1-based line range. The rules:
   (``[name]: url``); reST labels
   (``.. _name:``), comments, substitution definitions, directive lines and their options
   (``.. note::``, ``:maxdepth: 1``), the content of directives that is markup too
-  (``toctree``, ``image``, ``raw``, autodoc, ...) and the bare ``::`` that announces a literal
-  block. No chunk starts with them and no title is made of them (an admonition's content is
+  (``toctree``, ``image``, ``raw``, ``meta``, autodoc, ...), Sphinx's file-wide metadata (a
+  field list before anything else of the document: ``:orphan:``) and the bare ``::`` that
+  announces a literal block; which directives hold code and which prose (admonitions, and the
+  tabs, cards and dropdowns of the Sphinx tab and design extensions, whose code blocks are
+  code) is :func:`hybridsag.fusion.markdown.rst_markup`'s. No chunk starts with them and no title is made of them (an admonition's content is
   prose; a code directive's content is code); one that lies between two pieces of one chunk
   stays in that chunk's text, which is always an exact slice of the source;
 - lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (Python's universal newlines); a leading BOM
@@ -68,6 +71,9 @@ from hybridsag.fusion.markdown import (
     fence_closes,
     fence_open,
     front_matter,
+    indent_of,
+    rst_field,
+    rst_markup,
 )
 from hybridsag.sentences import (
     ITEM_RE,
@@ -113,28 +119,6 @@ _THEMATIC_RE = re.compile(r" {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*
 _TAGS_ONLY_RE = re.compile(r"(?:<[^<>]+>[ \t]*)+")
 #: a Markdown link reference definition (``[fs.Stats]: #class-fsstats``): markup, no text
 _LINK_DEF_RE = re.compile(r" {0,3}\[[^\]]+\]:[ \t]*\S+")
-#: reST explicit markup: ``.. name:: args`` (directive), ``.. _label:`` (hyperlink target),
-#: ``.. |sub| name::`` (substitution), ``.. [1]`` (footnote or citation), else a comment
-_RST_DIRECTIVE_RE = re.compile(r"\.\.[ \t]+(?:\|[^|]+\|[ \t]+)?([A-Za-z0-9][\w:+.-]*)::(?:[ \t]|$)")
-_RST_TARGET_RE = re.compile(r"\.\.[ \t]+(?:_|__[ \t]*$)")
-_RST_FOOTNOTE_RE = re.compile(r"\.\.[ \t]+\[[^\]]+\]")
-#: reST directives whose content is code
-_RST_CODE_DIRECTIVES = frozenset(
-    {"code", "code-block", "sourcecode", "parsed-literal", "doctest", "testcode", "testoutput",
-     "ipython", "literalinclude", "productionlist"}
-)  # fmt: skip
-#: reST directives whose content is prose (admonitions and the like); every other directive's
-#: content is markup (toctree entries, image options, raw HTML, autodoc, math) and skipped
-_RST_TEXT_DIRECTIVES = frozenset(
-    {"note", "warning", "tip", "hint", "important", "caution", "danger", "error", "attention",
-     "admonition", "seealso", "versionadded", "versionchanged", "deprecated", "topic", "sidebar",
-     "only", "container", "rubric", "epigraph", "highlights", "pull-quote", "compound",
-     "figure", "table", "list-table", "csv-table", "glossary", "hlist", "centered", "line-block",
-     "deprecated-removed", "versionremoved", "describe", "function", "class", "method",
-     "attribute", "data", "exception", "module", "option", "envvar", "program", "signal",
-     "variable", "command", "prop_tgt", "genex", "policy", "manual", "cmake-module"}
-)  # fmt: skip
-
 _SENTENCE, _CODE, _CODE_PIECE = 0, 1, 2
 Unit = tuple[int, int, int]  # (start, end, kind)
 
@@ -289,28 +273,6 @@ def _merge_tiny(spans: list[Span], min_chars: int, fits: Callable[[int, int], bo
     return out
 
 
-def _indent(line: str) -> int:
-    return len(line.expandtabs(8)) - len(line.expandtabs(8).lstrip())
-
-
-def _rst_markup(lead: str) -> str | None:
-    """What a reST explicit-markup line starts: ``"code"`` (a code directive: its content is
-    code), ``"text"`` (an admonition and the like: its content is prose), ``"skip"`` (a label,
-    a substitution, any other directive, a comment: markup with its content), ``"footnote"``,
-    or ``None`` when the line is not explicit markup."""
-    if not lead.startswith("..") or (len(lead) > 2 and lead[2] not in " \t"):
-        return None
-    m = _RST_DIRECTIVE_RE.match(lead)
-    if m is not None:
-        name = m.group(1).lower().split(":")[-1]
-        if name in _RST_CODE_DIRECTIVES:
-            return "code"
-        return "text" if name in _RST_TEXT_DIRECTIVES else "skip"
-    if _RST_FOOTNOTE_RE.match(lead):
-        return "footnote"
-    return "skip"  # a hyperlink target (.. _label:), an anonymous one, or a comment
-
-
 def _markdown_spans(
     text: str,
     begin: int,
@@ -364,7 +326,7 @@ def _markdown_spans(
             return
         last = line_of(para[-1]).rstrip()
         if rst and last.endswith("::"):
-            literal_indent = _indent(line_of(para[0]))
+            literal_indent = indent_of(line_of(para[0]))
             if last == "::" and len(para) == 1:  # the expanded form introduces, says nothing
                 para.clear()
                 return
@@ -408,7 +370,7 @@ def _markdown_spans(
     def block_end(k: int, indent: int) -> int:
         """The line after the block that starts at ``k``: its lines are blank or indented
         deeper than ``indent`` (trailing blank lines excluded)."""
-        while k < n and (not line_of(k).strip() or _indent(line_of(k)) > indent):
+        while k < n and (not line_of(k).strip() or indent_of(line_of(k)) > indent):
             k += 1
         while k > 0 and not line_of(k - 1).strip():
             k -= 1
@@ -426,7 +388,7 @@ def _markdown_spans(
             continue
         first = lead[0]
         if rst and not para:
-            indent = _indent(line)
+            indent = indent_of(line)
             if literal_indent >= 0:
                 if indent > literal_indent:  # the literal block a "::" paragraph announced
                     j = max(block_end(i, literal_indent), i + 1)
@@ -435,10 +397,16 @@ def _markdown_spans(
                     i = j
                     continue
                 literal_indent = -1
-            markup = _rst_markup(lead) if first == "." else None
+            if not (stack or section or out) and rst_field(line):
+                # Sphinx's file-wide metadata (":orphan:", ":tocdepth: 2"): a field list before
+                # anything else of the document is markup, never a chunk of its own
+                while i < n and line_of(i).strip():
+                    i += 1
+                continue
+            markup = rst_markup(lead) if first == "." else None
             if markup is not None and markup != "footnote":
                 j = i + 1
-                while j < n and line_of(j).strip().startswith(":") and _indent(line_of(j)) > indent:
+                while j < n and line_of(j).strip().startswith(":") and indent_of(line_of(j)) > indent:
                     j += 1  # directive options (":maxdepth: 1") are markup too
                 if markup == "text":
                     i = j  # the content is read as text, at its own indentation

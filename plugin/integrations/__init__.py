@@ -27,14 +27,14 @@ from hybridsag.results import SearchResult
 
 __all__ = [
     "EXPLAIN_KEYS", "ExtraMissingError", "QueryValueError", "missing_extra", "query_facts",
-    "result_metadata",
+    "response_marks", "result_metadata",
 ]  # fmt: skip
 
 #: Metadata keys that explain a result (how it was found) rather than say what it is; the
 #: LlamaIndex adapter keeps them out of the text an LLM or an embedder sees.
 EXPLAIN_KEYS = (
-    "chunk_id", "rank", "score", "paths", "rules", "why", "byte_start", "byte_end",
-    "content_sha256", "stale",
+    "chunk_id", "rank", "score", "fused_score", "paths", "rules", "why", "byte_start",
+    "byte_end", "content_sha256", "stale", "stale_reason", "confidence", "no_good_match",
 )  # fmt: skip
 
 
@@ -56,9 +56,10 @@ def result_metadata(result: Mapping[str, Any]) -> dict[str, Any]:
     """A result's metadata for a framework's document: what it is (``resource_id``, ``title``,
     ``heading_path``, ``start_line``/``end_line``, ``byte_start``/``byte_end``,
     ``content_sha256``, ``source_uri``) and how it was found (``chunk_id``, ``rank``, ``score``
-    = the fused score, ``paths`` = each path's ``rank``, ``score``, ``raw_score`` (both None
+    = the score of its place, which never rises down the list, ``fused_score`` = the fusion's
+    own, ``paths`` = each path's ``rank``, ``score``, ``raw_score`` (both None
     for bm25, sag2 and title in a tenant-scoped search), ``rrf_term`` and facts such as
-    ``judge_p``, ``rules``, ``why``, ``stale``).
+    ``judge_p``, ``rules``, ``why``, ``stale`` with its ``stale_reason``).
 
     ``why`` is this result's own explanation, worded as ``hybridsag search`` words it
     (:func:`hybridsag.output.render.explain_lines`: its paths, rules and staleness); what holds
@@ -67,7 +68,8 @@ def result_metadata(result: Mapping[str, Any]) -> dict[str, Any]:
     ``source_uri`` of None) is left out rather than shown empty."""
     keys = (
         "resource_id", "title", "heading_path", "start_line", "end_line", "byte_start",
-        "byte_end", "content_sha256", "source_uri", "chunk_id", "rank", "score",
+        "byte_end", "content_sha256", "source_uri", "chunk_id", "rank", "score", "fused_score",
+        "stale_reason",
     )  # fmt: skip
     out = {k: result[k] for k in keys if result.get(k) not in (None, "")}
     out["paths"] = {name: dict(facts) for name, facts in result["paths"].items()}
@@ -88,3 +90,15 @@ def query_facts(response: Mapping[str, Any]) -> dict[str, Any]:
             "withheld")  # fmt: skip
     facts = {k: response.get(k) for k in keys}
     return {k: v for k, v in facts.items() if v not in (None, "", {}, [])}
+
+
+def response_marks(response: Mapping[str, Any]) -> dict[str, Any]:
+    """What every result of a response carries at the top of its metadata, so that a pipeline
+    can gate on any one document without looking for the first: the response's ``confidence``
+    (the calibrated probability that the top result answers the query; left out in a response
+    of an older service, which had none) and ``no_good_match`` (below
+    ``search.no_match_below``). A result's own ``stale`` is in :func:`result_metadata`."""
+    marks: dict[str, Any] = {"no_good_match": bool(response.get("no_good_match", False))}
+    if response.get("confidence") is not None:
+        marks["confidence"] = float(response["confidence"])
+    return marks

@@ -13,8 +13,10 @@ a :class:`~hybridsag.search.HybridSearch` of this process (``hybrid_search=``) o
 
 Each ``Document`` has the chunk text as ``page_content``, the chunk id as ``id`` and, as
 ``metadata``, :func:`~hybridsag.integrations.result_metadata`: resource id, title,
-heading path, lines, byte range, content hash, source file, the fused ``score`` and ``rank``,
-and the explain data (``paths``: each path's rank, score, raw score and RRF term; ``rules``;
+heading path, lines, byte range, content hash, source file, ``stale`` (its source changed on
+disk since it was indexed), the response's ``confidence`` and ``no_good_match`` (so a pipeline can
+gate on any document), ``score`` (never rising down the list) with the fusion's own
+``fused_score``, ``rank``, and the explain data (``paths``: each path's rank, score, raw score and RRF term; ``rules``;
 ``why``: this result's own explanation, as ``hybridsag search`` words it). Fields without a
 value (a blank heading path, no source file) are left out. What holds for the whole query (the
 paths that ran, degraded paths, the trust step's weights:
@@ -40,7 +42,7 @@ from pydantic import ConfigDict, Field, InstanceOf, SecretStr, model_validator
 
 from hybridsag.backend import Backend, SearchOptions, make_backend
 from hybridsag.errors import ConfigError
-from hybridsag.integrations import missing_extra, query_facts, result_metadata
+from hybridsag.integrations import missing_extra, query_facts, response_marks, result_metadata
 from hybridsag.search import HybridSearch
 
 try:
@@ -62,9 +64,14 @@ def to_document(result: dict[str, Any]) -> Document:
 
 
 def to_documents(response: dict[str, Any]) -> list[Document]:
-    """A search response's results as Documents, in rank order; the first one's metadata also
-    holds ``query_facts`` (:func:`~hybridsag.integrations.query_facts`), said once."""
+    """A search response's results as Documents, in rank order, each with the response's
+    ``confidence`` and ``no_good_match`` at the top of its metadata
+    (:func:`~hybridsag.integrations.response_marks`); the first one's metadata also holds
+    ``query_facts`` (:func:`~hybridsag.integrations.query_facts`), said once."""
+    marks = response_marks(response)
     docs = [to_document(r) for r in response["results"]]
+    for doc in docs:
+        doc.metadata.update(marks)
     if docs and (facts := query_facts(response)):
         docs[0].metadata["query_facts"] = facts
     return docs

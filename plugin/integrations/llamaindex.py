@@ -13,10 +13,12 @@ or a running ``hybridsag serve`` (``url=`` and ``token=``)::
 
 Each ``NodeWithScore`` holds a ``TextNode`` (id: the chunk id, text: the chunk text, metadata:
 :func:`~hybridsag.integrations.result_metadata`, source: the resource id; fields without a
-value, such as a blank heading path, left out) and a score that never rises down the list: the
-fused score, capped at the score of the node above it (the bounded rules can move a result above
-one with a higher fused score; a score-cutoff postprocessor then still cuts the list's tail, never
-a hole in it). The fused score itself stays in ``metadata["score"]``. The explain keys (:data:`~hybridsag.integrations.EXPLAIN_KEYS`: ranks, scores,
+value, such as a blank heading path, left out; the response's ``confidence`` and
+``no_good_match`` and the result's ``stale`` at its top) and a score that never rises down the
+list: the result's score (already so; capped at the node above's for a response of an older
+service, whose scores followed fusion's order), so a score-cutoff postprocessor cuts the list's
+tail, never a hole in it. The same score stays in ``metadata["score"]``, the fusion's own in
+``metadata["fused_score"]``. The explain keys (:data:`~hybridsag.integrations.EXPLAIN_KEYS`: ranks, scores,
 rules, byte range, hash) are left out of what the LLM and an embedder see; resource id, title,
 heading path, lines and source file stay in, so an answer can cite them.
 
@@ -36,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.backend import SearchOptions, make_backend
-from hybridsag.integrations import EXPLAIN_KEYS, missing_extra, result_metadata
+from hybridsag.integrations import EXPLAIN_KEYS, missing_extra, response_marks, result_metadata
 
 if TYPE_CHECKING:
     from hybridsag.search import HybridSearch
@@ -57,12 +59,19 @@ except ImportError as exc:
 __all__ = ["HybridSagRetriever", "to_node", "to_nodes"]
 
 
-def to_nodes(results: Sequence[Mapping[str, Any]]) -> list[NodeWithScore]:
+def to_nodes(
+    results: Sequence[Mapping[str, Any]], *, marks: Mapping[str, Any] | None = None
+) -> list[NodeWithScore]:
     """Search results in rank order as nodes whose scores never rise (see the module
-    docstring): each is its fused score, or the node above's score when that is lower."""
+    docstring): each is its score, or the node above's score when that is lower (a response
+    of an older service, whose scores followed fusion's order); ``marks`` (the response's
+    :func:`~hybridsag.integrations.response_marks`: ``confidence``, ``no_good_match``) go to the
+    top of every node's metadata."""
     nodes: list[NodeWithScore] = []
     for r in results:
         node = to_node(r)
+        if marks:
+            node.node.metadata.update(marks)
         if nodes and nodes[-1].score is not None and node.score is not None:
             node.score = min(node.score, nodes[-1].score)
         nodes.append(node)
@@ -127,8 +136,8 @@ class HybridSagRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         response = self._backend.search(query_bundle.query_str, self._options)
-        return to_nodes(response["results"])
+        return to_nodes(response["results"], marks=response_marks(response))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         response = await self._backend.asearch(query_bundle.query_str, self._options)
-        return to_nodes(response["results"])
+        return to_nodes(response["results"], marks=response_marks(response))

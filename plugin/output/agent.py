@@ -17,7 +17,10 @@ and the MCP ``search`` tool all write the same text::
         [2] lines 1-5: "..."
 
 A result whose text is also elsewhere (copies fusion folded into it: ``also_in``) says where after
-its quote (``(same text also in: cli/npm-ci.md:150-167, ...)``). A result whose file changed on
+its quote (``(same text also in: cli/npm-ci.md:150-167, ...)``), and one whose file has more
+results that the per-resource cap moved below the other files' says how many
+(``(this file: 2 more results further down (lines 51-63, 80-91))``). A quote starts at the
+sentence that holds the most query terms (:mod:`hybridsag.output.focus`). A result whose file changed on
 disk since it was indexed is marked on its file line
 (``(stale: the file was deleted on disk since it was indexed)``); results held back as stale are
 counted in a ``note:`` line under the header, so an empty answer never hides them.
@@ -45,8 +48,9 @@ from typing import Any
 
 from hybridsag.fusion.markdown import prose_blocks
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
+from hybridsag.output.focus import focus_start, terms_pattern
 
-__all__ = ["BLOCK_MARK", "QUOTE_CHARS", "agent_text", "copy_place"]
+__all__ = ["BLOCK_MARK", "QUOTE_CHARS", "agent_text", "copy_place", "more_words"]
 
 #: What stands between two blocks of a quote (a list item and the next): a quote is one line.
 BLOCK_MARK = " ¶ "
@@ -55,8 +59,6 @@ BLOCK_MARK = " ¶ "
 #: :data:`_MIN_QUOTE` characters.
 QUOTE_CHARS = 240
 _MIN_QUOTE = 60
-#: Characters kept before the first query term when a quote starts inside a chunk.
-_LEAD = 40
 #: Most characters kept for the footer line while results remain to be placed.
 _FOOTER_ROOM = 120
 
@@ -79,16 +81,11 @@ def _one_line(text: object) -> str:
 
 
 def _quote(text: str, terms: Sequence[str], limit: int) -> str:
-    """At most ``limit`` characters of ``text`` (already one line), starting a little before
-    the first query term it holds (else at its start); ``…`` marks a cut at either end."""
-    start = 0
-    lowered = text.casefold()
-    hits = [pos for term in terms if (pos := lowered.find(term)) >= 0]
-    if hits and min(hits) > _LEAD:
-        start = min(hits) - _LEAD
-        space = text.find(" ", start)
-        if 0 <= space < min(hits):
-            start = space + 1
+    """At most ``limit`` characters of ``text`` (already one line), starting at the sentence
+    that holds the most distinct query terms (:func:`~hybridsag.output.focus.focus_start`; at
+    the match itself when that sentence began more than a third of ``limit`` before it; else at
+    the start); ``…`` marks a cut at either end."""
+    start = focus_start(text, terms_pattern(terms), limit * 2 // 3, limit // 3, limit)
     piece = text[start:]
     head = "…" if start else ""
     if len(head) + len(piece) <= limit:
@@ -168,7 +165,7 @@ def agent_text(response: Mapping[str, Any], budget: int = DEFAULT_BUDGET) -> str
         if (rid, heading) not in seen:
             new.append(_heading_line(heading))
         prefix = f"    [{r.get('rank', i + 1)}] lines {r.get('start_line')}-{r.get('end_line')}: "
-        also = _also_in(r)
+        also = _also_in(r) + _more_here(r)
         fixed = sum(len(x) + 1 for x in new) + len(prefix) + len(also) + 3  # 2 quotes, newline
         reserve = min(_FOOTER_ROOM, len(_footer(results[i + 1 :])) + 1) if i + 1 < count else 0
         room = min(QUOTE_CHARS, budget - used - fixed - reserve)
@@ -204,6 +201,19 @@ def copy_place(copy: Mapping[str, Any]) -> str:
 _ALSO_SHOWN = 3
 
 
+def more_words(more: Sequence[Mapping[str, Any]]) -> str:
+    """What a result says of its resource's further results that the per-resource cap moved
+    below the other resources' (``SearchResult.more_in_resource``): how many, and their lines.
+
+    >>> more_words([{"start_line": 51, "end_line": 63}, {"start_line": 80, "end_line": 91}])
+    '2 more results further down (lines 51-63, 80-91)'
+    """
+    n = len(more)
+    places = ", ".join(f"{m.get('start_line')}-{m.get('end_line')}" for m in more[:_ALSO_SHOWN])
+    rest = f" and {n - _ALSO_SHOWN} more" if n > _ALSO_SHOWN else ""
+    return f"{n} more result{'s' if n != 1 else ''} further down (lines {places}{rest})"
+
+
 def _also_in(r: Mapping[str, Any]) -> str:
     """What follows a result's quote when its text is also elsewhere, ``""`` when not."""
     copies: Sequence[Mapping[str, Any]] = r.get("also_in") or ()
@@ -212,6 +222,13 @@ def _also_in(r: Mapping[str, Any]) -> str:
     named = ", ".join(copy_place(c) for c in copies[:_ALSO_SHOWN])
     more = f" and {len(copies) - _ALSO_SHOWN} more" if len(copies) > _ALSO_SHOWN else ""
     return f" (same text also in: {named}{more})"
+
+
+def _more_here(r: Mapping[str, Any]) -> str:
+    """What follows a result's quote when the per-resource cap moved more results of its file
+    below the others' (``more_in_resource``), ``""`` when not."""
+    more: Sequence[Mapping[str, Any]] = r.get("more_in_resource") or ()
+    return f" (this file: {more_words(more)})" if more else ""
 
 
 def _clip(text: str, limit: int) -> str:

@@ -9,18 +9,24 @@ is there in words, and a snippet:
 - **Why, in words.** Each path's rank with what it means (``sag2 #1, judge 0.93, BM25 #4``;
   ``title #1, exact title``); the rules that fired with their reason. Path internals such as
   ``bm25_rank=0`` are said in words ("found by the dense path") or left to ``--json``.
-- **Snippets centred on the query's terms.** The window starts around the line (code) or
-  character (prose) where the most distinct query terms occur (the first such place), so an
-  error line typed as the query is shown, not the first line that names one of its words;
-  code keeps its lines and indentation, prose is re-wrapped, but a Markdown list item keeps its
-  own line (``* Default: false`` and
-  ``* Type: Boolean`` are two lines, and the paragraph after them a third, as
-  :func:`hybridsag.fusion.markdown.prose_blocks` splits them); ``…`` marks text left out.
+- **Snippets that start at the matching text.** The window starts a few lines above the line
+  (code) where the most distinct query terms occur, or (prose) at the start of the sentence
+  that holds them (the first such place: :mod:`hybridsag.output.focus`), so an error line typed
+  as the query is shown, not the first line that names one of its words, and the sentence that
+  matched is shown from its start; code keeps its lines and indentation, prose is re-wrapped,
+  but a Markdown list item keeps its own line (``* Default: false`` and
+  ``* Type: Boolean`` are two lines, and the paragraph after them a third), and so do reST
+  directives, code fences and literal blocks, as
+  :func:`hybridsag.fusion.markdown.prose_blocks` splits them; ``…`` marks text left out.
   Terms are highlighted (bold) only when ``color`` is on (the CLI turns it on when stdout is
   a terminal).
 - **Copies, said once.** A result whose text fusion found elsewhere too lists those places under
   its own ("also in: npm-ci.md:150-167, npm-install.md:301-318") instead of showing each copy.
-- ``brief``: one line per result, no snippet and no why.
+- ``brief``: one line per result, no snippet and no why; where else its text is, how many more
+  results of its file wait further down, and a stale mark are said on that line.
+- **A few results per file, said.** A result whose file has more results that the per-resource
+  cap moved below the other files' says so under it ("more in this file: 3 more results further
+  down (lines 51-63, ...)").
 - **No good match, said.** The header gives the response's confidence (the calibrated
   probability that the top result answers the query); below ``search.no_match_below``
   (``no_good_match``) a "no good match" line follows it and each result is marked weak; results
@@ -40,7 +46,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hybridsag.fusion.markdown import HEADING_JOIN, fence_open, list_item, prose_blocks
-from hybridsag.output.agent import copy_place
+from hybridsag.output.agent import copy_place, more_words
+from hybridsag.output.focus import distinct, focus_start, terms_pattern
 from hybridsag.fusion.rules import RULE_REASONS
 from hybridsag.results import SearchResponse, SearchResult
 
@@ -59,7 +66,6 @@ __all__ = [
     "snippet",
     "stale_hidden_line",
     "stale_words",
-    "terms_pattern",
 ]
 
 def counted(n: int, noun: str) -> str:
@@ -141,7 +147,13 @@ def render_response(
         where = f"{r.resource_id}:{r.start_line}-{r.end_line}"
         if brief:
             copies = f"; also in {counted(len(r.also_in), 'place')}" if r.also_in else ""
-            lines.append(f"{head}  ({where}{copies})")
+            more = (
+                f"; {counted(len(r.more_in_resource), 'more result')} in this file"
+                if r.more_in_resource
+                else ""
+            )
+            stale = f"; stale: {stale_words(r.stale_reason)}" if r.stale else ""
+            lines.append(f"{head}  ({where}{copies}{more}{stale})")
             continue
         lines.append("")
         lines.append(head)
@@ -212,6 +224,8 @@ def explain_lines(r: SearchResult) -> list[str]:
     lines = [describe_paths(r)]
     if r.also_in:
         lines.append(f"also in: {', '.join(copy_place(a) for a in r.also_in)}")
+    if r.more_in_resource:
+        lines.append(f"more in this file: {more_words(r.more_in_resource)}")
     lines.extend(f"rule {rule}: {RULE_REASONS.get(rule, rule)}" for rule in r.rules)
     if r.stale:
         lines.append(f"stale: {stale_words(r.stale_reason)}")
@@ -219,11 +233,16 @@ def explain_lines(r: SearchResult) -> list[str]:
 
 
 def describe_paths(r: SearchResult) -> str:
-    """Each path's contribution in words, then the RRF score and position."""
+    """Each path's contribution in words, then the score, the fused score and its position
+    before the rules ("fused 0.0845, #3 before the rules"; "score 1.3915 (fused 0.8743, #18
+    before the rules)" where the result's score, which never rises down the list, differs)."""
     parts = [_describe_path(name, facts) for name, facts in r.paths.items()]
-    rrf = f"fused {r.score:.4f}"
+    fused = r.score if r.fused_score is None else r.fused_score
+    rrf = f"fused {fused:.4f}"
     if r.rrf_rank:
         rrf += f", #{r.rrf_rank} before the rules"
+    if f"{fused:.4f}" != f"{r.score:.4f}":
+        rrf = f"score {r.score:.4f} ({rrf})"
     return " · ".join([*parts, rrf])
 
 
@@ -251,20 +270,6 @@ def _describe_path(name: str, facts: Mapping[str, Any]) -> str:
     return f"{text} ({', '.join(extra)})" if extra else text
 
 
-def terms_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
-    """One case-insensitive pattern for the query terms, longest first; ASCII words match
-    whole (``file`` not inside ``profile``)."""
-    alternatives = []
-    for term in sorted({t for t in terms if t.strip()}, key=len, reverse=True):
-        escaped = re.escape(term)
-        if term.isascii() and term[0].isalnum() and term[-1].isalnum():
-            escaped = rf"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])"
-        alternatives.append(escaped)
-    if not alternatives:
-        return None
-    return re.compile("|".join(alternatives), re.IGNORECASE)
-
-
 def _is_code(lines: Sequence[str]) -> bool:
     body = [line for line in lines if line.strip()]
     if any(fence_open(line) for line in body):
@@ -281,24 +286,24 @@ def snippet(
     max_chars: int = SNIPPET_CHARS,
     max_lines: int = SNIPPET_LINES,
 ) -> list[str]:
-    """The lines to show of ``text``: centred on the first match of ``pattern`` (the start
-    when nothing matches); code keeps its lines (each cut to ``width``), prose is re-wrapped
-    to ``width``. ``…`` marks what is left out."""
+    """The lines to show of ``text``: from the sentence holding the densest run of
+    ``pattern``'s terms (prose; :func:`~hybridsag.output.focus.focus_start`) or a few lines above
+    the line holding the most of them (code), the start when nothing matches; code keeps its
+    lines (each cut to ``width``), prose is re-wrapped to ``width`` (the lines
+    :func:`~hybridsag.fusion.markdown.prose_blocks` keeps stay lines). ``…`` marks what is
+    left out."""
     lines = text.splitlines()
     if _is_code(lines):
         return _code_snippet(lines, pattern, width, max_lines)
     flat = "\n".join(prose_blocks(text))
-    start = 0
-    if pattern is not None and (m := _densest(pattern, flat, max_chars * 2 // 3)) is not None:
-        start = max(0, m.start() - max_chars // 3)
-        if start:
-            space = _next_space(flat, start)
-            start = space + 1 if 0 <= space < m.start() else start
+    start = focus_start(flat, pattern, max_chars * 2 // 3, max_chars // 3, max_chars)
     end = min(len(flat), start + max_chars)
     if end < len(flat):
         space = max(flat.rfind(" ", start, end), flat.rfind("\n", start, end))
         end = space if space > start else end
-    shown = ("… " if start else "") + flat[start:end] + (" …" if end < len(flat) else "")
+    # "…" before a cut: on a line of its own when the window starts at a line (a block)
+    lead = "" if not start else "…\n" if flat[start - 1] == "\n" else "… "
+    shown = lead + flat[start:end] + (" …" if end < len(flat) else "")
     out: list[str] = []
     for block in shown.split("\n"):
         indent = "  " if list_item(block) else ""
@@ -310,12 +315,6 @@ def snippet(
     return out or [""]
 
 
-def _next_space(text: str, start: int) -> int:
-    """The first space or line break in ``text`` from ``start`` (-1: none)."""
-    found = [i for i in (text.find(" ", start), text.find("\n", start)) if i >= 0]
-    return min(found) if found else -1
-
-
 def _code_snippet(
     lines: list[str], pattern: re.Pattern[str] | None, width: int, max_lines: int
 ) -> list[str]:
@@ -323,7 +322,7 @@ def _code_snippet(
     if pattern is not None:
         # the line holding the most distinct terms (the first such): an error line pasted as
         # the query, not the first line that names one of its words
-        scores = [_distinct(pattern, line) for line in lines]
+        scores = [distinct(pattern, line) for line in lines]
         best = scores.index(max(scores)) if scores else 0
     start = max(0, min(best - max_lines // 3, len(lines) - max_lines))
     shown = lines[start : start + max_lines]
@@ -334,23 +333,6 @@ def _code_snippet(
     if start + max_lines < len(lines):
         out.append("…")
     return out
-
-
-def _distinct(pattern: re.Pattern[str], text: str) -> int:
-    """How many distinct query terms ``text`` holds (case ignored)."""
-    return len({m.group(0).casefold() for m in pattern.finditer(text)})
-
-
-def _densest(pattern: re.Pattern[str], flat: str, span: int) -> re.Match[str] | None:
-    """The match of ``pattern`` in ``flat`` that starts the ``span`` characters holding the most
-    distinct terms (the first such); ``None`` when nothing matches."""
-    best: re.Match[str] | None = None
-    most = 0
-    for m in pattern.finditer(flat):
-        found = _distinct(pattern, flat[m.start() : m.start() + span])
-        if found > most:
-            best, most = m, found
-    return best
 
 
 def _highlight(line: str, pattern: re.Pattern[str] | None, color: bool) -> str:

@@ -72,6 +72,7 @@ __all__ = [
     "fold",
     "name_forms",
     "question_shape",
+    "reads_multi_hop",
     "select_evidence",
 ]
 
@@ -540,3 +541,23 @@ def bridge_gaps(
                 out.append(name)
     # a name of two words or more first: "British" is more often an adjective than a title
     return sorted(dict.fromkeys(out), key=lambda name: " " not in name)
+
+
+def reads_multi_hop(shape: str | None) -> bool:
+    """Whether a question whose evidence selection showed ``shape`` (:attr:`Selection.kind`,
+    a search's ``usage["shape"]``) reads as multi-hop: it names two or more entities the index
+    has passages about (``"comparison"``, with or without a bridge), or it names one and a
+    passage about it opened a bridge to another passage the selection took
+    (``"entity+bridge"``); ``None`` (no selection was made) reads as multi-hop too, so nothing
+    changes where the shape is unknown. The rest is one-hop: an ``"entity"`` or ``"open"``
+    question whose evidence opened no bridge has no first hop for a next-hop find to follow,
+    and an ``"open+bridge"`` one names no entity of the index: its "bridge" is a page naming
+    another page's title (``Pip``, ``Installation`` in a docs folder), not a chain the question
+    asks for (on musique100 the next-hop slots of its 12 such questions change nothing).
+
+    >>> [reads_multi_hop(s) for s in ("open", "entity", "open+bridge", "entity+bridge")]
+    [False, False, False, True]
+    >>> [reads_multi_hop(s) for s in ("comparison", "comparison+bridge", None)]
+    [True, True, True]
+    """
+    return shape is None or shape.startswith("comparison") or shape == "entity+bridge"

@@ -31,7 +31,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from hybridsag import __version__
-from hybridsag.output.render import explain_lines, headings_below, snippet, terms_pattern
+from hybridsag.output.focus import terms_pattern
+from hybridsag.output.render import explain_lines, headings_below, snippet
 from hybridsag.paths import PATHS, path_names
 from hybridsag.results import SearchResult
 from hybridsag.service.auth import Principal

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hybridsag.output.render import explain_lines, headings_below, snippet, terms_pattern
+from hybridsag.output.focus import terms_pattern
+from hybridsag.output.render import explain_lines, headings_below, snippet
 from hybridsag.results import SearchResult
 from hybridsag.search import HybridSearch
 from hybridsag.service.ui import SNIPPET_WIDTH, render_page

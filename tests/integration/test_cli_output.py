@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from hybridsag.components import Components
-from hybridsag.output.render import terms_pattern, snippet
+from hybridsag.output.focus import terms_pattern
+from hybridsag.output.render import snippet
 from tests.cli_support import SAMPLES, lexical_only, run, sample_index  # noqa: F401
 from tests.settings_support import clean_env_settings
 
@@ -25,15 +26,19 @@ def test_positions_and_rrf_scores_are_shown_apart(sample_index: Path) -> None:
     assert code == 0
     results = json.loads(text)["results"]
     assert [r["rank"] for r in results] == list(range(1, len(results) + 1))
-    # the rules moved something: the RRF scores are not in the order of the list ...
+    # the rules moved something: the fused scores are not in the order of the list ...
     assert [r["rrf_rank"] for r in results] != sorted(r["rrf_rank"] for r in results)
     by_rrf = sorted(results, key=lambda r: r["rrf_rank"])
-    scores = [r["score"] for r in by_rrf]
-    assert scores == sorted(scores, reverse=True)  # ... but they follow the RRF position
+    fused = [r["fused_score"] for r in by_rrf]
+    assert fused == sorted(fused, reverse=True)  # ... they follow the fused position
+    scores = [r["score"] for r in results]  # while the score returned follows the list's
+    assert scores == sorted(scores, reverse=True) and scores != [r["fused_score"] for r in results]
     code, human = run("search", "ReActAgent", "-k", "5")
     for r in results:
-        assert f"fused {r['score']:.4f}, #{r['rrf_rank']} before the rules" in human
-    assert "score " not in human
+        said = f"fused {r['fused_score']:.4f}, #{r['rrf_rank']} before the rules"
+        if f"{r['score']:.4f}" != f"{r['fused_score']:.4f}":
+            said = f"score {r['score']:.4f} ({said})"
+        assert said in human
 
 
 def test_internals_are_words_in_the_human_output_and_kept_in_json(sample_index: Path) -> None:

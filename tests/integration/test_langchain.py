@@ -222,3 +222,21 @@ def test_empty_fields_are_left_out_of_the_metadata(tmp_path: Path) -> None:
     assert result["heading_path"] == "" and result["source_uri"] is None  # what was left out
     assert "heading_path" not in doc.metadata and "source_uri" not in doc.metadata
     assert doc.metadata["resource_id"] == "plain" and doc.metadata["start_line"] == 1
+
+
+@pytest.mark.parametrize("side", ["local", "remote"])
+def test_every_document_carries_confidence_no_good_match_and_stale(
+    side: str, request: pytest.FixtureRequest, sample_hs: HybridSearch
+) -> None:
+    """A pipeline gates on any Document's metadata, not on ``query_facts`` nested in the first
+    one (issue 38): the response's confidence and no_good_match, and the result's stale mark."""
+    retriever = request.getfixturevalue(side)
+    for query in (QUERY, "how do I install it on Linux"):
+        response = sample_hs.search(query, **scoped(side, top_k=3))
+        docs = retriever.invoke(query)
+        assert docs
+        for doc, result in zip(docs, response.results, strict=True):
+            assert doc.metadata["confidence"] == response.confidence
+            assert doc.metadata["no_good_match"] is response.no_good_match
+            assert doc.metadata["stale"] is result.stale
+    assert retriever.invoke(QUERY)[0].metadata["no_good_match"] is False

@@ -176,3 +176,21 @@ def test_empty_fields_are_left_out_of_what_the_llm_sees(tmp_path: Path) -> None:
     seen = node.node.get_content(metadata_mode=MetadataMode.LLM)
     assert "resource_id: plain" in seen and "kestrel" in seen
     assert "heading_path" not in seen and "source_uri" not in seen and "None" not in seen
+
+
+@pytest.mark.parametrize("side", ["local", "remote"])
+def test_every_node_carries_confidence_no_good_match_and_stale(
+    side: str, request: pytest.FixtureRequest, sample_hs: HybridSearch
+) -> None:
+    """A pipeline gates on any node's metadata (issue 38: confidence and no_good_match were in
+    no node); an LLM sees none of them."""
+    retriever = request.getfixturevalue(side)
+    response = sample_hs.search(QUERY, **scoped(side, top_k=3))
+    nodes = retriever.retrieve(QUERY)
+    assert nodes
+    for n, result in zip(nodes, response.results, strict=True):
+        assert n.node.metadata["confidence"] == response.confidence
+        assert n.node.metadata["no_good_match"] is response.no_good_match is False
+        assert n.node.metadata["stale"] is result.stale
+        seen = n.node.get_content(metadata_mode=MetadataMode.LLM)
+        assert "confidence" not in seen and "no_good_match" not in seen

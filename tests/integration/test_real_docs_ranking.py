@@ -27,16 +27,17 @@ def npm_docs(tmp_path: Path) -> Path:
     return docs
 
 
-def _texts(hs: HybridSearch, resource_id: str) -> dict[int, str]:
-    return {c.start_line: c.text for c in hs.resource_chunks(resource_id)}
+def _texts(hs: HybridSearch, resource_id: str) -> dict[str, str]:
+    return {c.chunk_id: c.text for c in hs.resource_chunks(resource_id)}
 
 
 def test_copies_of_one_text_are_one_result_that_says_where_else(
     hs: HybridSearch, npm_docs: Path
 ) -> None:
     """``legacy-peer-deps``: the option's own section first, then ``strict-peer-deps``'s
-    paragraph once (it stood there five times, from config.md and four command pages), naming
-    the four other places with their lines; five results are five distinct texts."""
+    paragraphs once (they stood there five times, from config.md and four command pages; its two
+    neighbouring chunks are one result), naming the four other places with their lines; five
+    results are five distinct texts."""
     assert hs.ingest_folder(npm_docs).indexed == 6
     resp = hs.search("legacy-peer-deps", top_k=5, paths=["bm25", "title"])
     results = resp.results
@@ -48,8 +49,11 @@ def test_copies_of_one_text_are_one_result_that_says_where_else(
     shown = strict[0]
     places = {(a["resource_id"], a["start_line"], a["end_line"]) for a in shown.also_in}
     assert {p[0] for p in places} | {shown.resource_id} == {"config.md", *STRICT_COPIES}
-    for rid, start, _end in places:  # each place is a real chunk holding the same text
-        assert _texts(hs, rid)[start] == shown.text
+    own = _texts(hs, shown.resource_id)
+    mine = [own[c] for c in (shown.chunk_id, *shown.merged)]
+    for a in shown.also_in:  # each place is real chunks holding the same texts
+        theirs = _texts(hs, a["resource_id"])
+        assert [theirs[c] for c in (a["chunk_id"], *a.get("merged", ()))] == mine
     assert "duplicates" in shown.rules
     assert any(w.startswith("also in: ") and "npm-ci.md:" in w for w in shown.why)
     # the JSON a client reads, the terminal and the agent say the same places

@@ -248,6 +248,22 @@ def strict_corpus(
         hs.close()
 
 
+@pytest.fixture
+def unmerged_corpus(
+    corpus: HybridSearch, embedder: SentenceTransformerEmbedder
+) -> Iterator[HybridSearch]:
+    """The corpus searched without the steps after the rules that regroup hits (neighbours
+    merged, a few per resource), so that a rule's moves are read off ``rank`` and ``rrf_rank``."""
+    fusion = corpus.settings.fusion.model_copy(
+        update={"rules_off": ("merge_adjacent", "resource_cap")}
+    )
+    hs = HybridSearch(corpus.settings.model_copy(update={"fusion": fusion}), embedder=embedder)
+    try:
+        yield hs
+    finally:
+        hs.close()
+
+
 def _search(hs: HybridSearch, query: str, paths: list[str] | None, **kw: Any) -> SearchResponse:
     resp = hs.search(query, paths=paths, **kw)
     assert not resp.degraded, resp.reasons  # every case here runs with all paths healthy
@@ -300,14 +316,16 @@ def test_identifier_fills_top_10_with_whole_matches_definition_first(
     assert "guide/tips" not in _rids(resp)  # a heading-only mention is not a body mention
 
 
-def test_identifier_results_are_in_tier_order_within_the_rules_bound(corpus: HybridSearch) -> None:
+def test_identifier_results_are_in_tier_order_within_the_rules_bound(
+    unmerged_corpus: HybridSearch,
+) -> None:
     """Whole matches (definition on top), then the inherited-heading one, then the partial
     ``ReActAgentFactory`` ones; but the tiers are a bounded rule: a hit that RRF ranked above
     whole matches is moved down at most ``RULE_BOUNDS["identifier_tiers"].down`` places, so one
     that stands above a better tier stands exactly that far below its RRF position."""
     down = RULE_BOUNDS["identifier_tiers"].down
     assert down is not None
-    resp = _search(corpus, IDENT, None, top_k=50)
+    resp = _search(unmerged_corpus, IDENT, None, top_k=50)
 
     def tier(r: SearchResult) -> int:
         if contains_whole_identifier(r.text, IDENT):

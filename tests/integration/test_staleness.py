@@ -133,3 +133,22 @@ def test_through_a_service_the_hidden_count_reaches_the_cli(
         code, text = _run("--server", url, "search", "peerDependencies", "--json")
         results = json.loads(text)["results"]
         assert {(r["stale"], r["stale_reason"]) for r in results} == {(True, "changed on disk")}
+
+
+def test_brief_output_keeps_the_stale_mark(
+    tmp_path: Path, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--brief`` is one line per result, and that line says a result's file is gone or changed
+    (issue 38: ``--brief`` dropped the stale mark a deleted file's result carries)."""
+    env = ("--data-dir", str(tmp_path / "data"))
+    monkeypatch.setenv("HYBRIDSAG_EMBEDDING__MODEL", "none")
+    assert _run(*env, "index", str(docs), "-q")[0] == 0
+    (docs / "config.md").unlink()
+    code, text = _run(*env, "search", "peerDependencies", "--brief", "--paths", "bm25")
+    assert code == 0
+    lines = text.splitlines()
+    assert len(lines) == 4  # the header and three results
+    gone = [line for line in lines[1:] if "(config.md:" in line]
+    assert len(gone) == 1
+    assert gone[0].endswith("; stale: the source file was deleted on disk since it was indexed)")
+    assert all("stale" not in line for line in lines[1:] if "(config.md:" not in line)

@@ -753,7 +753,9 @@ def test_rrf_then_rules_end_to_end() -> None:
 # public surface
 
 
-_SUBMODULES = {"confidence", "dedupe", "facts", "markdown", "rules", "text", "trust", "types"}
+_SUBMODULES = {
+    "confidence", "dedupe", "facts", "markdown", "results", "rules", "text", "trust", "types",
+}  # fmt: skip
 
 
 def test_fusion_all_is_accurate() -> None:
@@ -773,10 +775,12 @@ def test_fusion_all_is_accurate() -> None:
         "QueryFacts",
         "RULE_REASONS",
         "SIGNAL_NAMES",
+        "STEPS",
         "Trust",
         "TrustModel",
         "apply_rules",
         "assess",
+        "cap_per_resource",
         "chunk_facts",
         "contains_whole_identifier",
         "convex",
@@ -785,6 +789,9 @@ def test_fusion_all_is_accurate() -> None:
         "is_heading_only",
         "list_stats",
         "looks_like_identifier",
+        "markup_only",
+        "merge_adjacent",
+        "monotone_scores",
         "normalise",
         "normalize_title",
         "rrf",
@@ -798,7 +805,10 @@ def test_fusion_all_is_accurate() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["convex", "dedupe", "facts", "fuse", "markdown", "rrf", "rules", "text", "trust", "types"],
+    [
+        "convex", "dedupe", "facts", "fuse", "markdown", "results", "rrf", "rules", "text",
+        "trust", "types",
+    ],  # fmt: skip
 )
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")

@@ -115,6 +115,10 @@ def fusion_cases(draw: st.DrawFn) -> tuple[dict, dict, dict, int]:
         "pin_exact_titles": draw(st.integers(0, 3)),
         "strict_identifiers": draw(st.booleans()),
         "collapse": draw(st.booleans()),
+        # issue 38's steps: the judge floor, the per-resource cap, neighbours merged (or not)
+        "judge_floor": draw(st.sampled_from((0.0, 0.01, 0.5))),
+        "max_per_resource": draw(st.sampled_from((0, 1, 2))),
+        "off": draw(st.sampled_from(((), ("merge_adjacent",), ("duplicates",), ("drop_stub",)))),
     }
     limit = draw(st.integers(1, 40))
     return runs, views, options, limit

@@ -56,6 +56,7 @@ PUBLIC = {
         "looks_like_identifier", "normalize_title", "rrf",
         "DEFAULT_TRUST_MODEL", "KINDS", "METHODS", "NORMALISERS", "SIGNAL_NAMES", "QueryFacts",
         "Trust", "TrustModel", "assess", "convex", "list_stats", "normalise", "trust_signals",
+        "STEPS", "cap_per_resource", "markup_only", "merge_adjacent", "monotone_scores",
     },
     "hybridsag.consistency": {
         "CLASSES", "BatchResult", "ChunkRow", "FtsRow", "Lease", "MissingVectors",
