@@ -317,13 +317,6 @@ class LexicalIndex(Protocol):
         """Chunk rows in the index (the N of its IDF)."""
         ...
 
-    def near_terms(self, prefix: str, shortest: int, longest: int) -> dict[str, int]:
-        """The index's terms that start with ``prefix`` and have ``shortest`` to ``longest``
-        characters, each with how many chunk rows hold it: the candidates of the spelling fix
-        (:meth:`LexicalQueries.query_terms`). An engine that cannot list its terms in a range
-        returns ``{}``, and its queries are not respelled."""
-        ...
-
     def scoped_doc_freqs(
         self, terms: Sequence[str], filters: Filters
     ) -> tuple[dict[str, int], int]:
@@ -438,6 +431,13 @@ class LexicalEngine(Protocol):
 
     def total_chunks(self) -> int:
         """Chunk rows in the index (the N of its IDF)."""
+        ...
+
+    def near_terms(self, prefix: str, shortest: int, longest: int) -> dict[str, int]:
+        """The index's terms that start with ``prefix`` and have ``shortest`` to ``longest``
+        characters, each with how many chunk rows hold it: the candidates of the spelling fix
+        (:meth:`LexicalQueries.query_terms`). An engine that cannot list its terms in a range
+        returns ``{}``, and its queries are not respelled."""
         ...
 
     def term_match(self, term: str) -> str:
