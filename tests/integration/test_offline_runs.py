@@ -86,7 +86,7 @@ def _searched(hs: HybridSearch, fusion: FusionSettings, cap: Capture) -> dict[st
     with HybridSearch(hs.settings.model_copy(update={"fusion": fusion})) as real:
         return {
             q.qid: [
-                (r.chunk_id, r.score)
+                (r.chunk_id, r.fused_score)
                 for r in real.search(q.fusion_in.query, top_k=10, paths=cap.paths).results
             ]
             for q in cap.questions
@@ -256,7 +256,7 @@ def test_grid_points_match_a_search_on_the_dense_path_too(tmp_path: Path, data_s
                     want = real.search(q.fusion_in.query, top_k=10, paths=paths).results
                     got = fused(q.fusion_in, point)
                     assert_same_ranking(
-                        [(h.chunk_id, h.score) for h in got], [(r.chunk_id, r.score) for r in want]
+                        [(h.chunk_id, h.score) for h in got], [(r.chunk_id, r.fused_score) for r in want]
                     )
     finally:
         hs.close()

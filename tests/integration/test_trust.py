@@ -107,9 +107,13 @@ def test_multi_hop_keeps_the_judges_order(hs: HybridSearch) -> None:
     assert resp.trust["judge_holds"]
     top = _top(resp)
     assert top[0] == "moonlit-harbor" and BRIDGE in top[:5]
-    # the judge scored every passage of this small corpus: its order holds over all of them
+    # the judge scored every passage of this small corpus: its order holds over every passage
+    # it scored at least fusion.judge_order_floor, and those come first (below the floor the
+    # judge does not lift a passage: the fused order decides)
+    floor = hs.settings.fusion.judge_order_floor
     judged = sorted(resp.results, key=lambda r: r.paths["sag2"]["rank"])
-    assert top == [r.resource_id for r in judged]
+    sure = [r.resource_id for r in judged if r.paths["sag2"]["judge_p"] >= floor]
+    assert len(sure) >= 3 and top[: len(sure)] == sure
 
 
 def test_query_facts_from_the_index(hs: HybridSearch) -> None:
