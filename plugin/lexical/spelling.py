@@ -82,8 +82,8 @@ def respell(term: str, candidates: Mapping[str, int]) -> str | None:
     where the index says "tuple": an inflected word, which the fix would only widen to every
     chunk of the other form).
 
-    Example: ``respell("windos", {"windows": 12, "window": 30})`` is ``"windows"`` (one edit;
-    "window" is two).
+    Example: ``respell("windos", {"windows": 12, "window": 30})`` is ``"windows"``: both are
+    one edit away, and "windows" keeps every typed letter (one insertion; "window" swaps one).
     """
     reach = spelling_reach(term)
     if not reach or not candidates:
