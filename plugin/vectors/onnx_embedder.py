@@ -121,7 +121,7 @@ BATCH_TOKENS = 2048
 
 #: Lowest cosine between the exported model's vector and the sentence-transformers vector of
 #: the same probe text that an export may show. The int8 floor sits below what row-wise
-#: quantisation with 7-bit weights gives MiniLM (0.978 on the empty probe, [CLS][SEP] alone;
+#: quantisation with 7-bit weights gives MiniLM (0.978 on the empty probe, ``[CLS][SEP]`` alone;
 #: 0.992-0.997 on the others) and far above what a wrong tokenizer or pooling gives.
 PROBE_FLOOR = {"fp32": 0.9999, "int8-rowwise-w7": 0.97}
 
