@@ -201,14 +201,23 @@ class RemoteSection(_Section):
     retries on 408/429/5xx (``backoff_s`` doubling, a ``Retry-After`` longer than
     ``max_retry_wait_s`` ends them) and the requests in flight at once."""
 
+    #: the server's root URL (required where the endpoint is used)
     base_url: str | None = None
+    #: the endpoint's path, appended to ``base_url`` (starts with ``/``); None: the usual one
     path: str | None = None
+    #: the bearer key, optional (set it in the environment or ``.env``)
     api_key: SecretStr | None = None
+    #: seconds per call
     timeout_s: float = Field(30.0, gt=0, le=600)
+    #: seconds to connect
     connect_timeout_s: float = Field(5.0, gt=0, le=600)
+    #: retries on 408/429/5xx and transport errors
     max_retries: int = Field(3, ge=0, le=20)
+    #: the first retry's wait in seconds, doubling
     backoff_s: float = Field(0.5, ge=0, le=60)
+    #: a longer ``Retry-After`` ends the retries
     max_retry_wait_s: float = Field(30.0, ge=0, le=3600)
+    #: requests in flight at once
     max_in_flight: int = Field(4, ge=1, le=64)
 
     @field_validator("path")
@@ -440,7 +449,13 @@ class FusionSettings(_Section):
     ) -> dict[str, Any]:
         """Keyword arguments of :func:`hybridsag.fusion.fuse` for these settings; the arguments
         override the configured values (a search's ``weights=``, a tuning grid point). The
-        per-query ``trust`` and ``next_hop`` are not among them: the search decides them."""
+        per-query ``trust`` and ``next_hop`` are not among them: the search decides them.
+
+        Args:
+            weights: Path name -> weight; None: ``weights``.
+            k: RRF's k; None: ``k``.
+            judge_order: Keep the judge's order; None: ``judge_order``.
+        """
         return {
             "judge_floor": self.judge_order_floor,
             "max_per_resource": self.max_per_resource,
@@ -675,8 +690,11 @@ class WatchedFolder(_Section):
     ``path`` (a relative one is taken from the working directory the service starts in), the
     ``tenant`` its resources land in and their ``acl`` tags."""
 
+    #: the folder (relative: from the service's working directory)
     path: Path
+    #: the tenant its resources land in
     tenant: str = Field("", max_length=256)
+    #: the ACL tags its resources get
     acl: tuple[str, ...] = Field((), max_length=256)
 
     @field_validator("path", mode="before")
@@ -749,10 +767,16 @@ class TokenSettings(_Section):
     makes. ``name`` labels the token in logs (the token itself never appears anywhere).
     """
 
+    #: the bearer token itself, at least :data:`MIN_TOKEN_CHARS` characters
     token: SecretStr
+    #: what it may do (each role holds the ones before it: :data:`ROLES`)
     role: Literal["read", "write", "admin"] = "read"
+    #: the one tenant a read or write token belongs to (``""``: un-tenanted resources); None
+    #: for an admin token
     tenant: str | None = None
+    #: the ACL tags it holds (none for an admin token)
     acl: tuple[str, ...] = ()
+    #: its label in logs
     name: str = ""
 
     @model_validator(mode="after")
@@ -916,10 +940,15 @@ class ArmSettings(_Section):
     Path and weight names are checked against the registries where the experiment is loaded
     (``hybridsag.ab.online.check_arms``)."""
 
+    #: the arm's name, unique in its experiment
     name: str = Field(..., pattern=EXPERIMENT_NAME_PATTERN)
+    #: registered path names; None: ``search.paths``
     paths: tuple[str, ...] | None = None
+    #: fusion weights; None: ``fusion.weights``
     weights: dict[str, float] | None = None
+    #: None: ``fusion.judge_order``
     judge_order: bool | None = None
+    #: its relative share of a ``split`` experiment's traffic
     share: float = Field(1.0, gt=0.0, le=1000.0)
 
     @field_validator("paths")
@@ -939,10 +968,15 @@ class ExperimentSettings(_Section):
     whether it takes traffic when the service starts (the service's start and stop calls
     override it and are remembered)."""
 
+    #: the experiment's name, unique
     name: str = Field(..., pattern=EXPERIMENT_NAME_PATTERN)
+    #: ``split`` (one arm per caller) or ``interleave`` (two arms merged)
     mode: Literal["split", "interleave"] = "split"
+    #: 2 to 16 arms with distinct names
     arms: tuple[ArmSettings, ...] = Field(..., min_length=2, max_length=16)
+    #: takes traffic when the service starts
     active: bool = True
+    #: what it tests, for its reports
     description: str = Field("", max_length=2000)
 
     @model_validator(mode="after")
@@ -984,7 +1018,11 @@ class ABSettings(_Section):
 def comma_list(value: object) -> object:
     """A list setting as people type it: ``"bm25, title"`` or ``'["bm25", "title"]'`` become
     ``["bm25", "title"]``; anything that is not a string is returned as is (ValueError for a
-    string that starts like JSON but does not parse)."""
+    string that starts like JSON but does not parse).
+
+    Args:
+        value: The value as a source gave it.
+    """
     if not isinstance(value, str):
         return value
     text = value.strip()
@@ -1040,7 +1078,11 @@ def _field_at(settings_cls: type[BaseModel], parts: list[str]) -> tuple[Any, boo
 
 
 def section_model(annotation: Any) -> type[BaseModel] | None:
-    """The section class of a field annotation (``FusionSettings``), else None."""
+    """The section class of a field annotation (``FusionSettings``), else None.
+
+    Args:
+        annotation: A field's annotation.
+    """
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return None
@@ -1121,7 +1163,12 @@ def setting_layers(
     """The sources ``Settings`` reads, highest priority first, each with its kind: ``"init"``
     (keyword arguments), ``"env"``, ``".env"``, ``"toml"``. Raises ConfigError for a
     ``HYBRIDSAG_CONFIG`` that names no file, a TOML file that does not parse and a ``.env``
-    file that cannot be read."""
+    file that cannot be read.
+
+    Args:
+        settings_cls: The settings class the sources read for.
+        init: The source of the keyword arguments.
+    """
     try:
         dotenv = _DotEnvSource(settings_cls)
     except (OSError, UnicodeDecodeError) as exc:
@@ -1227,6 +1274,16 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """pydantic-settings' hook: the sources of :func:`setting_layers`, then the secrets
+        directory's.
+
+        Args:
+            settings_cls: The class being built.
+            init_settings: The keyword arguments' source.
+            env_settings: pydantic's environment source, replaced by this module's own.
+            dotenv_settings: pydantic's ``.env`` source, replaced by this module's own.
+            file_secret_settings: The secrets directory's source, kept last.
+        """
         layers = setting_layers(settings_cls, init_settings)
         return (*(source for _kind, source in layers), file_secret_settings)
 
