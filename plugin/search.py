@@ -366,6 +366,25 @@ class HybridSearch:
     A resource is ``(tenant, resource_id)`` (:mod:`hybridsag.records.store`): every method that names
     one takes its ``tenant`` (default ``""``, the un-tenanted resources), and results carry it.
 
+    Args:
+        settings: What to build the parts from; None: ``Settings()`` (the environment, ``.env``
+            and the TOML file). Not with ``components`` unless it is that object's own.
+        components: Parts someone else built and owns (the service, eval); :meth:`close`
+            leaves them open. ``embedder``, ``dense_index``, ``judge`` and ``step_hook`` are
+            not used then.
+        embedder: The embedder the components use instead of the one ``embedding`` names.
+        dense_index: The dense index the components use instead of the Milvus one.
+        judge: The judge used instead of the one ``judge.name`` names.
+        step_hook: The write path's crash-injection hook for tests, called at each step of a
+            write.
+
+    Raises:
+        ValueError: ``settings`` and ``components`` both given, and ``settings`` is not
+            ``components.settings``.
+        ConfigError: an unknown path name in ``search.paths`` or ``fusion.weights``, an
+            unknown ``judge.name``.
+        IndexMismatchError: the store was built with another tokenizer.
+
     >>> hs = HybridSearch(Settings(data_dir=Path("/tmp/hs-doc")))   # doctest: +SKIP
     >>> hs.ingest("faq", "Reset with `E-1234`.", title="FAQ")        # doctest: +SKIP
     >>> hs.search("E-1234").results[0].resource_id                   # doctest: +SKIP
@@ -404,6 +423,8 @@ class HybridSearch:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Stop the path threads (waiting for the searches running) and close the components
+        when this object built them."""
         self._pool.shutdown(wait=True)
         if self._owns_components:
             self.components.close()
@@ -428,7 +449,27 @@ class HybridSearch:
         source_uri: str | None = None,
         fmt: Format = "markdown",
     ) -> IngestReport:
-        """Ingest (or re-ingest) one resource; its chunks are replaced atomically."""
+        """Ingest (or re-ingest) one resource; its chunks are replaced atomically.
+
+        Args:
+            resource_id: The resource's id within ``tenant`` (non-empty, no leading or trailing
+                whitespace, within :data:`~hybridsag.documents.MAX_RESOURCE_ID_BYTES`).
+            text: Its text, in ``fmt``.
+            title: Its title (the title path searches it; whitespace runs become one space).
+            metadata: JSON-like metadata that filters match on (``filters.metadata``).
+            tenant: The tenant it belongs to (``""``: un-tenanted).
+            acl: Its ACL tags; none: visible to every caller of its tenant.
+            source_uri: Where it came from (a file path makes a result's staleness checkable).
+            fmt: How ``text`` is chunked: ``"markdown"``, ``"rst"`` or ``"text"``.
+
+        Returns:
+            The ingest report (``indexed``, or ``unchanged`` when it was indexed already as
+            given; ``chunks``, ``vectors``).
+
+        Raises:
+            IngestError: a bad value (:func:`~hybridsag.documents.make_document` names it).
+            StoreError, DenseError: a store failed; the batch was undone.
+        """
         from hybridsag.documents import make_document
 
         doc = make_document(
@@ -456,7 +497,28 @@ class HybridSearch:
         checked again on its own, so one bad item is reported in ``errors`` and the others are
         indexed. Once ``cancel`` is set the ingest stops at its next cancellation point, undoes
         the batch in flight and raises :class:`~hybridsag.errors.WriteCancelledError`
-        (:meth:`hybridsag.ingest.writer.Writer.ingest_many`)."""
+        (:meth:`hybridsag.ingest.writer.Writer.ingest_many`).
+
+        Args:
+            docs: The documents, in order; read lazily, in batches.
+            mode: ``"sag"`` (sentence packing) or ``"passage"`` (one chunk a document); None:
+                ``chunking.mode``.
+            progress: An :class:`~hybridsag.ingest.progress.IngestProgress`, or a callable
+                given the number of documents done.
+            skip_unchanged: Leave a resource whose stored content, title, metadata, tenant,
+                ACL and source are the same as it is (counted in ``unchanged``); False indexes
+                it again.
+            cancel: Set it to stop the ingest (the service's shutdown).
+
+        Returns:
+            The ingest report; a document refused is in its ``errors``.
+
+        Raises:
+            WriteCancelledError: ``cancel`` was set; its ``report`` holds what earlier batches
+                committed.
+            StoreError, DenseError: a store failed; the batch in flight was undone, earlier
+                ones stay committed.
+        """
         return self.components.writer().ingest_many(
             docs, mode=mode, progress=progress, skip_unchanged=skip_unchanged, cancel=cancel
         )
@@ -469,7 +531,22 @@ class HybridSearch:
         progress: IngestProgress | Callable[[int], None] | None = None,
     ) -> IngestReport:
         """Ingest a JSONL file (BEIR ``corpus.jsonl`` works as is); bad lines, and lines over
-        ``ingest.max_file_mb``, are reported. With ``progress``, the lines are counted first."""
+        ``ingest.max_file_mb``, are reported. With ``progress``, the lines are counted first.
+
+        Args:
+            path: The JSONL file: one object a line with ``_id``/``id``/``resource_id``,
+                ``text`` and optionally ``title``, ``metadata``, ``tenant``, ``acl``,
+                ``format``.
+            mode: As in :meth:`ingest_documents`.
+            progress: As in :meth:`ingest_documents`; ticks once a line.
+
+        Returns:
+            The ingest report; a bad line is in its ``errors`` by ``file:line``.
+
+        Raises:
+            IngestError: ``path`` does not exist, cannot be read or is not a regular file.
+            StoreError, DenseError: as :meth:`ingest_documents`.
+        """
         from hybridsag.ingest.progress import as_progress
         from hybridsag.ingest.sources import SourceErrors, count_lines, iter_jsonl
 
@@ -503,7 +580,26 @@ class HybridSearch:
         deleted (see :mod:`hybridsag.ingest.folders`). Only regular files inside the folder are read,
         each up to ``ingest.max_file_mb``; with ``only`` just the files it names (or holds),
         with ``changed_only`` just those whose stat differs from the one recorded (a file
-        watcher's batch, a rescan: :func:`hybridsag.ingest.folders.ingest_path`)."""
+        watcher's batch, a rescan: :func:`hybridsag.ingest.folders.ingest_path`).
+
+        Args:
+            path: The folder, or one file in it.
+            tenant: The tenant its resources land in.
+            acl: The ACL tags every resource of the folder gets.
+            progress: As in :meth:`ingest_documents`; ticks once a file.
+            prune: Delete the folder's resources whose files are gone.
+            only: Index just these files (or the files these folders hold).
+            changed_only: Index just the files whose size or mtime differ from those recorded.
+            cancel: As in :meth:`ingest_documents`.
+
+        Returns:
+            The ingest report, with the ``root`` the ids are relative to, ``pruned``,
+            ``excluded`` and ``notes``.
+
+        Raises:
+            IngestError: ``path`` does not exist or is a file of a kind that is not indexed.
+            WriteCancelledError, StoreError, DenseError: as :meth:`ingest_documents`.
+        """
         from hybridsag.ingest.folders import ingest_path
 
         components = self.components
@@ -532,7 +628,23 @@ class HybridSearch:
         visible: Callable[[ResourceRecord], bool] | None = None,
     ) -> SyncNeed:
         """Step 1 of a folder sync through the service: which files of a client's folder
-        manifest are needed (:func:`hybridsag.ingest.manifest.sync_need`); writes nothing."""
+        manifest are needed (:func:`hybridsag.ingest.manifest.sync_need`); writes nothing.
+
+        Args:
+            root: The client's folder, as the client names it (the ids are relative to it).
+            files: The manifest: each file's path under ``root``, size, mtime and SHA-256.
+            tenant: The tenant the folder's resources belong to.
+            acl: The ACL tags they get.
+            max_upload_bytes: The largest file the client may send (``server.max_body_bytes``);
+                a larger one is reported as skipped.
+            visible: Whether the caller may see a resource (a token's scope); None: every one.
+
+        Returns:
+            The files needed, those unchanged or held, the errors and the id root.
+
+        Raises:
+            InputError: a bad root or path.
+        """
         from hybridsag.ingest.manifest import sync_need
 
         return sync_need(
@@ -554,7 +666,26 @@ class HybridSearch:
     ) -> PreparedUpload:
         """Step 2, first half: one uploaded file of a synced folder made into its document as
         an in-process index would, converted in its bounded process; writes nothing
-        (:func:`hybridsag.ingest.manifest.prepare_upload`)."""
+        (:func:`hybridsag.ingest.manifest.prepare_upload`).
+
+        Args:
+            root: The synced folder, as in :meth:`sync_need`.
+            path: The file's path under ``root``.
+            data: The file's bytes.
+            sha256: Their SHA-256 as the client computed it (hex).
+            tenant: As in :meth:`sync_need`.
+            acl: As in :meth:`sync_need`.
+            visible: As in :meth:`sync_need`.
+            cancel: Set it to stop a conversion.
+
+        Returns:
+            The document to index, or the report of why not, for :meth:`apply_upload`.
+
+        Raises:
+            InputError: a bad root, path or hash, or bytes whose SHA-256 is not ``sha256``.
+            ForbiddenError: its resource is one the caller may not see.
+            WriteCancelledError: ``cancel`` was set while converting.
+        """
         from hybridsag.ingest.manifest import prepare_upload
 
         return prepare_upload(
@@ -570,7 +701,20 @@ class HybridSearch:
         cancel: threading.Event | None = None,
     ) -> IngestReport:
         """Step 2, second half: the prepared upload checked again and indexed by the writer
-        (:func:`hybridsag.ingest.manifest.apply_upload`)."""
+        (:func:`hybridsag.ingest.manifest.apply_upload`).
+
+        Args:
+            prepared: What :meth:`prepare_upload` made of the file.
+            visible: As in :meth:`sync_need`.
+            cancel: As in :meth:`ingest_documents`.
+
+        Returns:
+            The ingest report of the upload.
+
+        Raises:
+            ForbiddenError: its resource is now one the caller may not see.
+            StoreError, DenseError, WriteCancelledError: from the write path.
+        """
         from hybridsag.ingest.manifest import apply_upload
 
         components = self.components
@@ -588,7 +732,23 @@ class HybridSearch:
         visible: Callable[[ResourceRecord], bool] | None = None,
     ) -> IngestReport:
         """Step 3: prune what a synced folder no longer holds
-        (:func:`hybridsag.ingest.manifest.sync_commit`)."""
+        (:func:`hybridsag.ingest.manifest.sync_commit`).
+
+        Args:
+            root: The synced folder, as in :meth:`sync_need`.
+            paths: Every file the client's folder still holds, relative to ``root``.
+            tenant: As in :meth:`sync_need`.
+            prune: Delete the resources of ``tenant`` under ``root`` that ``paths`` does not
+                name; none when ``paths`` is empty.
+            visible: As in :meth:`sync_need`; a resource the caller may not see is left alone.
+
+        Returns:
+            The ingest report, the deleted ids in ``pruned``.
+
+        Raises:
+            InputError: a bad root or path.
+            StoreError, DenseError: from the write path (what was pruned before stays pruned).
+        """
         from hybridsag.ingest.manifest import sync_commit
 
         components = self.components
@@ -603,20 +763,40 @@ class HybridSearch:
 
         A folder resource whose file still exists stays deleted: the file is excluded from
         its folder (listed by :meth:`exclusions`), so the next index of the folder leaves it
-        out, until :meth:`include` lifts it."""
+        out, until :meth:`include` lifts it.
+
+        Args:
+            resource_id: The resource's id.
+            tenant: Its tenant.
+
+        Returns:
+            True when it was deleted, False when it did not exist.
+        """
         return self.components.writer().delete(resource_key(resource_id, tenant), exclude=True)
 
     def exclusions(
         self, *, tenant: str | None = None, resource_id: str | None = None
     ) -> list[Exclusion]:
         """The folder files deleted by hand while they stayed on disk, kept out of their
-        folders' index (of exact ``tenant`` and id ``resource_id`` when given)."""
+        folders' index (of exact ``tenant`` and id ``resource_id`` when given).
+
+        Args:
+            tenant: Only this tenant's; None: every tenant's.
+            resource_id: Only the file of this id; None: all.
+        """
         return self.components.store.exclusions(tenant=tenant, resource_id=resource_id)
 
     def include(self, resource_id: str, *, tenant: str = "") -> IngestReport:
         """Lift the exclusion of the folder file ``resource_id`` of ``tenant`` and index the
         file again (its root, the ACL it had), as its folder's index would
         (:func:`hybridsag.ingest.folders.include_file`).
+
+        Args:
+            resource_id: The excluded file's resource id.
+            tenant: Its tenant.
+
+        Returns:
+            The ingest report of the file.
 
         Raises:
             NotFoundError: no file of that id is excluded.
@@ -637,12 +817,22 @@ class HybridSearch:
 
     def disable(self, resource_id: str, *, tenant: str = "") -> bool:
         """Hide the resource ``resource_id`` of ``tenant`` from every search, keeping it; False
-        when it does not exist."""
+        when it does not exist.
+
+        Args:
+            resource_id: The resource's id.
+            tenant: Its tenant.
+        """
         return self.components.writer().set_enabled(resource_key(resource_id, tenant), False)
 
     def enable(self, resource_id: str, *, tenant: str = "") -> bool:
         """Make a disabled resource ``resource_id`` of ``tenant`` searchable again; False when
-        it does not exist."""
+        it does not exist.
+
+        Args:
+            resource_id: The resource's id.
+            tenant: Its tenant.
+        """
         return self.components.writer().set_enabled(resource_key(resource_id, tenant), True)
 
     # -- resources ----------------------------------------------------------------------------
@@ -656,7 +846,18 @@ class HybridSearch:
         limit: int | None = None,
     ) -> list[ResourceSummary]:
         """Resources, oldest first, with their chunk counts; filtered by exact ``tenant``,
-        ``status`` and an id ``prefix``; at most ``limit``. InputError names a bad status."""
+        ``status`` and an id ``prefix``; at most ``limit``.
+
+        Args:
+            tenant: Only this tenant's; None: every tenant's.
+            status: Only resources in this status (one of
+                :data:`~hybridsag.records.store.STATUSES`); None: any.
+            prefix: Only ids that start with it.
+            limit: At most this many (a positive integer); None: all.
+
+        Raises:
+            InputError: an unknown status, or a limit that is not a positive integer.
+        """
         if status is not None and status not in STATUSES:
             raise InputError(f"unknown status {status!r}; valid: {', '.join(STATUSES)}")
         if limit is not None and (not isinstance(limit, int) or limit < 1):
@@ -668,7 +869,12 @@ class HybridSearch:
 
     def get_resource(self, resource_id: str, *, tenant: str = "") -> ResourceDetail | None:
         """The record of the resource ``resource_id`` of ``tenant`` and a summary of its current
-        chunks; ``None`` when there is no such resource."""
+        chunks; ``None`` when there is no such resource.
+
+        Args:
+            resource_id: The resource's id.
+            tenant: Its tenant.
+        """
         store = self.components.store
         record = store.get_resource(resource_id, tenant=tenant)
         if record is None:
@@ -690,12 +896,22 @@ class HybridSearch:
 
     def resource(self, resource_id: str, *, tenant: str = "") -> ResourceRecord | None:
         """The stored record of the resource ``resource_id`` of ``tenant`` (any status), or
-        None."""
+        None.
+
+        Args:
+            resource_id: The resource's id.
+            tenant: Its tenant.
+        """
         return self.components.store.get_resource(resource_id, tenant=tenant)
 
     def resource_chunks(self, resource_id: str, *, tenant: str = "") -> list[ChunkRecord]:
         """The chunks of the current version of the resource ``resource_id`` of ``tenant``, in
-        order."""
+        order (none when there is no such resource).
+
+        Args:
+            resource_id: The resource's id.
+            tenant: Its tenant.
+        """
         return self.components.store.resource_chunks(resource_id, tenant=tenant)
 
     # -- search -------------------------------------------------------------------------------
@@ -703,7 +919,18 @@ class HybridSearch:
     def resolve_paths(self, paths: Sequence[str] | str | None) -> tuple[str, ...]:
         """The paths a search runs: ``paths`` (a list, or a comma-separated string) or
         ``search.paths``; paths that need the dense side are left out while it is off.
-        QueryError names an unknown path and lists the registered ones."""
+        QueryError names an unknown path and lists the registered ones.
+
+        Args:
+            paths: Path names (:data:`~hybridsag.paths.PATHS`), as a sequence or a
+                comma-separated string; None or empty: ``search.paths``.
+
+        Returns:
+            The names in order, each once.
+
+        Raises:
+            QueryError: an unknown path, or no path left to run.
+        """
         if isinstance(paths, str):
             chosen: tuple[str, ...] = tuple(p.strip() for p in paths.split(",") if p.strip())
         else:
@@ -730,7 +957,15 @@ class HybridSearch:
         each step as the caller waits for it (``tokenizer_ms``, ``milvus_ms``, ``model_ms``:
         the wait for the model after Milvus opened, ``paths_ms``), so that they add up to the
         call's wall time. A part that cannot be built is left for the search to report: it
-        degrades there as it would have without this call. QueryError for an unknown path."""
+        degrades there as it would have without this call.
+
+        Args:
+            paths: As in :meth:`resolve_paths`.
+            query: A query whose script and vector to warm for (``""``: none).
+
+        Raises:
+            QueryError: an unknown path.
+        """
         names = self.resolve_paths(paths)
         parts = self.components
         spent: dict[str, float] = {}
@@ -782,7 +1017,17 @@ class HybridSearch:
     def run_path(self, name: str, query: str, *, limit: int, filters: Filters) -> PathResult:
         """Run one path alone (validated query), as eval does: under the search's remote budget,
         with what its remote models did in ``usage["remote"]`` (and ``usage["remote_budget"]``
-        with a budget), as :meth:`search` reports them."""
+        with a budget), as :meth:`search` reports them.
+
+        Args:
+            name: The path's name (:data:`~hybridsag.paths.PATHS`).
+            query: The query, already validated.
+            limit: How many hits to return at most.
+            filters: Who may see what, applied inside the path's own query.
+
+        Raises:
+            HybridSagError: what the path raised (a search would leave it out instead).
+        """
         with metered(self._meter()) as meter:
             result = self.components.retriever(name).retrieve(query, limit=limit, filters=filters)
         usage = _with_remote(result.usage, meter)
@@ -829,9 +1074,7 @@ class HybridSearch:
         ACL-tagged resource can be returned. This in-process API is the admin view; the HTTP
         service forces a tenant token's tenant and tags into the filters.
 
-        Raises :class:`QueryError` for a bad query, filter, path name, weight,
-        ``judge_order`` or ``min_confidence`` (a number in 0..1). A path that fails is left out
-        and the response is marked ``degraded`` with the reason.
+        A path that fails is left out and the response is marked ``degraded`` with the reason.
 
         Remote models (an HTTP embedder, a remote judge) are metered for the whole search:
         ``usage["remote"]`` gives, per remote (``embedder/tei``, ``judge/reranker``, ...), its
@@ -839,6 +1082,32 @@ class HybridSearch:
         answers taken from a cache; with ``search.remote_budget_calls`` or ``_ms`` set,
         ``usage["remote_budget"]`` says what was used, and a spent budget degrades the search
         (the judge keeps what it had, the dense path is left out) instead of failing it.
+
+        Args:
+            query: The query: a non-empty string of at most ``query.max_chars`` characters
+                with no control character but tab and newlines (it is stripped).
+            top_k: How many results, 1..1000; None: ``search.top_k``.
+            paths: The paths to run, as in :meth:`resolve_paths`; None: ``search.paths``.
+            filters: Who may see what: a :class:`~hybridsag.records.store.Filters` or a mapping
+                of its keys (``tenant``, ``acl``, ``metadata``, ``resource_ids``,
+                ``statuses``); None: unscoped, ``ready`` resources only.
+            explain: Word each result's ``why``; False leaves it empty (``paths`` and ``rules``
+                are filled either way).
+            include_stale: Show stale results (True) or hold them back (False); None:
+                ``search.include_stale``.
+            weights: Path name -> fusion weight for this call; None: ``fusion.weights``.
+            judge_order: Keep the judge's order for what it scored; None:
+                ``fusion.judge_order``.
+            min_confidence: A number in 0..1: return no results when the confidence is below
+                it; None: never withhold.
+
+        Returns:
+            The ranked results with the timings, paths, trust decision and confidence.
+
+        Raises:
+            QueryError: a bad query, ``top_k``, filter, path name, weight, ``judge_order`` or
+                ``min_confidence``.
+            JudgeError: the judge failed under ``judge.on_failure = "raise"``.
         """
         t_start = time.perf_counter()
         s = self.settings
@@ -955,6 +1224,19 @@ class HybridSearch:
         that path: it is logged with its traceback and reported as ``unexpected ...``); a
         :class:`QueryError`, and a :class:`JudgeError` under ``judge.on_failure = "raise"``,
         propagate.
+
+        Args:
+            names: The paths to run, already resolved (:meth:`resolve_paths`).
+            query: The query, already validated.
+            limit: How many hits each path returns at most.
+            filters: Who may see what, applied inside each path's own query.
+
+        Returns:
+            Each path's hits, timings, stage timings, usage and failure reasons.
+
+        Raises:
+            QueryError: a path refused the query.
+            JudgeError: the judge failed under ``judge.on_failure = "raise"``.
         """
         futures: dict[str, Future[tuple[PathResult, float]]] = {}
         # the joined paths are submitted first: a pool task that only waits on tasks submitted
@@ -1000,7 +1282,15 @@ class HybridSearch:
         (:meth:`~hybridsag.records.store.Store.chunk_views`). A view's ``resource_id`` is the
         resource's key (:func:`~hybridsag.records.store.resource_key`: the id in tenant
         ``""``), so that fusion never takes two tenants' resources of one id for one. The
-        records a response shows are read after fusion, for the hits it shows."""
+        records a response shows are read after fusion, for the hits it shows.
+
+        Args:
+            runs: Path name -> its hits.
+            filters: Who may see what; a chunk its resource fails is left out.
+
+        Returns:
+            Chunk id -> its view, for the visible chunks.
+        """
         depth = self.settings.fusion.depth
         ids = dict.fromkeys(h.chunk_id for hits in runs.values() for h in hits if h.rank <= depth)
         return self.components.store.chunk_views(ids, filters)
@@ -1012,7 +1302,18 @@ class HybridSearch:
         validated ``query`` (a search and every offline capture build it here): the visible
         chunks, the trust step's query facts when ``facts`` (:func:`hybridsag.paths.query_facts.query_facts`,
         the embedder asked only when an embedding path ran; timed as ``trust_ms``), the paths a
-        tenant filter hides."""
+        tenant filter hides.
+
+        Args:
+            names: The paths that ran (:meth:`run_paths`' ``names``).
+            query: The validated query.
+            ran: What :meth:`run_paths` returned.
+            filters: Who may see what, as the paths applied it.
+            facts: Measure the trust step's query facts (``fusion.trust`` on).
+
+        Returns:
+            What :func:`fuse_step` reads.
+        """
         views = self.visible_chunks(ran.runs, filters)
         measured: QueryFacts | None = None
         if facts:
