@@ -100,7 +100,21 @@ def search_body(
     weights: Mapping[str, float] | None = None,
     min_confidence: float | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of ``POST /v1/search`` for these arguments (None: the service's default)."""
+    """The JSON body of ``POST /v1/search`` for these arguments; a None (or empty) one is left
+    out, so the service's default holds.
+
+    Args:
+        query: The query.
+        top_k: How many results.
+        paths: The paths to run.
+        filters: Who may see what (``tenant``, ``acl``, ``metadata``, ``resource_ids``,
+            ``statuses``); tuples are sent as lists.
+        include_stale: Show (True) or hold back (False) stale results.
+        judge_order: Keep the judge's order for what it scored.
+        explain: Word each result's ``why`` (always sent).
+        weights: Path name -> fusion weight for this call.
+        min_confidence: Withhold the results when the confidence is below it (0..1).
+    """
     body: dict[str, Any] = {"query": query, "explain": explain}
     for key, value in (
         ("top_k", top_k),
@@ -126,7 +140,17 @@ def _timeout(timeout: float) -> httpx.Timeout:
 
 class ServiceClient:
     """A client of one running service at ``url`` with a bearer ``token``; ``token_source``
-    says where the token came from, as an AuthError names it (default: the CLI's setting)."""
+    says where the token came from, as an AuthError names it (default: the CLI's setting).
+
+    Args:
+        url: The service's root URL (a trailing ``/`` is dropped).
+        token: The bearer token; None: no ``Authorization`` header (a service with
+            ``server.auth = false``).
+        timeout: Seconds a request may take (connecting: at most 10 of them).
+        transport: An httpx transport to send through instead of the network (tests, a
+            proxy).
+        token_source: Where ``token`` came from, as an AuthError names it.
+    """
 
     def __init__(
         self,
@@ -144,6 +168,7 @@ class ServiceClient:
         )
 
     def close(self) -> None:
+        """Close the connection pool."""
         self._http.close()
 
     def __enter__(self) -> ServiceClient:
@@ -183,7 +208,31 @@ class ServiceClient:
         min_confidence: float | None = None,
     ) -> dict[str, Any]:
         """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it (with
-        ``min_confidence``, no results when its ``confidence`` is below it)."""
+        ``min_confidence``, no results when its ``confidence`` is below it).
+
+        Args:
+            query: The query.
+            top_k: How many results (the service refuses more than ``server.max_top_k``);
+                None: the service's ``search.top_k``.
+            paths: The paths to run; None: the service's ``search.paths``.
+            filters: Who may see what (``tenant``, ``acl``, ``metadata``, ``resource_ids``,
+                ``statuses``); a tenant token's tenant and tags are forced into them.
+            include_stale: Show (True) or hold back (False) stale results; None: the
+                service's ``search.include_stale``.
+            judge_order: Keep the judge's order for what it scored; None: the service's
+                ``fusion.judge_order``.
+            explain: Word each result's ``why``.
+            weights: Path name -> fusion weight for this call; None: the service's
+                ``fusion.weights``.
+            min_confidence: A number in 0..1: no results when the confidence is below it;
+                None: never withhold.
+
+        Raises:
+            InputError: a bad argument (HTTP 422).
+            AuthError, ForbiddenError: a token refused (401, 403).
+            OverloadError: too many searches in flight (429); ``retry_after_s`` says when.
+            ServiceError: no answer, or a 5xx.
+        """
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
             judge_order=judge_order, explain=explain, weights=weights,
@@ -205,7 +254,24 @@ class ServiceClient:
         min_confidence: float | None = None,
     ) -> str:
         """``POST /v1/search`` with ``format: "agent"``: the agent text of at most ``budget``
-        characters (``SearchResponse.as_agent_text``)."""
+        characters (``SearchResponse.as_agent_text``).
+
+        Args:
+            query: As in :meth:`search`.
+            budget: Characters of the text at most
+                (:data:`~hybridsag.output.budget.MIN_BUDGET`..:data:`~hybridsag.output.budget.MAX_BUDGET`).
+            top_k: As in :meth:`search`.
+            paths: As in :meth:`search`.
+            filters: As in :meth:`search`.
+            include_stale: As in :meth:`search`.
+            judge_order: As in :meth:`search`.
+            weights: As in :meth:`search`.
+            min_confidence: As in :meth:`search`.
+
+        Raises:
+            InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as
+                :meth:`search` (a budget out of range: InputError).
+        """
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
             judge_order=judge_order, explain=False, weights=weights,
@@ -215,7 +281,19 @@ class ServiceClient:
         return self._request("POST", "/v1/search", json=body).text
 
     def ingest(self, resources: Sequence[Mapping[str, Any]], *, mode: str | None = None) -> dict[str, Any]:
-        """``POST /v1/resources``: one batch; the ingest report."""
+        """``POST /v1/resources``: one batch; the ingest report.
+
+        Args:
+            resources: The resources, each a mapping of ``resource_id`` (or ``id``/``_id``),
+                ``text`` and optionally ``title``, ``metadata``, ``tenant``, ``acl``,
+                ``format``.
+            mode: ``"sag"`` or ``"passage"`` chunking; None: the service's ``chunking.mode``.
+
+        Raises:
+            InputError: the batch refused (its ``loc`` names the bad item), or over
+                ``server.max_batch``.
+            AuthError, ForbiddenError, OverloadError, ServiceError: as the service answers.
+        """
         params = {"mode": mode} if mode else None
         return self._call("POST", "/v1/resources", json=list(resources), params=params)
 
@@ -228,7 +306,24 @@ class ServiceClient:
         progress: Callable[[int], None] | None = None,
     ) -> dict[str, Any]:
         """Send a JSONL file in batches; bad lines (not JSON, or refused by the service) are
-        reported by ``file:line`` as ``index --jsonl`` does in-process, the rest is ingested."""
+        reported by ``file:line`` as ``index --jsonl`` does in-process, the rest is ingested.
+
+        Args:
+            path: The JSONL file (as :meth:`hybridsag.search.HybridSearch.ingest_jsonl` reads;
+                only :data:`JSONL_KEYS` are sent).
+            mode: As in :meth:`ingest`.
+            batch_size: Lines a request.
+            progress: Called with the number of lines each batch ingested.
+
+        Returns:
+            The summed ingest report (``indexed``, ``unchanged``, ``chunks``, ``vectors``,
+            ``errors``, ``warnings``, ``seconds``).
+
+        Raises:
+            IngestError: ``path`` does not exist.
+            InputError: a batch refused for something no line is named for.
+            AuthError, ForbiddenError, OverloadError, ServiceError: as the service answers.
+        """
         total: dict[str, Any] = {
             "indexed": 0, "unchanged": 0, "chunks": 0, "vectors": 0, "errors": {}, "warnings": [],
             "seconds": 0.0,
@@ -319,6 +414,16 @@ class ServiceClient:
         next one, which sends only the rest. The ids are those of an in-process index of the
         folder (:mod:`hybridsag.ingest.manifest`). ``tenant``: None for the token's own (``""``
         for an admin); ``acl``: the resources' ACL tags. ``progress`` ticks once per file.
+
+        Args:
+            path: The folder, or one file, on this machine.
+            tenant: The tenant the resources land in; None: the token's own (``""`` for an
+                admin).
+            acl: The ACL tags every resource gets.
+            prune: Delete the resources whose files the folder no longer holds (never for one
+                file).
+            progress: An :class:`~hybridsag.ingest.progress.IngestProgress`, or a callable
+                given the number of files done.
 
         Raises:
             IngestError: ``path`` does not exist, or is a file of a kind that is not indexed.
@@ -427,7 +532,15 @@ class ServiceClient:
     ) -> dict[str, Any]:
         """``GET /v1/resources``: one page, ``{"resources": [...], "next_cursor"}`` (pass
         ``next_cursor`` back as ``cursor`` for the next page; None after the last). A
-        tenant-scoped token lists its own tenant only; an admin every tenant's, or ``tenant``'s."""
+        tenant-scoped token lists its own tenant only; an admin every tenant's, or ``tenant``'s.
+
+        Args:
+            tenant: Only this tenant's (an admin's filter).
+            status: Only resources in this status.
+            prefix: Only ids that start with it.
+            limit: At most this many on the page.
+            cursor: The ``next_cursor`` of the page before; None: the first page.
+        """
         params = {
             k: v
             for k, v in (
@@ -440,14 +553,24 @@ class ServiceClient:
 
     def resource(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """``GET /v1/resources/{id}`` of ``tenant`` (None: the token's own, or ``""`` for an
-        admin); NotFoundError when missing or out of scope."""
+        admin); NotFoundError when missing or out of scope.
+
+        Args:
+            resource_id: The resource's id.
+            tenant: Its tenant; None: the token's own (``""`` for an admin).
+        """
         return self._call(
             "GET", f"/v1/resources/{_quote(resource_id)}", params=_tenant_param(tenant)
         )
 
     def delete(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """``DELETE /v1/resources/{id}`` of ``tenant`` (as :meth:`resource`); NotFoundError
-        when missing or out of scope."""
+        when missing or out of scope.
+
+        Args:
+            resource_id: The resource's id.
+            tenant: Its tenant, as in :meth:`resource`.
+        """
         return self._call(
             "DELETE", f"/v1/resources/{_quote(resource_id)}", params=_tenant_param(tenant)
         )
@@ -456,7 +579,13 @@ class ServiceClient:
         self, resource_id: str, enabled: bool, *, tenant: str | None = None
     ) -> dict[str, Any]:
         """``POST /v1/resources/{id}/enable`` or ``/disable`` of ``tenant`` (as
-        :meth:`resource`)."""
+        :meth:`resource`).
+
+        Args:
+            resource_id: The resource's id.
+            enabled: True enables it, False disables it.
+            tenant: Its tenant, as in :meth:`resource`.
+        """
         action = "enable" if enabled else "disable"
         return self._call(
             "POST",
@@ -469,20 +598,37 @@ class ServiceClient:
     ) -> list[dict[str, Any]]:
         """``GET /v1/exclusions``: the folder files deleted while they stay on disk, kept out
         of their folders' index (a tenant-scoped token's own; for an admin ``tenant`` narrows),
-        of id ``resource_id`` when given."""
+        of id ``resource_id`` when given.
+
+        Args:
+            tenant: Only this tenant's (an admin's filter).
+            resource_id: Only the file of this id.
+        """
         params = {k: v for k, v in (("tenant", tenant), ("resource_id", resource_id)) if v is not None}
         return self._call("GET", "/v1/exclusions", params=params)  # type: ignore[no-any-return]
 
     def include(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """``POST /v1/resources/{id}/include`` of ``tenant`` (as :meth:`resource`): the
         exclusion lifted and the file indexed again; the ingest report. NotFoundError when
-        that id is not excluded."""
+        that id is not excluded.
+
+        Args:
+            resource_id: The excluded file's resource id.
+            tenant: Its tenant, as in :meth:`resource`.
+        """
         return self._call(
             "POST", f"/v1/resources/{_quote(resource_id)}/include", params=_tenant_param(tenant)
         )
 
     def reconcile(self, *, dry_run: bool = True, force: bool = False) -> dict[str, Any]:
-        """``POST /v1/reconcile``: the audit report; ConsistencyError when refused."""
+        """``POST /v1/reconcile``: the audit report; ConsistencyError when refused.
+
+        Args:
+            dry_run: Only plan the repairs (True) or apply them (False).
+            force: Apply a plan the mass-delete guard refuses (``consistency.max_delete_share``,
+                a folder root emptied); a plan that would wipe the vectors from an empty store
+                is refused even so.
+        """
         return self._call("POST", "/v1/reconcile", json={"apply": not dry_run, "force": force})
 
     def audit_latest(self) -> dict[str, Any]:
@@ -496,7 +642,11 @@ class ServiceClient:
     def readiness(self, *, token: bool = True) -> tuple[int, dict[str, Any]]:
         """``GET /readyz`` with the client's token (or, ``token=False``, without one): the
         status (200 ready, 503 not) and the body, each check's result in ``checks`` when the
-        token may see them. AuthError/ForbiddenError for a token that may not."""
+        token may see them. AuthError/ForbiddenError for a token that may not.
+
+        Args:
+            token: Send the client's token (True) or none (False).
+        """
         headers = None if token else {"Authorization": ""}
         try:
             response = self._http.get("/readyz", headers=headers)
@@ -522,22 +672,41 @@ class ServiceClient:
         return self._call("GET", "/v1/experiments")
 
     def experiment(self, name: str) -> dict[str, Any]:
-        """``GET /v1/experiments/{name}``; NotFoundError for an unknown experiment."""
+        """``GET /v1/experiments/{name}``; NotFoundError for an unknown experiment.
+
+        Args:
+            name: The experiment's name.
+        """
         return self._call("GET", f"/v1/experiments/{_quote(name)}")
 
     def define_experiment(self, definition: Mapping[str, Any]) -> dict[str, Any]:
-        """``POST /v1/experiments`` (an admin token): the new experiment's state."""
+        """``POST /v1/experiments`` (an admin token): the new experiment's state.
+
+        Args:
+            definition: The experiment, with the keys of
+                :class:`~hybridsag.settings.ExperimentSettings`.
+        """
         return self._call("POST", "/v1/experiments", json=dict(definition))
 
     def set_experiment_active(self, name: str, active: bool) -> dict[str, Any]:
-        """``POST /v1/experiments/{name}/start`` or ``/stop`` (an admin token)."""
+        """``POST /v1/experiments/{name}/start`` or ``/stop`` (an admin token).
+
+        Args:
+            name: The experiment's name.
+            active: True starts it, False stops it.
+        """
         action = "start" if active else "stop"
         return self._call("POST", f"/v1/experiments/{_quote(name)}/{action}")
 
     def experiment_report(self, name: str, *, tenant: str | None = None) -> dict[str, Any]:
         """``GET /v1/experiments/{name}/report`` of ``tenant``'s traffic (None: the token's
         tenant, or every tenant's for an admin; naming one is an admin's); NotFoundError for an
-        unknown experiment."""
+        unknown experiment.
+
+        Args:
+            name: The experiment's name.
+            tenant: Whose traffic; None: the token's tenant (every tenant's for an admin).
+        """
         return self._call(
             "GET", f"/v1/experiments/{_quote(name)}/report", params=_tenant_param(tenant)
         )
@@ -546,7 +715,15 @@ class ServiceClient:
         self, query_id: str, *, position: int | None = None, chunk_id: str | None = None,
         kind: str = "click",
     ) -> dict[str, Any]:
-        """``POST /v1/feedback`` on a result of a search answered under an experiment."""
+        """``POST /v1/feedback`` on a result of a search answered under an experiment.
+
+        Args:
+            query_id: The ``query_id`` the search's response carried.
+            position: The result's 1-based position in that response (give this or
+                ``chunk_id``).
+            chunk_id: The result's chunk id.
+            kind: What the user did: ``"click"``, ``"skip"``, ``"like"`` or ``"dislike"``.
+        """
         body: dict[str, Any] = {"query_id": query_id, "kind": kind}
         if position is not None:
             body["position"] = position
@@ -558,6 +735,13 @@ class ServiceClient:
 class AsyncServiceClient:
     """The search of :class:`ServiceClient` over ``httpx.AsyncClient``: one request on the event
     loop, no thread. Errors map as :class:`ServiceClient`'s do.
+
+    Args:
+        url: As in :class:`ServiceClient`.
+        token: As in :class:`ServiceClient`.
+        timeout: As in :class:`ServiceClient`.
+        transport: An httpx async transport to send through instead of the network.
+        token_source: As in :class:`ServiceClient`.
 
     >>> async with AsyncServiceClient("http://127.0.0.1:8765", token="...") as c:  # doctest: +SKIP
     ...     (await c.search("E-1234", top_k=3))["results"][0]["resource_id"]
@@ -579,6 +763,7 @@ class AsyncServiceClient:
         )
 
     async def aclose(self) -> None:
+        """Close the connection pool."""
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncServiceClient:
@@ -609,7 +794,23 @@ class AsyncServiceClient:
         min_confidence: float | None = None,
     ) -> dict[str, Any]:
         """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it (with
-        ``min_confidence``, no results when its ``confidence`` is below it)."""
+        ``min_confidence``, no results when its ``confidence`` is below it).
+
+        Args:
+            query: As in :meth:`ServiceClient.search`.
+            top_k: As in :meth:`ServiceClient.search`.
+            paths: As in :meth:`ServiceClient.search`.
+            filters: As in :meth:`ServiceClient.search`.
+            include_stale: As in :meth:`ServiceClient.search`.
+            judge_order: As in :meth:`ServiceClient.search`.
+            explain: As in :meth:`ServiceClient.search`.
+            weights: As in :meth:`ServiceClient.search`.
+            min_confidence: As in :meth:`ServiceClient.search`.
+
+        Raises:
+            InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as
+                :meth:`ServiceClient.search`.
+        """
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
             judge_order=judge_order, explain=explain, weights=weights,
@@ -630,7 +831,23 @@ class AsyncServiceClient:
         weights: Mapping[str, float] | None = None,
         min_confidence: float | None = None,
     ) -> str:
-        """``POST /v1/search`` with ``format: "agent"``: the agent text."""
+        """``POST /v1/search`` with ``format: "agent"``: the agent text.
+
+        Args:
+            query: As in :meth:`ServiceClient.search`.
+            budget: As in :meth:`ServiceClient.search_agent`.
+            top_k: As in :meth:`ServiceClient.search`.
+            paths: As in :meth:`ServiceClient.search`.
+            filters: As in :meth:`ServiceClient.search`.
+            include_stale: As in :meth:`ServiceClient.search`.
+            judge_order: As in :meth:`ServiceClient.search`.
+            weights: As in :meth:`ServiceClient.search`.
+            min_confidence: As in :meth:`ServiceClient.search`.
+
+        Raises:
+            InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as
+                :meth:`ServiceClient.search`.
+        """
         body = search_body(
             query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
             judge_order=judge_order, explain=False, weights=weights,
