@@ -44,7 +44,12 @@ class ExtraMissingError(ConfigError, ImportError):
 
 
 def missing_extra(extra: str, exc: ImportError) -> ExtraMissingError:
-    """The error an adapter raises when importing its framework failed with ``exc``."""
+    """The error an adapter raises when importing its framework failed with ``exc``.
+
+    Args:
+        extra: The extra's name (``"langchain"``), which is also the adapter module's.
+        exc: The ImportError its framework's import raised.
+    """
     missing = exc.name.split(".")[0] if exc.name else str(exc)
     return ExtraMissingError(
         f"hybridsag.integrations.{extra} needs the {extra} extra ({missing} is not installed): "
@@ -65,7 +70,11 @@ def result_metadata(result: Mapping[str, Any]) -> dict[str, Any]:
     (:func:`hybridsag.output.render.explain_lines`: its paths, rules and staleness); what holds
     for the whole query (the trust step's weights) is not repeated on every result (see
     :func:`query_facts`). A field without a value (a blank ``heading_path`` or ``title``, a
-    ``source_uri`` of None) is left out rather than shown empty."""
+    ``source_uri`` of None) is left out rather than shown empty.
+
+    Args:
+        result: One result as ``SearchResult.as_dict()`` gives it.
+    """
     keys = (
         "resource_id", "title", "heading_path", "start_line", "end_line", "byte_start",
         "byte_end", "content_sha256", "source_uri", "chunk_id", "rank", "score", "fused_score",
@@ -85,7 +94,11 @@ def query_facts(response: Mapping[str, Any]) -> dict[str, Any]:
     step's decision (``trust``: weights, judge_holds, dense_share, signals; left out when
     ``fusion.trust`` is off), the ``confidence`` that the top result answers the query with
     ``no_good_match`` (below ``search.no_match_below``) and ``withheld`` (why
-    ``min_confidence`` withheld the results), each left out when empty."""
+    ``min_confidence`` withheld the results), each left out when empty.
+
+    Args:
+        response: A response as ``SearchResponse.as_dict()`` gives it.
+    """
     keys = ("query", "paths", "degraded", "reasons", "trust", "confidence", "no_good_match",
             "withheld")  # fmt: skip
     facts = {k: response.get(k) for k in keys}
@@ -97,7 +110,11 @@ def response_marks(response: Mapping[str, Any]) -> dict[str, Any]:
     can gate on any one document without looking for the first: the response's ``confidence``
     (the calibrated probability that the top result answers the query; left out in a response
     of an older service, which had none) and ``no_good_match`` (below
-    ``search.no_match_below``). A result's own ``stale`` is in :func:`result_metadata`."""
+    ``search.no_match_below``). A result's own ``stale`` is in :func:`result_metadata`.
+
+    Args:
+        response: A response as ``SearchResponse.as_dict()`` gives it.
+    """
     marks: dict[str, Any] = {"no_good_match": bool(response.get("no_good_match", False))}
     if response.get("confidence") is not None:
         marks["confidence"] = float(response["confidence"])

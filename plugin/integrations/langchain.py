@@ -59,7 +59,11 @@ __all__ = ["HybridSagRetriever", "to_document", "to_documents"]
 
 
 def to_document(result: dict[str, Any]) -> Document:
-    """One search result (``SearchResult.as_dict()``) as a LangChain ``Document``."""
+    """One search result as a LangChain ``Document``.
+
+    Args:
+        result: The result as ``SearchResult.as_dict()`` gives it.
+    """
     return Document(page_content=result["text"], id=result["chunk_id"], metadata=result_metadata(result))
 
 
@@ -67,7 +71,11 @@ def to_documents(response: dict[str, Any]) -> list[Document]:
     """A search response's results as Documents, in rank order, each with the response's
     ``confidence`` and ``no_good_match`` at the top of its metadata
     (:func:`~hybridsag.integrations.response_marks`); the first one's metadata also holds
-    ``query_facts`` (:func:`~hybridsag.integrations.query_facts`), said once."""
+    ``query_facts`` (:func:`~hybridsag.integrations.query_facts`), said once.
+
+    Args:
+        response: The response as ``SearchResponse.as_dict()`` gives it.
+    """
     marks = response_marks(response)
     docs = [to_document(r) for r in response["results"]]
     for doc in docs:
@@ -92,14 +100,26 @@ class HybridSagRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    #: The search of this process to call (the caller closes it); or give ``url``.
     hybrid_search: InstanceOf[HybridSearch] | None = None
+    #: The root URL of a running ``hybridsag serve`` to call; or give ``hybrid_search``.
     url: str | None = None
+    #: The service's bearer token (a read token is enough); None: none sent.
     token: SecretStr | None = None
+    #: Seconds a request to the service may take.
     timeout_s: float = Field(120.0, gt=0, le=3600)
+    #: Documents a call returns at most.
     top_k: int = Field(5, ge=1, le=1000)
+    #: The paths to run (``["sag2", "title"]``); None: the searching side's ``search.paths``.
     paths: list[str] | None = None
+    #: Who may see what (``tenant``, ``acl``, ``metadata``, ``resource_ids``, ``statuses``);
+    #: a service forces a tenant token's tenant and tags into them.
     filters: dict[str, Any] = Field(default_factory=dict)
+    #: Return (True) or hold back (False) results whose source changed since indexing; None:
+    #: the searching side's ``search.include_stale``.
     include_stale: bool | None = None
+    #: A number in 0..1: no documents when the response's confidence is below it; None:
+    #: never withhold.
     min_confidence: float | None = None
 
     @model_validator(mode="after")

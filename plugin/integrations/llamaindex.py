@@ -66,7 +66,12 @@ def to_nodes(
     docstring): each is its score, or the node above's score when that is lower (a response
     of an older service, whose scores followed fusion's order); ``marks`` (the response's
     :func:`~hybridsag.integrations.response_marks`: ``confidence``, ``no_good_match``) go to the
-    top of every node's metadata."""
+    top of every node's metadata.
+
+    Args:
+        results: The results in rank order, each as ``SearchResult.as_dict()`` gives it.
+        marks: What goes to the top of every node's metadata; None: nothing.
+    """
     nodes: list[NodeWithScore] = []
     for r in results:
         node = to_node(r)
@@ -80,7 +85,11 @@ def to_nodes(
 
 def to_node(result: Mapping[str, Any]) -> NodeWithScore:
     """One search result (``SearchResult.as_dict()``) as a LlamaIndex ``NodeWithScore`` (its
-    score the fused score: :func:`to_nodes` keeps a list's scores non-increasing)."""
+    score the fused score: :func:`to_nodes` keeps a list's scores non-increasing).
+
+    Args:
+        result: The result as ``SearchResult.as_dict()`` gives it.
+    """
     node = TextNode(
         id_=result["chunk_id"],
         text=result["text"],
@@ -99,6 +108,24 @@ class HybridSagRetriever(BaseRetriever):
     running ``hybridsag serve``; a read token is enough). ``top_k``, ``paths``, ``filters``,
     ``include_stale`` and ``min_confidence`` (0..1: no nodes when the response's confidence is
     below it) apply to every call (None: the searching side's settings).
+
+    Args:
+        hybrid_search: The search of this process to call (the caller closes it); or give
+            ``url``.
+        url: The root URL of a running ``hybridsag serve`` to call; or give
+            ``hybrid_search``.
+        token: The service's bearer token (a read token is enough); None: none sent.
+        timeout_s: Seconds a request to the service may take.
+        top_k: Nodes a call returns at most (1..1000).
+        paths: The paths to run; None: the searching side's ``search.paths``.
+        filters: Who may see what (``tenant``, ``acl``, ``metadata``, ``resource_ids``,
+            ``statuses``); a service forces a tenant token's tenant and tags into them.
+        include_stale: Return (True) or hold back (False) results whose source changed since
+            indexing; None: the searching side's ``search.include_stale``.
+        min_confidence: A number in 0..1: no nodes when the response's confidence is below
+            it; None: never withhold.
+        callback_manager: LlamaIndex's callback manager, passed to ``BaseRetriever``.
+        verbose: LlamaIndex's verbose flag, passed to ``BaseRetriever``.
 
     Raises:
         QueryValueError: a bad filter, ``top_k`` out of range, or (in process) an unknown path.

@@ -106,6 +106,14 @@ def build_server(
     backend leaves it to the caller (in process), and means nothing where a service's token
     decides. The caller runs it (``run_stdio_async``).
 
+    Args:
+        backend: The searching side: in process or a running service
+            (:func:`~hybridsag.backend.open_backend`).
+        allow_writes: Offer the ``ingest`` and ``delete`` tools, in process; through a
+            service the token's role decides instead.
+        top_k: Results of a ``search`` call that names none.
+        budget: Characters of a ``search`` call's agent text when it names none.
+
     Raises:
         HybridSagError: the service could not say the token's role (unreachable, a refused
             token).
@@ -202,7 +210,16 @@ def run_stdio(settings: Settings, *, allow_writes: bool | None = None) -> None:
     """Serve MCP over stdin/stdout until the client closes stdin, over
     ``open_backend(settings)``: a running service when ``server.url`` is set (its token's role
     decides the write tools), else in process over ``settings.data_dir`` (opened on the first
-    call, closed on exit). ``allow_writes`` overrides ``mcp.allow_writes``."""
+    call, closed on exit). ``allow_writes`` overrides ``mcp.allow_writes``.
+
+    Args:
+        settings: The settings (``mcp``, ``server.url``, the data dir).
+        allow_writes: Offer the write tools in process; None: ``mcp.allow_writes``.
+
+    Raises:
+        HybridSagError: the backend could not be opened, or the service could not say the
+            token's role.
+    """
     writes = settings.mcp.allow_writes if allow_writes is None else allow_writes
     backend = open_backend(settings)
     try:
