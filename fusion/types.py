@@ -19,14 +19,26 @@ class Hit:
     matched title rule, round found) and is never mutated after construction.
 
     Two typed facts that fusion rules read (never the path's name or a ``detail`` key):
+    ``judge_p`` and ``next_hop``.
 
-    - ``judge_p``: the probability a judge gave this passage of being a necessary piece of the
-      answer (the SAG2 path's judge), ``None`` when no judge scored it. A path whose numbers
-      only restate an order it was given (the ``none`` judge) leaves it ``None``.
-    - ``next_hop``: the hit was found only by a query the path derived from the user's (a SAG2
-      expansion round's next-hop terms). The other paths never ran that query, so their
-      silence is no vote against it: fusion's ``next_hop_slot`` rule never puts it below its
-      own rank.
+    Attributes:
+        chunk_id: The chunk found (non-empty).
+        path: The name of the path that found it.
+        rank: Its 1-based place in the path's list.
+        raw_score: The engine's own number, in the engine's direction.
+        score: The same evidence, higher-is-better.
+        detail: Path-specific facts (judge probability, matched title rule, round found).
+        judge_p: The probability a judge gave this passage of being a necessary piece of the
+            answer (the SAG2 path's judge), in 0..1; ``None`` when no judge scored it. A path
+            whose numbers only restate an order it was given (the ``none`` judge) leaves it
+            ``None``.
+        next_hop: The hit was found only by a query the path derived from the user's (a SAG2
+            expansion round's next-hop terms). The other paths never ran that query, so their
+            silence is no vote against it: fusion's ``next_hop_slot`` rule never puts it below
+            its own rank.
+
+    Raises:
+        ValueError: a rank below 1, an empty ``chunk_id``, or ``judge_p`` outside 0..1.
     """
 
     chunk_id: str
@@ -76,6 +88,18 @@ class FusedHit:
     them too. ``capped`` are the chunk ids of this resource's further hits that the
     per-resource cap moved below the other resources' hits
     (:func:`~hybridsag.fusion.results.cap_per_resource`), set on the resource's best hit.
+
+    Attributes:
+        chunk_id: The chunk.
+        rank: Its final 1-based position.
+        score: The fusion's score (it follows ``rrf_rank``).
+        contributions: What each path that found it gave, in the order they contributed.
+        rules: The names of the rules that fired on it
+            (:data:`~hybridsag.fusion.RULE_REASONS`).
+        rrf_rank: Its position before any rule moved it (0: made by no fusion).
+        duplicates: The copies folded into it.
+        merged: The neighbouring chunks merged into it, in source order.
+        capped: Its resource's further hits the per-resource cap moved down.
     """
 
     chunk_id: str

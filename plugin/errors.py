@@ -67,7 +67,12 @@ __all__ = [
 
 
 class HybridSagError(Exception):
-    """Base of every hybridsag error; ``retriable`` says whether retrying may help."""
+    """Base of every hybridsag error; ``retriable`` says whether retrying may help.
+
+    Args:
+        message: What went wrong, naming the bad value.
+        retriable: Whether retrying may help; None: the class's ``default_retriable``.
+    """
 
     default_retriable = False
 

@@ -22,22 +22,42 @@ __all__ = ["SearchResponse", "SearchResult"]
 class SearchResult:
     """One result with everything needed to show and explain it."""
 
+    #: its 1-based place in the response
     rank: int
+    #: the chunk shown (merged neighbours: ``merged``)
     chunk_id: str
+    #: its resource's id (within ``tenant``)
     resource_id: str
+    #: the resource's title
     title: str
+    #: the headings above the chunk (blank outside any section)
     heading_path: str
+    #: the text: the chunk's, with its merged neighbours' (cut to ``search.max_text_chars``:
+    #: ``text_truncated``)
     text: str
+    #: the first line of the source the result spans (1-based)
     start_line: int
+    #: its last line
     end_line: int
+    #: the byte offset in the source where it starts
     byte_start: int
+    #: the byte offset where it ends
     byte_end: int
+    #: the SHA-256 of ``text`` (hex)
     content_sha256: str
+    #: the source file or URI it was ingested from; None when none was given
     source_uri: str | None
+    #: the score of its place: never higher than the result above's (``fused_score``: the
+    #: fusion's own)
     score: float
+    #: per path that found it: its ``rank``, ``score``, ``raw_score`` (both None for a path
+    #: whose scores a tenant-scoped search hides), ``rrf_term`` and the path's facts
     paths: Mapping[str, Mapping[str, Any]]
+    #: the names of the fusion rules that fired on it (:data:`hybridsag.fusion.RULE_REASONS`)
     rules: tuple[str, ...]
+    #: its explanation, a line each (empty when the search's ``explain`` was off)
     why: tuple[str, ...]
+    #: its source file changed on disk since it was indexed (``stale_reason`` says how)
     stale: bool = False
     #: the position fusion (convex or RRF) gave the chunk before the rules moved it
     #: (``fused_score`` follows this one)
@@ -83,7 +103,11 @@ class SearchResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
-        """The result :meth:`as_dict` wrote (the service's JSON); unknown keys are ignored."""
+        """The result :meth:`as_dict` wrote (the service's JSON); unknown keys are ignored.
+
+        Args:
+            data: The result's JSON object.
+        """
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}
         values["rules"] = tuple(values.get("rules", ()))
@@ -96,12 +120,22 @@ class SearchResult:
 
 @dataclass(frozen=True, slots=True)
 class SearchResponse:
+    """What a search answers: the ranked results and how they were found."""
+
+    #: the query as searched (stripped)
     query: str
+    #: the results, best first
     results: tuple[SearchResult, ...]
+    #: milliseconds per path (``<path>_ms``), ``fusion_ms``, ``trust_ms`` and ``total_ms``
     timings: Mapping[str, float]
+    #: the paths that ran
     paths: tuple[str, ...]
+    #: a path failed or degraded (``reasons`` says which and why)
     degraded: bool = False
+    #: path name -> why it was left out or degraded
     reasons: Mapping[str, str] = field(default_factory=dict)
+    #: path name -> what the path reports of its work; ``remote``: each remote model's calls,
+    #: when one was called; ``remote_budget``: the search's remote budget, when it had one
     usage: Mapping[str, Any] = field(default_factory=dict)
     #: each path's own stage timings in ms (tokenize, FTS5, embed, Milvus, judge, ...)
     stages: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -113,6 +147,7 @@ class SearchResponse:
     #: (:data:`hybridsag.search.STALE_CHANGED`, ...). Only those that would have been shown are
     #: counted: the stale results met before ``top_k`` fresh ones were found
     stale_hidden: int = 0
+    #: each held-back result's ``chunk_id``, ``resource_id``, ``tenant`` and ``reason``
     stale_hidden_ids: tuple[Mapping[str, Any], ...] = ()
     #: the calibrated probability (0..1) that the top result answers the query
     #: (:mod:`hybridsag.fusion.confidence`), computed before ``min_confidence`` withholds
@@ -147,12 +182,21 @@ class SearchResponse:
     def as_agent_text(self, budget: int = DEFAULT_BUDGET) -> str:
         """The results grouped by file and heading, with line numbers and short quotes, in at
         most ``budget`` characters (:func:`hybridsag.output.agent.agent_text`); ValueError for a
-        budget outside ``MIN_BUDGET..MAX_BUDGET``."""
+        budget outside ``MIN_BUDGET..MAX_BUDGET``.
+
+        Args:
+            budget: Characters of the text at most.
+        """
         return agent_text(self.as_dict(), budget)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SearchResponse:
-        """The response :meth:`as_dict` wrote (the service's JSON), to render it as in-process."""
+        """The response :meth:`as_dict` wrote (the service's JSON), to render it as in-process.
+
+        Args:
+            data: The response's JSON object (keys it lacks take their defaults, but
+                ``query``).
+        """
         return cls(
             query=data["query"],
             results=tuple(SearchResult.from_dict(r) for r in data.get("results", ())),

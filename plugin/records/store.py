@@ -571,11 +571,18 @@ class ChunkRecord:
 class Filters:
     """Who may see what, applied inside every path's own query and again after fusion.
 
-    ``tenant``: only that tenant's resources. ``acl``: the caller's tags; a resource with tags is
-    visible only when it shares one, a resource without tags is public. ``metadata``: equality on
-    top-level metadata keys. ``resource_ids``: only these public ids, of ``tenant`` when it is
-    set, of any tenant otherwise. ``statuses``: ``("ready",)`` unless a caller also asks for
-    ``disabled`` ones.
+    Attributes:
+        tenant: Only that tenant's resources; None: every tenant's.
+        acl: The caller's tags; a resource with tags is visible only when it shares one, a
+            resource without tags is public. None: no ACL check.
+        metadata: Equality on top-level metadata keys.
+        resource_ids: Only these public ids, of ``tenant`` when it is set, of any tenant
+            otherwise; None: any id.
+        statuses: ``("ready",)`` unless a caller also asks for ``disabled`` ones.
+
+    Raises:
+        QueryError: a value of the wrong type, too many tags, ids or keys, or text that cannot
+            be stored (the message names it).
     """
 
     tenant: str | None = None
@@ -632,6 +639,10 @@ class Filters:
         """Build from a plain mapping (API/CLI/HTTP). Unknown keys, a value of the wrong type
         (``filters=['tenant']``, ``{"acl": 5}``) and text that cannot be stored (lone
         surrogates, control characters) are a :class:`~hybridsag.errors.QueryError` naming it.
+
+        Args:
+            data: A mapping of the keys above (a str for ``acl``, ``resource_ids`` or
+                ``statuses`` is one item); a ``Filters`` is returned as is; None: the default.
         """
         if data is None:
             return cls()
@@ -666,7 +677,12 @@ class Filters:
 
     def sql(self, alias: str = "r", dialect: Backend | None = None) -> tuple[str, list[Any]]:
         """A WHERE fragment over the resources table aliased ``alias``, and its parameters, in
-        the SQL of ``dialect`` (a store's :attr:`Store.backend`; default SQLite)."""
+        the SQL of ``dialect`` (a store's :attr:`Store.backend`; default SQLite).
+
+        Args:
+            alias: The resources table's alias in the statement.
+            dialect: The store's SQL dialect; None: SQLite.
+        """
         d: Any = dialect if dialect is not None else SqliteBackend
         parts = [f"{alias}.status IN ({','.join('?' * len(self.statuses))})"]
         params: list[Any] = list(self.statuses)
@@ -693,7 +709,11 @@ class Filters:
         return " AND ".join(parts), params
 
     def allows(self, record: ResourceRecord) -> bool:
-        """The same test as :meth:`sql`, in Python (the post-fusion check)."""
+        """The same test as :meth:`sql`, in Python (the post-fusion check).
+
+        Args:
+            record: The resource to test.
+        """
         if record.status not in self.statuses:
             return False
         if self.tenant is not None and record.tenant != self.tenant:
