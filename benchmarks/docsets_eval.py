@@ -15,24 +15,13 @@ Markdown table and, with ``--tsv``, writes one row per search.
 from __future__ import annotations
 
 import argparse
-import collections
-import json
 from pathlib import Path
 
+from hybridsag.evaluation.docsets import load_docset
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 
 SETS = Path(__file__).resolve().parent / "docsets"
-
-
-def load(root: Path) -> tuple[list[dict], dict[str, set[str]]]:
-    queries = [json.loads(x) for x in (root / "queries.jsonl").read_text("utf-8").splitlines() if x]
-    gold: dict[str, set[str]] = collections.defaultdict(set)
-    for n, line in enumerate((root / "qrels.tsv").read_text("utf-8").splitlines()):
-        parts = line.split("\t")
-        if not (n == 0 and parts[0] == "query-id"):
-            gold[parts[0]].add(parts[1])
-    return queries, gold
 
 
 def run(args: argparse.Namespace) -> list[dict]:
@@ -43,16 +32,16 @@ def run(args: argparse.Namespace) -> list[dict]:
         arms = [(f"{args.compare}=off", {section: {key: False}}),
                 (f"{args.compare}=on", {section: {key: True}})]
     for name in args.sets.split(","):
-        queries, gold = load(SETS / name)
+        queries = load_docset(SETS / name)
         for i, (arm, fields) in enumerate(arms):
             with HybridSearch(Settings(data_dir=args.work / f"idx-{name}", **fields)) as hs:
                 if i == 0:
                     hs.ingest_folder(SETS / name / "docs")
                 for q in queries:
-                    resp = hs.search(q["text"], top_k=10)
+                    resp = hs.search(q.text, top_k=10)
                     ids = [r.resource_id for r in resp.results]
-                    first = next((k for k, x in enumerate(ids, 1) if x in gold[q["_id"]]), 0)
-                    rows.append({"set": name, "id": q["_id"], "type": q["type"], "arm": arm,
+                    first = next((k for k, x in enumerate(ids, 1) if x in q.gold), 0)
+                    rows.append({"set": name, "id": q.qid, "type": q.type, "arm": arm,
                                  "first": first, "confidence": resp.confidence,
                                  "no_good_match": resp.no_good_match})
     return rows

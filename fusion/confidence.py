@@ -181,12 +181,31 @@ def _unit(value: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ConfidenceModel:
-    """A logistic model over :data:`FEATURE_NAMES`: ``sigmoid(bias + sum(coef * feature))``.
+    """Two logistic models over :data:`FEATURE_NAMES`, each ``sigmoid(bias + sum(coef *
+    feature))``: the **confidence** (``coefficients``, ``bias``), the probability that the top
+    result is a gold result, and the **match** (``match_coefficients``, ``match_bias``), the
+    probability that the index holds an answer to the query at all, which decides "no good
+    match" (below ``no_match_below``).
 
-    ``coefficients`` must name every feature and no other (a file fitted on another feature list
-    is refused, never read with zeros); the :data:`MONOTONE_FEATURES` weigh 0 or more.
-    ``no_match_below``: the threshold the fit chose (the ``search.no_match_below`` default);
-    ``source``: where the numbers came from.
+    They are two questions: a hard multi-hop question whose first hit is the wrong passage of
+    the right article has a low confidence but a good match; a question the documents cannot
+    answer, over documents of its own topic, has a result that looks as good as many real
+    ones. Fitted on the first target alone, the flag misfired on both (issue 38). Without a
+    match head (``match_coefficients`` ``None``: a model file of the one-model form) the
+    match is the confidence.
+
+    Every coefficient mapping must name every feature and no other (a file fitted on another
+    feature list is refused, never read with zeros); the :data:`MONOTONE_FEATURES` weigh 0 or
+    more in both.
+
+    Attributes:
+        coefficients: the confidence's weight of each feature.
+        bias: the confidence's bias.
+        no_match_below: the match threshold the fit chose (the ``search.no_match_below``
+            default).
+        source: where the numbers came from.
+        match_coefficients: the match's weight of each feature, or ``None``.
+        match_bias: the match's bias.
 
     Raises:
         ValueError: a missing or unknown feature, a non-finite number, a monotone feature
@@ -195,43 +214,65 @@ class ConfidenceModel:
     >>> m = ConfidenceModel(dict.fromkeys(FEATURE_NAMES, 0.0), bias=0.0)
     >>> m.predict(dict.fromkeys(FEATURE_NAMES, 1.0))
     0.5
+    >>> m.predict_match(dict.fromkeys(FEATURE_NAMES, 1.0))  # no match head: the confidence
+    0.5
     """
 
     coefficients: Mapping[str, float]
     bias: float
     no_match_below: float = 0.5
     source: str = "hand-set"
+    match_coefficients: Mapping[str, float] | None = None
+    match_bias: float = 0.0
 
     def __post_init__(self) -> None:
-        unknown = set(self.coefficients) - set(FEATURE_NAMES)
-        if unknown:
-            raise ValueError(
-                f"unknown confidence features {sorted(unknown)}; valid: {', '.join(FEATURE_NAMES)}"
-            )
-        missing = [n for n in FEATURE_NAMES if n not in self.coefficients]
-        if missing:
-            raise ValueError(f"the confidence model gives no weight to the features {missing}")
-        for name, value in (*self.coefficients.items(), ("bias", self.bias)):
-            if not isinstance(value, int | float) or not math.isfinite(value):
-                raise ValueError(f"confidence weight {name!r} must be a finite number, got "
-                                 f"{value!r}")  # fmt: skip
-        for name in MONOTONE_FEATURES:
-            if self.coefficients[name] < 0:
-                raise ValueError(
-                    f"confidence weight {name!r} is {self.coefficients[name]!r}: more of it may "
-                    "never lower the confidence, so its weight must be 0 or more"
-                )
+        _check_weights("confidence", self.coefficients, self.bias)
+        if self.match_coefficients is not None:
+            _check_weights("match", self.match_coefficients, self.match_bias)
         if not 0.0 <= self.no_match_below <= 1.0:
             raise ValueError(f"no_match_below must be in 0..1, got {self.no_match_below!r}")
 
     def predict(self, features: Mapping[str, float]) -> float:
         """The probability (0..1) that the top result is a gold result. ValueError names a
         feature ``features`` lacks."""
-        missing = [n for n in FEATURE_NAMES if n not in features]
-        if missing:
-            raise ValueError(f"confidence features missing: {missing}")
-        z = self.bias + math.fsum(self.coefficients[n] * float(features[n]) for n in FEATURE_NAMES)
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
+        return _logistic(self.coefficients, self.bias, features)
+
+    def predict_match(self, features: Mapping[str, float]) -> float:
+        """The probability (0..1) that the index holds an answer to the query (the confidence
+        when the model has no match head). ValueError names a feature ``features`` lacks."""
+        if self.match_coefficients is None:
+            return self.predict(features)
+        return _logistic(self.match_coefficients, self.match_bias, features)
+
+
+def _check_weights(head: str, coefficients: Mapping[str, float], bias: float) -> None:
+    """ValueError unless ``coefficients`` weigh exactly :data:`FEATURE_NAMES` with finite
+    numbers, the monotone ones 0 or more, and ``bias`` is finite."""
+    unknown = set(coefficients) - set(FEATURE_NAMES)
+    if unknown:
+        raise ValueError(
+            f"unknown {head} features {sorted(unknown)}; valid: {', '.join(FEATURE_NAMES)}"
+        )
+    missing = [n for n in FEATURE_NAMES if n not in coefficients]
+    if missing:
+        raise ValueError(f"the {head} model gives no weight to the features {missing}")
+    for name, value in (*coefficients.items(), ("bias", bias)):
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{head} weight {name!r} must be a finite number, got {value!r}")
+    for name in MONOTONE_FEATURES:
+        if coefficients[name] < 0:
+            raise ValueError(
+                f"{head} weight {name!r} is {coefficients[name]!r}: more of it may never "
+                f"lower the {head}, so its weight must be 0 or more"
+            )
+
+
+def _logistic(coefficients: Mapping[str, float], bias: float, features: Mapping[str, float]) -> float:
+    missing = [n for n in FEATURE_NAMES if n not in features]
+    if missing:
+        raise ValueError(f"confidence features missing: {missing}")
+    z = bias + math.fsum(coefficients[n] * float(features[n]) for n in FEATURE_NAMES)
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)

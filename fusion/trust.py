@@ -99,7 +99,10 @@ class QueryFacts:
     """What the caller measured of a query outside the paths' hits (plain numbers; see
     ``hybridsag.paths.query_facts.query_facts``): the share of its letters the embedding model reads as
     words (``None``: unknown), its lexical terms, the share of them in the index, their mean
-    normalised IDF, its length in words, and the share of its words that are capitalised."""
+    normalised IDF, its length in words, and the share of its words that are capitalised.
+    ``searched_terms``: the lexical terms as the index was searched for them (a misspelt word
+    respelled, :meth:`~hybridsag.lexical.index.LexicalIndex.query_terms`; empty when not
+    measured), which the confidence's term coverage reads."""
 
     embedder_reads: float | None = None
     terms: int = 0
@@ -107,6 +110,7 @@ class QueryFacts:
     idf: float = 0.0
     words: int = 0
     capitalised: float = 0.0
+    searched_terms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -897,7 +897,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="P",
         help="0..1: return no results when the response's confidence (the calibrated "
         "probability that its top result answers the query) is below P; the output still says "
-        "the confidence and why (below search.no_match_below it says \"no good match\" anyway)",
+        "the confidence and why (\"no good match\" when the index seems to hold no answer)",
     )
     p.add_argument("--json", action="store_true", help="everything, internals included, as JSON")
     p.add_argument("--brief", action="store_true", help="one line per result, no snippet")

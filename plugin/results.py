@@ -154,8 +154,9 @@ class SearchResponse:
     #: anything; 0 when the search found nothing; None only in a response of an older
     #: service, which did not compute it
     confidence: float | None = None
-    #: ``confidence`` is below ``search.no_match_below``: the results (if any are listed) are
-    #: weak, and the CLI and agent output say "no good match"
+    #: the match (the confidence model's probability that the index holds an answer at all)
+    #: is below ``search.no_match_below``: the results (if any are listed) are weak, and the
+    #: CLI and agent output say "no good match"
     no_good_match: bool = False
     #: why the results were withheld (the search's ``min_confidence`` was above
     #: ``confidence``); None when nothing was

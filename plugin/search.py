@@ -253,7 +253,9 @@ def confidence_step(
     """The confidence of a response (:mod:`hybridsag.fusion.confidence`), which the fit
     (``scripts/fit_confidence.py``) computes the same way from captured runs: the features of
     the fused hits ``fused`` (in their shown order) and the ``trust`` decision that
-    :func:`fuse_step` made for ``fusion_in`` under ``fusion``, the query's terms (``tokenizer``'s
+    :func:`fuse_step` made for ``fusion_in`` under ``fusion``, the query's terms as the
+    lexical index searched them (the query facts' ``searched_terms``: a misspelt word
+    respelled; without facts ``tokenizer``'s
     :meth:`~hybridsag.lexical.tokenizer.Tokenizer.query_terms`) looked up among the top
     result's title, heading and text tokens; then ``model``'s probability, rounded to 4
     places. Returns ``(confidence, features)``, ``(None, None)`` for no result. No model is
@@ -261,7 +263,13 @@ def confidence_step(
     if not fused:
         return None, None
     view = fusion_in.views.get(fused[0].chunk_id)
-    terms = tokenizer.query_terms(fusion_in.query)
+    facts = fusion_in.facts
+    # the terms as the index was searched for them (a misspelt word respelled) when measured
+    terms = (
+        list(facts.searched_terms)
+        if facts is not None and facts.searched_terms
+        else tokenizer.query_terms(fusion_in.query)
+    )
     found = (
         tokenizer.tokenize(f"{view.title}\n{view.heading_path}\n{view.text}")
         if view is not None
@@ -1057,7 +1065,9 @@ class HybridSearch:
 
         Every response carries ``confidence``, the calibrated probability that its top result
         answers the query (:func:`confidence_step`; 0 when nothing was found), and
-        ``no_good_match`` when it is below ``search.no_match_below``. With ``min_confidence``
+        ``no_good_match`` when the confidence model's match, the probability that the index
+        holds an answer at all (:meth:`~hybridsag.fusion.confidence.ConfidenceModel.predict_match`),
+        is below ``search.no_match_below``. With ``min_confidence``
         (0..1) a response whose confidence is below it returns no results: ``withheld`` says
         why, and the confidence is still given.
 
@@ -1138,11 +1148,13 @@ class HybridSearch:
         ruled, trust = step(limit=window)
         hidden = fusion_in.hidden
         # the confidence is part of the fusion step's time (it reads what fusion made)
-        confidence, _features = confidence_step(
-            fusion_in, ruled, trust, s.fusion, self.components.tokenizer,
-            self.components.confidence_model(),
-        )  # fmt: skip
-        if confidence is None:  # nothing found: no top result answers the query
+        model = self.components.confidence_model()
+        confidence, features = confidence_step(
+            fusion_in, ruled, trust, s.fusion, self.components.tokenizer, model
+        )
+        # nothing found: no top result answers the query, and nothing matches it
+        match = 0.0 if features is None else model.predict_match(features)
+        if confidence is None:
             confidence = 0.0
         timings["fusion_ms"] = round((time.perf_counter() - t_fuse) * 1000, 3)
         shown: list[tuple[FusedHit, str | None, dict[str, ChunkRecord]]] = []
@@ -1209,7 +1221,7 @@ class HybridSearch:
             stale_hidden=len(hidden_stale),
             stale_hidden_ids=tuple(hidden_stale),
             confidence=confidence,
-            no_good_match=confidence < s.search.no_match_below,
+            no_good_match=match < s.search.no_match_below,
             withheld=withheld,
         )
 

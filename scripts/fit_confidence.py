@@ -60,17 +60,19 @@ from typing import Any
 SHARED = Path("/work/shared/data")
 REPO = Path(__file__).resolve().parents[1]
 #: Bump when what a capture holds changes.
-CAPTURE_VERSION = 1
+CAPTURE_VERSION = 2
 #: The seed of every question sample.
 SEED = 27
 
 
 @dataclass(frozen=True)
 class Corpus:
-    """A BEIR-style set: its name and folder."""
+    """A BEIR-style set (``docs`` false) or a documentation folder with questions
+    (:mod:`hybridsag.evaluation.docsets`): its name and folder."""
 
     name: str
     folder: Path
+    docs: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ class Group:
         return self.source
 
 
+#: The documentation folders of benchmarks/docsets, each indexed as a user indexes a folder and
+#: searched with its own questions (its unanswerable ones have nothing relevant) and, as
+#: nothing-relevant searches, with the next folder's questions.
+DOCSETS = ("flask", "pytest", "pydantic", "mkdocs-material", "django")
+
+
 def corpora(shared: Path) -> dict[str, Corpus]:
     return {
         "2wiki": Corpus("2wiki", shared / "2wiki"),
@@ -99,7 +107,10 @@ def corpora(shared: Path) -> dict[str, Corpus]:
         "pycode": Corpus("pycode", shared / "pycode"),
         "manpages-en": Corpus("manpages-en", REPO / "benchmarks/devsets/manpages-en"),
         "manpages-ru": Corpus("manpages-ru", REPO / "benchmarks/devsets/manpages-ru"),
+        **{f"docs-{d}": Corpus(f"docs-{d}", REPO / "benchmarks/docsets" / d, docs=True)
+           for d in DOCSETS},
     }
+
 
 
 def groups(n: int, cross: int, scoped: int) -> list[Group]:
@@ -115,20 +126,26 @@ def groups(n: int, cross: int, scoped: int) -> list[Group]:
         Group("manpages-en>musique100", "manpages-en", "musique100", cross, False),
         Group("manpages-ru>2wiki", "manpages-ru", "2wiki", cross, False),
     ]
+    docs = [Group(f"docs-{d}", f"docs-{d}", f"docs-{d}", n, True) for d in DOCSETS]
+    docs += [Group(f"docs-{d}>docs-{e}", f"docs-{d}", f"docs-{e}", cross, False)
+             for d, e in zip(DOCSETS, DOCSETS[1:] + DOCSETS[:1])]
     tenant = [
         Group("pycode>tenant:wiki", "pycode", "tenants", scoped, False, tenant="wiki"),
         Group("musique100>tenant:code", "musique100", "tenants", scoped, False, tenant="code"),
         Group("musique100>tenant:wiki", "musique100", "tenants", scoped, True, tenant="wiki"),
         Group("pycode>tenant:code", "pycode", "tenants", scoped, True, tenant="code"),
     ]
-    return own + nothing + tenant
+    return own + nothing + docs + tenant
 
 
-def index_settings(data_dir: Path) -> Any:
-    """A default search's settings over an eval index (passage mode, as ``hybridsag eval``)."""
+def index_settings(data_dir: Path, *, docs: bool = False) -> Any:
+    """A default search's settings over an eval index (passage mode, as ``hybridsag eval``),
+    or over a documentation folder's index (``docs``: the defaults, as ``hybridsag index``)."""
     from hybridsag.evaluation.harness import PASSAGE_MAX_CHARS
     from hybridsag.settings import Settings
 
+    if docs:
+        return Settings(data_dir=data_dir)
     return Settings(
         data_dir=data_dir, chunking={"mode": "passage", "max_chars": PASSAGE_MAX_CHARS}
     )
@@ -142,7 +159,8 @@ def open_index(name: str, cs: dict[str, Corpus], work: Path) -> Any:
     from hybridsag.vectors.embedder import make_embedder
 
     data_dir = work / f"index-{name}"
-    settings = index_settings(data_dir)
+    docs = name in cs and cs[name].docs
+    settings = index_settings(data_dir, docs=docs)
     inner = make_embedder(settings)
     assert inner is not None
     emb = CachedEmbedder(inner, work / "cache")
@@ -163,6 +181,8 @@ def open_index(name: str, cs: dict[str, Corpus], work: Path) -> Any:
                     if line.strip():
                         out.write(json.dumps({**json.loads(line), "tenant": tenant}) + "\n")
         report = hs.ingest_jsonl(tmp, mode="passage")
+    elif docs:
+        report = hs.ingest_folder(cs[name].folder / "docs")
     else:
         report = hs.ingest_jsonl(cs[name].folder / "corpus.jsonl", mode="passage")
     info = {"s": round(time.perf_counter() - t0, 1), "errors": len(report.errors),
@@ -185,12 +205,20 @@ def capture_group(g: Group, cs: dict[str, Corpus], work: Path, opened: dict[str,
     """Capture the searches of group ``g`` unless cached: per question its id, gold resource
     keys and the fusion step's input, pickled under ``work/captures``; returns the group and
     the file."""
+    from hybridsag.evaluation.docsets import load_docset
     from hybridsag.evaluation.harness import load_dataset, questions_of
     from hybridsag.paths.query import validate_query
     from hybridsag.records.store import Filters, resource_key
 
-    ds = load_dataset(cs[g.source].folder)
-    key = hashlib.sha256(f"{CAPTURE_VERSION}|{g}|{ds.digest}".encode()).hexdigest()[:12]
+    source = cs[g.source]
+    if source.docs:
+        asked = [(q.qid, q.text, q.gold, q.type) for q in load_docset(source.folder)]
+        digest = hashlib.sha256(repr(asked).encode()).hexdigest()
+    else:
+        ds = load_dataset(source.folder)
+        asked = [(*q, "") for q in questions_of(ds)]
+        digest = ds.digest
+    key = hashlib.sha256(f"{CAPTURE_VERSION}|{g}|{digest}".encode()).hexdigest()[:12]
     path = work / "captures" / f"{g.name.replace(':', '_').replace('>', '_over_')}-{key}.pkl"
     if path.is_file():
         return {"group": g, "path": path}
@@ -202,12 +230,12 @@ def capture_group(g: Group, cs: dict[str, Corpus], work: Path, opened: dict[str,
     flt = Filters(tenant=g.tenant) if g.tenant is not None else Filters()
     out = []
     t0 = time.perf_counter()
-    for qid, text, gold in sample(questions_of(ds), g.limit, g.name):
+    for qid, text, gold, kind in sample(asked, g.limit, g.name):
         query = validate_query(text, max_chars=s.query.max_chars)
         ran = hs.run_paths(names, query, limit=max(s.fusion.depth, 10), filters=flt)
         fusion_in = hs.fusion_input(names, query, ran, flt, facts=s.fusion.trust)
         keys = frozenset(resource_key(r, g.tenant or "") for r in gold)
-        out.append({"qid": qid, "gold": keys if g.relevant else frozenset(),
+        out.append({"qid": qid, "gold": keys if g.relevant else frozenset(), "type": kind,
                     "fusion_in": fusion_in, "reasons": dict(ran.reasons)})
     captured = {"group": g, "paths": names, "questions": out,
                 "s_per_query": round((time.perf_counter() - t0) / max(len(out), 1), 3)}
@@ -221,7 +249,9 @@ def capture_group(g: Group, cs: dict[str, Corpus], work: Path, opened: dict[str,
 @dataclass(frozen=True)
 class Row:
     """One search as the fit reads it: its group, fold, features, label (its top result is
-    gold) and whether its index held anything relevant."""
+    gold), whether its index held anything relevant (not for a nothing-relevant group's
+    searches nor a docs set's unanswerable questions) and the question's ``type`` (a docs
+    set's, else empty)."""
 
     group: str
     fold: str
@@ -229,6 +259,7 @@ class Row:
     features: dict[str, float]
     label: int
     variant: str = "default"
+    type: str = ""
 
 
 #: The path sets each captured search is also fused with, so that the model sees searches with
@@ -264,7 +295,7 @@ def featurize(paths: Sequence[Path], *, jobs: int = 1) -> list[Row]:
 
 
 #: Bump when the features or the variants change (cached rows are then made again).
-ROWS_VERSION = 2
+ROWS_VERSION = 3
 
 
 def featurize_file(path: Path) -> list[Row]:
@@ -276,6 +307,7 @@ def featurize_file(path: Path) -> list[Row]:
     ``<capture>.rows-v<ROWS_VERSION>.json``."""
     from dataclasses import replace
 
+    from hybridsag.evaluation.docsets import UNANSWERABLE
     from hybridsag.fusion.confidence import FEATURE_NAMES, ConfidenceModel
     from hybridsag.lexical.tokenizer import Tokenizer
     from hybridsag.paths.query_facts import load_trust_model
@@ -310,7 +342,8 @@ def featurize_file(path: Path) -> list[Row]:
             views = fusion_in.views
             ids = {views[c].resource_id for c in (top.chunk_id, *top.duplicates) if c in views}
             label = int(bool(ids & q["gold"]))
-            rows.append(Row(g.name, g.fold, g.relevant, feats, label, variant))
+            relevant = g.relevant and q.get("type") != UNANSWERABLE
+            rows.append(Row(g.name, g.fold, relevant, feats, label, variant, q.get("type", "")))
     cached.write_text(json.dumps([r.__dict__ for r in rows]), "utf-8")
     log(f"featurized {g.name}: {len(rows)} searches, {empty} with no result left out")
     return rows
@@ -330,18 +363,28 @@ def _variant(fusion_in: Any, kept: Sequence[str]) -> Any:
                    hidden=frozenset(p for p in fusion_in.hidden if p in runs))  # fmt: skip
 
 
-def _matrix(rows: Sequence[Row]) -> tuple[Any, Any]:
+def target(row: Row, head: str) -> int:
+    """What ``head`` predicts of ``row``: ``"confidence"``, its top result is gold;
+    ``"match"``, its index holds an answer (a real search of an answerable question)."""
+    return row.label if head == "confidence" else int(row.relevant)
+
+
+#: The two heads of the model (:class:`~hybridsag.fusion.confidence.ConfidenceModel`).
+HEADS = ("confidence", "match")
+
+
+def _matrix(rows: Sequence[Row], head: str = "confidence") -> tuple[Any, Any]:
     import numpy as np
 
     from hybridsag.fusion.confidence import FEATURE_NAMES
 
     x = np.array([[r.features[n] for n in FEATURE_NAMES] for r in rows], dtype=float)
-    y = np.array([r.label for r in rows], dtype=float)
+    y = np.array([target(r, head) for r in rows], dtype=float)
     return x, y
 
 
-def fit(rows: Sequence[Row], *, l2: float = 1.0) -> tuple[Any, float]:
-    """Logistic weights over ``FEATURE_NAMES`` and the bias (L2-penalised Newton,
+def fit(rows: Sequence[Row], *, head: str = "confidence", l2: float = 1.0) -> tuple[Any, float]:
+    """Logistic weights of ``head`` over ``FEATURE_NAMES`` and the bias (L2-penalised Newton,
     :func:`hybridsag.evaluation.tuning.fit_logistic`), each search weighing the same; a
     :data:`~hybridsag.fusion.confidence.MONOTONE_FEATURES` weight the fit puts below 0 is held
     at 0 and the rest refitted (the model may never lower its confidence for more of one)."""
@@ -350,7 +393,7 @@ def fit(rows: Sequence[Row], *, l2: float = 1.0) -> tuple[Any, float]:
     from hybridsag.evaluation.tuning import fit_logistic
     from hybridsag.fusion.confidence import FEATURE_NAMES, MONOTONE_FEATURES
 
-    x, y = _matrix(rows)
+    x, y = _matrix(rows, head)
     held: set[int] = set()
     while True:
         cols = [i for i in range(len(FEATURE_NAMES)) if i not in held]
@@ -422,9 +465,50 @@ def flag_stats(p: Any, rows: Sequence[Row], t: float) -> dict[str, float]:
     }
 
 
+def _loso(every: Sequence[Row], rows: Sequence[Row], head: str) -> tuple[Any, dict[str, list]]:
+    """Held-out predictions of ``head`` for ``rows`` (the default searches), each fold's by the
+    model fitted on the other folds' searches (every variant; never 2wiki's), and the same
+    per variant as ``(p, target)`` pairs."""
+    import numpy as np
+
+    fitted = [r for r in every if r.fold != "2wiki"]
+    held = np.zeros(len(rows))
+    variant_p: dict[str, list] = {}
+    for fold in sorted({r.fold for r in rows}):
+        coef, bias = fit([r for r in fitted if r.fold != fold], head=head)
+        ix = [i for i, r in enumerate(rows) if r.fold == fold]
+        held[ix] = predict(coef, bias, [rows[i] for i in ix])
+        for v in VARIANTS:
+            vt = [r for r in every if r.fold == fold and r.variant == v]
+            if vt:
+                variant_p.setdefault(v, []).extend(
+                    zip(predict(coef, bias, vt).tolist(), [target(r, head) for r in vt]))
+    return held, variant_p
+
+
+def docs_table(p: Any, rows: Sequence[Row], t: float) -> list[str]:
+    """Per question type of the documentation folders (held-out predictions, flag at ``t``):
+    the correct #1 answers flagged and the unanswerable questions flagged over their own
+    folder, and the share of another folder's questions flagged."""
+    own = [(x, r) for x, r in zip(p, rows) if r.group.startswith("docs-") and ">" not in r.group]
+    cross = [(x, r) for x, r in zip(p, rows) if r.group.startswith("docs-") and ">" in r.group]
+    lines = ["| question type | questions | correct #1 | correct #1 flagged | unanswerable "
+             "flagged | another folder's questions flagged |", "|---|---|---|---|---|---|"]
+    for kind in [*sorted({r.type for _x, r in own}), "all"]:
+        mine = [(x, r) for x, r in own if kind in ("all", r.type)]
+        top = [x for x, r in mine if r.label]
+        unans = [x for x, r in mine if not r.relevant]
+        other = [x for x, r in cross if kind in ("all", r.type)]
+        un = f"{sum(x < t for x in unans)} of {len(unans)}" if unans else "-"
+        lines.append(f"| {kind} | {len(mine)} | {len(top)} | {sum(x < t for x in top)} | {un} | "
+                     f"{sum(x < t for x in other)} of {len(other)} |")  # fmt: skip
+    return lines
+
+
 def fit_and_report(rows: Sequence[Row]) -> tuple[str, dict[str, Any]]:
-    """Leave-one-set-out predictions, their reliability, the threshold, and the final model
-    (fitted on every fold but 2wiki's) as the weights file holds it."""
+    """Leave-one-set-out predictions of both heads, their reliability, the "no good match"
+    threshold on the match head, and the final model (fitted on every fold but 2wiki's) as the
+    weights file holds it."""
     import numpy as np
 
     from hybridsag.fusion.confidence import FEATURE_NAMES
@@ -433,48 +517,40 @@ def fit_and_report(rows: Sequence[Row]) -> tuple[str, dict[str, Any]]:
     fitted = [r for r in every if r.fold != "2wiki"]
     rows = [r for r in every if r.variant == "default"]
     folds = sorted({r.fold for r in rows})
-    held_p: dict[int, float] = {}
-    lines = ["Confidence that the top result is gold, leave-one-set-out "
-             "(scripts/fit_confidence.py).", "",
+    held_p, variant_p = _loso(every, rows, "confidence")
+    match_p, _variant_m = _loso(every, rows, "match")
+    lines = ["Confidence that the top result is gold, and the match (the index holds an answer) "
+             "that decides \"no good match\", leave-one-set-out (scripts/fit_confidence.py).", "",
              f"Fitted on {len(fitted)} searches: every captured search fused as a default "
              "search does, and again as one of the other VARIANTS in turn ("
              + ", ".join(list(VARIANTS)[1:]) + "); the tables below are of the default "
              "searches (every path on, trust step on) unless they say otherwise.", "",
              "Per held-out set (its own searches and its questions run as nothing-relevant "
              "queries elsewhere), predicted by the model fitted on the other sets (2wiki: on "
-             "all the others, and never fitted on):", "",
+             "all the others, and never fitted on); the match's AUC separates the searches "
+             "whose index holds an answer from the others:", "",
              "| held-out set | n | positives | nothing-relevant searches | mean confidence | "
-             "ECE | Brier | AUC |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    variant_p: dict[str, list[tuple[float, int]]] = {}
+             "ECE | Brier | AUC | match AUC |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for fold in folds:
-        train = [r for r in fitted if r.fold != fold]
-        test_ix = [i for i, r in enumerate(rows) if r.fold == fold]
-        coef, bias = fit(train)
-        test = [rows[i] for i in test_ix]
-        p = predict(coef, bias, test)
-        held_p.update(zip(test_ix, p.tolist()))
-        for v in VARIANTS:
-            vt = [r for r in every if r.fold == fold and r.variant == v]
-            if vt:
-                variant_p.setdefault(v, []).extend(zip(predict(coef, bias, vt).tolist(),
-                                                       [r.label for r in vt]))
-        y = np.array([r.label for r in test], dtype=float)
+        ix = [i for i, r in enumerate(rows) if r.fold == fold]
+        p, m = held_p[ix], match_p[ix]
+        y = np.array([rows[i].label for i in ix], dtype=float)
+        rel = np.array([float(rows[i].relevant) for i in ix])
         _b, ece, brier = reliability(p, y)
-        a = auc(p, y)
+        a, am = auc(p, y), auc(m, rel)
         lines.append(
-            f"| {fold} | {len(test)} | {int(y.sum())} | {sum(not r.relevant for r in test)} | "
-            f"{p.mean():.3f} | {ece:.3f} | {brier:.3f} | {'-' if a is None else f'{a:.3f}'} |"
+            f"| {fold} | {len(ix)} | {int(y.sum())} | {int((1 - rel).sum())} | "
+            f"{p.mean():.3f} | {ece:.3f} | {brier:.3f} | {'-' if a is None else f'{a:.3f}'} | "
+            f"{'-' if am is None else f'{am:.3f}'} |"
         )
-    order = list(range(len(rows)))
-    p_all = np.array([held_p[i] for i in order])
-    y_all = np.array([rows[i].label for i in order], dtype=float)
-    bins, ece, brier = reliability(p_all, y_all)
-    lines += ["", f"Pooled held-out predictions ({len(rows)} searches): ECE {ece:.3f}, "
-              f"Brier {brier:.3f}, AUC {auc(p_all, y_all):.3f}.", "",
+    y_all = np.array([r.label for r in rows], dtype=float)
+    bins, ece, brier = reliability(held_p, y_all)
+    lines += ["", f"Pooled held-out confidence ({len(rows)} searches): ECE {ece:.3f}, "
+              f"Brier {brier:.3f}, AUC {auc(held_p, y_all):.3f}.", "",
               "| predicted | searches | mean predicted | observed share gold |",
               "|---|---|---|---|"]  # fmt: skip
     lines += [f"| {rng} | {n} | {mp:.3f} | {ob:.3f} |" for rng, n, mp, ob in bins]
-    lines += ["", "Per variant (held-out predictions, every set):", "",
+    lines += ["", "Per variant (held-out confidence, every set):", "",
               "| variant | searches | positives | ECE | Brier | AUC |", "|---|---|---|---|---|---|"]
     for v, pairs in variant_p.items():
         pv = np.array([a for a, _ in pairs])
@@ -484,52 +560,62 @@ def fit_and_report(rows: Sequence[Row]) -> tuple[str, dict[str, Any]]:
         lines.append(f"| {v} | {len(pv)} | {int(yv.sum())} | {e:.3f} | {br:.3f} | "
                      f"{'-' if av is None else f'{av:.3f}'} |")  # fmt: skip
     lines += ["", "Per group, held-out predictions:", "",
-              "| group | n | top is gold | mean confidence |", "|---|---|---|---|"]
+              "| group | n | top is gold | mean confidence | mean match |", "|---|---|---|---|---|"]
     for g in dict.fromkeys(r.group for r in rows):
         ix = [i for i, r in enumerate(rows) if r.group == g]
         lines.append(f"| {g} | {len(ix)} | {sum(rows[i].label for i in ix)} | "
-                     f"{np.mean([held_p[i] for i in ix]):.3f} |")  # fmt: skip
-    # the threshold: on the held-out predictions of the fitted folds (2wiki never tunes it)
+                     f"{held_p[ix].mean():.3f} | {match_p[ix].mean():.3f} |")  # fmt: skip
+    # the threshold: on the held-out match of the fitted folds (2wiki never tunes it)
     tune = [i for i, r in enumerate(rows) if r.fold != "2wiki"]
-    p_t = np.array([held_p[i] for i in tune])
+    p_t = match_p[tune]
     r_t = [rows[i] for i in tune]
     grid = [round(0.01 * k, 2) for k in range(1, 100)]
     ok = [t for t in grid if flag_stats(p_t, r_t, t)["gold_flagged"] <= MAX_FALSE_FLAGS]
     chosen = max(ok) if ok else grid[0]
-    lines += ["", "\"no good match\" (confidence below t) as a detector of the searches whose "
-              "index holds nothing relevant, against the real searches (held-out predictions, "
-              "every set but 2wiki; gold flagged: the share of the real searches whose top "
-              "result is gold that it flags):", "",
+    lines += ["", "\"no good match\" (match below t) as a detector of the searches whose "
+              "index holds nothing relevant (nothing-relevant groups and the documentation "
+              "folders' unanswerable questions), against the real searches (held-out "
+              "predictions, every set but 2wiki; gold flagged: the share of the real searches "
+              "whose top result is gold that it flags):", "",
               "| t | precision | recall | real searches flagged | gold flagged |",
               "|---|---|---|---|---|"]  # fmt: skip
-    for t in sorted({0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, chosen}):
+    for t in sorted({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, chosen}):
         f = flag_stats(p_t, r_t, t)
         mark = " (chosen)" if t == chosen else ""
         lines.append(f"| {t:.2f}{mark} | {f['precision']:.3f} | {f['recall']:.3f} | "
                      f"{f['real_flagged']:.3f} | {f['gold_flagged']:.3f} |")  # fmt: skip
     wiki = [i for i, r in enumerate(rows) if r.fold == "2wiki"]
     if wiki:
-        f = flag_stats(np.array([held_p[i] for i in wiki]), [rows[i] for i in wiki], chosen)
+        f = flag_stats(match_p[wiki], [rows[i] for i in wiki], chosen)
         lines += ["", f"2wiki (never fitted on) at t = {chosen:.2f}: precision "
                   f"{f['precision']:.3f}, recall {f['recall']:.3f}, real searches flagged "
                   f"{f['real_flagged']:.3f}, gold flagged {f['gold_flagged']:.3f}."]  # fmt: skip
+    if any(r.group.startswith("docs-") for r in rows):
+        lines += ["", f"The documentation folders at t = {chosen:.2f}, each folder held out "
+                  "(its own questions and its questions over the next folder):", ""]
+        lines += docs_table(match_p, rows, chosen)
     lines.append("")
     lines.append(f"Chosen threshold (search.no_match_below): {chosen:.2f}, the largest that "
                  f"flags at most {MAX_FALSE_FLAGS:.0%} of the real searches whose top result is "
                  "gold.")  # fmt: skip
     coef, bias = fit(fitted)
+    mcoef, mbias = fit(fitted, head="match")
     model = {
         "source": "scripts/fit_confidence.py, fitted on "
         + ", ".join(sorted({r.fold for r in fitted})) + " (never on 2wiki)",
         "coefficients": {n: round(float(c), 4) for n, c in zip(FEATURE_NAMES, coef)},
         "bias": round(bias, 4),
+        "match": {"coefficients": {n: round(float(c), 4) for n, c in zip(FEATURE_NAMES, mcoef)},
+                  "bias": round(mbias, 4)},
         "no_match_below": chosen,
         "searches": len(fitted),
         "groups": {g: sum(r.group == g for r in fitted) for g in dict.fromkeys(
             r.group for r in fitted)},
     }
-    lines += ["", "Final weights (every set but 2wiki): " + json.dumps(model["coefficients"])
-              + f", bias {model['bias']}", ""]
+    lines += ["", "Final weights (every set but 2wiki): confidence "
+              + json.dumps(model["coefficients"]) + f", bias {model['bias']}; match "
+              + json.dumps(model["match"]["coefficients"]) + f", bias {model['match']['bias']}",
+              ""]  # fmt: skip
     return "\n".join(lines) + "\n", model
 
 

@@ -93,7 +93,7 @@ def query_facts(response: Mapping[str, Any]) -> dict[str, Any]:
     ``paths`` that ran, ``degraded`` with each degraded path's ``reasons``, the trust
     step's decision (``trust``: weights, judge_holds, dense_share, signals; left out when
     ``fusion.trust`` is off), the ``confidence`` that the top result answers the query with
-    ``no_good_match`` (below ``search.no_match_below``) and ``withheld`` (why
+    ``no_good_match`` (the match below ``search.no_match_below``) and ``withheld`` (why
     ``min_confidence`` withheld the results), each left out when empty.
 
     Args:
@@ -109,8 +109,8 @@ def response_marks(response: Mapping[str, Any]) -> dict[str, Any]:
     """What every result of a response carries at the top of its metadata, so that a pipeline
     can gate on any one document without looking for the first: the response's ``confidence``
     (the calibrated probability that the top result answers the query; left out in a response
-    of an older service, which had none) and ``no_good_match`` (below
-    ``search.no_match_below``). A result's own ``stale`` is in :func:`result_metadata`.
+    of an older service, which had none) and ``no_good_match`` (the match, the probability
+    that the index holds an answer, below ``search.no_match_below``). A result's own ``stale`` is in :func:`result_metadata`.
 
     Args:
         response: A response as ``SearchResponse.as_dict()`` gives it.

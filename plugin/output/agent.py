@@ -25,8 +25,8 @@ disk since it was indexed is marked on its file line
 (``(stale: the file was deleted on disk since it was indexed)``); results held back as stale are
 counted in a ``note:`` line under the header, so an empty answer never hides them.
 
-A response whose confidence (the calibrated probability that its top result answers the query)
-is below ``search.no_match_below`` (``no_good_match``) says "no good match" in a ``note:`` line
+A response whose index seems to hold no answer (``no_good_match``: the confidence model's match
+below ``search.no_match_below``) says "no good match" in a ``note:`` line
 under the header, and results withheld by ``min_confidence`` are said there too.
 
 Files come in the order of their best result, headings within a file likewise, and each result

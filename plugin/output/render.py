@@ -28,8 +28,8 @@ is there in words, and a snippet:
   cap moved below the other files' says so under it ("more in this file: 3 more results further
   down (lines 51-63, ...)").
 - **No good match, said.** The header gives the response's confidence (the calibrated
-  probability that the top result answers the query); below ``search.no_match_below``
-  (``no_good_match``) a "no good match" line follows it and each result is marked weak; results
+  probability that the top result answers the query); when the index seems to hold no answer
+  (``no_good_match``: the match below ``search.no_match_below``) a "no good match" line follows it and each result is marked weak; results
   withheld by ``--min-confidence`` are said in that line instead.
 - **Stale, said.** A result whose source file changed on disk says so under it ("stale: the
   source file was deleted on disk since it was indexed"); results held back as stale
@@ -169,7 +169,7 @@ def render_response(
 
 def no_match_line(resp: SearchResponse) -> str | None:
     """What the CLI says of a response whose top result probably does not answer the query:
-    the results ``min_confidence`` withheld, or ``no_good_match`` (confidence below
+    the results ``min_confidence`` withheld, or ``no_good_match`` (the match below
     ``search.no_match_below``); None for a response with a good match."""
     if resp.withheld:
         return f"no good match: {resp.withheld}"

@@ -85,6 +85,7 @@ def query_facts(
         idf=round(idf, 6),
         words=len(words),
         capitalised=named / max(len(words) - 1, 1),
+        searched_terms=tuple(terms),
     )
 
 
@@ -128,9 +129,14 @@ def load_trust_model(path: Path | None) -> TrustModel:
 def load_confidence_model(path: Path | None = None) -> ConfidenceModel:
     """The response confidence model in the JSON file ``path`` (default: the one that ships,
     ``hybridsag/fusion/confidence_weights.json``): ``{"coefficients": {feature: weight}, "bias":
-    b, "no_match_below": t, "source": ...}`` as ``scripts/fit_confidence.py --out`` writes it.
-    Every name of :data:`hybridsag.fusion.confidence.FEATURE_NAMES` must be weighed, and no
-    other: a file fitted on another feature list is refused, never read with zeros.
+    b, "match": {"coefficients": {...}, "bias": b}?, "no_match_below": t, "source": ...}`` as
+    ``scripts/fit_confidence.py --out`` writes it (a file without ``match`` flags "no good
+    match" from the confidence). Every name of
+    :data:`hybridsag.fusion.confidence.FEATURE_NAMES` must be weighed, and no other: a file
+    fitted on another feature list is refused, never read with zeros.
+
+    Args:
+        path: the JSON file; ``None``: the model that ships.
 
     Raises:
         ConfigError: the file is missing, is not JSON of that shape, or its features are not
@@ -143,12 +149,16 @@ def load_confidence_model(path: Path | None = None) -> ConfidenceModel:
     )
     try:
         data = json.loads(p.read_text("utf-8"))
+        match = data.get("match")
         return ConfidenceModel(
             coefficients={str(k): float(v) for k, v in data["coefficients"].items()},
             bias=float(data["bias"]),
             no_match_below=float(data.get("no_match_below", 0.5)),
             source=str(data.get("source", p)),
-        )
+            match_coefficients=None if match is None else {
+                str(k): float(v) for k, v in match["coefficients"].items()},
+            match_bias=0.0 if match is None else float(match["bias"]),
+        )  # fmt: skip
     except FileNotFoundError:
         raise ConfigError(f"the confidence model {p} does not exist") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -216,7 +216,8 @@ class SearchOut(_Body):
     #: the calibrated probability (0..1) that the top result answers the query (0 when nothing
     #: was found)
     confidence: float | None = None
-    #: confidence is below search.no_match_below: the results are weak ("no good match")
+    #: the match (the probability that the index holds an answer) is below
+    #: search.no_match_below: the results are weak ("no good match")
     no_good_match: bool = False
     #: why the results were withheld (min_confidence above the confidence); None when not
     withheld: str | None = None

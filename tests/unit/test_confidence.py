@@ -25,7 +25,8 @@ from hybridsag.output.agent import agent_text
 from hybridsag.output.render import render_response
 from hybridsag.paths.query_facts import load_confidence_model
 from hybridsag.results import SearchResponse, SearchResult
-from hybridsag.search import HybridSearch
+from hybridsag.lexical.tokenizer import Tokenizer
+from hybridsag.search import FusionInput, HybridSearch, confidence_step
 from hybridsag.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,3 +212,51 @@ def test_the_framework_adapters_response_facts_carry_the_confidence() -> None:
     facts = query_facts(weak)
     assert facts["confidence"] == 0.03 and facts["no_good_match"] is True
     assert "withheld" not in facts  # None: left out, as every empty fact is
+
+
+def test_the_match_decides_no_good_match_apart_from_the_confidence(tmp_path: Path) -> None:
+    """A model file with a match head: the confidence and the match are two models over the
+    same features (a low confidence need not mean nothing matches); without one the match is
+    the confidence, as a file of the one-model form was read."""
+    zero = dict.fromkeys(FEATURE_NAMES, 0.0)
+    path = tmp_path / "weights.json"
+    path.write_text(json.dumps({
+        "coefficients": {**zero, "judge_p": 4.0}, "bias": -2.0, "no_match_below": 0.4,
+        "match": {"coefficients": {**zero, "coverage": 4.0}, "bias": -2.0},
+    }), "utf-8")  # fmt: skip
+    model = load_confidence_model(path)
+    wrong_passage_right_topic = {**zero, "judge_p": 0.0, "coverage": 1.0}
+    assert model.predict(wrong_passage_right_topic) == pytest.approx(0.1192, abs=1e-4)
+    assert model.predict_match(wrong_passage_right_topic) == pytest.approx(0.8808, abs=1e-4)
+    one = _write(tmp_path, {**zero, "judge_p": 4.0})
+    plain = load_confidence_model(one)
+    assert plain.match_coefficients is None
+    assert plain.predict_match(wrong_passage_right_topic) == plain.predict(wrong_passage_right_topic)
+    shipped = load_confidence_model()
+    assert shipped.match_coefficients is not None and shipped.match_bias != shipped.bias
+    with pytest.raises(ValueError, match="the match model gives no weight.*coverage"):
+        ConfidenceModel(zero, 0.0, match_coefficients={n: 0.0 for n in zero if n != "coverage"})
+    with pytest.raises(ValueError, match="match weight 'judge_p' is -1.0"):
+        ConfidenceModel(zero, 0.0, match_coefficients={**zero, "judge_p": -1.0})
+
+
+def test_coverage_reads_the_terms_the_index_was_searched_for() -> None:
+    """A misspelt query whose words the lexical index respelled ("instal" searched as
+    "install") is covered by a result holding the respelled words: the query facts carry the
+    searched terms, and the confidence's coverage reads them, not the typed ones."""
+    views = {"a": ChunkView("a", "r1", "Installing", "", "To install a package from a "
+                            "requirements file, run pip install -r requirements.txt.")}
+    runs = {"bm25": [Hit("a", "bm25", 1, 3.0, 3.0)]}
+    fused = [_fused("a", 1.0, ("bm25", 1, None))]
+    query = "instal packges from a requirments file"
+    searched = ("install", "package", "requirements", "file")
+    facts = QueryFacts(terms=4, terms_in_index=1.0, idf=0.3, searched_terms=searched)
+    settings = Settings()
+    model = load_confidence_model()
+    _p, f = confidence_step(FusionInput(query, runs, views, facts), fused, None, settings.fusion,
+                            Tokenizer(), model)  # fmt: skip
+    assert f is not None and f["coverage"] == 1.0
+    # without measured facts the typed words are read: the misspelt ones are not in the text
+    _p, typed = confidence_step(FusionInput(query, runs, views, None), fused, None,
+                                settings.fusion, Tokenizer(), model)  # fmt: skip
+    assert typed is not None and typed["coverage"] < 0.5
