@@ -1,4 +1,5 @@
-"""The reconciler's single-flight lease: one row in the store's ``reconcile_lease`` table.
+"""The reconciler's single-flight lease: one row in the store's ``reconcile_lease`` table, read
+and written through :mod:`hybridsag.records.lease` (which holds its SQL).
 
 A lease has an owner id (``host:pid:random``) and an expiry (``consistency.lease_s`` from now).
 :meth:`Lease.acquire` takes it when no row exists, when the row is expired (its owner crashed),
@@ -22,6 +23,7 @@ from typing import Any
 
 from hybridsag.consistency.plan import owner_alive
 from hybridsag.errors import ConsistencyError, StoreError
+from hybridsag.records.lease import drop_lease, extend_lease, read_lease, write_lease
 from hybridsag.records.store import Store
 
 __all__ = ["LEASE_NAME", "Lease", "new_owner_id", "owner_gone"]
@@ -82,19 +84,14 @@ class Lease:
 
     def holder(self) -> dict[str, Any] | None:
         """The lease row (owner, acquired_at, expires_at, expired) or None when nobody holds it."""
-        row = self._sql(
-            lambda c: c.execute(
-                "SELECT owner, acquired_at, expires_at FROM reconcile_lease WHERE name = ?",
-                (self.name,),
-            ).fetchone()
-        )
+        row = self._sql(lambda c: read_lease(c, self.name))
         if row is None:
             return None
         return {
-            "owner": row[0],
-            "acquired_at": row[1],
-            "expires_at": row[2],
-            "expired": row[2] <= self._clock(),
+            "owner": row.owner,
+            "acquired_at": row.acquired_at,
+            "expires_at": row.expires_at,
+            "expired": row.expires_at <= self._clock(),
         }
 
     def acquire(self) -> None:
@@ -107,28 +104,23 @@ class Lease:
         now = self._clock()
 
         def take(conn: Any) -> None:
-            row = conn.execute(
-                "SELECT owner, expires_at FROM reconcile_lease WHERE name = ?", (self.name,)
-            ).fetchone()
-            if row is not None and row[0] != self.owner and row[1] > now and owner_gone(row[0]):
+            row = read_lease(conn, self.name)
+            held = row is not None and row.owner != self.owner and row.expires_at > now
+            if row is not None and held and owner_gone(row.owner):
                 log.warning(
                     "taking over the reconcile lease of %r (until %s): its process is gone "
                     "from this host",
-                    row[0],
-                    _iso(row[1]),
+                    row.owner,
+                    _iso(row.expires_at),
                 )
-            elif row is not None and row[0] != self.owner and row[1] > now:
+            elif row is not None and held:
                 raise ConsistencyError(
-                    f"another reconcile holds the lease: owner {row[0]!r} until {_iso(row[1])} "
-                    f"({row[1] - now:.0f} s from now; consistency.lease_s={self.ttl_s:g}); "
+                    f"another reconcile holds the lease: owner {row.owner!r} until "
+                    f"{_iso(row.expires_at)} ({row.expires_at - now:.0f} s from now; "
+                    f"consistency.lease_s={self.ttl_s:g}); "
                     "wait for it to finish, or for the lease to expire if it crashed"
                 )
-            conn.execute(
-                "INSERT INTO reconcile_lease(name, owner, acquired_at, expires_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, "
-                "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
-                (self.name, self.owner, now, now + self.ttl_s),
-            )
+            write_lease(conn, self.name, self.owner, now, now + self.ttl_s)
 
         self._write(take)
 
@@ -141,15 +133,9 @@ class Lease:
         now = self._clock()
 
         def extend(conn: Any) -> None:
-            cur = conn.execute(
-                "UPDATE reconcile_lease SET expires_at = ? WHERE name = ? AND owner = ?",
-                (now + self.ttl_s, self.name, self.owner),
-            )
-            if cur.rowcount != 1:
-                row = conn.execute(
-                    "SELECT owner FROM reconcile_lease WHERE name = ?", (self.name,)
-                ).fetchone()
-                who = "nobody" if row is None else repr(row[0])
+            if not extend_lease(conn, self.name, self.owner, now + self.ttl_s):
+                row = read_lease(conn, self.name)
+                who = "nobody" if row is None else repr(row.owner)
                 raise ConsistencyError(
                     f"the reconcile lease of {self.owner!r} was lost (now held by {who}); "
                     f"a batch ran longer than consistency.lease_s={self.ttl_s:g}: raise it"
@@ -159,11 +145,7 @@ class Lease:
 
     def release(self) -> None:
         """Drop the lease if this owner holds it (no error otherwise)."""
-        self._write(
-            lambda c: c.execute(
-                "DELETE FROM reconcile_lease WHERE name = ? AND owner = ?", (self.name, self.owner)
-            )
-        )
+        self._write(lambda c: drop_lease(c, self.name, self.owner))
 
     @contextmanager
     def held(self) -> Iterator[Lease]:

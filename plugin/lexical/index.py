@@ -13,7 +13,10 @@ ranking statement.
 
 Every statement that creates, reads or writes the FTS5 tables lives here: the write path, the
 title path and the reconciler call these methods instead of writing SQL of their own, so how a
-row is built, searched or deleted is written once. The tables:
+row is built, searched or deleted is written once. What a statement reads of the record tables
+(``chunks``, ``resources``: is a ranked chunk current, does its resource pass the filters) is
+the records' (:class:`~hybridsag.records.index_reads.IndexReads`): an engine hands its ranking
+in as a subquery and the records join it, in the same one statement. The tables:
 
 ``chunks_fts(title, heading, body)``
     one row per chunk (rowid = ``chunks.id``): the resource title, the heading path and the
@@ -45,7 +48,6 @@ tests assert on.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import unicodedata
@@ -57,6 +59,13 @@ from hybridsag.errors import LexicalError
 from hybridsag.lexical.fts5_topk import BM25_B, BM25_K1, Fts5TopK, strip_diacritics
 from hybridsag.fusion.types import Hit
 from hybridsag.settings import LexicalSettings
+from hybridsag.records.index_reads import (
+    IndexReads,
+    RankedRow,
+    best_chunks_sql,
+    ranked_chunks_sql,
+    ranked_titles_sql,
+)
 from hybridsag.records.store import Filters, Store
 from hybridsag.lexical.spelling import respell, spelling_reach
 from hybridsag.lexical.tokenizer import FTS_TOKENIZE, Tokenizer
@@ -124,42 +133,46 @@ def build_tops_sql(n_queries: int, filter_sql: str) -> str:
     the caller knows whether a ranking ended before its depth. Parameters: the filter
     parameters, then per query in order the three bm25 weights, the MATCH expression and the
     depth."""
+    return ranked_chunks_sql(_fts5_tops(n_queries), filter_sql)
+
+
+def _fts5_tops(n_queries: int) -> str:
+    """The ranking of :func:`build_tops_sql`: rows ``(q, id, s)`` of ``n_queries`` FTS5 tops.
+    Parameters: per query the three bm25 weights, the MATCH expression and the depth."""
     one = (
         "SELECT {i} AS q, id, s FROM (SELECT rowid AS id, bm25(chunks_fts, ?, ?, ?) AS s "
         "FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?)"
     )
-    tops = " UNION ALL ".join(one.format(i=i) for i in range(n_queries))
-    # the chunk by key for each ranked row, its resource in a correlated test: the planner
-    # never starts from the resources a filter selects (all of them, for a tenant's filter)
-    return f"""
-        SELECT top.q, top.id, top.s, c.chunk_id, c.resource_id, EXISTS(
-            SELECT 1 FROM resources r
-            WHERE r.resource_id = c.resource_id AND r.version = c.version AND {filter_sql})
-        FROM ({tops}) AS top LEFT JOIN chunks c ON c.id = top.id"""
+    return " UNION ALL ".join(one.format(i=i) for i in range(n_queries))
+
+
+#: The FTS5 title ranking (rows ``(resources.id, bm25 score)``). Parameter: the MATCH expression.
+_FTS5_TITLES = "SELECT rowid AS id, bm25(titles_fts) AS s FROM titles_fts WHERE titles_fts MATCH ?"
 
 
 def build_title_search_sql(filter_sql: str) -> str:
-    """The title search statement. Parameters: the MATCH expression, the filter parameters, the
+    """The title search statement (:func:`~hybridsag.records.index_reads.ranked_titles_sql` of
+    the FTS5 title ranking). Parameters: the MATCH expression, the filter parameters, the
     limit. Returns ``(resource_id, bm25 score)`` rows, best first."""
-    return f"""
-        SELECT r.resource_id, bm25(titles_fts) AS s
-        FROM titles_fts JOIN resources r ON r.id = titles_fts.rowid
-        WHERE titles_fts MATCH ? AND {filter_sql}
-        ORDER BY s, r.id LIMIT ?"""
+    return ranked_titles_sql(_FTS5_TITLES, filter_sql)
+
+
+def _fts5_best(rows: str) -> str:
+    """The FTS5 ranking of the chunk rows ``rows`` (a subquery) matching an expression:
+    rows ``(id, s)``. Parameters: the three bm25 weights, the MATCH expression, those of
+    ``rows``."""
+    return (
+        "SELECT rowid AS id, bm25(chunks_fts, ?, ?, ?) AS s FROM chunks_fts "
+        f"WHERE chunks_fts MATCH ? AND rowid IN ({rows})"
+    )
 
 
 def build_best_chunks_sql(n_resources: int) -> str:
     """The best chunk of each of ``n_resources`` resources for a MATCH expression, at the
-    resources' current versions. Parameters: the MATCH expression, the resource ids, the three
-    bm25 weights. Rows ``(resource_id, chunk_id)``, best first."""
-    marks = ",".join("?" * n_resources)
-    return f"""
-        SELECT c.resource_id, c.chunk_id
-        FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
-        JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version
-        WHERE chunks_fts MATCH ? AND chunks_fts.rowid IN (
-            SELECT id FROM chunks WHERE resource_id IN ({marks}))
-        ORDER BY bm25(chunks_fts, ?, ?, ?), c.id"""
+    resources' current versions (:func:`~hybridsag.records.index_reads.best_chunks_sql` of the
+    FTS5 ranking). Parameters: the three bm25 weights, the MATCH expression, the resource ids.
+    Rows ``(resource_id, chunk_id)``, best first."""
+    return best_chunks_sql(_fts5_best, n_resources)
 
 
 #: the deepest top the bounded ranking (:mod:`hybridsag.lexical.fts5_topk`) is asked for; a deeper
@@ -168,22 +181,38 @@ _PRUNE_MAX_DEPTH = 2000
 
 
 def _join_top(
-    conn: Any, top: Sequence[tuple[int, float]], filter_sql: str, params: list[object], limit: int
+    reads: IndexReads,
+    top: Sequence[tuple[int, float]],
+    filter_sql: str,
+    params: list[object],
+    limit: int,
 ) -> list[Any]:
     """``(chunk_id, resource_id, score)`` of the rows of a top already ranked that the filters
     let through, by score, then chunk row, at most ``limit``."""
     scores = dict(top)
-    # CROSS JOIN keeps SQLite's join order: the few ranked rows first, each looked up by key
-    # (left to itself the planner may start from the resources a filter selects, all of them)
-    rows = conn.execute(
-        "SELECT c.id, c.chunk_id, c.resource_id FROM json_each(?) AS top "
-        "CROSS JOIN chunks c ON c.id = top.value "
-        "CROSS JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version "
-        f"WHERE {filter_sql}",
-        [json.dumps(list(scores)), *params],
-    ).fetchall()
-    rows.sort(key=lambda r: (scores[r[0]], r[0]))
-    return [(chunk_id, resource_id, scores[rowid]) for rowid, chunk_id, resource_id in rows[:limit]]
+    rows = sorted(
+        reads.visible_chunks(scores, filter_sql, params).values(),
+        key=lambda r: (scores[r.rowid], r.rowid),
+    )
+    return [(r.chunk_id, r.resource_key, scores[r.rowid]) for r in rows[:limit]]
+
+
+def _rankings(
+    rows: Iterable[RankedRow], positions: Sequence[int], depth: int, limit: int
+) -> dict[int, Ranked]:
+    """The :class:`Ranked` of each query of a ranking read (:meth:`~hybridsag.records.
+    index_reads.IndexReads.ranked_chunks`), keyed by ``positions[row.query]``: its visible
+    rows by score, then chunk row, at most ``limit``, complete when the ranking held fewer
+    than ``depth`` rows."""
+    ranked: dict[int, list[RankedRow]] = {i: [] for i in positions}
+    for row in rows:
+        ranked[positions[row.query]].append(row)
+    out = {}
+    for i, found in ranked.items():
+        found.sort(key=lambda r: (r.score, r.rowid))
+        shown = [(r.chunk_id, r.resource_key, r.score) for r in found if r.visible]
+        out[i] = Ranked(shown[:limit], len(found) < depth)
+    return out
 
 
 _LIGATURES = str.maketrans(
@@ -513,6 +542,7 @@ class LexicalQueries:
         spelling: bool = True,
     ) -> None:
         self.store = store
+        self.reads = IndexReads(store)
         self.tokenizer = tokenizer
         self.engine = engine
         self.max_terms = max_terms
@@ -591,33 +621,23 @@ class LexicalQueries:
         about another tenant's. One count per term: meant for a query's few terms."""
         filter_sql, params = filters.sql("r", self.store.backend)
         t = self.engine.tables
-        conn = self.store.connection()
-        scope = (
-            "FROM chunks c JOIN resources r ON r.resource_id = c.resource_id "
-            f"AND r.version = c.version WHERE {filter_sql}"
-        )
         try:
-            total = int(conn.execute(f"SELECT count(*) {scope}", params).fetchone()[0])
+            total = self.reads.count_chunks(filter_sql, params)
             out: dict[str, int] = {}
             for term in dict.fromkeys(terms):
                 match = self.engine.term_match(term)
                 if not match:
                     continue
-                n = conn.execute(
-                    f"SELECT count(*) FROM {t.chunks} JOIN chunks c ON c.id = {t.chunks}.{t.id} "
-                    "JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version "
-                    f"WHERE {t.matches} AND {filter_sql}",
-                    [match, *params],
-                ).fetchone()[0]
+                n = self.reads.count_matching(t.chunks, t.id, t.matches, match, filter_sql, params)
                 if n:
-                    out[term] = int(n)
+                    out[term] = n
         except self.store.errors as exc:
             raise LexicalError(f"counting terms within the filters failed: {exc}") from exc
         return out, total
 
     def _title_aliases(self) -> dict[str, set[str]]:
         conn = self.store.connection()
-        key = tuple(conn.execute("SELECT count(*), max(updated_at) FROM resources").fetchone())
+        key = self.reads.resources_stamp()
         with self._alias_lock:
             if key != self._alias_key:
                 aliases: dict[str, set[str]] = {}
@@ -752,7 +772,7 @@ def near_terms_in(
 
 def count_store_chunks(store: Store) -> int:
     """Chunk rows in the store (the N of an engine that keeps no count of its own)."""
-    return int(store.connection().execute("SELECT count(*) FROM chunks").fetchone()[0])
+    return IndexReads(store).count_chunks()
 
 
 class StoreStatements(LexicalEngine, Protocol):
@@ -777,6 +797,7 @@ class Fts5Statements:
     def __init__(self, store: Store, settings: LexicalSettings) -> None:
         self.store = store
         self.settings = settings
+        self._reads = IndexReads(store)
         self._topk = Fts5TopK("chunks_fts", "chunks_vocab")
 
     def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
@@ -822,20 +843,17 @@ class Fts5Statements:
                         min_postings=s.prune_min_postings, build_match=build_match, stats=stats,
                     )
                     if top is not None:  # exactly ``depth`` rows: deeper ones may exist
-                        out[i] = Ranked(_join_top(conn, top, filter_sql, params, limit), False)
+                        out[i] = Ranked(
+                            _join_top(self._reads, top, filter_sql, params, limit), False
+                        )
             plain = [i for i, r in enumerate(out) if r is None]
             if plain:
                 args: list[object] = []
                 for i in plain:
                     args += [*weights, build_match(queries[i].terms, must=queries[i].must), depth]
-                ranked: dict[int, list[tuple[float, int, str, str, bool]]] = {i: [] for i in plain}
-                rows = conn.execute(build_tops_sql(len(plain), filter_sql), [*params, *args])
-                for pos, rowid, score, chunk_id, resource_id, visible in rows:
-                    ranked[plain[pos]].append((score, rowid, chunk_id, resource_id, visible))
-                for i, found in ranked.items():
-                    found.sort(key=lambda r: (r[0], r[1]))  # by score, then chunk row
-                    shown = [(cid, rid, score) for score, _, cid, rid, ok in found if ok]
-                    out[i] = Ranked(shown[:limit], len(found) < depth)
+                rows = self._reads.ranked_chunks(_fts5_tops(len(plain)), args, filter_sql, params)
+                for i, ranked in _rankings(rows, plain, depth, limit).items():
+                    out[i] = ranked
         return [r for r in out if r is not None]
 
     def title_rows(
@@ -846,23 +864,14 @@ class Fts5Statements:
         limit: int,
         filters: Filters,
     ) -> list[Any]:
-        return (
-            self.store.connection()
-            .execute(build_title_search_sql(filter_sql), [build_match(terms), *params, limit])
-            .fetchall()
+        return self._reads.ranked_titles(
+            _FTS5_TITLES, [build_match(terms)], filter_sql, params, limit
         )
 
     def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         s = self.settings
-        return (
-            self.store.connection()
-            .execute(
-                build_best_chunks_sql(len(resource_ids)),
-                [build_match(terms), *resource_ids, s.title_weight, s.heading_weight,
-                 s.body_weight],
-            )
-            .fetchall()
-        )
+        weights = [s.title_weight, s.heading_weight, s.body_weight]
+        return self._reads.best_chunks(_fts5_best, [*weights, build_match(terms)], resource_ids)
 
     def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:
         conn.executemany(
@@ -897,6 +906,7 @@ class StoreLexicalIndex:
         )
         store.migrate(engine.migrations)
         self._engine = engine
+        self._reads = IndexReads(store)
         self._queries = LexicalQueries(
             store, tokenizer, engine, max_terms=max_terms, spelling=settings.spelling
         )
@@ -969,21 +979,14 @@ class StoreLexicalIndex:
 
     def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
         """Remove the rows of every chunk row of ``resource_id`` (all versions)."""
-        t = self._engine.tables
-        conn.execute(
-            f"DELETE FROM {t.chunks} WHERE {t.id} IN "
-            "(SELECT id FROM chunks WHERE resource_id = ?)",
-            (resource_id,),
-        )
+        self.remove_chunks(conn, self._reads.chunk_rowids(conn, resource_id))
 
     def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
         """Remove the row ``rowid`` if no chunk row has that id any more; returns 1 or 0."""
+        if self._reads.has_chunk_row(conn, rowid):
+            return 0
         t = self._engine.tables
-        cur = conn.execute(
-            f"DELETE FROM {t.chunks} WHERE {t.id} = ? AND NOT EXISTS "
-            "(SELECT 1 FROM chunks WHERE id = ?)",
-            (rowid, rowid),
-        )
+        cur = conn.execute(f"DELETE FROM {t.chunks} WHERE {t.id} = ?", (rowid,))
         return max(cur.rowcount, 0)
 
     def has_chunk(self, conn: Any, rowid: int) -> bool:
@@ -1003,21 +1006,16 @@ class StoreLexicalIndex:
 
     def remove_resource_title(self, conn: Any, resource_id: str) -> None:
         """Remove the title row of ``resource_id``."""
-        t = self._engine.tables
-        conn.execute(
-            f"DELETE FROM {t.titles} WHERE {t.id} IN "
-            "(SELECT id FROM resources WHERE resource_id = ?)",
-            (resource_id,),
-        )
+        rowid = self._reads.resource_rowid(conn, resource_id)
+        if rowid is not None:
+            self.remove_titles(conn, [rowid])
 
     def remove_orphan_title(self, conn: Any, rowid: int) -> int:
         """Remove the title row ``rowid`` if no resource has that id any more; returns 1 or 0."""
+        if self._reads.has_resource_row(conn, rowid):
+            return 0
         t = self._engine.tables
-        cur = conn.execute(
-            f"DELETE FROM {t.titles} WHERE {t.id} = ? AND NOT EXISTS "
-            "(SELECT 1 FROM resources WHERE id = ?)",
-            (rowid, rowid),
-        )
+        cur = conn.execute(f"DELETE FROM {t.titles} WHERE {t.id} = ?", (rowid,))
         return max(cur.rowcount, 0)
 
     def has_title(self, conn: Any, rowid: int) -> bool:
@@ -1156,9 +1154,10 @@ class PostgresStatements:
     def __init__(self, store: Store, settings: LexicalSettings) -> None:
         self.store = store
         self.settings = settings
+        self._reads = IndexReads(store)
 
     def total_chunks(self) -> int:
-        return count_store_chunks(self.store)
+        return self._reads.count_chunks()
 
     def term_match(self, term: str) -> str:
         return build_tsquery([term])
@@ -1207,22 +1206,17 @@ class PostgresStatements:
         """See :meth:`LexicalEngine.rank_chunks`: one statement a query (its IDFs are counted
         for its own terms), every ranked row returned with whether it is visible."""
         s = self.settings
-        conn = self.store.connection()
         weights = [s.title_weight, s.heading_weight, s.body_weight]
-        sql = f"""
-            SELECT top.s, top.id, c.chunk_id, c.resource_id, EXISTS(
-                SELECT 1 FROM resources r
-                WHERE r.resource_id = c.resource_id AND r.version = c.version AND {filter_sql})
-            FROM ({build_pg_bm25_sql("chunks_lex")} ORDER BY s, l.id LIMIT ?) AS top
-            LEFT JOIN chunks c ON c.id = top.id
-            ORDER BY top.s, top.id"""
+        bm25 = build_pg_bm25_sql("chunks_lex")
+        top = f"SELECT 0 AS q, b.id, b.s FROM ({bm25} ORDER BY s, l.id LIMIT ?) AS b"
         out = []
         for q in queries:
             lexemes, idf = self._idf("chunks_lex", [q.must, *q.terms] if q.must else q.terms)
             query = build_tsquery(q.terms, must=q.must)
-            found = conn.execute(sql, [*params, lexemes, idf, *weights, query, depth]).fetchall()
-            shown = [(cid, rid, score) for score, _id, cid, rid, ok in found if ok]
-            out.append(Ranked(shown[:limit], len(found) < depth))
+            rows = self._reads.ranked_chunks(
+                top, [lexemes, idf, *weights, query, depth], filter_sql, params
+            )
+            out.append(_rankings(rows, [0], depth, limit)[0])
         return out
 
     def title_rows(
@@ -1234,36 +1228,22 @@ class PostgresStatements:
         filters: Filters,
     ) -> list[Any]:
         lexemes, idf = self._idf("titles_lex", terms)
-        sql = f"""
-            SELECT r.resource_id, top.s
-            FROM ({build_pg_bm25_sql("titles_lex")}) AS top
-            JOIN resources r ON r.id = top.id
-            WHERE {filter_sql}
-            ORDER BY top.s, r.id LIMIT ?"""
-        return (
-            self.store.connection()
-            .execute(sql, [lexemes, idf, 1.0, 1.0, 1.0, build_tsquery(terms), *params, limit])
-            .fetchall()
+        return self._reads.ranked_titles(
+            build_pg_bm25_sql("titles_lex"),
+            [lexemes, idf, 1.0, 1.0, 1.0, build_tsquery(terms)],
+            filter_sql,
+            params,
+            limit,
         )
 
     def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         s = self.settings
         lexemes, idf = self._idf("chunks_lex", terms)
-        marks = ",".join("?" * len(resource_ids))
-        inner = build_pg_bm25_sql(
-            "chunks_lex", f"AND l.id IN (SELECT id FROM chunks WHERE resource_id IN ({marks}))"
-        )
-        sql = f"""
-            SELECT c.resource_id, c.chunk_id
-            FROM ({inner}) AS top
-            JOIN chunks c ON c.id = top.id
-            JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version
-            ORDER BY top.s, c.id"""
         weights = [s.title_weight, s.heading_weight, s.body_weight]
-        return (
-            self.store.connection()
-            .execute(sql, [lexemes, idf, *weights, build_tsquery(terms), *resource_ids])
-            .fetchall()
+        return self._reads.best_chunks(
+            lambda rows: build_pg_bm25_sql("chunks_lex", f"AND l.id IN ({rows})"),
+            [lexemes, idf, *weights, build_tsquery(terms)],
+            resource_ids,
         )
 
     def add_chunks(self, conn: Any, rows: Iterable[tuple[int, ChunkTokens]]) -> None:

@@ -59,7 +59,6 @@ from hybridsag.lexical.index import (
     LexicalQuery,
     LexicalTables,
     Ranked,
-    count_store_chunks,
     near_terms_in,
 )
 from hybridsag.milvus_client import (
@@ -78,6 +77,7 @@ from hybridsag.milvus_client import (
     visibility_expression,
 )
 from hybridsag.settings import LexicalSettings, Settings
+from hybridsag.records.index_reads import ChunkDoc, IndexReads, ResourceDoc
 from hybridsag.records.store import Filters, Store, select_in, split_key
 from hybridsag.lexical.tokenizer import Tokenizer, has_cjk
 
@@ -200,6 +200,7 @@ class MilvusLexicalIndex:
                 "written by an older build; run `hybridsag rebuild-vectors` first"
             )
         self.store = store
+        self._reads = IndexReads(store)
         self.tokenizer = tokenizer
         self.settings = settings
         store.migrate(MILVUS_LEXICAL_MIGRATIONS)
@@ -422,7 +423,7 @@ class MilvusLexicalIndex:
     # -- the engine: vocabulary ------------------------------------------------------------------
 
     def total_chunks(self) -> int:
-        return count_store_chunks(self.store)
+        return self._reads.count_chunks()
 
     def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
         rows = select_in(
@@ -511,28 +512,23 @@ class MilvusLexicalIndex:
             # checked in the store, on the term as the index tokenizer made it (a text_match
             # in the Milvus filter would prune first, but Milvus Lite evaluates it row by row,
             # about 0.1 to 0.3 s a term on 2wiki, and cannot match CJK text with it)
-            must_sql = f" AND m.id = c.id AND {self.tables.matches.replace('mlex_chunks.', 'm.')}"
+            holds = self.tables.matches.replace("mlex_chunks.", "m.")
+            must_sql = f"EXISTS (SELECT 1 FROM mlex_chunks m WHERE m.id = c.id AND {holds})"
             must_params = [self.term_match(must)]
         found = self._bm25(self._chunks_coll, query, limit=depth, expr=expr, output=[F_CHUNK])
         complete = len(found) < min(depth, MAX_LIMIT) or depth >= MAX_LIMIT
         if not found:
             return Ranked([], complete)
-        select = (
-            "SELECT c.id, c.chunk_id, c.resource_id FROM chunks c "
-            + ("JOIN mlex_chunks m ON m.id = c.id " if must else "")
-            + "JOIN resources r ON r.resource_id = c.resource_id AND r.version = c.version "
-            f"WHERE {filter_sql}{must_sql} AND"
-        )
-        visible = select_in(
-            self.store.connection(), select, "c.id", [f[0] for f in found],
-            params=[*params, *must_params],
+        visible = self._reads.visible_chunks(
+            [f[0] for f in found], filter_sql, params,
+            condition=must_sql, condition_params=must_params,
         )
         rows = []
         for rowid, score, entity in found:
             row = visible.get(rowid)
-            if row is None or row[1] != entity.get(F_CHUNK):
+            if row is None or row.chunk_id != entity.get(F_CHUNK):
                 continue  # a row of a deleted, replaced or filtered-out chunk
-            rows.append((row[1], row[2], -score))
+            rows.append((row.chunk_id, row.resource_key, -score))
             if len(rows) >= limit:
                 break
         return Ranked(rows, complete)
@@ -547,19 +543,17 @@ class MilvusLexicalIndex:
     ) -> list[Any]:
         query = " ".join(terms)
         expr = self._expression(filters)
-        conn = self.store.connection()
         depth = max(limit * 2, limit + 20)
         while True:
             found = self._bm25(self._titles_coll, query, limit=depth, expr=expr,
                                output=[F_VERSION])
-            select = f"SELECT r.id, r.resource_id, r.version FROM resources r WHERE {filter_sql} AND"
-            visible = select_in(conn, select, "r.id", [f[0] for f in found], params=params)
+            visible = self._reads.visible_titles([f[0] for f in found], filter_sql, params)
             rows = []
             for rowid, score, entity in found:
                 row = visible.get(rowid)
-                if row is None or int(row[2]) != int(entity.get(F_VERSION, -1)):
+                if row is None or int(row.version) != int(entity.get(F_VERSION, -1)):
                     continue
-                rows.append((row[1], -score))
+                rows.append((row.resource_key, -score))
                 if len(rows) >= limit:
                     break
             if len(rows) >= limit or len(found) < depth or depth >= MAX_LIMIT:
@@ -575,19 +569,12 @@ class MilvusLexicalIndex:
             expr=expr,
             output=[F_CHUNK],
         )
-        conn = self.store.connection()
-        current = select_in(
-            conn,
-            "SELECT c.id, c.chunk_id, c.resource_id FROM chunks c JOIN resources r "
-            "ON r.resource_id = c.resource_id AND r.version = c.version WHERE",
-            "c.id",
-            [f[0] for f in found],
-        )
+        current = self._reads.visible_chunks([f[0] for f in found])
         rows = []
         for rowid, _score, entity in found:
             row = current.get(rowid)
-            if row is not None and row[1] == entity.get(F_CHUNK):
-                rows.append((row[2], row[1]))
+            if row is not None and row.chunk_id == entity.get(F_CHUNK):
+                rows.append((row.resource_key, row.chunk_id))
         return rows
 
     # -- rows (inside the caller's write transaction) -------------------------------------------
@@ -649,14 +636,7 @@ class MilvusLexicalIndex:
         """The Milvus rows of these chunk ids, read from the chunk and resource rows. A chunk
         row of no resource row (the reconciler's orphans) is indexed from its tokens, as FTS5
         would index it: a search never shows it, the reconciler removes it."""
-        meta = select_in(
-            conn,
-            "SELECT c.id, c.chunk_id, c.resource_id, c.heading_path, c.text, r.title, r.tenant, "
-            "r.acl, r.status FROM chunks c JOIN resources r ON r.resource_id = c.resource_id "
-            "WHERE",
-            "c.id",
-            list(tokens),
-        )
+        meta = self._reads.chunk_docs(conn, tokens)
         s = self.settings
         docs = []
         for rowid, tok in tokens.items():
@@ -665,18 +645,19 @@ class MilvusLexicalIndex:
                 continue
             if row is None:
                 assert tok is not None
-                row = (rowid, "", "", tok.heading, tok.body, tok.title, "", "[]", "")
+                row = ChunkDoc(rowid, "", "", tok.heading, tok.body, tok.title, "", "[]", "")
             text = compose_text(
-                [(row[5], s.title_weight), (row[3], s.heading_weight), (row[4], s.body_weight)]
+                [(row.title, s.title_weight), (row.heading_path, s.heading_weight),
+                 (row.text, s.body_weight)]
             )
             docs.append(
                 {
                     F_ID: rowid,
-                    F_CHUNK: row[1],
-                    F_RESOURCE: split_key(row[2])[1],
-                    F_TENANT: row[6],
-                    F_ACL: list(json.loads(row[7] or "[]")),
-                    F_STATUS: row[8],
+                    F_CHUNK: row.chunk_id,
+                    F_RESOURCE: split_key(row.resource_key)[1],
+                    F_TENANT: row.tenant,
+                    F_ACL: list(json.loads(row.acl or "[]")),
+                    F_STATUS: row.status,
                     **self._text_fields(text),
                 }
             )
@@ -685,28 +666,24 @@ class MilvusLexicalIndex:
     def _title_docs(self, conn: Any, tokens: Mapping[int, str | None]) -> list[dict]:
         """The Milvus rows of these resource ids' titles (a resource row that is gone: from
         its tokens, as for :meth:`_chunk_docs`)."""
-        meta = select_in(
-            conn,
-            "SELECT id, resource_id, version, title, tenant, acl, status FROM resources",
-            "id",
-            list(tokens),
-        )
+        meta = self._reads.resource_docs(conn, tokens)
         docs = []
         for rowid, tok in tokens.items():
             row = meta.get(rowid)
             if row is None and tok is None:
                 continue
             if row is None:
-                row = (rowid, "", -1, tok, "", "[]", "")
+                assert tok is not None
+                row = ResourceDoc(rowid, "", -1, tok, "", "[]", "")
             docs.append(
                 {
                     F_ID: rowid,
-                    F_VERSION: int(row[2]),
-                    F_RESOURCE: split_key(row[1])[1],
-                    F_TENANT: row[4],
-                    F_ACL: list(json.loads(row[5] or "[]")),
-                    F_STATUS: row[6],
-                    **self._text_fields(_cut(row[3])),
+                    F_VERSION: int(row.version),
+                    F_RESOURCE: split_key(row.resource_key)[1],
+                    F_TENANT: row.tenant,
+                    F_ACL: list(json.loads(row.acl or "[]")),
+                    F_STATUS: row.status,
+                    **self._text_fields(_cut(row.title)),
                 }
             )
         return docs
@@ -714,16 +691,12 @@ class MilvusLexicalIndex:
     def status_changed(self, conn: Any, resource_id: str) -> None:
         """The resource was disabled or enabled (in the caller's write transaction): its rows
         are written again with the new status, which the Milvus filter reads."""
-        chunk_ids = [
-            r[0] for r in conn.execute("SELECT id FROM chunks WHERE resource_id = ?", (resource_id,))
-        ]
+        chunk_ids = self._reads.chunk_rowids(conn, resource_id)
         self._upsert(self._chunks_coll, self._chunk_docs(conn, dict.fromkeys(chunk_ids)))
-        title = conn.execute(
-            "SELECT m.id FROM mlex_titles m JOIN resources r ON r.id = m.id "
-            "WHERE r.resource_id = ?",
-            (resource_id,),
-        ).fetchall()
-        self._upsert(self._titles_coll, self._title_docs(conn, dict.fromkeys(r[0] for r in title)))
+        rowid = self._reads.resource_rowid(conn, resource_id)
+        kept = {} if rowid is None else self._reads.title_states(conn, [rowid], kept_in="mlex_titles")
+        title = [r for r, state in kept.items() if state.kept]
+        self._upsert(self._titles_coll, self._title_docs(conn, dict.fromkeys(title)))
 
     def _forget_chunks(self, conn: Any, rowids: Sequence[int]) -> list[int]:
         """Drop the store-side rows of these chunk ids (terms and their counts); returns the
@@ -752,13 +725,12 @@ class MilvusLexicalIndex:
         self._delete(self._chunks_coll, ids=ids)
 
     def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
-        ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE resource_id = ?",
-                                          (resource_id,))]
+        ids = self._reads.chunk_rowids(conn, resource_id)
         self._forget_chunks(conn, ids)
         self._delete_resource(self._chunks_coll, resource_id)
 
     def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
-        if conn.execute("SELECT 1 FROM chunks WHERE id = ?", (rowid,)).fetchone() is not None:
+        if self._reads.has_chunk_row(conn, rowid):
             return 0
         self._forget_chunks(conn, [rowid])
         self._delete(self._chunks_coll, ids=[rowid])
@@ -767,15 +739,11 @@ class MilvusLexicalIndex:
     def has_chunk(self, conn: Any, rowid: int) -> bool:
         """Whether chunk row ``rowid`` is indexed: its store-side terms and a Milvus row that
         holds this chunk (not another version's under a reused id) with its status."""
-        row = conn.execute(
-            "SELECT c.chunk_id, r.status FROM chunks c JOIN mlex_chunks m ON m.id = c.id "
-            "LEFT JOIN resources r ON r.resource_id = c.resource_id WHERE c.id = ?",
-            (rowid,),
-        ).fetchone()
-        if row is None:
+        row = self._reads.chunk_states(conn, [rowid], kept_in="mlex_chunks").get(rowid)
+        if row is None or not row.kept:
             return False
         got = self._query(self._chunks_coll, f"{F_ID} == {int(rowid)}", [F_CHUNK, F_STATUS])
-        return any((g.get(F_CHUNK), g.get(F_STATUS)) == (row[0], row[1]) for g in got)
+        return any((g.get(F_CHUNK), g.get(F_STATUS)) == (row.chunk_id, row.status) for g in got)
 
     def add_titles(self, conn: Any, rows: Iterable[tuple[int, str]]) -> None:
         items = list(rows)
@@ -793,30 +761,25 @@ class MilvusLexicalIndex:
         self._delete(self._titles_coll, ids=ids)
 
     def remove_resource_title(self, conn: Any, resource_id: str) -> None:
-        conn.execute(
-            "DELETE FROM mlex_titles WHERE id IN (SELECT id FROM resources WHERE resource_id = ?)",
-            (resource_id,),
-        )
+        rowid = self._reads.resource_rowid(conn, resource_id)
+        if rowid is not None:
+            conn.execute("DELETE FROM mlex_titles WHERE id = ?", (rowid,))
         self._delete_resource(self._titles_coll, resource_id)
 
     def remove_orphan_title(self, conn: Any, rowid: int) -> int:
-        if conn.execute("SELECT 1 FROM resources WHERE id = ?", (rowid,)).fetchone() is not None:
+        if self._reads.has_resource_row(conn, rowid):
             return 0
         conn.execute("DELETE FROM mlex_titles WHERE id = ?", (rowid,))
         self._delete(self._titles_coll, ids=[rowid])
         return 1
 
     def has_title(self, conn: Any, rowid: int) -> bool:
-        row = conn.execute(
-            "SELECT r.version, r.status FROM resources r JOIN mlex_titles m ON m.id = r.id "
-            "WHERE r.id = ?",
-            (rowid,),
-        ).fetchone()
-        if row is None:
+        row = self._reads.title_states(conn, [rowid], kept_in="mlex_titles").get(rowid)
+        if row is None or not row.kept:
             return False
         got = self._query(self._titles_coll, f"{F_ID} == {int(rowid)}", [F_VERSION, F_STATUS])
         return any(
-            (int(g.get(F_VERSION, -1)), g.get(F_STATUS)) == (int(row[0]), row[1]) for g in got
+            (int(g.get(F_VERSION, -1)), g.get(F_STATUS)) == (row.version, row.status) for g in got
         )
 
     def _query(self, collection: str, expr: str, output: list[str]) -> list[dict[str, Any]]:
@@ -851,53 +814,29 @@ class MilvusLexicalIndex:
             int(r[F_ID]): (int(r.get(F_VERSION, -1)), r.get(F_STATUS))
             for r in self._iter_rows(self._titles_coll, [F_VERSION, F_STATUS])
         }
-        have_chunk = select_in(
-            conn,
-            "SELECT c.id, c.chunk_id, r.status, m.id FROM chunks c "
-            "LEFT JOIN resources r ON r.resource_id = c.resource_id "
-            "LEFT JOIN mlex_chunks m ON m.id = c.id",
-            "c.id",
-            chunk_rows,
-        )
-        have_title = select_in(
-            conn,
-            "SELECT r.id, r.version, r.status, m.id FROM resources r "
-            "LEFT JOIN mlex_titles m ON m.id = r.id",
-            "r.id",
-            title_rows,
-        )
+        have_chunk = self._reads.chunk_states(conn, chunk_rows, kept_in="mlex_chunks")
+        have_title = self._reads.title_states(conn, title_rows, kept_in="mlex_titles")
         # indexed: a row of no store row (an orphan), or one that matches its store row (the
         # same chunk id or version, the same status) and has its store-side terms
         chunks = {
             rowid
             for rowid, got in chunk_rows.items()
             if rowid not in have_chunk
-            or (tuple(have_chunk[rowid][1:3]) == got and have_chunk[rowid][3] is not None)
+            or ((have_chunk[rowid].chunk_id, have_chunk[rowid].status) == got
+                and have_chunk[rowid].kept)
         }
         titles = {
             rowid
             for rowid, (version, status) in title_rows.items()
             if rowid not in have_title
             or (
-                (int(have_title[rowid][1]), have_title[rowid][2]) == (version, status)
-                and have_title[rowid][3] is not None
+                (have_title[rowid].version, have_title[rowid].status) == (version, status)
+                and have_title[rowid].kept
             )
         }
         # store-side rows of no chunk (a rolled-back write cannot leave them; a crash between
         # two statements of an older build could): orphans too
-        chunks |= {
-            int(r[0])
-            for r in conn.execute(
-                "SELECT m.id FROM mlex_chunks m LEFT JOIN chunks c ON c.id = m.id "
-                "WHERE c.id IS NULL"
-            )
-        }
-        titles |= {
-            int(r[0])
-            for r in conn.execute(
-                "SELECT m.id FROM mlex_titles m LEFT JOIN resources r ON r.id = m.id "
-                "WHERE r.id IS NULL"
-            )
-        }
+        chunks |= self._reads.orphan_rows(conn, "mlex_chunks", of="chunks")
+        titles |= self._reads.orphan_rows(conn, "mlex_titles", of="resources")
         return chunks, titles
 

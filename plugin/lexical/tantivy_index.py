@@ -61,7 +61,8 @@ from hybridsag.lexical.index import (
     Ranked,
 )
 from hybridsag.lexical.tokenizer import Tokenizer
-from hybridsag.records.store import Filters, Store, select_in
+from hybridsag.records.index_reads import IndexReads
+from hybridsag.records.store import Filters, Store
 from hybridsag.settings import LexicalSettings
 
 __all__ = ["TANTIVY_LEXICAL_MIGRATIONS", "TantivyLexicalIndex", "chunk_hash", "compose_tokens"]
@@ -296,10 +297,10 @@ class TantivyLexicalIndex:
         self._weights = (settings.title_weight, settings.heading_weight, settings.body_weight)
         self._open_lock = threading.Lock()
         self._sides: tuple[_Side, _Side] | None = None
-        # the hits' chunk rows drive the join to their resources: SQLite's CROSS JOIN keeps
-        # that order (left to itself the planner may start from every resource a filter
-        # selects: about 140 ms a search at 100k passages, against a few ms); PostgreSQL plans it alone
-        self._join = "JOIN" if store.is_postgres else "CROSS JOIN"
+        # the hits' chunk rows drive the join to their resources (IndexReads.visible_chunks:
+        # left to itself SQLite's planner may start from every resource a filter selects,
+        # about 140 ms a search at 100k passages, against a few ms)
+        self._reads = IndexReads(store)
 
     def __repr__(self) -> str:
         return f"TantivyLexicalIndex({str(self.path)!r})"
@@ -413,13 +414,8 @@ class TantivyLexicalIndex:
         (current versions only): each term's rows (narrowed to the tenant in tantivy) counted
         in the store. One walk of a term's rows each: meant for a query's few terms."""
         filter_sql, params = filters.sql("r", self.store.backend)
-        conn = self.store.connection()
-        scope = (
-            f"FROM chunks c {self._join} resources r ON r.resource_id = c.resource_id "
-            f"AND r.version = c.version WHERE {filter_sql}"
-        )
         try:
-            total = int(conn.execute(f"SELECT count(*) {scope}", params).fetchone()[0])
+            total = self._reads.count_chunks(filter_sql, params)
             out: dict[str, int] = {}
             side = self._chunks
             for term in dict.fromkeys(terms):
@@ -432,10 +428,10 @@ class TantivyLexicalIndex:
                 rows = self._read("counting a term", lambda q=query, n=n_rows: side.top(
                     q, n, [F_ID, F_HASH]))
                 hashes = {int(v[0]): int(v[1]) for _s, v in rows}
-                current = select_in(
-                    conn, f"SELECT c.id, c.chunk_id {scope} AND", "c.id", hashes, params=params
+                current = self._reads.visible_chunks(hashes, filter_sql, params)
+                n = sum(
+                    1 for rowid, row in current.items() if chunk_hash(row.chunk_id) == hashes[rowid]
                 )
-                n = sum(1 for rowid, row in current.items() if chunk_hash(row[1]) == hashes[rowid])
                 if n:
                     out[term] = n
         except self.store.errors as exc:
@@ -486,11 +482,6 @@ class TantivyLexicalIndex:
         ``depth`` a query, its hits checked against the store; complete when tantivy had fewer
         rows than asked."""
         side = self._chunks
-        conn = self.store.connection()
-        select = (
-            f"SELECT c.id, c.chunk_id, c.resource_id FROM chunks c {self._join} resources r "
-            "ON r.resource_id = c.resource_id AND r.version = c.version WHERE "
-        )
         out = []
         for q in queries:
             query = side.text_query(q.terms, must=q.must, tenant=filters.tenant)
@@ -500,16 +491,15 @@ class TantivyLexicalIndex:
             found = self._read(
                 "BM25 search", lambda query=query: side.top(query, depth, [F_ID, F_HASH])
             )
-            visible = select_in(
-                conn, f"{select}{filter_sql} AND", "c.id", [int(v[0]) for _s, v in found],
-                params=params,
-            ) if found else {}
+            visible = self._reads.visible_chunks(
+                [int(v[0]) for _s, v in found], filter_sql, params
+            )
             rows = []
             for score, (rowid, digest) in found:
                 row = visible.get(int(rowid))
-                if row is None or chunk_hash(row[1]) != int(digest):
+                if row is None or chunk_hash(row.chunk_id) != int(digest):
                     continue  # a row of a deleted, replaced or filtered-out chunk
-                rows.append((-score, int(rowid), row[1], row[2]))
+                rows.append((-score, int(rowid), row.chunk_id, row.resource_key))
             rows.sort(key=lambda r: (r[0], r[1]))  # FTS5's order: score, then chunk row
             shown = [(chunk_id, resource_id, s) for s, _id, chunk_id, resource_id in rows[:limit]]
             out.append(Ranked(shown, len(found) < depth))
@@ -527,20 +517,18 @@ class TantivyLexicalIndex:
         query = side.text_query(terms, tenant=filters.tenant)
         if query is None:
             return []
-        conn = self.store.connection()
         depth = max(limit * 2, limit + 20)
         while True:
             found = self._read("title search", lambda: side.top(query, depth, [F_ID, F_VERSION]))
-            visible = select_in(
-                conn, f"SELECT r.id, r.resource_id, r.version FROM resources r WHERE {filter_sql} AND",
-                "r.id", [int(v[0]) for _s, v in found], params=params,
+            visible = self._reads.visible_titles(
+                [int(v[0]) for _s, v in found], filter_sql, params
             )
             rows = []
             for score, (rowid, version) in found:
                 row = visible.get(int(rowid))
-                if row is None or int(row[2]) != int(version):
+                if row is None or int(row.version) != int(version):
                     continue
-                rows.append((-score, int(rowid), row[1]))
+                rows.append((-score, int(rowid), row.resource_key))
             rows.sort(key=lambda r: (r[0], r[1]))
             if len(rows) >= limit or len(found) < depth or depth >= MAX_DEPTH:
                 return [(rid, s) for s, _id, rid in rows[:limit]]
@@ -553,18 +541,12 @@ class TantivyLexicalIndex:
             return []
         found = self._read("best chunks", lambda: side.top(
             query, max(100, 20 * len(resource_ids)), [F_ID, F_HASH]))
-        current = select_in(
-            self.store.connection(),
-            f"SELECT c.id, c.chunk_id, c.resource_id FROM chunks c {self._join} resources r "
-            "ON r.resource_id = c.resource_id AND r.version = c.version WHERE",
-            "c.id",
-            [int(v[0]) for _s, v in found],
-        )
+        current = self._reads.visible_chunks([int(v[0]) for _s, v in found])
         ranked = []
         for score, (rowid, digest) in found:
             row = current.get(int(rowid))
-            if row is not None and chunk_hash(row[1]) == int(digest):
-                ranked.append((-score, int(rowid), row[2], row[1]))
+            if row is not None and chunk_hash(row.chunk_id) == int(digest):
+                ranked.append((-score, int(rowid), row.resource_key, row.chunk_id))
         ranked.sort(key=lambda r: (r[0], r[1]))
         return [(rid, chunk_id) for _s, _id, rid, chunk_id in ranked]
 
@@ -576,13 +558,7 @@ class TantivyLexicalIndex:
         items = list(rows)
         if not items:
             return
-        meta = select_in(
-            conn,
-            "SELECT c.id, c.chunk_id, c.resource_id, r.tenant FROM chunks c "
-            "LEFT JOIN resources r ON r.resource_id = c.resource_id WHERE",
-            "c.id",
-            [rowid for rowid, _ in items],
-        )
+        meta = self._reads.chunk_owners(conn, [rowid for rowid, _ in items])
         tw, hw, bw = self._weights
         side = self._chunks
         doc = side.t.Document
@@ -593,9 +569,9 @@ class TantivyLexicalIndex:
                 writer.delete_documents_by_term(F_ID, int(rowid))
                 writer.add_document(doc(
                     id=int(rowid),
-                    chunk_hash=chunk_hash(row[1]) if row else 0,
-                    resource=str(row[2]) if row else "",
-                    tenant=str(row[3] or "") if row else "",
+                    chunk_hash=chunk_hash(row.chunk_id) if row else 0,
+                    resource=str(row.resource_key) if row else "",
+                    tenant=str(row.tenant or "") if row else "",
                     text=compose_tokens([(tok.title, tw), (tok.heading, hw), (tok.body, bw)]),
                 ))
 
@@ -618,7 +594,7 @@ class TantivyLexicalIndex:
         self._delete(self._chunks, F_RESOURCE, [resource_id])
 
     def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
-        if conn.execute("SELECT 1 FROM chunks WHERE id = ?", (rowid,)).fetchone() is not None:
+        if self._reads.has_chunk_row(conn, rowid):
             return 0
         self._delete(self._chunks, F_ID, [int(rowid)])
         return 1
@@ -631,10 +607,10 @@ class TantivyLexicalIndex:
     def has_chunk(self, conn: Any, rowid: int) -> bool:
         """Whether chunk row ``rowid`` is indexed: a tantivy row of this id that holds this
         chunk (not another one under a reused id)."""
-        row = conn.execute("SELECT chunk_id FROM chunks WHERE id = ?", (rowid,)).fetchone()
+        row = self._reads.chunk_states(conn, [rowid]).get(rowid)
         if row is None:
             return False
-        return chunk_hash(row[0]) in self._row(self._chunks, rowid, F_HASH)
+        return chunk_hash(row.chunk_id) in self._row(self._chunks, rowid, F_HASH)
 
     def status_changed(self, conn: Any, resource_id: str) -> None:
         """Nothing to write: the status is checked in the store's rows on every hit."""
@@ -645,10 +621,7 @@ class TantivyLexicalIndex:
             return
         conn.executemany("DELETE FROM tlex_titles WHERE id = ?", [(r,) for r, _ in items])
         conn.executemany("INSERT INTO tlex_titles(id, title) VALUES (?, ?)", items)
-        meta = select_in(
-            conn, "SELECT id, resource_id, version, tenant FROM resources", "id",
-            [r for r, _ in items],
-        )
+        meta = self._reads.resource_docs(conn, [r for r, _ in items])
         side = self._titles
         doc = side.t.Document
 
@@ -658,9 +631,9 @@ class TantivyLexicalIndex:
                 writer.delete_documents_by_term(F_ID, int(rowid))
                 writer.add_document(doc(
                     id=int(rowid),
-                    version=int(row[2]) if row else -1,
-                    resource=str(row[1]) if row else "",
-                    tenant=str(row[3] or "") if row else "",
+                    version=int(row.version) if row else -1,
+                    resource=str(row.resource_key) if row else "",
+                    tenant=str(row.tenant or "") if row else "",
                     text=compose_tokens([(title, 1.0)]),
                 ))
 
@@ -674,27 +647,23 @@ class TantivyLexicalIndex:
         self._delete(self._titles, F_ID, ids)
 
     def remove_resource_title(self, conn: Any, resource_id: str) -> None:
-        conn.execute(
-            "DELETE FROM tlex_titles WHERE id IN (SELECT id FROM resources WHERE resource_id = ?)",
-            (resource_id,),
-        )
+        rowid = self._reads.resource_rowid(conn, resource_id)
+        if rowid is not None:
+            conn.execute("DELETE FROM tlex_titles WHERE id = ?", (rowid,))
         self._delete(self._titles, F_RESOURCE, [resource_id])
 
     def remove_orphan_title(self, conn: Any, rowid: int) -> int:
-        if conn.execute("SELECT 1 FROM resources WHERE id = ?", (rowid,)).fetchone() is not None:
+        if self._reads.has_resource_row(conn, rowid):
             return 0
         conn.execute("DELETE FROM tlex_titles WHERE id = ?", (rowid,))
         self._delete(self._titles, F_ID, [int(rowid)])
         return 1
 
     def has_title(self, conn: Any, rowid: int) -> bool:
-        row = conn.execute(
-            "SELECT r.version FROM resources r JOIN tlex_titles m ON m.id = r.id WHERE r.id = ?",
-            (rowid,),
-        ).fetchone()
-        if row is None:
+        row = self._reads.title_states(conn, [rowid], kept_in="tlex_titles").get(rowid)
+        if row is None or not row.kept:
             return False
-        return int(row[0]) in self._row(self._titles, rowid, F_VERSION)
+        return row.version in self._row(self._titles, rowid, F_VERSION)
 
     # -- audit ------------------------------------------------------------------------------
 
@@ -711,27 +680,17 @@ class TantivyLexicalIndex:
             int(i): int(v) for i, v in self._read(
                 "listing rows", lambda: self._titles.all_rows([F_ID, F_VERSION]))
         }
-        have_chunk = select_in(conn, "SELECT id, chunk_id FROM chunks", "id", chunk_rows)
-        have_title = select_in(
-            conn,
-            "SELECT r.id, r.version, m.id FROM resources r LEFT JOIN tlex_titles m ON m.id = r.id",
-            "r.id",
-            title_rows,
-        )
+        have_chunk = self._reads.chunk_states(conn, chunk_rows)
+        have_title = self._reads.title_states(conn, title_rows, kept_in="tlex_titles")
         chunks = {
             rowid for rowid, digest in chunk_rows.items()
-            if rowid not in have_chunk or chunk_hash(have_chunk[rowid][1]) == digest
+            if rowid not in have_chunk or chunk_hash(have_chunk[rowid].chunk_id) == digest
         }
         titles = {
             rowid for rowid, version in title_rows.items()
             if rowid not in have_title
-            or (int(have_title[rowid][1]) == version and have_title[rowid][2] is not None)
+            or (have_title[rowid].version == version and have_title[rowid].kept)
         }
         # store-side title rows of no resource (orphans too)
-        titles |= {
-            int(r[0]) for r in conn.execute(
-                "SELECT m.id FROM tlex_titles m LEFT JOIN resources r ON r.id = m.id "
-                "WHERE r.id IS NULL"
-            )
-        }
+        titles |= self._reads.orphan_rows(conn, "tlex_titles", of="resources")
         return chunks, titles

@@ -1,5 +1,7 @@
 """The system of record: the store (SQLite or PostgreSQL), the ledger that owns the record's state,
-write-claim owners and the service lock.
+the reads a lexical index makes of the record tables (``index_reads``), the reconcile lease's
+rows (``lease``), write-claim owners and the service lock. Every SQL statement on the record
+tables lives in this package.
 """
 
 __all__: list[str] = []

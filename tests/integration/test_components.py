@@ -423,13 +423,12 @@ LEDGER_TABLE = r"(resources|chunks|chunk_vectors|tombstones|journal|meta)\b"
 LEDGER_SQL = re.compile(rf"\b(FROM|INTO|UPDATE|JOIN)\s+{LEDGER_TABLE}")
 LEDGER_WRITE = re.compile(rf"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{LEDGER_TABLE}")
 #: where a ledger table may be read: the schema, meta and a search's reads (store), and the
-#: lexical adapters' search SQL, which joins their own rows with chunks and resources
+#: reads the lexical engines make of chunks and resources (index_reads: the engines join
+#: their own rows with them through it)
 LEDGER_READERS = (
     "plugin/records/ledger.py",
     "plugin/records/store.py",
-    "plugin/lexical/index.py",
-    "plugin/lexical/milvus_fulltext.py",
-    "plugin/lexical/tantivy_index.py",
+    "plugin/records/index_reads.py",
 )
 #: where one may be written: the ledger (the record's state), the store (migrations, meta)
 LEDGER_WRITERS = ("plugin/records/ledger.py", "plugin/records/store.py")
@@ -444,9 +443,9 @@ def test_only_the_ledger_writes_the_records_state() -> None:
     """SQL on ``resources``, ``chunks``, ``chunk_vectors``, ``tombstones``, ``journal`` and
     ``meta`` lives in ``ledger.py`` (every write of the record's state and the reads of the
     write path and the reconciler) and ``store.py`` (the schema, its migrations, ``meta``, the
-    reads a search makes); ``lexical.py`` and ``milvus_lexical.py`` may read them (their search
-    SQL joins their rows with chunks and resources), never write them. Any other module of
-    ``plugin/`` or ``consistency/`` holding such SQL fails."""
+    reads a search makes); ``index_reads.py`` may read them (the reads the lexical engines make
+    of chunks and resources), never write them. Any other module of ``plugin/`` or
+    ``consistency/`` holding such SQL fails."""
     offenders = []
     for folder in ("plugin", "consistency"):
         for path in sorted((ROOT / folder).rglob("*.py")):
@@ -485,8 +484,9 @@ def test_generated_search_sql() -> None:
         "LIMIT ?)) AS top LEFT JOIN chunks c ON c.id = top.id"
     )
     assert _squash(build_title_search_sql("1")) == (
-        "SELECT r.resource_id, bm25(titles_fts) AS s FROM titles_fts JOIN resources r ON "
-        "r.id = titles_fts.rowid WHERE titles_fts MATCH ? AND 1 ORDER BY s, r.id LIMIT ?"
+        "SELECT r.resource_id, top.s FROM (SELECT rowid AS id, bm25(titles_fts) AS s FROM "
+        "titles_fts WHERE titles_fts MATCH ?) AS top JOIN resources r ON r.id = top.id "
+        "WHERE 1 ORDER BY top.s, r.id LIMIT ?"
     )
     assert "WHERE resource_id IN (?,?,?))" in _squash(build_best_chunks_sql(3))
 

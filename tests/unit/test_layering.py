@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -525,3 +526,91 @@ def test_the_folder_rule_can_fail() -> None:
     """The rule sees a real cross-folder edge: ``paths`` reaching into ``ingest`` is caught."""
     assert _group("hybridsag.ingest.writer") == "ingest" not in FOLDER_IMPORTS["paths"]
     assert _group("hybridsag.search") == "search" not in FOLDER_IMPORTS["records"]
+
+
+# --------------------------------------------------------------------------- the records' tables
+
+#: The tables of the system of record: every statement on them lives under ``plugin/records/``
+#: (the store, the ledger, the reads an index makes, the reconcile lease). A lexical engine's own
+#: tables (``chunks_fts``, ``chunks_vocab``, ``mlex_*``, ``tlex_titles``) are the engine's.
+RECORD_TABLES = ("resources", "chunks", "chunk_vectors", "tombstones", "journal", "reconcile_lease")
+RECORD_SQL = re.compile(
+    r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE(?:\s+IF(?:\s+NOT)?\s+EXISTS)?)\s+"
+    rf"({'|'.join(RECORD_TABLES)})\b",
+    re.IGNORECASE,
+)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the string constants of ``tree`` that are docstrings (prose, not SQL)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def record_sql(source: str) -> list[tuple[int, str]]:
+    """``(line, words)`` of each place a string constant of ``source`` (an f-string's literal
+    parts too; docstrings aside) names a record table after ``FROM``, ``JOIN``, ``INTO``,
+    ``UPDATE`` or ``TABLE``. The line is where the words stand in the source when they can be
+    found there (a constant split over lines), else where the constant starts."""
+    tree = ast.parse(source)
+    prose = _docstrings(tree)
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        if id(node) in prose:
+            continue
+        start, end = node.lineno, node.end_lineno or node.lineno
+        for match in RECORD_SQL.finditer(node.value):
+            words = " ".join(match.group(0).split())
+            pattern = re.compile(r"\s+".join(map(re.escape, words.split())), re.IGNORECASE)
+            line = next(
+                (n for n in range(start, end + 1) if pattern.search(lines[n - 1])), node.lineno
+            )
+            start = max(start, line)  # the next match of this constant stands at or after it
+            found.append((line, words))
+    return found
+
+
+def test_only_the_records_hold_sql_on_the_record_tables() -> None:
+    """No module of ``plugin/``, ``fusion/`` or ``consistency/`` outside ``plugin/records/``
+    holds SQL naming ``resources``, ``chunks``, ``chunk_vectors``, ``tombstones``, ``journal``
+    or ``reconcile_lease``: the engines and the reconciler call the records' named reads and
+    writes (:mod:`hybridsag.records.index_reads`, :mod:`hybridsag.records.lease`)."""
+    records = ROOT / "plugin" / "records"
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {words}"
+        for folder in ("plugin", "fusion", "consistency")
+        for path in python_files(folder)
+        if records not in path.parents
+        for line, words in record_sql(path.read_text(encoding="utf-8"))
+    ]
+    assert bad == [], f"{len(bad)} SQL on the record tables outside plugin/records/"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('x = "SELECT id FROM chunks WHERE resource_id = ?"', [(1, "FROM chunks")]),
+        ('x = "DELETE FROM reconcile_lease WHERE name = ?"', [(1, "FROM reconcile_lease")]),
+        ('x = "UPDATE tombstones SET version = ?"', [(1, "UPDATE tombstones")]),
+        ('x = "INSERT INTO journal(op) VALUES (?)"', [(1, "INTO journal")]),
+        ('x = "create table if not exists chunk_vectors(id)"',
+         [(1, "table if not exists chunk_vectors")]),
+        ('x = f"SELECT 1 FROM {t} JOIN resources r ON r.id = {t}.id"', [(1, "JOIN resources")]),
+        ('x = (\n    "SELECT c.id "\n    "FROM chunks c"\n)', [(3, "FROM chunks")]),
+        ('x = "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?"', []),
+        ('x = "DELETE FROM mlex_titles WHERE id = ?"', []),
+        ('x = "SELECT c.chunk_id FROM x JOIN y ON chunks.id = y.id"', []),
+        ('def f():\n    """Split the text into chunks from resources."""\n', []),
+        ('x = "the chunks of a resource"', []),
+    ],
+)
+def test_the_record_sql_check_can_fail(source: str, expected: list[tuple[int, str]]) -> None:
+    assert record_sql(source) == expected
