@@ -75,7 +75,7 @@ def distractors(data: Path, count: int, *, seed: int = SEED) -> Iterator[dict[st
     """``count`` distractor passages (``_id``, ``title``, ``text``) recombined from the real
     passages of every shared set (see the module docstring); the first ``n`` of a call with a
     larger ``count`` are the same ``n``."""
-    from hybridsag.sentences import split_sentences
+    from hybridsag.fusion.text.sentences import split_sentences
 
     pools: list[tuple[list[dict[str, Any]], list[str], list[str]]] = []
     for name in SETS:

@@ -10,7 +10,7 @@ from hybridsag.fusion.fuse import METHODS, STEPS, fuse
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.results import cap_per_resource, merge_adjacent, monotone_scores
 from hybridsag.fusion.rules import RULE_REASONS, apply_rules
-from hybridsag.fusion.markdown import markup_only
+from hybridsag.fusion.text.markdown import markup_only
 from hybridsag.fusion.text import (
     contains_whole_identifier,
     defines_identifier,

@@ -31,7 +31,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from hybridsag.fusion.facts import SHINGLE, facts_of, prefix_length, shingles
-from hybridsag.fusion.markdown import HEADING_JOIN
+from hybridsag.fusion.text.markdown import HEADING_JOIN
 from hybridsag.fusion.text import normalize_title
 from hybridsag.fusion.types import ChunkView, FusedHit
 

@@ -10,7 +10,7 @@ it moves down, it moves by at most the number of pins.
 
 - ``drop_heading_only``: the chunk's text is empty or only Markdown headings; removed.
 - ``drop_stub``: the chunk's text holds nothing but markup (a lone ``:orphan:``, a
-  ``.. toctree::`` block, front matter alone: :func:`~hybridsag.fusion.markdown.markup_only`);
+  ``.. toctree::`` block, front matter alone: :func:`~hybridsag.fusion.text.markdown.markup_only`);
   removed, as a heading-only chunk is (an index built before the chunker left such markup out
   still holds them).
 - ``exact_title``: the normalised query equals the normalised title; pinned first.
@@ -57,7 +57,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from hybridsag.fusion.facts import facts_of
-from hybridsag.fusion.markdown import markup_only
+from hybridsag.fusion.text.markdown import markup_only
 from hybridsag.fusion.text import (
     contains_phrase,
     contains_whole_identifier,
@@ -685,7 +685,7 @@ def _judge_order(hits: list[FusedHit], floor: float = 0.0) -> list[FusedHit]:
 
 def _dropped(view: ChunkView | None, off: frozenset[str]) -> bool:
     """Rule 1: the chunk is only headings (``drop_heading_only``: its stored facts) or only
-    other markup (``drop_stub``: :func:`~hybridsag.fusion.markdown.markup_only`, which reads
+    other markup (``drop_stub``: :func:`~hybridsag.fusion.text.markdown.markup_only`, which reads
     no further than the first letter or digit of a text that starts with one), and that drop
     is not switched off."""
     if view is None:

@@ -11,7 +11,7 @@ path and 1-based line range. The rules:
 - a heading starts a new section: chunks never cross one, the heading line itself is not part of
   any chunk, and ``heading_path`` lists the open headings by level (``"Guide > Install"``);
   a section with no body produces no chunk;
-- prose is split into sentences (:func:`hybridsag.sentences.split_sentences`); sentences are
+- prose is split into sentences (:func:`hybridsag.fusion.text.sentences.split_sentences`); sentences are
   packed greedily while a chunk spans at most ``target_chars`` characters; a sentence is never cut below the hard cap, so
   a sentence longer than the target is a chunk of its own;
 - neighbouring chunks of one section overlap by whole trailing sentences of the previous chunk
@@ -30,7 +30,7 @@ path and 1-based line range. The rules:
   within the hard caps; a section whose whole body is tiny keeps it; a sentence ending in ``:``
   just before a code block stays with that code;
 - **markup is not text**: Markdown front matter (a YAML ``---`` or TOML ``+++`` block at the
-  top, :func:`hybridsag.fusion.markdown.front_matter`; folder ingest takes the title and
+  top, :func:`hybridsag.fusion.text.markdown.front_matter`; folder ingest takes the title and
   metadata from it, :mod:`hybridsag.ingest.front_matter`), HTML comments (``<!-- YAML ... -->``),
   lines made only of HTML tags (``<a id="x"></a>``) and link reference definitions
   (``[name]: url``); reST labels
@@ -40,7 +40,7 @@ path and 1-based line range. The rules:
   field list before anything else of the document: ``:orphan:``) and the bare ``::`` that
   announces a literal block; which directives hold code and which prose (admonitions, and the
   tabs, cards and dropdowns of the Sphinx tab and design extensions, whose code blocks are
-  code) is :func:`hybridsag.fusion.markdown.rst_markup`'s. No chunk starts with them and no title is made of them (an admonition's content is
+  code) is :func:`hybridsag.fusion.text.markdown.rst_markup`'s. No chunk starts with them and no title is made of them (an admonition's content is
   prose; a code directive's content is code); one that lies between two pieces of one chunk
   stays in that chunk's text, which is always an exact slice of the source;
 - lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (Python's universal newlines); a leading BOM
@@ -65,7 +65,7 @@ from itertools import islice
 from typing import Literal
 
 from hybridsag.documents import FORMATS, Chunk, Format
-from hybridsag.fusion.markdown import (
+from hybridsag.fusion.text.markdown import (
     HEADING_JOIN,
     atx_heading,
     fence_closes,
@@ -75,7 +75,7 @@ from hybridsag.fusion.markdown import (
     rst_field,
     rst_markup,
 )
-from hybridsag.sentences import (
+from hybridsag.fusion.text.sentences import (
     ITEM_RE,
     NEWLINE_RE,
     Span,

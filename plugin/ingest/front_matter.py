@@ -1,7 +1,7 @@
 """Front matter: the title and metadata a Markdown file declares at its top.
 
 A YAML (``---``) or TOML (``+++``) block at the very top of a Markdown file
-(:func:`hybridsag.fusion.markdown.front_matter` finds it, the chunker leaves it out of every
+(:func:`hybridsag.fusion.text.markdown.front_matter` finds it, the chunker leaves it out of every
 chunk) is read here, for folder ingest (:func:`hybridsag.ingest.sources.iter_files`), into:
 
 - **the title**: its ``title`` key, on one line, when it is a string or a number of at most
@@ -15,7 +15,7 @@ chunk) is read here, for folder ingest (:func:`hybridsag.ingest.sources.iter_fil
   :data:`MAX_METADATA_CHARS` characters; the keys past that are left out.
 
 Parsing is bounded: the block is at most
-:data:`~hybridsag.fusion.markdown.MAX_FRONT_MATTER_CHARS` characters (a longer one is not taken
+:data:`~hybridsag.fusion.text.markdown.MAX_FRONT_MATTER_CHARS` characters (a longer one is not taken
 for front matter at all), YAML is read by PyYAML's safe loader (libyaml's ``CSafeLoader`` when
 built with it; it caps nesting, and aliases are built by reference, never copied) and TOML by the
 standard library's ``tomllib``. A block that does not parse, or whose top level is not a
@@ -25,7 +25,7 @@ mapping, gives neither title nor metadata, and :func:`read_front_matter` says wh
 Why not the ``python-frontmatter`` package: it finds the block with its own pattern (any
 ``---`` line, no bound) and returns the body stripped, while the chunker needs the block's exact
 offsets to keep every chunk an exact slice of the source, so the one finder is
-:func:`~hybridsag.fusion.markdown.front_matter`; what it would add on top of it is the two
+:func:`~hybridsag.fusion.text.markdown.front_matter`; what it would add on top of it is the two
 parsers used here (its TOML support needs the unmaintained ``toml`` package).
 """
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hybridsag.documents import MAX_TITLE_CHARS
-from hybridsag.fusion.markdown import front_matter
+from hybridsag.fusion.text.markdown import front_matter
 
 __all__ = ["MAX_LIST_ITEMS", "MAX_METADATA_CHARS", "FrontMatterData", "read_front_matter"]
 

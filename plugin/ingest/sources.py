@@ -36,7 +36,7 @@ from hybridsag.ingest.chunker import rst_title
 from hybridsag.documents import Document, make_document, printable
 from hybridsag.errors import ConfigError, IngestError
 from hybridsag.ingest.formats import CONVERTED_SUFFIXES, DocumentConverter, format_size
-from hybridsag.fusion.markdown import first_h1
+from hybridsag.fusion.text.markdown import first_h1
 
 __all__ = [
     "FOLDER_SUFFIXES",

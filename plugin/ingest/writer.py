@@ -73,7 +73,7 @@ from hybridsag.documents import (
     same_document,
 )
 from hybridsag.errors import DenseError, IngestError, StoreError, WriteCancelledError
-from hybridsag.fusion.markdown import HEADING_JOIN
+from hybridsag.fusion.text.markdown import HEADING_JOIN
 from hybridsag.fusion.facts import chunk_facts
 from hybridsag.fusion.text import normalize_title
 from hybridsag.records.ledger import Ledger, Staged, claim_abandoned, read_claim_detail

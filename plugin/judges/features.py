@@ -48,7 +48,7 @@ import numpy as np
 from hybridsag.vectors.embedder import vocabulary_share
 from hybridsag.errors import ConfigError, HybridSagError
 from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
-from hybridsag.sentences import has_name
+from hybridsag.fusion.text.sentences import has_name
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts

@@ -34,7 +34,7 @@ keeps its rank ``[n]``, so "read the top 3 to 5 first" still works. Every piece 
 (ids, titles, headings, quotes) is flattened to one line with control characters removed, so a
 document cannot forge a line of this layout; within a quote, each Markdown list item (and the
 text after a list) starts after :data:`BLOCK_MARK` (``* Default: false ¶ * Type: Boolean ¶ If
-set...``): the blocks :func:`hybridsag.fusion.markdown.prose_blocks` keeps apart, which a
+set...``): the blocks :func:`hybridsag.fusion.text.markdown.prose_blocks` keeps apart, which a
 terminal's snippet puts on lines of their own. Results that do not fit the budget are left out
 whole (never cut mid-line) and counted on the last line, which names the first of them.
 """
@@ -46,7 +46,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hybridsag.fusion.markdown import prose_blocks
+from hybridsag.fusion.text.markdown import prose_blocks
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 from hybridsag.output.focus import focus_start, terms_pattern
 

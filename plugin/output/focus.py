@@ -5,7 +5,7 @@ A terminal snippet (:mod:`hybridsag.output.render`) and an agent's quote
 that holds the most distinct query terms (the first such), never a fixed number of characters
 before it: a window that starts early cuts off the one sentence that matched (issue 38). The
 lines just above that sentence (a heading, a list item: the blocks of
-:func:`hybridsag.fusion.markdown.prose_blocks`, one a line) are shown too when the whole
+:func:`hybridsag.fusion.text.markdown.prose_blocks`, one a line) are shown too when the whole
 sentence still fits after them; when the sentence began further back than the window can
 afford, the window starts at the match itself.
 

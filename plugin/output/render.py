@@ -17,7 +17,7 @@ is there in words, and a snippet:
   but a Markdown list item keeps its own line (``* Default: false`` and
   ``* Type: Boolean`` are two lines, and the paragraph after them a third), and so do reST
   directives, code fences and literal blocks, as
-  :func:`hybridsag.fusion.markdown.prose_blocks` splits them; ``…`` marks text left out.
+  :func:`hybridsag.fusion.text.markdown.prose_blocks` splits them; ``…`` marks text left out.
   Terms are highlighted (bold) only when ``color`` is on (the CLI turns it on when stdout is
   a terminal).
 - **Copies, said once.** A result whose text fusion found elsewhere too lists those places under
@@ -45,7 +45,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hybridsag.fusion.markdown import HEADING_JOIN, fence_open, list_item, prose_blocks
+from hybridsag.fusion.text.markdown import HEADING_JOIN, fence_open, list_item, prose_blocks
 from hybridsag.output.agent import copy_place, more_words
 from hybridsag.output.focus import distinct, focus_start, terms_pattern
 from hybridsag.fusion.rules import RULE_REASONS
@@ -290,7 +290,7 @@ def snippet(
     ``pattern``'s terms (prose; :func:`~hybridsag.output.focus.focus_start`) or a few lines above
     the line holding the most of them (code), the start when nothing matches; code keeps its
     lines (each cut to ``width``), prose is re-wrapped to ``width`` (the lines
-    :func:`~hybridsag.fusion.markdown.prose_blocks` keeps stay lines). ``…`` marks what is
+    :func:`~hybridsag.fusion.text.markdown.prose_blocks` keeps stay lines). ``…`` marks what is
     left out."""
     lines = text.splitlines()
     if _is_code(lines):

@@ -58,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from hybridsag.sentences import name_spans, split_sentences
+from hybridsag.fusion.text.sentences import name_spans, split_sentences
 
 __all__ = [
     "OFF_KIND_SHARE",

@@ -61,7 +61,7 @@ from hybridsag.paths.evidence import (
     name_forms,
     select_evidence,
 )
-from hybridsag.sentences import split_sentences
+from hybridsag.fusion.text.sentences import split_sentences
 from hybridsag.settings import JudgeSettings, Sag2Settings
 from hybridsag.records.store import Filters, Store
 

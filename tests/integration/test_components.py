@@ -659,7 +659,7 @@ print(json.dumps({"rc": rc, "response": json.loads(out.getvalue()),
 def test_a_fused_search_never_loads_the_write_side(vector_index: Path, tmp_path: Path) -> None:
     """A search with every default path (sag2 reads sentences of stored chunks, the evidence
     set too) loads neither the chunker nor the write path: the sentence splitter both sides use
-    is :mod:`hybridsag.sentences`."""
+    is :mod:`hybridsag.fusion.text.sentences`."""
     import shutil
 
     data = tmp_path / "copy"

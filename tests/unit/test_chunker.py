@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hybridsag.ingest import chunker
 from hybridsag.documents import Chunk
 from hybridsag.ingest.chunker import chunk_text, rst_adornment, rst_title
-from hybridsag.sentences import has_name, name_spans, split_sentences
+from hybridsag.fusion.text.sentences import has_name, name_spans, split_sentences
 
 CORPUS = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 
@@ -436,8 +436,8 @@ def test_whitespace_only_input_gives_no_chunk() -> None:
         ),
         ("混合 English. 中文句子。End", ["混合 English.", "中文句子。", "End"]),
         (
-            "Call hybridsag.sentences.split_sentences() now.",
-            ["Call hybridsag.sentences.split_sentences() now."],
+            "Call hybridsag.fusion.text.sentences.split_sentences() now.",
+            ["Call hybridsag.fusion.text.sentences.split_sentences() now."],
         ),
         ("Error E-1234. Retry!", ["Error E-1234.", "Retry!"]),
         (
@@ -832,7 +832,7 @@ def test_every_chunk_keeps_the_caps_and_the_text(
                 assert kept == "".join(text.split())
 
 
-# -- whole names (hybridsag.sentences.name_spans) -----------------------------------------------
+# -- whole names (hybridsag.fusion.text.sentences.name_spans) -----------------------------------------------
 
 _NAME_ALPHABET = "ab _-.'é中1\n"
 

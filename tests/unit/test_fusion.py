@@ -806,8 +806,8 @@ def test_fusion_all_is_accurate() -> None:
 @pytest.mark.parametrize(
     "module",
     [
-        "convex", "dedupe", "facts", "fuse", "markdown", "results", "rrf", "rules", "text",
-        "trust", "types",
+        "convex", "dedupe", "facts", "fuse", "results", "rrf", "rules", "text.markdown",
+        "text.matching", "trust", "types",
     ],  # fmt: skip
 )
 def test_submodule_all_lists_its_public_callables(module: str) -> None:
@@ -834,7 +834,7 @@ def test_every_rule_name_has_a_reason() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["confidence", "dedupe", "facts", "fuse", "rrf", "rules", "text"]
+    "module", ["confidence", "dedupe", "facts", "fuse", "rrf", "rules", "text.matching"]
 )
 def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(f"hybridsag.fusion.{module}")
@@ -1066,3 +1066,20 @@ def test_judge_order_through_fuse_gives_sag2_order_plus_unjudged_hits() -> None:
     judged = fuse(runs, query="who directed it", chunks=views, k=10, judge_order=True)
     assert ids(judged) == ["a", "b", "c", "x"]
     assert {h.chunk_id: h.score for h in judged} == {h.chunk_id: h.score for h in plain}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "name"),
+    [
+        ("hybridsag.fusion.markdown", "hybridsag.fusion.text.markdown", "prose_blocks"),
+        ("hybridsag.sentences", "hybridsag.fusion.text.sentences", "split_sentences"),
+    ],
+)
+def test_a_moved_text_module_stays_importable_for_a_release_and_warns(
+    old: str, new: str, name: str
+) -> None:
+    """The text helpers moved into one package (hybridsag.fusion.text): the old module names
+    still give the same objects, with a DeprecationWarning that names the new place."""
+    with pytest.warns(DeprecationWarning, match=f"moved to {new}.{name}"):
+        value = getattr(importlib.import_module(old), name)
+    assert value is getattr(importlib.import_module(new), name)

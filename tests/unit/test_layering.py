@@ -388,12 +388,12 @@ WRITE_SIDE = ("hybridsag.ingest",)
 #: trust steps, output, the lexical and dense indexes, the records, and the leaves they share.
 READ_SIDE = ("hybridsag.paths", "hybridsag.judges", "hybridsag.fusion", "hybridsag.output",
              "hybridsag.lexical", "hybridsag.vectors", "hybridsag.records", "hybridsag.documents",
-             "hybridsag.sentences", "hybridsag.milvus_client", "hybridsag.remote_calls")  # fmt: skip
+             "hybridsag.milvus_client", "hybridsag.remote_calls")  # fmt: skip
 
 
 def test_the_read_side_never_imports_the_write_side() -> None:
     """No read-side module imports a write-side one anywhere (the sentence splitter both use
-    is :mod:`hybridsag.sentences`, a chunk is :class:`hybridsag.documents.Chunk`),
+    is :mod:`hybridsag.fusion.text.sentences`, a chunk is :class:`hybridsag.documents.Chunk`),
     and ``search.py`` only inside functions or for types."""
     bad = [
         f"{path.relative_to(ROOT)}:{line}: {name}"
@@ -424,7 +424,6 @@ LEAVES = {
     # fusion.rules_off is refused when the configuration is read
     "hybridsag.settings": {"hybridsag.errors", "hybridsag.output.budget", "hybridsag.fusion.fuse"},
     "hybridsag.documents": {"hybridsag.errors", "hybridsag.records.store"},
-    "hybridsag.sentences": set(),
     "hybridsag.output.budget": set(),
 }
 

@@ -18,7 +18,7 @@ from hybridsag.fusion import (
     merge_adjacent,
     monotone_scores,
 )
-from hybridsag.fusion.markdown import prose_blocks
+from hybridsag.fusion.text.markdown import prose_blocks
 from hybridsag.ingest.chunker import chunk_text
 from hybridsag.output.agent import agent_text
 from hybridsag.output.focus import terms_pattern

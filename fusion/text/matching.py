@@ -14,7 +14,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from hybridsag.fusion.markdown import HEADING_JOIN, atx_heading, atx_headings, outside_fences
+from hybridsag.fusion.text.markdown import HEADING_JOIN, atx_heading, atx_headings, outside_fences
 
 __all__ = [
     "contains_phrase",
