@@ -1,8 +1,11 @@
 """What a search answers: :class:`SearchResponse` and its :class:`SearchResult` rows, frozen,
 with their JSON forms (``as_dict`` / ``from_dict``: what the service sends and the CLI renders).
 
-A leaf: it imports neither the search, the index nor a model, so a face that only renders an
-answer (``hybridsag --server URL search``) loads these types and nothing behind them.
+A leaf: besides the standard library it imports only the agent-text renderer it offers as
+:meth:`SearchResponse.as_agent_text` (``hybridsag.output.agent``, its budget and focus
+helpers: pure text functions), never the search, an index or a model, so a face that only
+renders an answer (``hybridsag --server URL search``) loads these types and nothing behind them
+(``tests/unit/test_layering.py`` holds it to that).
 :class:`~hybridsag.search.HybridSearch` builds them.
 """
 

@@ -425,6 +425,11 @@ LEAVES = {
     "hybridsag.settings": {"hybridsag.errors", "hybridsag.output.budget", "hybridsag.fusion.fuse"},
     "hybridsag.documents": {"hybridsag.errors", "hybridsag.records.store"},
     "hybridsag.output.budget": set(),
+    # a response and its agent text: the renderer and the pure helpers it reads
+    "hybridsag.results": {"hybridsag.output.agent", "hybridsag.output.budget"},
+    "hybridsag.output.agent": {"hybridsag.output.budget", "hybridsag.output.focus",
+                               "hybridsag.fusion.text"},
+    "hybridsag.output.focus": set(),
 }
 
 
