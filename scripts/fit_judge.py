@@ -110,6 +110,22 @@ def is_headline_2wiki(folder: Path) -> bool:
     return "2wiki" in name and "train" not in name
 
 
+def hop_groups(captured: CapturedSet) -> dict[str, CapturedSet]:
+    """``captured``'s questions by hop count: ``"Nhop"`` from a MuSiQue-style id
+    (``2hop__...``, ``3hop1__...``), else ``"N gold"`` by how many gold passages a question has
+    (a 2WikiMultihopQA question has one per hop); one group only says nothing and gives ``{}``."""
+    import re
+    from dataclasses import replace
+
+    parts: dict[str, list] = {}
+    for q in captured.queries:
+        hop = re.match(r"(\d)hop", q.question.qid)
+        parts.setdefault(f"{hop.group(1)}hop" if hop else f"{len(q.gold)} gold", []).append(q)
+    if len(parts) < 2:
+        return {}
+    return {k: replace(captured, queries=v) for k, v in sorted(parts.items())}
+
+
 def _row(name: str, m: dict[str, float]) -> str:
     return f"| {name} | " + " | ".join(f"{100 * m[k]:.1f}" for k in RANK_METRICS) + " |"
 
@@ -127,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", default="musique", help="weights to compare with")
     ap.add_argument("--cache", type=Path, default=Path(".hybridsag/cache"))
     ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--set-weight", action="append", default=[], metavar="NAME=W",
+                    help="weigh a --data set's questions W times in the fit (repeat; default "
+                    "with --data: every set the same)")
     args = ap.parse_args(argv)
     shared = find_shared(args.shared)
     specs = (
@@ -139,25 +158,46 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit("refusing to fit on 2wiki: it is the headline evaluation set (use --check)")
     sets = [capture_set(folder, cache=args.cache, limit=limit) for folder, limit in specs]
     checks = [capture_set(folder, cache=args.cache) for folder in args.check]
-    set_weights = {} if args.data else SET_WEIGHTS
+    set_weights = {} if args.data else dict(SET_WEIGHTS)
+    for spec in args.set_weight:
+        name, sep, weight = spec.partition("=")
+        try:
+            set_weights[name] = float(weight)
+        except ValueError:
+            sep = ""
+        if not sep or set_weights.get(name, 0) <= 0:
+            sys.exit(f"--set-weight {spec!r}: give NAME=W with W a number above 0")
     final = fit_judge(sets, l2=args.l2, set_weights=set_weights)
     baseline = judge_fit_of(load_weights(args.baseline))
     lines = [
         "| held-out set | weights | R@1 | R@2 | R@5 | R@10 | nDCG@10 |",
         "|---|---|---|---|---|---|---|",
     ]
+    per_hop = list(lines)
     for i, held in enumerate(sets):
         others = [p for j, p in enumerate(sets) if j != i]
         loso = fit_judge(others, l2=args.l2, set_weights=set_weights) if others else final
         lines.append(_row(f"{held.name} | {args.baseline} (before)", rerank_metrics(held, baseline)))
         lines.append(_row(f"{held.name} | fit without it (LOSO)", rerank_metrics(held, loso)))
         lines.append(_row(f"{held.name} | fit on all (in-sample)", rerank_metrics(held, final)))
+        for label, part in hop_groups(held).items():
+            n = f"{held.name} {label} ({len(part.queries)} q)"
+            per_hop.append(_row(f"{n} | {args.baseline} (before)", rerank_metrics(part, baseline)))
+            per_hop.append(_row(f"{n} | fit without it (LOSO)", rerank_metrics(part, loso)))
     for held in checks:
         lines.append(_row(f"{held.name} | {args.baseline} (before)", rerank_metrics(held, baseline)))
         lines.append(
             _row(f"{held.name} | fit on all (never fitted on it)", rerank_metrics(held, final))
         )
+        for label, part in hop_groups(held).items():
+            n = f"{held.name} {label} ({len(part.queries)} q)"
+            per_hop.append(_row(f"{n} | {args.baseline} (before)", rerank_metrics(part, baseline)))
+            per_hop.append(_row(f"{n} | fit on all (never fitted on it)",
+                                rerank_metrics(part, final)))  # fmt: skip
     table = "\n".join(lines)
+    if len(per_hop) > 2:
+        table += "\n\nPer hop count of the multi-hop sets (the same held-out weights):\n\n"
+        table += "\n".join(per_hop)
     out = {
         "fitted_on": {s.name: len(s.queries) for s in sets},
         "set_weights": set_weights,
