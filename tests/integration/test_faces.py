@@ -238,7 +238,17 @@ def _handlers(path: Path) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
             yield node
 
 
-@pytest.mark.parametrize("module", ["plugin/service/app.py", "plugin/service/experiments.py"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "plugin/service/app.py",
+        "plugin/service/probe_routes.py",
+        "plugin/service/search_routes.py",
+        "plugin/service/resource_routes.py",
+        "plugin/service/reconcile_routes.py",
+        "plugin/service/experiments.py",
+    ],
+)
 def test_the_service_handlers_call_the_backend_not_the_search(module: str) -> None:
     bad = []
     for fn in _handlers(ROOT / module):
