@@ -475,7 +475,8 @@ def test_the_milvus_plumbing_is_its_own_module_both_adapters_use() -> None:
 #: The folders of ``plugin/`` and the package's own modules: what each may import. A new edge
 #: between two of them is a design change, made here on purpose::
 #:
-#:   faces       cli, backend, client, service/, integrations/, ab/       (parse, call, render)
+#:   faces       cli, commands/, backend/, client, service/, integrations/, ab/  (parse, call,
+#:               render)
 #:   façade      search, components (the composition root), parts
 #:   read side   paths/ (+ query, query_facts) -> judges/ -> lexical/, vectors/ -> records/
 #:   write side  ingest/ (sources, formats, chunker, writer, folders, manifest) -> the stores
@@ -492,7 +493,7 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "output": set(),
     "ingest": {"lexical", "records", "vectors", "sentences"},
     "evaluation": {"judges", "paths", "records", "vectors", "remote_calls", "search"},
-    "ab": {"evaluation", "lexical", "paths", "records", "cli", "search"},
+    "ab": {"evaluation", "lexical", "paths", "records", "cli", "commands", "search"},
     # milvus_client: a service of several workers starts the Lite server they share
     "service": {"ab", "ingest", "output", "paths", "records", "backend", "jsondepth", "search",
                 "milvus_client", "__version__"},
