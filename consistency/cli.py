@@ -158,11 +158,11 @@ def _format(report: dict[str, Any]) -> str:
 
 def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.backend import open_backend
-    from hybridsag.cli import print_json, settings_from_args
+    from hybridsag.commands.common import print_json, settings_from_args
 
     settings = settings_from_args(args)
     if args.schedule:
-        from hybridsag.cli import in_process_only
+        from hybridsag.commands.common import in_process_only
         from hybridsag.consistency.scheduler import run_scheduler
         from hybridsag.records.service_lock import holder
 
@@ -202,7 +202,7 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.cli import backend_from_args, print_json, utf8_safe
+    from hybridsag.commands.common import backend_from_args, print_json, utf8_safe
 
     try:
         with backend_from_args(args) as backend:
@@ -233,7 +233,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     Everything that can refuse comes before "serving" is printed: the settings, a missing token
     or watched folder (ConfigError, exit 2) and binding the address (a port in use: ConfigError,
     exit 2)."""
-    from hybridsag.cli import service_logging, settings_from_args
+    from hybridsag.cli import service_logging
+    from hybridsag.commands.common import settings_from_args
 
     from hybridsag.consistency.service import ServiceReconciler
 

@@ -72,7 +72,7 @@ def settings_fields() -> dict[str, dict[str, str]]:
         for name, field in model.model_fields.items():
             key = ".".join((*path, name))
             if (sub := ref._model_of(field.annotation)) is not None:
-                fields[name] = f"The `[{key}]` section: [`{sub.__name__}`][hybridsag.settings.{sub.__name__}]."
+                fields[name] = f"The `[{key}]` section: [`{sub.__name__}`][{sub.__module__}.{sub.__qualname__}]."
                 walk(sub, (*path, name))
                 continue
             if (item := ref._item_model(field.annotation)) is not None:
@@ -103,6 +103,8 @@ class FieldDocstrings(griffe.Extension):
         module = pkg["settings"]
         for class_name, fields in settings_fields().items():
             cls = module.members.get(class_name)
+            if cls is not None and cls.is_alias:  # a section the package re-exports from its module
+                cls = cls.final_target
             if cls is None:  # Settings' own stand-in, or a model defined elsewhere
                 continue
             for name, text in fields.items():

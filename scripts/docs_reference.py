@@ -84,7 +84,10 @@ def example_comments() -> dict[str, str]:
 
 def _type_text(annotation: Any) -> str:
     text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
-    text = re.sub(r"\btyping\.|\bpathlib\.|\bpydantic\.types\.|\bhybridsag\.settings\.", "", text)
+    # a section's type is named as the settings package exports it (its submodule left out)
+    text = re.sub(
+        r"\btyping\.|\bpathlib\.|\bpydantic\.types\.|\bhybridsag\.settings\.(?:[a-z_]+\.)?", "", text
+    )
     return text.replace("NoneType", "None")
 
 

@@ -53,7 +53,7 @@ def _row(row: dict[str, Any]) -> str:
 
 
 def cmd_ab_list(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.cli import backend_from_args, print_json
+    from hybridsag.commands.common import backend_from_args, print_json
 
     with backend_from_args(args) as backend:
         rows = backend.experiments()
@@ -68,7 +68,7 @@ def cmd_ab_list(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_ab_report(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.ab.report import format_report
-    from hybridsag.cli import backend_from_args, print_json
+    from hybridsag.commands.common import backend_from_args, print_json
 
     with backend_from_args(args) as backend:
         report = backend.experiment_report(args.experiment, tenant=args.tenant)
@@ -85,7 +85,7 @@ def cmd_ab_report(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_ab_switch(args: argparse.Namespace, out: TextIO) -> int:
     """``ab start NAME`` / ``ab stop NAME``: the experiment's new state."""
-    from hybridsag.cli import backend_from_args, print_json
+    from hybridsag.commands.common import backend_from_args, print_json
 
     with backend_from_args(args) as backend:
         row = backend.set_experiment_active(args.experiment, args.ab_command == "start")

@@ -18,8 +18,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from hybridsag.backend import ReconcileHooks
-from hybridsag.service.app import API_PREFIX, create_app
+from hybridsag.service.app import create_app
 from hybridsag.service.auth import Principal, TokenBook
+from hybridsag.service.routing import API_PREFIX
 from hybridsag.service.server import serve
 
 __all__ = ["API_PREFIX", "Principal", "ReconcileHooks", "TokenBook", "create_app", "serve"]

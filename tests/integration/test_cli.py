@@ -280,7 +280,7 @@ def test_text_that_is_not_utf8_exits_2_with_one_valid_utf8_line(
 
 
 def test_json_output_is_valid_utf8_whatever_the_index_holds(tmp_path: Path) -> None:
-    from hybridsag.cli import utf8_safe
+    from hybridsag.commands.common import utf8_safe
 
     assert utf8_safe("a\udcffb") == "a\\udcffb"
     assert json.loads('"' + utf8_safe("a\udcffb") + '"') == "a\udcffb"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from hybridsag import __version__
-from hybridsag.cli import IngestBars
+from hybridsag.commands.common import IngestBars
 from hybridsag.search import HybridSearch
 
 # the CLI runner and the autouse lexical-only environment of the CLI tests

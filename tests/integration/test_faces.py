@@ -177,6 +177,9 @@ BEHIND_THE_BACKEND = (
     "hybridsag.ab.online",
     "hybridsag.consistency.reconciler",
 )
+#: The command line's way to the backend (:func:`hybridsag.commands.common.backend_from_args`),
+#: under its owner's name and the name :mod:`hybridsag.cli` re-exports it as.
+BACKEND_OF_ARGS = ("hybridsag.commands.common.backend_from_args", "hybridsag.cli.backend_from_args")
 #: The faces whose imports are read (the LangChain adapter's pydantic model needs the
 #: ``HybridSearch`` type at run time, to check the one it is given: it never builds one).
 FACES = (
@@ -208,18 +211,34 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("face", FACES)
-def test_a_face_imports_the_backend_and_nothing_behind_it(face: str) -> None:
-    imported = _imports(ROOT / face)
-    behind = sorted(
+def _behind(imported: set[str]) -> list[str]:
+    """The names of ``imported`` that only the backend may reach."""
+    return sorted(
         name for name in imported
         if any(name == m or name.startswith(m + ".") for m in BEHIND_THE_BACKEND)
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_face_imports_the_backend_and_nothing_behind_it(face: str) -> None:
+    imported = _imports(ROOT / face)
+    behind = _behind(imported)
     assert behind == [], f"{face} reaches past the backend: {behind}"
     assert any(
-        name.startswith("hybridsag.backend.") or name == "hybridsag.cli.backend_from_args"
-        for name in imported
+        name.startswith("hybridsag.backend.") or name in BACKEND_OF_ARGS for name in imported
     ), f"{face} does not use hybridsag.backend"
+
+
+#: The command line's own command modules (``hybridsag.cli`` builds its parser from them).
+COMMAND_MODULES = tuple(
+    str(p.relative_to(ROOT)) for p in sorted((ROOT / "plugin" / "commands").glob("*.py"))
+)
+
+
+@pytest.mark.parametrize("module", COMMAND_MODULES)
+def test_a_command_module_imports_nothing_behind_the_backend(module: str) -> None:
+    behind = _behind(_imports(ROOT / module))
+    assert behind == [], f"{module} reaches past the backend: {behind}"
 
 
 def _handlers(path: Path) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -238,7 +257,17 @@ def _handlers(path: Path) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
             yield node
 
 
-@pytest.mark.parametrize("module", ["plugin/service/app.py", "plugin/service/experiments.py"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "plugin/service/app.py",
+        "plugin/service/probe_routes.py",
+        "plugin/service/search_routes.py",
+        "plugin/service/resource_routes.py",
+        "plugin/service/reconcile_routes.py",
+        "plugin/service/experiments.py",
+    ],
+)
 def test_the_service_handlers_call_the_backend_not_the_search(module: str) -> None:
     bad = []
     for fn in _handlers(ROOT / module):

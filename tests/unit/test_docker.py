@@ -131,7 +131,7 @@ def test_dockerfile_installs_cpu_torch_as_the_makefile_pins_it() -> None:
 
 
 def test_dockerfile_python_steps_name_what_exists() -> None:
-    from hybridsag.service.app import probes
+    from hybridsag.service.probe_routes import probes
 
     checked = []
     for word, rest in instructions():

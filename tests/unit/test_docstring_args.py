@@ -167,15 +167,18 @@ def gaps(package: griffe.Module) -> list[str]:
     settings = package["settings"]
     for name in settings.exports or ():
         member = settings.members.get(str(name))
+        if member is not None and member.is_alias and member.target_path.startswith("hybridsag.settings."):
+            member = member.final_target  # a name the package re-exports from one of its modules
         if member is None or member.is_alias:
             continue
+        where = member.path.removeprefix("hybridsag.")
         if member.is_class:
-            check_class(f"settings.{name}")
+            check_class(where)
             if any(str(base) in ("BaseModel", "BaseSettings") or str(base).endswith(("Section", "Settings"))
                    for base in member.bases):  # fmt: skip
-                check_fields(f"settings.{name}")
+                check_fields(where)
         elif member.is_function:
-            check(member, member.docstring, f"settings.{name}")
+            check(member, member.docstring, where)
     for path in _exported():
         if path in CLASSES or path.startswith("settings."):
             continue

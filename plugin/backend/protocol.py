@@ -1,0 +1,245 @@
+"""The :class:`Backend` protocol every face calls, what a search passes besides the query
+(:class:`SearchOptions`), and the input checks both implementations share.
+
+:class:`QueryValueError` is bad search input: a :class:`~hybridsag.errors.QueryError` that is
+also the ``ValueError`` the frameworks expect. :func:`query_errors` turns the ``InputError`` a
+search raises into one, in process (:mod:`hybridsag.backend.local`) and through a service
+(:mod:`hybridsag.backend.remote`) alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hybridsag.errors import InputError, QueryError
+from hybridsag.ingest.progress import IngestProgress
+from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
+from hybridsag.records.store import STATUSES, Filters
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "PAGE_MAX",
+    "Backend",
+    "QueryValueError",
+    "SearchOptions",
+    "check_listing",
+    "checked_budget",
+    "query_errors",
+]
+
+#: The longest query the service's schema admits (its ``query.max_chars`` may be lower).
+MAX_QUERY_CHARS = 1_000_000
+#: The most resources one page of ``GET /v1/resources`` holds (and its default size).
+PAGE_MAX = 1000
+
+
+class QueryValueError(QueryError, ValueError):
+    """Bad search input: hybridsag's :class:`QueryError` that is also the ``ValueError`` the
+    frameworks expect. ``__cause__`` is the original error."""
+
+
+@contextmanager
+def query_errors() -> Iterator[None]:
+    """Bad input raised inside (an :class:`~hybridsag.errors.InputError`) leaves as a
+    :class:`QueryValueError` with the same message, raised from it."""
+    try:
+        yield
+    except InputError as exc:
+        raise QueryValueError(str(exc)) from exc
+
+
+def checked_budget(budget: int) -> int:
+    """``budget`` (characters of agent text) checked; QueryValueError naming a bad one."""
+    try:
+        return check_budget(budget)
+    except ValueError as exc:
+        raise QueryValueError(str(exc)) from exc
+
+
+def check_listing(status: str | None, limit: int | None) -> None:
+    """InputError naming an unknown resource ``status`` (valid ones listed) or a ``limit``
+    that is not a positive integer."""
+    if status is not None and status not in STATUSES:
+        raise InputError(f"unknown status {status!r}; valid: {', '.join(STATUSES)}")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise InputError(f"limit must be a positive integer, got {limit!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """What a search passes besides the query; checked when built.
+
+    ``top_k``: results (1..1000; None: ``search.top_k`` of the searching side); ``paths``: recall
+    path names (None: ``search.paths`` of the searching side); ``filters``: as
+    ``HybridSearch.search`` takes them (tenant, acl, metadata, resource_ids, statuses);
+    ``include_stale``, ``judge_order``: None for the searching side's settings; ``weights``:
+    fusion weights per path (None: ``fusion.weights``); ``explain``: each path's facts in the
+    results; ``min_confidence``: 0..1, a response whose confidence is below it returns no
+    results (None: none withheld).
+
+    Raises:
+        QueryValueError: a ``top_k`` out of range, ``paths`` given as one string, a bad
+            filter or a ``min_confidence`` outside 0..1, naming it.
+    """
+
+    top_k: int | None = 5
+    paths: tuple[str, ...] | None = None
+    filters: Mapping[str, Any] = field(default_factory=dict)
+    include_stale: bool | None = None
+    judge_order: bool | None = None
+    weights: Mapping[str, float] | None = None
+    explain: bool = True
+    min_confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        top_k = self.top_k
+        if top_k is not None and (
+            not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000
+        ):
+            raise QueryValueError(f"top_k must be an integer in 1..1000, got {top_k!r}")
+        if isinstance(self.paths, str):
+            raise QueryValueError(f"paths must be a list of path names, got {self.paths!r}")
+        floor = self.min_confidence
+        if floor is not None and (
+            isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1
+        ):
+            raise QueryValueError(f"min_confidence must be a number in 0..1, got {floor!r}")
+        with query_errors():
+            Filters.from_mapping(self.filters)
+
+
+class Backend(Protocol):
+    """The operations every face uses, in process (:class:`LocalBackend`) or over a running
+    service (:class:`RemoteBackend`); both take and return the same JSON-shaped values.
+
+    Searching: ``search`` returns ``SearchResponse.as_dict()``, ``search_agent`` its agent
+    text (:func:`hybridsag.output.agent.agent_text`); bad input is a :class:`QueryValueError`.
+    ``warm`` builds what a search over ``paths`` needs and returns the milliseconds of each
+    step (nothing to build through a service); ``query_terms`` are the terms a result's
+    snippet highlights (none through a service, which does not say them); ``check_paths``
+    refuses, where it can tell before a search, a path the searching side cannot run.
+
+    Writing: ``ingest`` takes resources as ``POST /v1/resources`` does (``id``, ``text``,
+    optional ``title``, ``metadata``, ``tenant``, ``acl``, ``format``; one bad entry refuses
+    the batch), ``ingest_jsonl`` a JSONL file (bad lines reported by ``file:line``),
+    ``sync_folder`` a folder (the resources of the folder whose files are gone are removed
+    with ``prune``); each returns the ingest report. ``delete`` and ``set_enabled`` answer
+    False when there is no such resource (or none the caller may see). A folder file deleted
+    while it stays on disk is kept out of its folder's index: ``exclusions`` lists those
+    (``Exclusion.as_dict()``), ``include`` lifts one and indexes the file again (the ingest
+    report; ``NotFoundError`` when that id is not excluded).
+
+    ``writes_granted`` says who decides whether this caller may write: through a service its
+    token's role (True for ``write`` and ``admin``, False for ``read``: the service would refuse
+    every write); in process nothing grants or refuses them (None: the face's own setting, such
+    as ``mcp.allow_writes``, decides).
+
+    Reading: ``list_resources`` as ``hybridsag list`` lists them (``ResourceSummary.as_dict()``,
+    oldest first; a tenant-scoped token sees only its own), ``show`` one resource
+    (``ResourceDetail.as_dict()``) or None.
+
+    Consistency and health: ``rebuild_vectors`` gives the data dir its own collection and
+    re-embeds every chunk into it (in process only), ``reconcile`` returns the audit report
+    (``ConsistencyError`` when refused), ``audit`` the newest one (``NotFoundError`` when there
+    is none yet); ``health`` the checks
+    a ``doctor`` shows, name -> ``"ok: ..."`` or ``"failed: ..."``.
+
+    Experiments (hybridsag.ab): their states, one's state, define, start/stop, report (of one
+    tenant's traffic, or every tenant's), where the report is kept (in process under the data
+    dir; a service keeps none: None), and feedback on a result shown under one.
+    """
+
+    def search(self, query: str, options: SearchOptions) -> dict[str, Any]: ...
+
+    async def asearch(self, query: str, options: SearchOptions) -> dict[str, Any]: ...
+
+    def search_agent(
+        self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET
+    ) -> str: ...
+
+    async def asearch_agent(
+        self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET
+    ) -> str: ...
+
+    def warm(self, paths: Sequence[str] | None = None, *, query: str = "") -> dict[str, float]: ...
+
+    def query_terms(self, query: str) -> list[str]: ...
+
+    def check_paths(self, paths: Sequence[str] | None) -> None: ...
+
+    def ingest(
+        self, resources: Sequence[Mapping[str, Any]], *, mode: str | None = None
+    ) -> dict[str, Any]: ...
+
+    def ingest_jsonl(
+        self, path: Path, *, mode: str | None = None, progress: IngestProgress | None = None
+    ) -> dict[str, Any]: ...
+
+    def sync_folder(
+        self,
+        path: Path,
+        *,
+        tenant: str = "",
+        acl: Sequence[str] = (),
+        prune: bool = True,
+        progress: IngestProgress | None = None,
+    ) -> dict[str, Any]: ...
+
+    def delete(self, resource_id: str, *, tenant: str | None = None) -> bool: ...
+
+    def set_enabled(self, resource_id: str, enabled: bool, *, tenant: str | None = None) -> bool: ...
+
+    def exclusions(
+        self, *, tenant: str | None = None, resource_id: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    def include(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]: ...
+
+    def list_resources(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = None,
+        prefix: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+    def show(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any] | None: ...
+
+    def rebuild_vectors(self, *, progress: IngestProgress | None = None) -> dict[str, Any]: ...
+
+    def reconcile(self, *, dry_run: bool, force: bool = False) -> dict[str, Any]: ...
+
+    def audit(self) -> dict[str, Any]: ...
+
+    def health(self) -> dict[str, str]: ...
+
+    def writes_granted(self) -> bool | None: ...
+
+    def experiments(self) -> list[dict[str, Any]]: ...
+
+    def experiment(self, name: str) -> dict[str, Any]: ...
+
+    def define_experiment(self, definition: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def set_experiment_active(self, name: str, active: bool) -> dict[str, Any]: ...
+
+    def experiment_report(self, name: str, *, tenant: str | None = None) -> dict[str, Any]: ...
+
+    def keep_experiment_report(self, name: str) -> Path | None: ...
+
+    def feedback(
+        self,
+        query_id: str,
+        *,
+        position: int | None = None,
+        chunk_id: str | None = None,
+        kind: str = "click",
+        tenant: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
