@@ -6,4 +6,7 @@ from __future__ import annotations
 from hybridsag.fusion.text import markdown as _moved
 from hybridsag.fusion.text import moved_module
 
+#: nothing is exported from the old place: its names are read through __getattr__, warned
+__all__: list[str] = []
+
 __getattr__ = moved_module("hybridsag.fusion.markdown", _moved)
