@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +28,22 @@ from tests.pgserver import (  # noqa: F401 - fixtures
 )
 
 
+def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This test run's own temporary folder: under pytest-xdist, the one that every worker's
+    own folder (its ``getbasetemp()``) sits in; without xdist, the session's."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's stand-in for the user's cache folder (``XDG_CACHE_HOME``): the onnx
-    export that ``embedding.backend = "auto"`` uses is made there once, at first use."""
-    return tmp_path_factory.mktemp("user-cache")
+    """The test run's stand-in for the user's cache folder (``XDG_CACHE_HOME``), one for all
+    its xdist workers as a user's processes share theirs: the onnx export that
+    ``embedding.backend = "auto"`` uses is made there once a run, at first use (two workers
+    asking at once may both export; the first rename wins, as for any two processes)."""
+    cache = _run_folder(tmp_path_factory) / "user-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @pytest.fixture(autouse=True)
@@ -60,17 +72,20 @@ def hs(settings: Settings) -> Iterator[HybridSearch]:
 @pytest.fixture(scope="session")
 def onnx_cache_dir(_user_cache: Path) -> Path:
     """An ``embedding.onnx_cache_dir`` holding the int8 ONNX export of the packaged model, made
-    once per session (the export takes tens of seconds) by the real export path: the same
-    folder the default backend (``auto``) exports its float32 model into, so the session makes
-    each precision's export once."""
+    once per test run (the export takes tens of seconds) by the real export path: the same
+    folder the default backend (``auto``) exports its float32 model into, so the run makes
+    each precision's export once. The xdist workers take turns on a lock, so the second finds
+    the first's export whole instead of exporting beside it."""
     from hybridsag.vectors.onnx_embedder import build_onnx_model
     from hybridsag.settings import EmbeddingSettings
 
     root = _user_cache / "hybridsag" / "onnx"
-    build_onnx_model(
-        Settings(
-            data_dir=root / "unused",
-            embedding=EmbeddingSettings(backend="onnx", onnx_cache_dir=root),
+    with open(_user_cache.parent / "onnx-int8-export.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        build_onnx_model(
+            Settings(
+                data_dir=root / "unused",
+                embedding=EmbeddingSettings(backend="onnx", onnx_cache_dir=root),
+            )
         )
-    )
     return root
