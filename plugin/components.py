@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
-from hybridsag.lexical.index import LexicalIndex, StoreLexicalIndex
+from hybridsag.lexical.contract import LexicalIndex
+from hybridsag.lexical.index import StoreLexicalIndex
 from hybridsag.paths import check_path_names, check_weights, path_spec
 from hybridsag.records.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever

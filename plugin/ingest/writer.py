@@ -87,7 +87,7 @@ from hybridsag.records.store import (
 if TYPE_CHECKING:
     from hybridsag.vectors.index import DenseIndex, VectorRow
     from hybridsag.vectors.embedder import Embedder
-    from hybridsag.lexical.index import LexicalIndex
+    from hybridsag.lexical.contract import LexicalIndex
     from hybridsag.settings import ChunkingSettings
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from hybridsag.lexical.index import LexicalIndex
+from hybridsag.lexical.contract import LexicalIndex
 from hybridsag.paths.base import PathResult, Peers, elapsed_ms
 from hybridsag.records.store import Filters
 

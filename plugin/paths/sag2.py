@@ -52,7 +52,7 @@ from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeErro
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
 from hybridsag.judges.simple import UnavailableJudge
-from hybridsag.lexical.index import LexicalIndex, LexicalQuery
+from hybridsag.lexical.contract import LexicalIndex, LexicalQuery
 from hybridsag.paths.base import PathResult, Peers
 from hybridsag.paths.evidence import (
     EvidencePassage,
@@ -212,7 +212,8 @@ class Sag2Trace:
 
 
 class Sag2Retriever:
-    """The SAG2 path over a :class:`~hybridsag.lexical.index.LexicalIndex` and a :class:`Judge`."""
+    """The SAG2 path over a :class:`~hybridsag.lexical.contract.LexicalIndex` and a
+    :class:`Judge`."""
 
     name = "sag2"
     #: the path whose hits join the round-0 pool when it runs in the same search

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hybridsag.fusion.text import normalize_title
 from hybridsag.fusion.types import Hit
-from hybridsag.lexical.index import LexicalIndex
+from hybridsag.lexical.contract import LexicalIndex
 from hybridsag.paths.base import PathResult, Peers, elapsed_ms
 from hybridsag.records.store import Filters, Store
 

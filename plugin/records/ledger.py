@@ -40,7 +40,7 @@ from hybridsag.records.store import Store, chunk_id_for, facts_columns, select_i
 if TYPE_CHECKING:
     from hybridsag.documents import Chunk
     from hybridsag.documents import Document
-    from hybridsag.lexical.index import ChunkTokens, LexicalIndex
+    from hybridsag.lexical.contract import ChunkTokens, LexicalIndex
 
 __all__ = ["Ledger", "LedgerState", "Staged", "claim_abandoned", "read_claim_detail"]
 

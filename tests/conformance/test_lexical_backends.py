@@ -20,7 +20,7 @@ import pytest
 from hybridsag.consistency import apply_plan, build_plan
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.documents import make_document
-from hybridsag.lexical.index import LexicalIndex, LexicalQuery
+from hybridsag.lexical.contract import LexicalIndex, LexicalQuery
 from hybridsag.lexical.milvus_fulltext import (
     MilvusLexicalIndex,
     check_server_version,

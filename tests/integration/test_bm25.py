@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from hybridsag.documents import make_document
-from hybridsag.lexical.index import build_match, quote_term
+from hybridsag.lexical.queries import build_match, quote_term
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.records.store import Filters, split_key

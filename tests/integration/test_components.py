@@ -22,11 +22,7 @@ from hybridsag.errors import DenseError, QueryError
 from hybridsag.evaluation.harness import run_eval
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.features import FeatureJudge
-from hybridsag.lexical.index import (
-    build_best_chunks_sql,
-    build_tops_sql,
-    build_title_search_sql,
-)
+from hybridsag.lexical.fts5 import build_best_chunks_sql, build_tops_sql, build_title_search_sql
 from hybridsag.paths import PathResult, PathSpec, Peers, register_path, unregister_path
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
@@ -264,7 +260,7 @@ out = io.StringIO()
 rc = main(["--server", sys.argv[1], "search", "orrery scheduler", "--json"], out=out)
 behind = ("hybridsag.search", "hybridsag.remote_calls", "hybridsag.paths.bm25", "jieba", "numpy",
           "pymilvus", "torch", "onnxruntime", "hybridsag.components", "hybridsag.lexical.index",
-          "hybridsag.paths.base")
+          "hybridsag.lexical.contract", "hybridsag.lexical.queries", "hybridsag.paths.base")
 print(json.dumps({{"rc": rc, "response": json.loads(out.getvalue()),
                   "behind": sorted(m for m in behind if m in sys.modules)}}))
 """
@@ -406,7 +402,7 @@ def test_only_the_lexical_module_holds_fts5_sql() -> None:
         f"{path.relative_to(ROOT)}:{lineno}: {text.strip()[:80]}"
         for folder in ("plugin", "consistency")
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if path != ROOT / "plugin" / "lexical" / "index.py"
+        if path != ROOT / "plugin" / "lexical" / "fts5.py"
         for lineno, text in fts_statements(path.read_text("utf-8"))
     ]
     assert offenders == []

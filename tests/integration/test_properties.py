@@ -26,7 +26,7 @@ from hybridsag.cli import main
 from hybridsag.vectors.index import DenseFilter, filter_expression
 from hybridsag.documents import make_document
 from hybridsag.errors import HybridSagError, QueryError
-from hybridsag.lexical.index import build_match, quote_term
+from hybridsag.lexical.queries import build_match, quote_term
 from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
