@@ -58,7 +58,8 @@ from hybridsag.errors import (
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.paths.query import validate_query
 from hybridsag.records.service_lock import holder, refuse_if_held
-from hybridsag.records.store import STATUSES, Filters
+from hybridsag.records.filters import Filters
+from hybridsag.records.schema import STATUSES
 
 if TYPE_CHECKING:
     import threading as _threading
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
     from hybridsag.client import ServiceClient
     from hybridsag.search import HybridSearch
     from hybridsag.settings import ExperimentSettings, Settings
-    from hybridsag.records.store import ChunkRecord, ResourceRecord
+    from hybridsag.records.rows import ChunkRecord, ResourceRecord
     from hybridsag.documents import Document
     from hybridsag.ingest.manifest import PreparedUpload
 

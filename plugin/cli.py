@@ -53,7 +53,7 @@ from hybridsag.errors import (
 from hybridsag.judges import judge_names
 from hybridsag.paths import path_names
 from hybridsag.ingest.progress import IngestProgress
-from hybridsag.records.store import STATUSES
+from hybridsag.records.schema import STATUSES
 
 __all__ = [
     "COMMANDS_GROUP",
@@ -253,7 +253,7 @@ class IngestBars(IngestProgress):
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "tenant", None) is not None or getattr(args, "acl", None):
-        from hybridsag.records.store import Filters
+        from hybridsag.records.filters import Filters
 
         try:  # checked as a search's filters are, before anything is opened
             Filters(tenant=args.tenant or "", acl=tuple(args.acl or ()))

@@ -78,11 +78,8 @@ from hybridsag.fusion.facts import chunk_facts
 from hybridsag.fusion.text import normalize_title
 from hybridsag.records.ledger import Ledger, Staged, claim_abandoned, read_claim_detail
 from hybridsag.ingest.progress import IngestProgress, as_progress
-from hybridsag.records.store import (
-    Store,
-    chunk_id_for,
-    split_key,
-)
+from hybridsag.records.keys import chunk_id_for, split_key
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
     from hybridsag.vectors.index import DenseIndex, VectorRow

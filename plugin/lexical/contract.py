@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from hybridsag.fusion.types import Hit
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 from hybridsag.lexical.tokenizer import Tokenizer
 
 __all__ = [

@@ -44,7 +44,8 @@ from hybridsag.records.index_reads import (
     ranked_chunks_sql,
     ranked_titles_sql,
 )
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 from hybridsag.settings import LexicalSettings
 
 __all__ = [

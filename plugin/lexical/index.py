@@ -36,7 +36,8 @@ from hybridsag.lexical import fts5, postgres, queries
 from hybridsag.lexical.queries import bind_reads
 from hybridsag.lexical.tokenizer import Tokenizer
 from hybridsag.records.index_reads import IndexReads
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 from hybridsag.settings import LexicalSettings
 
 if TYPE_CHECKING:

@@ -71,7 +71,10 @@ from hybridsag.milvus_client import (
 )
 from hybridsag.settings import LexicalSettings, Settings
 from hybridsag.records.index_reads import ChunkDoc, IndexReads, ResourceDoc
-from hybridsag.records.store import Filters, Store, select_in, split_key
+from hybridsag.records.dialect import select_in
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import split_key
+from hybridsag.records.store import Store
 from hybridsag.lexical.tokenizer import Tokenizer, has_cjk
 
 if TYPE_CHECKING:

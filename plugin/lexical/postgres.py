@@ -16,7 +16,8 @@ from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables,
 from hybridsag.lexical.fts5_topk import BM25_B, BM25_K1, strip_diacritics
 from hybridsag.lexical.queries import rankings
 from hybridsag.records.index_reads import IndexReads
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 from hybridsag.settings import LexicalSettings
 
 __all__ = [

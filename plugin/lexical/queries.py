@@ -28,7 +28,8 @@ from hybridsag.lexical.contract import ChunkTokens, LexicalEngine, LexicalQuery,
 from hybridsag.lexical.fts5_topk import strip_diacritics
 from hybridsag.fusion.types import Hit
 from hybridsag.records.index_reads import IndexReads, RankedRow
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 from hybridsag.lexical.spelling import respell, spelling_reach
 from hybridsag.lexical.tokenizer import Tokenizer
 

@@ -56,7 +56,8 @@ from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables,
 from hybridsag.lexical.queries import LexicalQueries, bind_reads
 from hybridsag.lexical.tokenizer import Tokenizer
 from hybridsag.records.index_reads import IndexReads
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 from hybridsag.settings import LexicalSettings
 
 __all__ = ["TANTIVY_LEXICAL_MIGRATIONS", "TantivyLexicalIndex", "chunk_hash", "compose_tokens"]

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from hybridsag.fusion.types import Hit
 from hybridsag.paths.base import PathResult, Peers, elapsed_ms
-from hybridsag.records.store import ChunkRecord, Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.rows import ChunkRecord
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
     from hybridsag.vectors.index import DenseIndex

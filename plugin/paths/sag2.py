@@ -63,7 +63,8 @@ from hybridsag.paths.evidence import (
 )
 from hybridsag.sentences import split_sentences
 from hybridsag.settings import JudgeSettings, Sag2Settings
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts

@@ -35,7 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 from hybridsag.records.owners import owner_dead, pid_alive, this_owner
 from hybridsag.fusion.types import ChunkFacts
-from hybridsag.records.store import Store, chunk_id_for, facts_columns, select_in
+from hybridsag.records.dialect import select_in
+from hybridsag.records.keys import chunk_id_for
+from hybridsag.records.rows import facts_columns
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
     from hybridsag.documents import Chunk

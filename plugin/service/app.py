@@ -109,7 +109,7 @@ from hybridsag.service.models import (
     WriteOut,
 )
 from hybridsag.settings import Settings
-from hybridsag.records.store import STATUSES
+from hybridsag.records.schema import STATUSES
 
 __all__ = ["API_PREFIX", "ServiceState", "create_app"]
 

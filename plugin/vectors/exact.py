@@ -41,7 +41,8 @@ import numpy as np
 from hybridsag.errors import DenseError, InputError
 from hybridsag.fusion.types import Hit
 from hybridsag.milvus_client import MAX_LIMIT
-from hybridsag.records.store import Store, split_key
+from hybridsag.records.keys import split_key
+from hybridsag.records.store import Store
 from hybridsag.vectors.index import DenseFilter, MilvusDenseIndex, VectorRow, check_vector
 
 __all__ = ["ExactDenseIndex", "VectorTable", "store_rows"]

@@ -80,7 +80,7 @@ from hybridsag.milvus_client import (
     visibility_expression,
 )
 from hybridsag.settings import Settings
-from hybridsag.records.store import resource_key
+from hybridsag.records.keys import resource_key
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymilvus import MilvusClient

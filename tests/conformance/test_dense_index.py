@@ -33,7 +33,7 @@ from hybridsag.vectors.exact import ExactDenseIndex
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.milvus_client import lite_path, quote_literal, resources_expression
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
-from hybridsag.records.store import resource_key
+from hybridsag.records.keys import resource_key
 from tests.consistency_support import create_legacy_collection
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture shared with integration/
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from hybridsag.documents import make_document
 from hybridsag.milvus_client import lite_path
-from hybridsag.records.store import Filters, split_key
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import split_key
 from hybridsag.search import HybridSearch
 from hybridsag.settings import MilvusSettings, Settings
 from hybridsag.vectors.exact import ExactDenseIndex, VectorTable

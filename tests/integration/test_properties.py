@@ -30,7 +30,8 @@ from hybridsag.lexical.queries import build_match, quote_term
 from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters, ResourceRecord
+from hybridsag.records.filters import Filters
+from hybridsag.records.rows import ResourceRecord
 from hybridsag.lexical.tokenizer import FTS_TOKENIZE
 
 #: derandomized (the same examples every run), no example database, a deadline per example

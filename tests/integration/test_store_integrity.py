@@ -27,7 +27,7 @@ from hybridsag.errors import CorruptStoreError
 from hybridsag.lexical.fts5 import FTS_MIGRATIONS
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import MIGRATIONS
+from hybridsag.records.schema import MIGRATIONS
 
 PROCESSES = 8
 TRIALS = 12

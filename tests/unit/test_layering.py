@@ -423,7 +423,7 @@ LEAVES = {
     # fusion's step names (a pure standard-library leaf), so an unknown name in
     # fusion.rules_off is refused when the configuration is read
     "hybridsag.settings": {"hybridsag.errors", "hybridsag.output.budget", "hybridsag.fusion.fuse"},
-    "hybridsag.documents": {"hybridsag.errors", "hybridsag.records.store"},
+    "hybridsag.documents": {"hybridsag.errors", "hybridsag.records.keys", "hybridsag.records.rows"},
     "hybridsag.sentences": set(),
     "hybridsag.output.budget": set(),
 }
