@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from hybridsag.consistency.source_drift import SourceDrift, read_sources
-from hybridsag.vectors.index import DenseIndex
+from hybridsag.vectors.contract import DenseIndex
 from hybridsag.errors import StoreError
 from hybridsag.records.ledger import Ledger
 from hybridsag.lexical.contract import LexicalIndex

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.contract import DenseIndex
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.judges.base import Judge
     from hybridsag.lexical.contract import LexicalIndex

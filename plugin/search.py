@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     # the write side (chunker, folders, sources, writer) is imported by the methods that
     # ingest, so that a search process never loads it
-    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.contract import DenseIndex
     from hybridsag.documents import Document, Format, IngestReport
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.judges.base import Judge

@@ -82,7 +82,7 @@ from hybridsag.records.keys import chunk_id_for, split_key
 from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
-    from hybridsag.vectors.index import DenseIndex, VectorRow
+    from hybridsag.vectors.contract import DenseIndex, VectorRow
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.lexical.contract import LexicalIndex
     from hybridsag.settings import ChunkingSettings
@@ -580,7 +580,7 @@ class Writer:
         self, prepared: Sequence[Staged], claims: Mapping[str, int]
     ) -> list[VectorRow]:
         """The vector rows of a batch, keyed by the claimed versions."""
-        from hybridsag.vectors.index import VectorRow
+        from hybridsag.vectors.contract import VectorRow
 
         rows = []
         for p in prepared:
@@ -706,7 +706,7 @@ class Writer:
         ready resources whose vectors are missing. Returns the number of vectors written. A
         chunk whose resource moved to another version meanwhile is skipped (its vector is
         deleted again), so a backfill never resurrects old text."""
-        from hybridsag.vectors.index import VectorRow
+        from hybridsag.vectors.contract import VectorRow
 
         if self._dense is None or self._embedder is None:
             raise DenseError("backfill_vectors needs a dense index and an embedder")

@@ -26,14 +26,13 @@ records' (:class:`~hybridsag.records.index_reads.IndexReads`).
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 # the engines as modules: their names are not attributes of this one (see MOVED)
 from hybridsag.lexical import fts5, postgres, queries
 from hybridsag.lexical.queries import bind_reads
+from hybridsag.lazy import moved_names
 from hybridsag.lexical.tokenizer import Tokenizer
 from hybridsag.records.index_reads import IndexReads
 from hybridsag.records.filters import Filters
@@ -72,22 +71,7 @@ MOVED: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A name of :data:`MOVED`, from its new module, with a :class:`DeprecationWarning` (PEP 562).
-
-    Raises:
-        AttributeError: ``name`` is neither defined here nor one that moved.
-    """
-    owner = MOVED.get(name)
-    if owner is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} moved to {owner}.{name}; import it from there (the old name goes "
-        "in the next release)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(owner), name)
+__getattr__ = moved_names(__name__, MOVED)
 
 
 def _delete_rows(conn: Any, table: str, key: str, rowids: Iterable[int]) -> None:

@@ -19,15 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridsag.vectors.index import (
-    DENSE_INDEXES,
-    DenseFilter,
-    DenseIndex,
-    MilvusDenseIndex,
-    VectorRow,
-    filter_expression,
-    make_dense_index,
-)
+from hybridsag.vectors.contract import DenseFilter, DenseIndex, VectorRow
+from hybridsag.vectors.index import DENSE_INDEXES, make_dense_index
+from hybridsag.vectors.milvus_dense import MilvusDenseIndex, filter_expression
 from hybridsag.vectors.embedder import Embedder, make_embedder
 from hybridsag.vectors.exact import ExactDenseIndex
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError

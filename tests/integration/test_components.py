@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hybridsag.components import Components
-from hybridsag.vectors.index import VectorRow
+from hybridsag.vectors.contract import VectorRow
 from hybridsag.vectors.embedder import EMBEDDERS, SentenceTransformerEmbedder
 from hybridsag.errors import DenseError, QueryError
 from hybridsag.evaluation.harness import run_eval
@@ -200,7 +200,7 @@ for name, argv in {
     runs[name] = [rc, out.getvalue()]
 heavy = ("torch", "transformers", "sentence_transformers", "onnxruntime", "pymilvus",
          "milvus_lite", "grpc", "pandas", "numpy", "jieba", "httpx", "hybridsag.ingest.writer",
-         "hybridsag.vectors.index")
+         "hybridsag.vectors.index", "hybridsag.vectors.milvus_dense")
 print(json.dumps({"runs": runs, "heavy": sorted(m for m in heavy if m in sys.modules)}))
 """
 

@@ -23,7 +23,8 @@ from hybridsag.records.keys import split_key
 from hybridsag.search import HybridSearch
 from hybridsag.settings import MilvusSettings, Settings
 from hybridsag.vectors.exact import ExactDenseIndex, VectorTable
-from hybridsag.vectors.index import DenseFilter, MilvusDenseIndex, VectorRow
+from hybridsag.vectors.contract import DenseFilter, VectorRow
+from hybridsag.vectors.milvus_dense import MilvusDenseIndex
 from pydantic import ValidationError
 
 DIM = 16

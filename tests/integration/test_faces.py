@@ -172,6 +172,8 @@ BEHIND_THE_BACKEND = (
     "hybridsag.ingest.writer",
     "hybridsag.ingest.folders",
     "hybridsag.vectors.index",
+    "hybridsag.vectors.contract",
+    "hybridsag.vectors.milvus_dense",
     "hybridsag.lexical.index",
     "hybridsag.lexical.contract",
     "hybridsag.lexical.queries",

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridsag.cli import main
-from hybridsag.vectors.index import DenseFilter, filter_expression
+from hybridsag.vectors.contract import DenseFilter
+from hybridsag.vectors.milvus_dense import filter_expression
 from hybridsag.documents import make_document
 from hybridsag.errors import HybridSagError, QueryError
 from hybridsag.lexical.queries import build_match, quote_term

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hybridsag.vectors.index import DenseFilter
+from hybridsag.vectors.contract import DenseFilter
 from hybridsag.documents import make_document
 from hybridsag.vectors.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import QueryError

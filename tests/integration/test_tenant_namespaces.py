@@ -22,7 +22,7 @@ import httpx
 import numpy as np
 import pytest
 from hybridsag.consistency import Reconciler
-from hybridsag.vectors.index import VectorRow
+from hybridsag.vectors.contract import VectorRow
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.records.keys import chunk_id_suffix, split_key
