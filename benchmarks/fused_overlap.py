@@ -34,7 +34,7 @@ from hybridsag.vectors.embedder import make_embedder
 from hybridsag.evaluation.harness import PASSAGE_MAX_CHARS, load_dataset
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 __all__ = ["main"]
 

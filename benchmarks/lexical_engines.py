@@ -102,7 +102,7 @@ def _peer_docs(data_dir: Path) -> tuple[list[str], dict[str, int], list[list[int
     import sqlite3
 
     from hybridsag.lexical.fts5_topk import strip_diacritics
-    from hybridsag.records.store import split_key
+    from hybridsag.records.keys import split_key
 
     conn = sqlite3.connect(f"file:{data_dir / 'hybridsag.sqlite3'}?mode=ro", uri=True)
     vocab: dict[str, int] = {}
@@ -215,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     from scale import make_haystack
 
     from hybridsag.evaluation.harness import load_dataset
-    from hybridsag.records.store import Filters, split_key
+    from hybridsag.records.filters import Filters
+    from hybridsag.records.keys import split_key
     from hybridsag.search import HybridSearch
 
     work = Path(args.work)

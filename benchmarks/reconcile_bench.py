@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hybridsag.vectors.index import VectorRow  # noqa: E402
-from hybridsag.records.store import chunk_id_for  # noqa: E402
+from hybridsag.vectors.contract import VectorRow  # noqa: E402
+from hybridsag.records.keys import chunk_id_for
 
 from hybridsag.consistency import Reconciler, apply_plan, build_plan  # noqa: E402
 from tests.consistency_race import run_race, summarize  # noqa: E402

@@ -47,7 +47,7 @@ from hybridsag.judges.cross_encoder import pair_text  # noqa: E402
 from hybridsag.judges.reranker import RerankerJudge  # noqa: E402
 from hybridsag.search import HybridSearch  # noqa: E402
 from hybridsag.settings import ChatJudgeSettings, RerankerSettings, Settings  # noqa: E402
-from hybridsag.records.store import Filters  # noqa: E402
+from hybridsag.records.filters import Filters
 
 
 def start_server(port: int, model: str) -> subprocess.Popen[bytes]:

@@ -25,7 +25,7 @@ from hybridsag.config import load_settings
 from hybridsag.evaluation.harness import open_eval_index, load_dataset
 from hybridsag.fusion import FusedHit, rrf
 from hybridsag.fusion.rules import RULE_BOUNDS, apply_rules
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 
 def main(argv: Sequence[str] | None = None) -> int:

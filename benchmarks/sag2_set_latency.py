@@ -28,7 +28,7 @@ from hybridsag.evaluation.harness import load_dataset
 from hybridsag.paths.sag2 import Sag2Retriever
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -95,8 +95,9 @@ def measure(data: Path, index: Path, cache: Path, searches: int, warmup: int) ->
     import hybridsag
     import hybridsag.search as search_mod
     from hybridsag.evaluation.harness import PASSAGE_MAX_CHARS, load_dataset
-    from hybridsag.lexical.index import build_match
-    from hybridsag.records.store import Filters, Store
+    from hybridsag.lexical.queries import build_match
+    from hybridsag.records.filters import Filters
+    from hybridsag.records.store import Store
     from hybridsag.search import HybridSearch
     from hybridsag.settings import Settings
     from hybridsag.vectors.embed_cache import CachedEmbedder

@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hybridsag.records.store import KEY_SEP, Store
+from hybridsag.records.keys import KEY_SEP
+from hybridsag.records.store import Store
 
 
 def main() -> None:

@@ -50,7 +50,7 @@ from hybridsag.consistency.plan import (
     TombstonedLeftover,
     VectorEntry,
 )
-from hybridsag.vectors.index import DenseIndex
+from hybridsag.vectors.contract import DenseIndex
 from hybridsag.errors import ConsistencyError, DenseError, HybridSagError, StoreError
 from hybridsag.ingest.folders import taken_by, without_excluded
 from hybridsag.settings import Settings

@@ -60,10 +60,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from hybridsag.consistency.source_drift import SourceDrift, read_sources
-from hybridsag.vectors.index import DenseIndex
+from hybridsag.vectors.contract import DenseIndex
 from hybridsag.errors import StoreError
 from hybridsag.records.ledger import Ledger
-from hybridsag.lexical.index import LexicalIndex
+from hybridsag.lexical.contract import LexicalIndex
 from hybridsag.records.owners import pid_alive
 from hybridsag.settings import Settings
 from hybridsag.records.store import Store

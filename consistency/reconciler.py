@@ -25,7 +25,7 @@ from hybridsag.errors import ConsistencyError, HybridSagError
 from hybridsag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.contract import DenseIndex
     from hybridsag.vectors.embedder import Embedder
 
 __all__ = ["Reconciler"]

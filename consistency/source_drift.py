@@ -49,7 +49,9 @@ from hybridsag.ingest.folders import (
 from hybridsag.search import STALE_DELETED, stale_reason
 from hybridsag.settings import Settings
 from hybridsag.ingest.sources import SourceErrors, scan_folder
-from hybridsag.records.store import ResourceRecord, Store, resource_key
+from hybridsag.records.keys import resource_key
+from hybridsag.records.rows import ResourceRecord
+from hybridsag.records.store import Store
 
 __all__ = ["SourceDrift", "SourceItem", "read_sources", "source_documents", "source_guard"]
 

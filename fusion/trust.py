@@ -101,7 +101,7 @@ class QueryFacts:
     words (``None``: unknown), its lexical terms, the share of them in the index, their mean
     normalised IDF, its length in words, and the share of its words that are capitalised.
     ``searched_terms``: the lexical terms as the index was searched for them (a misspelt word
-    respelled, :meth:`~hybridsag.lexical.index.LexicalIndex.query_terms`; empty when not
+    respelled, :meth:`~hybridsag.lexical.contract.LexicalIndex.query_terms`; empty when not
     measured), which the confidence's term coverage reads."""
 
     embedder_reads: float | None = None

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from hybridsag.results import SearchResponse, SearchResult
     from hybridsag.search import HybridSearch
     from hybridsag.settings import Settings
-    from hybridsag.records.store import Filters
+    from hybridsag.records.filters import Filters
 
 __version__ = "0.1.0"
 
@@ -58,7 +58,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "hybridsag.results": ("SearchResponse", "SearchResult"),
     "hybridsag.search": ("HybridSearch",),
     "hybridsag.settings": ("Settings",),
-    "hybridsag.records.store": ("Filters",),
+    "hybridsag.records.filters": ("Filters",),
 }
 
 __all__ = sorted([*(name for names in _PUBLIC.values() for name in names), "__version__"])

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
-from hybridsag.lexical.index import LexicalIndex, StoreLexicalIndex
+from hybridsag.lexical.contract import LexicalIndex
+from hybridsag.lexical.index import StoreLexicalIndex
 from hybridsag.paths import check_path_names, check_weights, path_spec
 from hybridsag.records.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever
@@ -51,7 +52,7 @@ from hybridsag.lexical.tokenizer import Tokenizer
 from hybridsag.paths.query_facts import load_confidence_model, load_trust_model
 
 if TYPE_CHECKING:
-    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.contract import DenseIndex
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.fusion import TrustModel
     from hybridsag.fusion.confidence import ConfidenceModel
@@ -240,7 +241,7 @@ class Components:
         older build's, which may share one with other data dirs)."""
         if self.settings.milvus.collection:
             return self.settings.milvus.collection
-        from hybridsag.vectors.index import default_collection
+        from hybridsag.vectors.milvus_dense import default_collection
 
         return default_collection(self.index_id) if self.index_id is not None else None
 
@@ -336,7 +337,8 @@ class Components:
         return _memo(embedder)
 
     def _build_dense_index(self) -> DenseIndex:
-        from hybridsag.vectors.index import LEGACY_COLLECTION, make_dense_index
+        from hybridsag.vectors.index import make_dense_index
+        from hybridsag.vectors.milvus_dense import LEGACY_COLLECTION
 
         if not self.dense_enabled:
             raise ConfigError("the dense path is off (embedding.model = 'none')")
@@ -393,7 +395,7 @@ class Components:
         the store keeps) when it is this data dir's own collection in the embedded Milvus Lite
         store and the store holds at most ``milvus.exact_search_max_rows`` vectors; else
         ``index`` itself."""
-        from hybridsag.vectors.index import MilvusDenseIndex
+        from hybridsag.vectors.milvus_dense import MilvusDenseIndex
 
         m = self.settings.milvus
         if m.uri is not None or m.attach or not isinstance(index, MilvusDenseIndex):

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from hybridsag.errors import IngestError
-from hybridsag.records.store import chunk_id_suffix, resource_key
+from hybridsag.records.keys import chunk_id_suffix, resource_key
 
 if TYPE_CHECKING:
-    from hybridsag.records.store import ResourceRecord
+    from hybridsag.records.rows import ResourceRecord
 
 __all__ = [
     "Chunk",

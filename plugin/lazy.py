@@ -5,15 +5,21 @@ in the package's namespace after, so that importing the package (or any of its s
 runs its ``__init__`` first) costs nothing until a name is used::
 
     __getattr__, __dir__ = lazy_names(__name__, globals(), {"hybridsag.errors": ("InputError",)})
+
+A module split by job keeps the names that moved out of it importable for one release, each with
+a :class:`DeprecationWarning` naming its new home (:func:`moved_names`)::
+
+    __getattr__ = moved_names(__name__, {"LexicalIndex": "hybridsag.lexical.contract"})
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["lazy_names"]
+__all__ = ["lazy_names", "moved_names"]
 
 
 def lazy_names(
@@ -36,3 +42,29 @@ def lazy_names(
         return sorted(set(namespace) | set(where))
 
     return __getattr__, __dir__
+
+
+def moved_names(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """The ``__getattr__`` of ``module``, whose names ``moved`` (name -> the module that owns it
+    now) moved out of it: each is still imported from ``module``, from its new owner, with a
+    :class:`DeprecationWarning` that names the new home (for one release). An unknown name
+    raises AttributeError as a plain module does.
+
+    Args:
+        module: The old module's name (its ``__name__``).
+        moved: Each moved name and the module that defines it now.
+    """
+
+    def __getattr__(name: str) -> Any:
+        owner = moved.get(name)
+        if owner is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{module}.{name} moved to {owner}.{name}; import it from there (the old name goes "
+            "in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(owner), name)
+
+    return __getattr__

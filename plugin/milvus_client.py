@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hybridsag.errors import ConfigError, DenseError, HybridSagError, InputError
 from hybridsag.settings import Settings
-from hybridsag.records.store import split_key
+from hybridsag.records.keys import split_key
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymilvus import MilvusClient

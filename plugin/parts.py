@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.contract import DenseIndex
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.judges.base import Judge
-    from hybridsag.lexical.index import LexicalIndex
+    from hybridsag.lexical.contract import LexicalIndex
     from hybridsag.settings import Settings
     from hybridsag.records.store import Store
     from hybridsag.lexical.tokenizer import Tokenizer

@@ -38,14 +38,10 @@ from hybridsag.paths.query import validate_query
 from hybridsag.remote_calls import QueryMeter, metered, submit
 from hybridsag.results import SearchResponse, SearchResult
 from hybridsag.settings import FusionSettings, Settings
-from hybridsag.records.store import (
-    STATUSES,
-    ChunkRecord,
-    Exclusion,
-    Filters,
-    ResourceRecord,
-    resource_key,
-)
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import resource_key
+from hybridsag.records.rows import ChunkRecord, Exclusion, ResourceRecord
+from hybridsag.records.schema import STATUSES
 from hybridsag.lexical.tokenizer import Tokenizer, has_cjk
 from hybridsag.paths.query_facts import query_facts
 
@@ -54,7 +50,7 @@ if TYPE_CHECKING:
 
     # the write side (chunker, folders, sources, writer) is imported by the methods that
     # ingest, so that a search process never loads it
-    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.contract import DenseIndex
     from hybridsag.documents import Document, Format, IngestReport
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.judges.base import Judge

@@ -208,7 +208,8 @@ def capture_group(g: Group, cs: dict[str, Corpus], work: Path, opened: dict[str,
     from hybridsag.evaluation.docsets import load_docset
     from hybridsag.evaluation.harness import load_dataset, questions_of
     from hybridsag.paths.query import validate_query
-    from hybridsag.records.store import Filters, resource_key
+    from hybridsag.records.filters import Filters
+    from hybridsag.records.keys import resource_key
 
     source = cs[g.source]
     if source.docs:

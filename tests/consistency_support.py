@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hybridsag.components import Components
-from hybridsag.vectors.index import DenseFilter, DenseIndex, MilvusDenseIndex, VectorRow
+from hybridsag.vectors.contract import DenseFilter, DenseIndex, VectorRow
+from hybridsag.vectors.milvus_dense import MilvusDenseIndex
 from hybridsag.vectors.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import DenseError
 from hybridsag.fusion.types import Hit

@@ -64,7 +64,7 @@ from hybridsag.evaluation.offline_runs import (
 )
 from hybridsag.paths import PATHS
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 __all__ = [
     "METRICS",

@@ -45,7 +45,7 @@ from hybridsag.paths import PATHS, path_names
 from hybridsag.paths.query import validate_query
 from hybridsag.remote_calls import remote_figures
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 __all__ = [
     "FUSED",

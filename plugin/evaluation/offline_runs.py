@@ -29,7 +29,7 @@ from hybridsag.paths import check_weights
 from hybridsag.paths.query import validate_query
 from hybridsag.search import FusionInput, HybridSearch, fuse_step
 from hybridsag.settings import FusionSettings, Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 from hybridsag.paths.query_facts import load_trust_model
 
 __all__ = [

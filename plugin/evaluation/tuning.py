@@ -112,7 +112,7 @@ def capture_set(
     from hybridsag.evaluation.offline_runs import capture
     from hybridsag.search import HybridSearch
     from hybridsag.settings import Settings
-    from hybridsag.records.store import Filters
+    from hybridsag.records.filters import Filters
 
     ds = load_dataset(folder, limit=limit)
     if limit is not None and limit >= len(load_dataset(folder).queries):

@@ -53,7 +53,8 @@ from hybridsag.ingest.formats import DocumentConverter
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.settings import Settings
 from hybridsag.ingest.sources import FolderScan, SourceErrors, id_root, iter_files, scan_folder
-from hybridsag.records.store import Exclusion, ResourceRecord, Store
+from hybridsag.records.rows import Exclusion, ResourceRecord
+from hybridsag.records.store import Store
 from hybridsag.ingest.writer import Writer
 
 __all__ = [

@@ -75,7 +75,9 @@ from hybridsag.ingest.sources import (
     file_limit,
     not_indexed,
 )
-from hybridsag.records.store import ResourceRecord, Store, resource_key
+from hybridsag.records.keys import resource_key
+from hybridsag.records.rows import ResourceRecord
+from hybridsag.records.store import Store
 from hybridsag.ingest.writer import Writer
 
 __all__ = [

@@ -78,16 +78,13 @@ from hybridsag.fusion.facts import chunk_facts
 from hybridsag.fusion.text import normalize_title
 from hybridsag.records.ledger import Ledger, Staged, claim_abandoned, read_claim_detail
 from hybridsag.ingest.progress import IngestProgress, as_progress
-from hybridsag.records.store import (
-    Store,
-    chunk_id_for,
-    split_key,
-)
+from hybridsag.records.keys import chunk_id_for, split_key
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
-    from hybridsag.vectors.index import DenseIndex, VectorRow
+    from hybridsag.vectors.contract import DenseIndex, VectorRow
     from hybridsag.vectors.embedder import Embedder
-    from hybridsag.lexical.index import LexicalIndex
+    from hybridsag.lexical.contract import LexicalIndex
     from hybridsag.settings import ChunkingSettings
 
 __all__ = [
@@ -583,7 +580,7 @@ class Writer:
         self, prepared: Sequence[Staged], claims: Mapping[str, int]
     ) -> list[VectorRow]:
         """The vector rows of a batch, keyed by the claimed versions."""
-        from hybridsag.vectors.index import VectorRow
+        from hybridsag.vectors.contract import VectorRow
 
         rows = []
         for p in prepared:
@@ -709,7 +706,7 @@ class Writer:
         ready resources whose vectors are missing. Returns the number of vectors written. A
         chunk whose resource moved to another version meanwhile is skipped (its vector is
         deleted again), so a backfill never resurrects old text."""
-        from hybridsag.vectors.index import VectorRow
+        from hybridsag.vectors.contract import VectorRow
 
         if self._dense is None or self._embedder is None:
             raise DenseError("backfill_vectors needs a dense index and an embedder")

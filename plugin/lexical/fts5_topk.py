@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybridsag.records.store import select_in
+from hybridsag.records.dialect import select_in
 
 __all__ = [
     "BM25_B",

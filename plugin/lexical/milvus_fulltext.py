@@ -52,15 +52,8 @@ from hybridsag.documents import (
 )
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.lexical.fts5_topk import strip_diacritics
-from hybridsag.fusion.types import Hit
-from hybridsag.lexical.index import (
-    ChunkTokens,
-    LexicalQueries,
-    LexicalQuery,
-    LexicalTables,
-    Ranked,
-    near_terms_in,
-)
+from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
+from hybridsag.lexical.queries import LexicalQueries, bind_reads, near_terms_in
 from hybridsag.milvus_client import (
     F_ACL,
     F_RESOURCE,
@@ -78,7 +71,10 @@ from hybridsag.milvus_client import (
 )
 from hybridsag.settings import LexicalSettings, Settings
 from hybridsag.records.index_reads import ChunkDoc, IndexReads, ResourceDoc
-from hybridsag.records.store import Filters, Store, select_in, split_key
+from hybridsag.records.dialect import select_in
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import split_key
+from hybridsag.records.store import Store
 from hybridsag.lexical.tokenizer import Tokenizer, has_cjk
 
 if TYPE_CHECKING:
@@ -172,12 +168,14 @@ def _terms_of(tokens: ChunkTokens) -> list[str]:
 
 
 class MilvusLexicalIndex:
-    """:class:`~hybridsag.lexical.index.LexicalIndex` on Milvus full-text search (see the module
+    """:class:`~hybridsag.lexical.contract.LexicalIndex` on Milvus full-text search (see the module
     docstring). Nothing connects until the first search or write; thread-safe like the dense
     index (one client, opened under a lock).
 
-    It holds the query skeleton (:class:`~hybridsag.lexical.index.LexicalQueries`) and is its
-    :class:`~hybridsag.lexical.index.LexicalEngine`: Milvus ranks, the store's ``mlex_*`` rows count."""
+    It holds the query skeleton (:class:`~hybridsag.lexical.queries.LexicalQueries`, whose reads
+    it answers through :func:`~hybridsag.lexical.queries.bind_reads`) and is its
+    :class:`~hybridsag.lexical.contract.LexicalEngine`: Milvus ranks, the store's ``mlex_*``
+    rows count."""
 
     #: the store-side rows the query skeleton reads (terms, titles) and how a term matches
     tables = LexicalTables(
@@ -207,6 +205,7 @@ class MilvusLexicalIndex:
         self._queries = LexicalQueries(
             store, tokenizer, self, max_terms=max_terms, spelling=settings.spelling
         )
+        bind_reads(self, self._queries)
         self._all = all_settings
         self._analyzer: Literal["auto", "standard", "jieba"] = settings.milvus_analyzer
         self._chunks_coll, self._titles_coll = lexical_collections(index_id)
@@ -372,53 +371,12 @@ class MilvusLexicalIndex:
         if client is not None:
             release_milvus(client, key)
 
-    # -- reads (the query skeleton's) -----------------------------------------------------------
-
-    def query_terms(self, query: str) -> list[str]:
-        return self._queries.query_terms(query)
-
-    def search(
-        self,
-        terms: Sequence[str],
-        *,
-        limit: int,
-        filters: Filters,
-        must: str | None = None,
-        path: str = "bm25",
-    ) -> list[Hit]:
-        return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
-
-    def search_many(
-        self,
-        queries: Sequence[LexicalQuery],
-        *,
-        limit: int,
-        filters: Filters,
-        path: str = "bm25",
-    ) -> list[list[Hit]]:
-        return self._queries.search_many(queries, limit=limit, filters=filters, path=path)
-
-    def search_titles(
-        self, terms: Sequence[str], *, limit: int, filters: Filters
-    ) -> list[tuple[str, float]]:
-        return self._queries.search_titles(terms, limit=limit, filters=filters)
-
-    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
-        return self._queries.best_chunks(resource_ids, terms)
-
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        return self._queries.doc_freqs(terms)
+    # -- reads (the query skeleton's are bound by bind_reads) ----------------------------------
 
     def scoped_doc_freqs(
         self, terms: Sequence[str], filters: Filters
     ) -> tuple[dict[str, int], int]:
         return self._queries.scoped_doc_freqs(terms, filters)
-
-    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
-        return self._queries.chunk_tokens(title, heading, body)
-
-    def title_tokens(self, title: str) -> str:
-        return self._queries.title_tokens(title)
 
     # -- the engine: vocabulary ------------------------------------------------------------------
 
@@ -486,7 +444,7 @@ class MilvusLexicalIndex:
         depth: int,
         limit: int,
     ) -> list[Ranked]:
-        """See :meth:`~hybridsag.lexical.index.LexicalEngine.rank_chunks`: one Milvus search a
+        """See :meth:`~hybridsag.lexical.contract.LexicalEngine.rank_chunks`: one Milvus search a
         query, its hits checked against the store; complete when Milvus had fewer rows than
         asked (or was asked its most, ``MAX_LIMIT``)."""
         expr = self._expression(filters)

@@ -12,7 +12,7 @@ is allowed (most typos are one: a letter dropped, doubled, swapped or mistyped);
 on the shared and docs sets).
 
 How (:func:`respell`): among the index terms that share the term's first letter (the engine
-lists them, :meth:`~hybridsag.lexical.index.LexicalEngine.near_terms`), the one fewest edits
+lists them, :meth:`~hybridsag.lexical.contract.LexicalEngine.near_terms`), the one fewest edits
 away (insertions, deletions, substitutions, swaps of neighbours: the optimal string alignment
 distance, computed by rapidfuzz), then the one that keeps more of the typed letters, then the
 one more chunks hold.

@@ -51,18 +51,13 @@ from pathlib import Path
 from typing import Any
 
 from hybridsag.errors import ConfigError, LexicalError
-from hybridsag.fusion.types import Hit
 from hybridsag.lexical.fts5_topk import strip_diacritics
-from hybridsag.lexical.index import (
-    ChunkTokens,
-    LexicalQueries,
-    LexicalQuery,
-    LexicalTables,
-    Ranked,
-)
+from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
+from hybridsag.lexical.queries import LexicalQueries, bind_reads
 from hybridsag.lexical.tokenizer import Tokenizer
 from hybridsag.records.index_reads import IndexReads
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 from hybridsag.settings import LexicalSettings
 
 __all__ = ["TANTIVY_LEXICAL_MIGRATIONS", "TantivyLexicalIndex", "chunk_hash", "compose_tokens"]
@@ -265,12 +260,14 @@ class _Side:
 
 
 class TantivyLexicalIndex:
-    """:class:`~hybridsag.lexical.index.LexicalIndex` on tantivy (see the module docstring).
+    """:class:`~hybridsag.lexical.contract.LexicalIndex` on tantivy (see the module docstring).
     The indexes open on first use; reads are thread-safe, writes run under the store's write
     lock (one writer at a time, per call).
 
-    It holds the query skeleton (:class:`~hybridsag.lexical.index.LexicalQueries`) and is its
-    :class:`~hybridsag.lexical.index.LexicalEngine`: tantivy ranks and counts, the store checks."""
+    It holds the query skeleton (:class:`~hybridsag.lexical.queries.LexicalQueries`, whose reads
+    it answers through :func:`~hybridsag.lexical.queries.bind_reads`) and is its
+    :class:`~hybridsag.lexical.contract.LexicalEngine`: tantivy ranks and counts, the store
+    checks."""
 
     #: the store-side rows the query skeleton reads: the titles (for the title-alias fix); the
     #: chunk rows live in tantivy only (``scoped_doc_freqs`` is answered here, not by the
@@ -294,6 +291,7 @@ class TantivyLexicalIndex:
         self._queries = LexicalQueries(
             store, tokenizer, self, max_terms=max_terms, spelling=settings.spelling
         )
+        bind_reads(self, self._queries)
         self._weights = (settings.title_weight, settings.heading_weight, settings.body_weight)
         self._open_lock = threading.Lock()
         self._sides: tuple[_Side, _Side] | None = None
@@ -370,42 +368,7 @@ class TantivyLexicalIndex:
     def flush(self) -> None:
         """Nothing to seal: every write call is a commit whose merges finished."""
 
-    # -- reads (the query skeleton's) -----------------------------------------------------------
-
-    def query_terms(self, query: str) -> list[str]:
-        return self._queries.query_terms(query)
-
-    def search(
-        self,
-        terms: Sequence[str],
-        *,
-        limit: int,
-        filters: Filters,
-        must: str | None = None,
-        path: str = "bm25",
-    ) -> list[Hit]:
-        return self._queries.search(terms, limit=limit, filters=filters, must=must, path=path)
-
-    def search_many(
-        self,
-        queries: Sequence[LexicalQuery],
-        *,
-        limit: int,
-        filters: Filters,
-        path: str = "bm25",
-    ) -> list[list[Hit]]:
-        return self._queries.search_many(queries, limit=limit, filters=filters, path=path)
-
-    def search_titles(
-        self, terms: Sequence[str], *, limit: int, filters: Filters
-    ) -> list[tuple[str, float]]:
-        return self._queries.search_titles(terms, limit=limit, filters=filters)
-
-    def best_chunks(self, resource_ids: Sequence[str], terms: Sequence[str]) -> dict[str, str]:
-        return self._queries.best_chunks(resource_ids, terms)
-
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        return self._queries.doc_freqs(terms)
+    # -- reads (the query skeleton's are bound by bind_reads) ----------------------------------
 
     def scoped_doc_freqs(
         self, terms: Sequence[str], filters: Filters
@@ -437,12 +400,6 @@ class TantivyLexicalIndex:
         except self.store.errors as exc:
             raise LexicalError(f"counting terms within the filters failed: {exc}") from exc
         return out, total
-
-    def chunk_tokens(self, title: str, heading: str, body: str) -> ChunkTokens:
-        return self._queries.chunk_tokens(title, heading, body)
-
-    def title_tokens(self, title: str) -> str:
-        return self._queries.title_tokens(title)
 
     # -- the engine: vocabulary -----------------------------------------------------------------
 
@@ -478,7 +435,7 @@ class TantivyLexicalIndex:
         depth: int,
         limit: int,
     ) -> list[Ranked]:
-        """See :meth:`~hybridsag.lexical.index.LexicalEngine.rank_chunks`: one tantivy top
+        """See :meth:`~hybridsag.lexical.contract.LexicalEngine.rank_chunks`: one tantivy top
         ``depth`` a query, its hits checked against the store; complete when tantivy had fewer
         rows than asked."""
         side = self._chunks

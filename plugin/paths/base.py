@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from hybridsag.fusion.types import Hit
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 __all__ = ["PathResult", "Peers", "Retriever", "elapsed_ms"]
 

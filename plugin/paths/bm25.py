@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from hybridsag.lexical.index import LexicalIndex
+from hybridsag.lexical.contract import LexicalIndex
 from hybridsag.paths.base import PathResult, Peers, elapsed_ms
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts

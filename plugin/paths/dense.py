@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 
 from hybridsag.fusion.types import Hit
 from hybridsag.paths.base import PathResult, Peers, elapsed_ms
-from hybridsag.records.store import ChunkRecord, Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.rows import ChunkRecord
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
-    from hybridsag.vectors.index import DenseIndex
+    from hybridsag.vectors.contract import DenseIndex
     from hybridsag.vectors.embedder import Embedder
     from hybridsag.parts import Parts
 
@@ -53,7 +55,7 @@ class DenseRetriever:
     def retrieve(
         self, query: str, *, limit: int, filters: Filters, peers: Peers | None = None
     ) -> PathResult:
-        from hybridsag.vectors.index import DenseFilter
+        from hybridsag.vectors.contract import DenseFilter
 
         t0 = time.perf_counter()
         vector = self.embedder.encode([query], kind="query")[0]

@@ -22,7 +22,7 @@ from hybridsag.fusion.confidence import ConfidenceModel
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
-    from hybridsag.records.store import Filters
+    from hybridsag.records.filters import Filters
 
 __all__ = ["CONFIDENCE_WEIGHTS", "load_confidence_model", "load_trust_model", "query_facts"]
 

@@ -52,7 +52,7 @@ from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeErro
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.base import Candidate, Judge, JudgeUsage
 from hybridsag.judges.simple import UnavailableJudge
-from hybridsag.lexical.index import LexicalIndex, LexicalQuery
+from hybridsag.lexical.contract import LexicalIndex, LexicalQuery
 from hybridsag.paths.base import PathResult, Peers
 from hybridsag.paths.evidence import (
     EvidencePassage,
@@ -63,7 +63,8 @@ from hybridsag.paths.evidence import (
 )
 from hybridsag.fusion.text.sentences import split_sentences
 from hybridsag.settings import JudgeSettings, Sag2Settings
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
@@ -212,7 +213,8 @@ class Sag2Trace:
 
 
 class Sag2Retriever:
-    """The SAG2 path over a :class:`~hybridsag.lexical.index.LexicalIndex` and a :class:`Judge`."""
+    """The SAG2 path over a :class:`~hybridsag.lexical.contract.LexicalIndex` and a
+    :class:`Judge`."""
 
     name = "sag2"
     #: the path whose hits join the round-0 pool when it runs in the same search

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from hybridsag.fusion.text import normalize_title
 from hybridsag.fusion.types import Hit
-from hybridsag.lexical.index import LexicalIndex
+from hybridsag.lexical.contract import LexicalIndex
 from hybridsag.paths.base import PathResult, Peers, elapsed_ms
-from hybridsag.records.store import Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts

@@ -28,7 +28,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
-from hybridsag.records.store import Store, placeholders, select_in
+from hybridsag.records.dialect import placeholders, select_in
+from hybridsag.records.store import Store
 
 __all__ = [
     "ChunkDoc",

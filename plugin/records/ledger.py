@@ -35,12 +35,15 @@ from typing import TYPE_CHECKING, Any
 
 from hybridsag.records.owners import owner_dead, pid_alive, this_owner
 from hybridsag.fusion.types import ChunkFacts
-from hybridsag.records.store import Store, chunk_id_for, facts_columns, select_in
+from hybridsag.records.dialect import select_in
+from hybridsag.records.keys import chunk_id_for
+from hybridsag.records.rows import facts_columns
+from hybridsag.records.store import Store
 
 if TYPE_CHECKING:
     from hybridsag.documents import Chunk
     from hybridsag.documents import Document
-    from hybridsag.lexical.index import ChunkTokens, LexicalIndex
+    from hybridsag.lexical.contract import ChunkTokens, LexicalIndex
 
 __all__ = ["Ledger", "LedgerState", "Staged", "claim_abandoned", "read_claim_detail"]
 

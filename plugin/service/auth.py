@@ -27,7 +27,7 @@ from typing import Any
 
 from hybridsag.errors import AuthError, ForbiddenError
 from hybridsag.settings import ROLES, ServerSettings
-from hybridsag.records.store import ResourceRecord
+from hybridsag.records.rows import ResourceRecord
 
 __all__ = ["READ_STATUSES", "Principal", "TokenBook"]
 

@@ -34,7 +34,9 @@ from hybridsag.ingest.manifest import (
 )
 from hybridsag.results import SearchResult
 from hybridsag.paths import check_path_names, check_weights
-from hybridsag.records.store import SEARCHABLE_STATUSES, ChunkRecord, Filters
+from hybridsag.records.filters import Filters
+from hybridsag.records.rows import ChunkRecord
+from hybridsag.records.schema import SEARCHABLE_STATUSES
 from hybridsag.settings import EXPERIMENT_NAME_PATTERN, ExperimentSettings
 
 __all__ = [

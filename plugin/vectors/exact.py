@@ -5,16 +5,16 @@ CPU on 6,000 rows and grows with the rows (60 ms at 100,000, docs/benchmarks.md)
 its top 10 misses one of the true nearest passages for about one query in seven (ef = 64). The
 same rows searched exactly, one matrix-vector product over them, take about 1 ms at 6,000 rows.
 
-:class:`ExactDenseIndex` is a :class:`~hybridsag.vectors.index.DenseIndex` over a
-:class:`~hybridsag.vectors.index.MilvusDenseIndex`, which stays the system of record: every
+:class:`ExactDenseIndex` is a :class:`~hybridsag.vectors.contract.DenseIndex` over a
+:class:`~hybridsag.vectors.milvus_dense.MilvusDenseIndex`, which stays the system of record: every
 write goes to Milvus first and, once Milvus took it, to an in-memory copy of the rows
 (:class:`VectorTable`); reads of the reconciler (``iter_entries``, ``count``) are Milvus'. A
 search is exact over the copy: every row's score by the collection's metric (cosine on unit
 rows, inner product, or squared L2, as Milvus scores them), the ``limit`` best that pass the
-filter, ties by chunk id. The filter is the one :func:`~hybridsag.vectors.index.filter_expression`
-writes for Milvus, evaluated on the rows' own fields: the tenant, the public resource ids (of
-the tenant when it is set), the excluded ids, and the ACL (an empty one is public, else it must
-share a tag).
+filter, ties by chunk id. The filter is the one
+:func:`~hybridsag.vectors.milvus_dense.filter_expression` writes for Milvus, evaluated on the
+rows' own fields: the tenant, the public resource ids (of the tenant when it is set), the
+excluded ids, and the ACL (an empty one is public, else it must share a tag).
 
 The copy is loaded once per process and collection, when the first index of it is ensured: from
 the passage vectors the store keeps (``rows``: the composition root passes the store's, which
@@ -41,8 +41,10 @@ import numpy as np
 from hybridsag.errors import DenseError, InputError
 from hybridsag.fusion.types import Hit
 from hybridsag.milvus_client import MAX_LIMIT
-from hybridsag.records.store import Store, split_key
-from hybridsag.vectors.index import DenseFilter, MilvusDenseIndex, VectorRow, check_vector
+from hybridsag.records.keys import split_key
+from hybridsag.records.store import Store
+from hybridsag.vectors.contract import DenseFilter, VectorRow, check_vector
+from hybridsag.vectors.milvus_dense import MilvusDenseIndex
 
 __all__ = ["ExactDenseIndex", "VectorTable", "store_rows"]
 
@@ -305,7 +307,7 @@ _TABLES_LOCK = threading.Lock()
 
 
 class ExactDenseIndex:
-    """:class:`~hybridsag.vectors.index.DenseIndex` over ``inner`` (the system of record:
+    """:class:`~hybridsag.vectors.contract.DenseIndex` over ``inner`` (the system of record:
     hybridsag's own collection in Milvus Lite at ``where``), searched exactly in memory (module
     docstring).
 

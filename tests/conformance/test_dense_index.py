@@ -19,21 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridsag.vectors.index import (
-    DENSE_INDEXES,
-    DenseFilter,
-    DenseIndex,
-    MilvusDenseIndex,
-    VectorRow,
-    filter_expression,
-    make_dense_index,
-)
+from hybridsag.vectors.contract import DenseFilter, DenseIndex, VectorRow
+from hybridsag.vectors.index import DENSE_INDEXES, make_dense_index
+from hybridsag.vectors.milvus_dense import MilvusDenseIndex, filter_expression
 from hybridsag.vectors.embedder import Embedder, make_embedder
 from hybridsag.vectors.exact import ExactDenseIndex
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError, InputError
 from hybridsag.milvus_client import lite_path, quote_literal, resources_expression
 from hybridsag.settings import EmbeddingSettings, MilvusFieldMap, MilvusSettings, Settings
-from hybridsag.records.store import resource_key
+from hybridsag.records.keys import resource_key
 from tests.consistency_support import create_legacy_collection
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture shared with integration/
 

@@ -20,7 +20,7 @@ import pytest
 from hybridsag.consistency import apply_plan, build_plan
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.documents import make_document
-from hybridsag.lexical.index import LexicalIndex, LexicalQuery
+from hybridsag.lexical.contract import LexicalIndex, LexicalQuery
 from hybridsag.lexical.milvus_fulltext import (
     MilvusLexicalIndex,
     check_server_version,
@@ -30,7 +30,8 @@ from hybridsag.lexical.milvus_fulltext import (
 from hybridsag.lexical.tantivy_index import TantivyLexicalIndex, chunk_hash, compose_tokens
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters, resource_key, split_key
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import resource_key, split_key
 
 from tests.conformance.test_store_backends import WORDS, _corpus, _settings, indexed_twice
 from tests.milvusserver import milvus_server  # noqa: F401 - fixture

@@ -22,7 +22,10 @@ from hybridsag.errors import ConsistencyError, IndexMismatchError, StoreError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.fusion import chunk_facts, normalize_title
-from hybridsag.records.store import BACKFILL_META, Filters, Store, resource_key, split_key
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import resource_key, split_key
+from hybridsag.records.schema import BACKFILL_META
+from hybridsag.records.store import Store
 
 WORDS = (
     "apple orchard river stone lantern copper meadow falcon harbor violet ember quartz willow "

@@ -11,7 +11,7 @@ from hybridsag.errors import IngestError, QueryError
 from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 PATHS = ["bm25", "title"]
 

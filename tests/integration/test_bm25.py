@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 from hybridsag.documents import make_document
-from hybridsag.lexical.index import build_match, quote_term
+from hybridsag.lexical.queries import build_match, quote_term
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters, split_key
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import split_key
 
 FILLER = {
     "Rivers": "Rivers carry water from mountains to the sea.",

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters, split_key
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import split_key
 
 from tests.conformance.test_store_backends import WORDS, _corpus, indexed_twice
 

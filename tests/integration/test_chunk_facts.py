@@ -10,7 +10,8 @@ import sqlite3
 from pathlib import Path
 
 from hybridsag.fusion import chunk_facts, normalize_title
-from hybridsag.records.store import BACKFILL_META, Filters
+from hybridsag.records.filters import Filters
+from hybridsag.records.schema import BACKFILL_META
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 

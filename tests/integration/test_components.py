@@ -16,21 +16,17 @@ from typing import Any
 import numpy as np
 import pytest
 from hybridsag.components import Components
-from hybridsag.vectors.index import VectorRow
+from hybridsag.vectors.contract import VectorRow
 from hybridsag.vectors.embedder import EMBEDDERS, SentenceTransformerEmbedder
 from hybridsag.errors import DenseError, QueryError
 from hybridsag.evaluation.harness import run_eval
 from hybridsag.fusion.types import Hit
 from hybridsag.judges.features import FeatureJudge
-from hybridsag.lexical.index import (
-    build_best_chunks_sql,
-    build_tops_sql,
-    build_title_search_sql,
-)
+from hybridsag.lexical.fts5 import build_best_chunks_sql, build_tops_sql, build_title_search_sql
 from hybridsag.paths import PathResult, PathSpec, Peers, register_path, unregister_path
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 from tests.consistency_support import MODEL, FaultyDense, own_dense_index, shared_embedder
 
@@ -204,7 +200,7 @@ for name, argv in {
     runs[name] = [rc, out.getvalue()]
 heavy = ("torch", "transformers", "sentence_transformers", "onnxruntime", "pymilvus",
          "milvus_lite", "grpc", "pandas", "numpy", "jieba", "httpx", "hybridsag.ingest.writer",
-         "hybridsag.vectors.index")
+         "hybridsag.vectors.index", "hybridsag.vectors.milvus_dense")
 print(json.dumps({"runs": runs, "heavy": sorted(m for m in heavy if m in sys.modules)}))
 """
 
@@ -264,7 +260,7 @@ out = io.StringIO()
 rc = main(["--server", sys.argv[1], "search", "orrery scheduler", "--json"], out=out)
 behind = ("hybridsag.search", "hybridsag.remote_calls", "hybridsag.paths.bm25", "jieba", "numpy",
           "pymilvus", "torch", "onnxruntime", "hybridsag.components", "hybridsag.lexical.index",
-          "hybridsag.paths.base")
+          "hybridsag.lexical.contract", "hybridsag.lexical.queries", "hybridsag.paths.base")
 print(json.dumps({{"rc": rc, "response": json.loads(out.getvalue()),
                   "behind": sorted(m for m in behind if m in sys.modules)}}))
 """
@@ -406,7 +402,7 @@ def test_only_the_lexical_module_holds_fts5_sql() -> None:
         f"{path.relative_to(ROOT)}:{lineno}: {text.strip()[:80]}"
         for folder in ("plugin", "consistency")
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if path != ROOT / "plugin" / "lexical" / "index.py"
+        if path != ROOT / "plugin" / "lexical" / "fts5.py"
         for lineno, text in fts_statements(path.read_text("utf-8"))
     ]
     assert offenders == []
@@ -422,16 +418,22 @@ def test_only_the_lexical_module_holds_fts5_sql() -> None:
 LEDGER_TABLE = r"(resources|chunks|chunk_vectors|tombstones|journal|meta)\b"
 LEDGER_SQL = re.compile(rf"\b(FROM|INTO|UPDATE|JOIN)\s+{LEDGER_TABLE}")
 LEDGER_WRITE = re.compile(rf"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{LEDGER_TABLE}")
-#: where a ledger table may be read: the schema, meta and a search's reads (store), and the
-#: reads the lexical engines make of chunks and resources (index_reads: the engines join
-#: their own rows with them through it)
+#: where a ledger table may be read: the schema's migrations (schema), meta and a search's reads
+#: (store), and the reads the lexical engines make of chunks and resources (index_reads: the
+#: engines join their own rows with them through it)
 LEDGER_READERS = (
     "plugin/records/ledger.py",
     "plugin/records/store.py",
+    "plugin/records/schema.py",
     "plugin/records/index_reads.py",
 )
-#: where one may be written: the ledger (the record's state), the store (migrations, meta)
-LEDGER_WRITERS = ("plugin/records/ledger.py", "plugin/records/store.py")
+#: where one may be written: the ledger (the record's state), the store (meta) and the schema
+#: (its migrations)
+LEDGER_WRITERS = (
+    "plugin/records/ledger.py",
+    "plugin/records/store.py",
+    "plugin/records/schema.py",
+)
 
 
 def ledger_statements(source: str, pattern: re.Pattern[str] = LEDGER_SQL) -> list[tuple[int, str]]:
@@ -442,8 +444,8 @@ def ledger_statements(source: str, pattern: re.Pattern[str] = LEDGER_SQL) -> lis
 def test_only_the_ledger_writes_the_records_state() -> None:
     """SQL on ``resources``, ``chunks``, ``chunk_vectors``, ``tombstones``, ``journal`` and
     ``meta`` lives in ``ledger.py`` (every write of the record's state and the reads of the
-    write path and the reconciler) and ``store.py`` (the schema, its migrations, ``meta``, the
-    reads a search makes); ``index_reads.py`` may read them (the reads the lexical engines make
+    write path and the reconciler), ``store.py`` (``meta``, the reads a search makes) and
+    ``schema.py`` (the schema and its migrations); ``index_reads.py`` may read them (the reads the lexical engines make
     of chunks and resources), never write them. Any other module of ``plugin/`` or
     ``consistency/`` holding such SQL fails."""
     offenders = []

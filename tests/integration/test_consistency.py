@@ -27,7 +27,7 @@ from hybridsag.consistency import (
     latest_report,
     list_reports,
 )
-from hybridsag.vectors.index import VectorRow
+from hybridsag.vectors.contract import VectorRow
 from hybridsag.documents import make_document
 from hybridsag.errors import ConsistencyError
 from hybridsag.search import HybridSearch

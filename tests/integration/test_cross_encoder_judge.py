@@ -29,7 +29,7 @@ from hybridsag.judges.base import Candidate, Judge
 from hybridsag.judges.cross_encoder import CrossEncoderJudge, pair_text
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 WORDS = (
     "who what when where did was is the a of and in to by for film director directed mother "

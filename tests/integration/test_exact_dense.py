@@ -18,11 +18,13 @@ import numpy as np
 import pytest
 from hybridsag.documents import make_document
 from hybridsag.milvus_client import lite_path
-from hybridsag.records.store import Filters, split_key
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import split_key
 from hybridsag.search import HybridSearch
 from hybridsag.settings import MilvusSettings, Settings
 from hybridsag.vectors.exact import ExactDenseIndex, VectorTable
-from hybridsag.vectors.index import DenseFilter, MilvusDenseIndex, VectorRow
+from hybridsag.vectors.contract import DenseFilter, VectorRow
+from hybridsag.vectors.milvus_dense import MilvusDenseIndex
 from pydantic import ValidationError
 
 DIM = 16

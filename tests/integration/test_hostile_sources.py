@@ -29,7 +29,7 @@ from hybridsag.documents import (
 from hybridsag.errors import IngestError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import chunk_id_for
+from hybridsag.records.keys import chunk_id_for
 
 # a hang is a failure, not a stuck suite
 pytestmark = pytest.mark.timeout(20)

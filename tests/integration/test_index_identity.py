@@ -18,7 +18,8 @@ import pytest
 from hybridsag.cli import main
 from hybridsag.components import META_INDEX_ID, Components
 from hybridsag.consistency import Reconciler
-from hybridsag.vectors.index import LEGACY_COLLECTION, VectorRow
+from hybridsag.vectors.contract import VectorRow
+from hybridsag.vectors.milvus_dense import LEGACY_COLLECTION
 from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
 from hybridsag.milvus_client import lite_path
 from hybridsag.search import HybridSearch

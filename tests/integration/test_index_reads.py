@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 from hybridsag.records.index_reads import ChunkRef, IndexReads
-from hybridsag.records.store import Filters, resource_key
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import resource_key
 from hybridsag.search import HybridSearch
 
 

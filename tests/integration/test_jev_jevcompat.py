@@ -34,7 +34,7 @@ import pytest
 from hybridsag.errors import JudgeResponseError
 from hybridsag.judges.base import Candidate
 from hybridsag.judges.jev import JevJudge, build_question, build_state
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 from hybridsag.search import HybridSearch
 from hybridsag.settings import JevSettings, Settings
 from pydantic import SecretStr

@@ -24,7 +24,7 @@ import pytest
 from hybridsag.documents import make_document
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 CORPUS: dict[str, tuple[str, str]] = {
     "amber-road": (

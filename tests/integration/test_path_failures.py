@@ -19,7 +19,9 @@ from hybridsag.paths import PathResult, PathSpec, Peers, register_path, unregist
 from hybridsag.paths.dense import DenseRetriever
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import ChunkRecord, Filters, Store
+from hybridsag.records.filters import Filters
+from hybridsag.records.rows import ChunkRecord
+from hybridsag.records.store import Store
 
 from tests.consistency_support import make_settings, open_search
 

@@ -23,14 +23,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridsag.cli import main
-from hybridsag.vectors.index import DenseFilter, filter_expression
+from hybridsag.vectors.contract import DenseFilter
+from hybridsag.vectors.milvus_dense import filter_expression
 from hybridsag.documents import make_document
 from hybridsag.errors import HybridSagError, QueryError
-from hybridsag.lexical.index import build_match, quote_term
+from hybridsag.lexical.queries import build_match, quote_term
 from hybridsag.paths.query import validate_query
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import Filters, ResourceRecord
+from hybridsag.records.filters import Filters
+from hybridsag.records.rows import ResourceRecord
 from hybridsag.lexical.tokenizer import FTS_TOKENIZE
 
 #: derandomized (the same examples every run), no example database, a deadline per example

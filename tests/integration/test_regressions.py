@@ -30,7 +30,7 @@ from hybridsag.paths import BUILTIN_PATHS
 from hybridsag.results import SearchResponse, SearchResult
 from hybridsag.search import HybridSearch
 from hybridsag.settings import EmbeddingSettings, Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
 from tests.settings_support import clean_env_settings

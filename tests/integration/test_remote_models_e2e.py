@@ -250,6 +250,6 @@ def test_attach_mode_end_to_end(server: ModelServer, tmp_path: Path) -> None:
 
 
 def _no_filters() -> Any:
-    from hybridsag.records.store import Filters
+    from hybridsag.records.filters import Filters
 
     return Filters()

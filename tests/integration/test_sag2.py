@@ -42,7 +42,7 @@ from hybridsag.paths.sag2 import (
 )
 from hybridsag.search import HybridSearch
 from hybridsag.settings import JudgeSettings, Sag2Settings, Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 from hybridsag.lexical.tokenizer import Tokenizer
 from pydantic import ValidationError
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hybridsag.vectors.index import DenseFilter
+from hybridsag.vectors.contract import DenseFilter
 from hybridsag.documents import make_document
 from hybridsag.vectors.embedder import SentenceTransformerEmbedder
 from hybridsag.errors import QueryError
@@ -25,7 +25,7 @@ from hybridsag.paths import BUILTIN_PATHS
 from hybridsag.results import SearchResponse
 from hybridsag.search import HybridSearch
 from hybridsag.settings import EmbeddingSettings, Settings
-from hybridsag.records.store import Filters
+from hybridsag.records.filters import Filters
 
 from tests.milvusserver import milvus_server  # noqa: F401 - the session-wide server fixture
 from tests.settings_support import clean_env_settings

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hybridsag.records.store import KEY_SEP
+from hybridsag.records.keys import KEY_SEP
 from hybridsag.search import HybridSearch
 from hybridsag.service.server import build_server
 from hybridsag.settings import Settings

@@ -9,7 +9,10 @@ import pytest
 from hybridsag.errors import IndexMismatchError, QueryError
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import MIGRATIONS, Filters, Store, resource_key, split_key
+from hybridsag.records.filters import Filters
+from hybridsag.records.keys import resource_key, split_key
+from hybridsag.records.schema import MIGRATIONS
+from hybridsag.records.store import Store
 
 FP = "test-tokenizer/1"
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from hybridsag.cli import main
 from hybridsag.errors import CorruptStoreError
-from hybridsag.lexical.index import FTS_MIGRATIONS
+from hybridsag.lexical.fts5 import FTS_MIGRATIONS
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import MIGRATIONS
+from hybridsag.records.schema import MIGRATIONS
 
 PROCESSES = 8
 TRIALS = 12

@@ -22,10 +22,11 @@ import httpx
 import numpy as np
 import pytest
 from hybridsag.consistency import Reconciler
-from hybridsag.vectors.index import VectorRow
+from hybridsag.vectors.contract import VectorRow
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
-from hybridsag.records.store import MIGRATIONS, chunk_id_suffix, split_key
+from hybridsag.records.keys import chunk_id_suffix, split_key
+from hybridsag.records.schema import MIGRATIONS
 
 from tests.consistency_support import check_consistent, make_settings, open_search
 from tests.servicesupport import ADMIN, running_service

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridsag.lexical.fts5_topk import Fts5TopK, fts5_varints, term_bound
-from hybridsag.lexical.index import FTS_MIGRATIONS, build_match
+from hybridsag.lexical.fts5 import FTS_MIGRATIONS
+from hybridsag.lexical.queries import build_match
 
 WEIGHTS = (2.0, 2.0, 1.0)
 #: a vocabulary with a Zipf-like shape: a few words in most rows, many in few

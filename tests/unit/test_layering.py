@@ -423,7 +423,7 @@ LEAVES = {
     # fusion's step names (a pure standard-library leaf), so an unknown name in
     # fusion.rules_off is refused when the configuration is read
     "hybridsag.settings": {"hybridsag.errors", "hybridsag.output.budget", "hybridsag.fusion.fuse"},
-    "hybridsag.documents": {"hybridsag.errors", "hybridsag.records.store"},
+    "hybridsag.documents": {"hybridsag.errors", "hybridsag.records.keys", "hybridsag.records.rows"},
     "hybridsag.output.budget": set(),
     # a response and its agent text: the renderer and the pure helpers it reads
     "hybridsag.results": {"hybridsag.output.agent", "hybridsag.output.budget"},
@@ -475,10 +475,11 @@ def test_the_milvus_plumbing_is_its_own_module_both_adapters_use() -> None:
     imports: dict[str, set[str]] = {}
     for path, name, _line in imports_of("plugin"):
         imports.setdefault(module_name(path, "plugin"), set()).add(name)
-    for adapter in ("hybridsag.vectors.index", "hybridsag.lexical.milvus_fulltext"):
+    for adapter in ("hybridsag.vectors.milvus_dense", "hybridsag.lexical.milvus_fulltext"):
         assert any(is_within(n, "hybridsag.milvus_client") for n in imports[adapter]), adapter
-    assert not any(is_within(n, "hybridsag.vectors.index") for n in imports["hybridsag.lexical.milvus_fulltext"])
-    assert not any(is_within(n, "hybridsag.vectors.index") for n in imports["hybridsag.milvus_client"])
+    dense = ("hybridsag.vectors.milvus_dense", "hybridsag.vectors.index")
+    for module in ("hybridsag.lexical.milvus_fulltext", "hybridsag.milvus_client"):
+        assert not any(is_within(n, d) for n in imports[module] for d in dense), module
 
 
 #: The folders of ``plugin/`` and the package's own modules: what each may import. A new edge

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from hybridsag.lexical.index import near_terms_in
+from hybridsag.lexical.queries import near_terms_in
 from hybridsag.lexical.spelling import is_known_word, respell, spelling_reach
 
 
