@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from hybridsag.ab.online import Experiments
     from hybridsag.documents import Document
     from hybridsag.ingest.manifest import PreparedUpload
-    from hybridsag.records.store import ChunkRecord, ResourceRecord
+    from hybridsag.records.rows import ChunkRecord, ResourceRecord
     from hybridsag.search import HybridSearch
     from hybridsag.settings import ExperimentSettings, Settings
 

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 from hybridsag.errors import InputError, QueryError
 from hybridsag.ingest.progress import IngestProgress
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
-from hybridsag.records.store import STATUSES, Filters
+from hybridsag.records.filters import Filters
+from hybridsag.records.schema import STATUSES
 
 __all__ = [
     "MAX_QUERY_CHARS",

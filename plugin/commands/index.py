@@ -45,7 +45,7 @@ def add_rebuild_vectors(sub: Any) -> None:
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "tenant", None) is not None or getattr(args, "acl", None):
-        from hybridsag.records.store import Filters
+        from hybridsag.records.filters import Filters
 
         try:  # checked as a search's filters are, before anything is opened
             Filters(tenant=args.tenant or "", acl=tuple(args.acl or ()))

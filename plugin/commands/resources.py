@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from hybridsag.commands.common import backend_from_args, print_json
 from hybridsag.errors import InputError
-from hybridsag.records.store import STATUSES
+from hybridsag.records.schema import STATUSES
 
 __all__ = [
     "add_include",

@@ -18,7 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 from hybridsag.backend import PAGE_MAX, LocalBackend
 from hybridsag.documents import Document
 from hybridsag.errors import ForbiddenError, IngestError, InputError, NotFoundError
-from hybridsag.records.store import STATUSES
+from hybridsag.records.schema import STATUSES
 from hybridsag.service.auth import Principal
 from hybridsag.service.limits import NDJSON_TYPES, media_type
 from hybridsag.service.models import (
