@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hybridsag.evaluation.docsets import load_docset
+from hybridsag.evaluation.docsets import UNANSWERABLE, load_docset
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 
@@ -54,8 +54,8 @@ def report(rows: list[dict]) -> None:
         mine = [r for r in rows if r["arm"] == arm]
         for kind in ["all", *sorted({r["type"] for r in mine})]:
             sel = [r for r in mine if kind in ("all", r["type"])]
-            ans = [r for r in sel if r["type"] != "unanswerable"]
-            unans = [r for r in sel if r["type"] == "unanswerable"]
+            ans = [r for r in sel if r["type"] != UNANSWERABLE]
+            unans = [r for r in sel if r["type"] == UNANSWERABLE]
             top = [r for r in ans if r["first"] == 1]
             flagged = sum(r["no_good_match"] for r in top)
             hit5 = sum(0 < r["first"] <= 5 for r in ans)
