@@ -72,6 +72,7 @@ __all__ = [
     "ResourceDetail",
     "ResourceSummary",
     "fuse_step",
+    "judge_floor",
     "next_hop_slots",
     "stale_reason",
 ]
@@ -216,6 +217,7 @@ def fuse_step(
         kinds = path_kinds(list(fusion_in.runs))
         trust = assess(fusion_in.runs, kinds, fusion_in.facts, weights=chosen, model=model)
     options = fusion.options(weights=chosen, judge_order=judge_order)
+    options["judge_floor"] = judge_floor(fusion_in, fusion)
     if fusion_in.hidden:
         options["method"] = "rrf"
     fused = fuse(
@@ -228,6 +230,20 @@ def fuse_step(
         **options,
     )
     return fused, trust
+
+
+def judge_floor(fusion_in: FusionInput, fusion: FusionSettings) -> float:
+    """The judge probability below which ``judge_order`` never lifts a hit for this query:
+    ``fusion.judge_order_floor`` for a question the judged path's evidence selection read as
+    one-hop or did not read, 0 for one it read as multi-hop
+    (:func:`~hybridsag.paths.evidence.reads_multi_hop` of a known ``fusion_in.shape``). In a
+    multi-hop question the selection places a bridge passage for the link another selected
+    passage opens, which the judge, asked about the question alone, scores low (on 2wiki gold
+    bridges at 0.007 are taken at #2 of the judge's order): there the order is the selection's,
+    not a rejection the floor should keep down. In a one-hop question a low probability is the
+    judge's no (issue 38: docs chunks scored 0.003 lifted into the top 5)."""
+    known_multi_hop = fusion_in.shape is not None and reads_multi_hop(fusion_in.shape)
+    return 0.0 if known_multi_hop else fusion.judge_order_floor
 
 
 def next_hop_slots(fusion_in: FusionInput, fusion: FusionSettings) -> bool:

@@ -74,7 +74,10 @@ class FusionSettings(Section):
     #: JSON file {"coefficients": {...}, "bias": b, ...} as benchmarks/fusion_loso.py writes
     trust_model: Path | None = None
     #: a hit the SAG2 judge scored below this is one it rejected: judge_order never moves it up
-    #: (it may move it down); 0 lets every judged hit take the judge's order both ways
+    #: (it may move it down) in a question its evidence selection read as one-hop or did not
+    #: read; in one read as multi-hop a bridge the selection took keeps its place however the
+    #: judge scored it (hybridsag.search.judge_floor); 0 lets every judged hit take the judge's
+    #: order both ways
     judge_order_floor: float = Field(0.01, ge=0.0, le=1.0)
     #: the next-hop slots (a SAG2 expansion round's find keeps the rank that round gave it):
     #: "multi-hop" only for a question the judged path's evidence selection read as multi-hop

@@ -77,6 +77,24 @@ def test_a_passage_the_judge_rejected_is_never_lifted_by_its_order() -> None:
     assert [h.chunk_id for h in lifted][:4] == ["C", "u1", "u2", "X"]
 
 
+def test_a_bridge_of_a_multi_hop_question_keeps_the_selections_order() -> None:
+    """The same runs, C now the bridge the evidence selection took for a question it read as
+    multi-hop: the judge, asked about the question alone, scored it low (2wiki's gold bridges
+    at 0.007 were held at #9 and below by the floor: R@10 98.67 -> 98.25), but its place is the
+    selection's, so the judge's order lifts it. A one-hop reading, or none, keeps the floor."""
+    u = ["X", "u1", "u2", "u3"]
+    runs = {"sag2": run("sag2", ["C", "X"], C=(0.008, False), X=(0.004, False)),
+            "dense": run("dense", u), "bm25": run("bm25", u)}  # fmt: skip
+    seen = views("C", "X", "u1", "u2", "u3")
+    for shape in ("entity+bridge", "comparison", "comparison+bridge"):
+        top = ranked(FusionInput("q", runs, seen, shape=shape))
+        assert [h.chunk_id for h in top][:4] == ["C", "u1", "u2", "X"], shape
+        assert top[0].rules == ("judge_order",)
+    for shape in ("open", "entity", "open+bridge", None):
+        kept = ranked(FusionInput("q", runs, seen, shape=shape))
+        assert [h.chunk_id for h in kept][:4] == ["X", "u1", "u2", "C"], shape
+
+
 def test_next_hop_slots_hold_only_for_a_question_read_as_multi_hop() -> None:
     """N was found only by sag2's expansion round (sag2 #2) and fusion put it fourth: a
     multi-hop question keeps it at #2, a one-hop one (its evidence shape "open+bridge": no
