@@ -14,7 +14,7 @@ import stat
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,7 +23,6 @@ from hybridsag.components import Components
 from hybridsag.errors import (
     BudgetError,
     HybridSagError,
-    InputError,
     JudgeError,
     NotFoundError,
     QueryError,
@@ -31,17 +30,17 @@ from hybridsag.errors import (
 from hybridsag.fusion import RULE_REASONS, ChunkView, FusedHit, Hit, QueryFacts, Trust, assess
 from hybridsag.fusion import TrustModel, fuse, monotone_scores
 from hybridsag.fusion.confidence import ConfidenceModel, confidence_features, coverage
-from hybridsag.paths import PATHS, PathResult, check_weights, path_kinds, path_names, path_spec
+from hybridsag.paths import PATHS, PathResult, path_kinds, path_names, path_spec
 from hybridsag.output.agent import copy_place, more_words
 from hybridsag.paths.evidence import reads_multi_hop
 from hybridsag.paths.query import validate_query
 from hybridsag.remote_calls import QueryMeter, metered, submit
+from hybridsag.request import SearchOptions, check_listing
 from hybridsag.results import SearchResponse, SearchResult
 from hybridsag.settings import FusionSettings, Settings
 from hybridsag.records.filters import Filters
 from hybridsag.records.keys import resource_key
 from hybridsag.records.rows import ChunkRecord, Exclusion, ResourceRecord
-from hybridsag.records.schema import STATUSES
 from hybridsag.lexical.tokenizer import Tokenizer, has_cjk
 from hybridsag.paths.query_facts import query_facts
 
@@ -287,19 +286,6 @@ def confidence_step(
     return round(model.predict(features), 4), features
 
 
-def _check_min_confidence(value: object) -> float | None:
-    """A search's ``min_confidence``: None, or a number in 0..1 (QueryError names another)."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0.0 <= float(value) <= 1.0  # NaN fails this too
-    ):
-        raise QueryError(f"min_confidence must be a number in 0..1, got {value!r}")
-    return float(value)
-
-
 def _hits_of(future: Future[tuple[PathResult, float]]) -> list[Hit]:
     """The hits of a path run in the pool, or its error: a :class:`HybridSagError` as it was
     raised, anything else (a path that broke its contract) wrapped in one, so a path that
@@ -310,14 +296,6 @@ def _hits_of(future: Future[tuple[PathResult, float]]) -> list[Hit]:
         raise
     except Exception as exc:  # noqa: BLE001 - logged with its traceback by run_paths
         raise HybridSagError(f"unexpected {type(exc).__name__}: {exc}") from exc
-
-
-def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
-    """A search's own fusion weights, checked as the settings' are (QueryError here)."""
-    try:
-        return check_weights(weights)
-    except ValueError as exc:
-        raise QueryError(str(exc)) from None
 
 
 def _path_failure(name: str, exc: BaseException) -> str:
@@ -862,10 +840,7 @@ class HybridSearch:
         Raises:
             InputError: an unknown status, or a limit that is not a positive integer.
         """
-        if status is not None and status not in STATUSES:
-            raise InputError(f"unknown status {status!r}; valid: {', '.join(STATUSES)}")
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
-            raise InputError(f"limit must be a positive integer, got {limit!r}")
+        check_listing(status, limit)
         rows = self.components.store.list_resources(
             tenant=tenant, statuses=(status,) if status else None, prefix=prefix, limit=limit
         )
@@ -1045,19 +1020,15 @@ class HybridSearch:
         return QueryMeter(max_calls=s.remote_budget_calls, max_ms=s.remote_budget_ms)
 
     def search(
-        self,
-        query: str,
-        *,
-        top_k: int | None = None,
-        paths: Sequence[str] | None = None,
-        filters: Mapping[str, Any] | Filters | None = None,
-        explain: bool = True,
-        include_stale: bool | None = None,
-        weights: Mapping[str, float] | None = None,
-        judge_order: bool | None = None,
-        min_confidence: float | None = None,
+        self, query: str, options: SearchOptions | None = None, **keywords: Any
     ) -> SearchResponse:
         """Run the enabled paths concurrently and fuse them.
+
+        What the search does besides the query is one :class:`~hybridsag.request.SearchOptions`,
+        checked when it was built (the faces build it and pass it whole). Its fields may also be
+        given as keywords, a shorthand that builds it here: ``hs.search(q, top_k=5)`` is
+        ``hs.search(q, SearchOptions(top_k=5))``; keywords given with ``options`` replace those
+        fields of it.
 
         Every response carries ``confidence``, the calibrated probability that its top result
         answers the query (:func:`confidence_step`; 0 when nothing was found), and
@@ -1092,42 +1063,39 @@ class HybridSearch:
         Args:
             query: The query: a non-empty string of at most ``query.max_chars`` characters
                 with no control character but tab and newlines (it is stripped).
-            top_k: How many results, 1..1000; None: ``search.top_k``.
-            paths: The paths to run, as in :meth:`resolve_paths`; None: ``search.paths``.
-            filters: Who may see what: a :class:`~hybridsag.records.store.Filters` or a mapping
-                of its keys (``tenant``, ``acl``, ``metadata``, ``resource_ids``,
-                ``statuses``); None: unscoped, ``ready`` resources only.
-            explain: Word each result's ``why``; False leaves it empty (``paths`` and ``rules``
-                are filled either way).
-            include_stale: Show stale results (True) or hold them back (False); None:
-                ``search.include_stale``.
-            weights: Path name -> fusion weight for this call; None: ``fusion.weights``.
-            judge_order: Keep the judge's order for what it scored; None:
-                ``fusion.judge_order``.
-            min_confidence: A number in 0..1: return no results when the confidence is below
-                it; None: never withhold.
+            options: The search's options (:class:`~hybridsag.request.SearchOptions`: top_k,
+                paths, filters, explain, include_stale, weights, judge_order,
+                min_confidence); None: every one at its default (the settings').
+            keywords: Fields of :class:`~hybridsag.request.SearchOptions`, which build it
+                (or replace those fields of ``options``); an unknown one is a TypeError.
 
         Returns:
             The ranked results with the timings, paths, trust decision and confidence.
 
         Raises:
-            QueryError: a bad query, ``top_k``, filter, path name, weight, ``judge_order`` or
-                ``min_confidence``.
+            QueryError: a bad query or path name (:class:`~hybridsag.request.QueryValueError`
+                for bad options: ``top_k``, filter, weight, ``judge_order`` or
+                ``min_confidence``).
+            TypeError: a keyword that is no field of the options.
             JudgeError: the judge failed under ``judge.on_failure = "raise"``.
         """
         t_start = time.perf_counter()
+        if options is None:
+            options = SearchOptions(**keywords)
+        elif keywords:
+            options = replace(options, **keywords)  # checked again, as built
         s = self.settings
         query = validate_query(query, max_chars=s.query.max_chars)
-        top_k = s.search.top_k if top_k is None else top_k
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
-            raise QueryError(f"top_k must be an integer in 1..1000, got {top_k!r}")
-        flt = Filters.from_mapping(filters)
-        names = self.resolve_paths(paths)
-        fusion_weights = _check_weights(weights) if weights is not None else s.fusion.weights
-        if judge_order is not None and not isinstance(judge_order, bool):
-            raise QueryError(f"judge_order must be true or false, got {judge_order!r}")
-        min_confidence = _check_min_confidence(min_confidence)
-        include_stale = s.search.include_stale if include_stale is None else include_stale
+        top_k = s.search.top_k if options.top_k is None else options.top_k
+        flt = options.scope()
+        names = self.resolve_paths(options.paths)
+        fusion_weights = s.fusion.weights if options.weights is None else options.weights
+        judge_order = options.judge_order
+        min_confidence = options.min_confidence
+        explain = options.explain
+        include_stale = (
+            s.search.include_stale if options.include_stale is None else options.include_stale
+        )
         depth = max(s.fusion.depth, top_k)
         with metered(self._meter()) as meter:  # every remote call is made by a path
             ran = self.run_paths(names, query, limit=depth, filters=flt)

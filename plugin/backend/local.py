@@ -19,17 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from hybridsag.backend.health import checked, local_health, service_answers
 from hybridsag.backend.hooks import ReconcileHooks, load_reconcile_hooks
-from hybridsag.backend.protocol import (
-    SearchOptions,
-    check_listing,
-    checked_budget,
-    query_errors,
-)
+from hybridsag.backend.protocol import checked_budget, query_errors
 from hybridsag.errors import ConfigError, IngestError, InputError
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.output.agent import agent_text
 from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.records.service_lock import holder, refuse_if_held
+from hybridsag.request import SearchOptions, check_listing
 
 if TYPE_CHECKING:
     import threading as _threading
@@ -174,17 +170,7 @@ class LocalBackend:
     def search(self, query: str, options: SearchOptions) -> dict[str, Any]:
         hs = self.hybrid_search(require_index=True)
         with query_errors():
-            response = hs.search(
-                query,
-                top_k=options.top_k,
-                paths=options.paths,
-                filters=options.filters,
-                explain=options.explain,
-                include_stale=options.include_stale,
-                weights=options.weights,
-                judge_order=options.judge_order,
-                min_confidence=options.min_confidence,
-            )
+            response = hs.search(query, options)
         return response.as_dict()
 
     async def asearch(self, query: str, options: SearchOptions) -> dict[str, Any]:
@@ -471,9 +457,8 @@ class LocalBackend:
         ``query_id``, ``experiment``, ``arm`` (and ``teams`` when interleaving)."""
         hs = self.hybrid_search(require_index=True)
         return self._exps().search(
-            hs, query, unit=unit, experiment=experiment, tenant=tenant, top_k=options.top_k,
-            filters=options.filters, explain=options.explain, include_stale=options.include_stale,
-        )  # fmt: skip
+            hs, query, options, unit=unit, experiment=experiment, tenant=tenant
+        )
 
     def experiment_report(self, name: str, *, tenant: str | None = None) -> dict[str, Any]:
         """The report of ``tenant``'s traffic (None: every tenant's); writes nothing."""

@@ -16,8 +16,6 @@ from hybridsag.backend.health import remote_health
 from hybridsag.backend.protocol import (
     MAX_QUERY_CHARS,
     PAGE_MAX,
-    SearchOptions,
-    check_listing,
     checked_budget,
     query_errors,
 )
@@ -25,6 +23,7 @@ from hybridsag.errors import ConfigError, InputError, NotFoundError
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.paths.query import validate_query
+from hybridsag.request import SearchOptions, check_listing
 
 if TYPE_CHECKING:
     from hybridsag.client import AsyncServiceClient, ServiceClient

@@ -430,6 +430,10 @@ LEAVES = {
     "hybridsag.output.agent": {"hybridsag.output.budget", "hybridsag.output.focus",
                                "hybridsag.fusion.text"},
     "hybridsag.output.focus": set(),
+    # a search's options, checked once where they are built: the path registry's weight check,
+    # the filters and the statuses a listing takes
+    "hybridsag.request": {"hybridsag.errors", "hybridsag.paths", "hybridsag.records.filters",
+                          "hybridsag.records.schema"},
 }
 
 
@@ -487,7 +491,7 @@ def test_the_milvus_plumbing_is_its_own_module_both_adapters_use() -> None:
 #:
 #:   faces       cli, commands/, backend/, client, service/, integrations/, ab/  (parse, call,
 #:               render)
-#:   façade      search, components (the composition root), parts
+#:   façade      search, request (a search's options), components (the composition root), parts
 #:   read side   paths/ (+ query, query_facts) -> judges/ -> lexical/, vectors/ -> records/
 #:   write side  ingest/ (sources, formats, chunker, writer, folders, manifest) -> the stores
 #:   offline     evaluation/ (harness, measures, offline_runs, tuning) -> the façade and paths
@@ -503,7 +507,7 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "output": set(),
     "ingest": {"lexical", "records", "vectors", "sentences"},
     "evaluation": {"judges", "paths", "records", "vectors", "remote_calls", "search"},
-    "ab": {"evaluation", "lexical", "paths", "records", "cli", "commands", "search"},
+    "ab": {"evaluation", "lexical", "paths", "records", "cli", "commands", "search", "request"},
     # milvus_client: a service of several workers starts the Lite server they share
     "service": {"ab", "ingest", "output", "paths", "records", "backend", "jsondepth", "search",
                 "milvus_client", "__version__"},

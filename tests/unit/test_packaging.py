@@ -47,7 +47,7 @@ PUBLIC = {
         "ConfigError", "ConsistencyError", "DenseError", "Filters", "FusedHit", "Hit",
         "HybridSagError", "HybridSearch", "IndexMismatchError", "IngestError", "InputError",
         "JudgeError", "JudgeResponseError", "JudgeTimeoutError", "LexicalError", "QueryError",
-        "SearchResponse", "SearchResult", "Settings", "StoreError", "__version__",
+        "SearchOptions", "SearchResponse", "SearchResult", "Settings", "StoreError", "__version__",
     },
     "hybridsag.fusion": {
         "RULE_REASONS", "ChunkFacts", "ChunkView", "Contribution", "FusedHit", "Hit",
