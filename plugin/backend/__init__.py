@@ -24,9 +24,11 @@ and the input checks both sides share; a search's :class:`SearchOptions` is
 :mod:`~hybridsag.backend.hooks` (the reconciler's protocol and its loader). Import their names
 from here.
 
-Both sides take and return the same JSON-shaped values (``SearchResponse.as_dict()``, the
-ingest report, ``ResourceSummary.as_dict()``, ``ResourceDetail.as_dict()``, the audit report,
-experiment states and reports), so a face renders one shape. A resource is ``(tenant, id)``: an
+Both sides take and return the same values: a search's typed
+:class:`~hybridsag.results.SearchResponse` (through a service read from its JSON; only the
+HTTP and CLI edges turn it into JSON), and JSON-shaped ones for the rest (the ingest report,
+``ResourceSummary.as_dict()``, ``ResourceDetail.as_dict()``, the audit report, experiment
+states and reports), so a face renders one shape. A resource is ``(tenant, id)``: an
 operation on one takes its ``tenant``, where None means the caller's own (in process the
 un-tenanted resources, ``""``; through a service the token's tenant, or ``""`` for an admin).
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hybridsag.errors import InputError
 from hybridsag.ingest.progress import IngestProgress
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 from hybridsag.lazy import moved_names
 from hybridsag.request import QueryValueError, SearchOptions
+
+if TYPE_CHECKING:
+    from hybridsag.results import SearchResponse
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -59,10 +62,13 @@ def checked_budget(budget: int) -> int:
 
 class Backend(Protocol):
     """The operations every face uses, in process (:class:`LocalBackend`) or over a running
-    service (:class:`RemoteBackend`); both take and return the same JSON-shaped values.
+    service (:class:`RemoteBackend`); both take and return the same values: a search's typed
+    response, JSON-shaped values for the rest.
 
-    Searching: ``search`` returns ``SearchResponse.as_dict()``, ``search_agent`` its agent
-    text (:func:`hybridsag.output.agent.agent_text`); bad input is a :class:`QueryValueError`.
+    Searching: ``search`` returns the typed :class:`~hybridsag.results.SearchResponse` (through
+    a service, read from its JSON), so that only the HTTP and CLI edges turn it into JSON;
+    ``search_agent`` its agent text (:func:`hybridsag.output.agent.agent_text`); bad input is a
+    :class:`QueryValueError`.
     ``warm`` builds what a search over ``paths`` needs and returns the milliseconds of each
     step (nothing to build through a service); ``query_terms`` are the terms a result's
     snippet highlights (none through a service, which does not say them); ``check_paths``
@@ -98,9 +104,9 @@ class Backend(Protocol):
     dir; a service keeps none: None), and feedback on a result shown under one.
     """
 
-    def search(self, query: str, options: SearchOptions) -> dict[str, Any]: ...
+    def search(self, query: str, options: SearchOptions) -> SearchResponse: ...
 
-    async def asearch(self, query: str, options: SearchOptions) -> dict[str, Any]: ...
+    async def asearch(self, query: str, options: SearchOptions) -> SearchResponse: ...
 
     def search_agent(
         self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET
