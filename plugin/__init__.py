@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         StoreError,
     )
     from hybridsag.fusion.types import FusedHit, Hit
+    from hybridsag.request import SearchOptions
     from hybridsag.results import SearchResponse, SearchResult
     from hybridsag.search import HybridSearch
     from hybridsag.settings import Settings
@@ -55,6 +56,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "StoreError",
     ),
     "hybridsag.fusion.types": ("FusedHit", "Hit"),
+    "hybridsag.request": ("SearchOptions",),
     "hybridsag.results": ("SearchResponse", "SearchResult"),
     "hybridsag.search": ("HybridSearch",),
     "hybridsag.settings": ("Settings",),

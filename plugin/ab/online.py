@@ -36,7 +36,7 @@ import hashlib
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.ab.events import EventStore, make_event_store
@@ -47,6 +47,7 @@ from hybridsag.paths import check_path_names, check_weights
 from hybridsag.settings import ArmSettings, ExperimentSettings, Settings
 
 if TYPE_CHECKING:
+    from hybridsag.request import SearchOptions
     from hybridsag.search import HybridSearch
 
 __all__ = [
@@ -270,41 +271,32 @@ class Experiments:
         self,
         hs: HybridSearch,
         query: str,
+        options: SearchOptions,
         *,
         unit: str,
         experiment: str | None = None,
         tenant: str | None = None,
-        top_k: int | None = None,
-        filters: Any = None,
-        explain: bool = True,
-        include_stale: bool | None = None,
     ) -> dict[str, Any]:
         """Search ``query`` for caller ``unit`` under an experiment (see the module docstring)
-        and log the impression. Returns the search response (``SearchResponse.as_dict()``)
-        with ``query_id``, ``experiment``, ``arm`` and, for interleaving, ``teams`` (the arm of
-        each result). Raises InputError when no experiment applies, and what
-        ``HybridSearch.search`` raises."""
+        and log the impression: ``options`` with the arm's paths, weights and judge order. Returns
+        the search response (``SearchResponse.as_dict()``) with ``query_id``, ``experiment``,
+        ``arm`` and, for interleaving, ``teams`` (the arm of each result). Raises InputError
+        when no experiment applies, and what ``HybridSearch.search`` raises."""
         state = self.applicable(experiment, unit)
         if state is None:
             raise InputError("no experiment is running", retriable=False)
         exp = state.definition
-        options = {
-            "top_k": top_k,
-            "filters": filters,
-            "explain": explain,
-            "include_stale": include_stale,
-        }
         query_id = uuid.uuid4().hex
         if exp.mode == "split":
             arm = assign_arm(exp, unit)
-            out = hs.search(query, **options, **_arm_options(arm)).as_dict()
+            out = hs.search(query, _arm_options(options, arm)).as_dict()
             out["teams"] = None
             arm_name = arm.name
         else:
             a, b = exp.arms
-            ra = hs.search(query, **options, **_arm_options(a)).as_dict()
-            rb = hs.search(query, **options, **_arm_options(b)).as_dict()
-            limit = hs.settings.search.top_k if top_k is None else top_k
+            ra = hs.search(query, _arm_options(options, a)).as_dict()
+            rb = hs.search(query, _arm_options(options, b)).as_dict()
+            limit = hs.settings.search.top_k if options.top_k is None else options.top_k
             out = _interleaved(ra, rb, a.name, b.name, exp.name, unit, query, limit)
             arm_name = "interleaved"
         out.update(query_id=query_id, experiment=exp.name, arm=arm_name)
@@ -461,8 +453,9 @@ class Experiments:
         return self.report_cache.get(("report", definition.name, tenant), seq, compute)
 
 
-def _arm_options(arm: ArmSettings) -> dict[str, Any]:
-    return {"paths": arm.paths, "weights": arm.weights, "judge_order": arm.judge_order}
+def _arm_options(options: SearchOptions, arm: ArmSettings) -> SearchOptions:
+    """``options`` with the paths, weights and judge order ``arm`` sets."""
+    return replace(options, paths=arm.paths, weights=arm.weights, judge_order=arm.judge_order)
 
 
 def _interleaved(

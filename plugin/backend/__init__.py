@@ -17,15 +17,18 @@ operation, renders the answer; it never branches on where the index is.
 - :func:`open_backend` picks one from the settings: remote when ``server.url`` (``--server``)
   is set, local otherwise; :func:`make_backend` one from what a framework adapter is given.
 
-The modules, one job each: :mod:`~hybridsag.backend.protocol` (the :class:`Backend` protocol,
-:class:`SearchOptions` and the input checks both sides share), :mod:`~hybridsag.backend.local`,
+The modules, one job each: :mod:`~hybridsag.backend.protocol` (the :class:`Backend` protocol
+and the input checks both sides share; a search's :class:`SearchOptions` is
+:mod:`hybridsag.request`'s, re-exported here), :mod:`~hybridsag.backend.local`,
 :mod:`~hybridsag.backend.remote`, :mod:`~hybridsag.backend.health` (the ``doctor`` checks) and
 :mod:`~hybridsag.backend.hooks` (the reconciler's protocol and its loader). Import their names
 from here.
 
-Both sides take and return the same JSON-shaped values (``SearchResponse.as_dict()``, the
-ingest report, ``ResourceSummary.as_dict()``, ``ResourceDetail.as_dict()``, the audit report,
-experiment states and reports), so a face renders one shape. A resource is ``(tenant, id)``: an
+Both sides take and return the same values: a search's typed
+:class:`~hybridsag.results.SearchResponse` (through a service read from its JSON; only the
+HTTP and CLI edges turn it into JSON), and JSON-shaped ones for the rest (the ingest report,
+``ResourceSummary.as_dict()``, ``ResourceDetail.as_dict()``, the audit report, experiment
+states and reports), so a face renders one shape. A resource is ``(tenant, id)``: an
 operation on one takes its ``tenant``, where None means the caller's own (in process the
 un-tenanted resources, ``""``; through a service the token's tenant, or ``""`` for an admin).
 
@@ -48,15 +51,10 @@ from typing import TYPE_CHECKING
 
 from hybridsag.backend.hooks import RECONCILER_GROUP, ReconcileHooks, load_reconcile_hooks
 from hybridsag.backend.local import LocalBackend
-from hybridsag.backend.protocol import (
-    MAX_QUERY_CHARS,
-    PAGE_MAX,
-    Backend,
-    QueryValueError,
-    SearchOptions,
-)
+from hybridsag.backend.protocol import MAX_QUERY_CHARS, PAGE_MAX, Backend
 from hybridsag.backend.remote import RemoteBackend
 from hybridsag.errors import ConfigError
+from hybridsag.request import QueryValueError, SearchOptions
 
 if TYPE_CHECKING:
     from hybridsag.search import HybridSearch

@@ -19,17 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from hybridsag.backend.health import checked, local_health, service_answers
 from hybridsag.backend.hooks import ReconcileHooks, load_reconcile_hooks
-from hybridsag.backend.protocol import (
-    SearchOptions,
-    check_listing,
-    checked_budget,
-    query_errors,
-)
+from hybridsag.backend.protocol import checked_budget, query_errors
 from hybridsag.errors import ConfigError, IngestError, InputError
 from hybridsag.ingest.progress import IngestProgress, as_progress
-from hybridsag.output.agent import agent_text
 from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.records.service_lock import holder, refuse_if_held
+from hybridsag.request import SearchOptions, check_listing
 
 if TYPE_CHECKING:
     import threading as _threading
@@ -38,6 +33,7 @@ if TYPE_CHECKING:
     from hybridsag.documents import Document
     from hybridsag.ingest.manifest import PreparedUpload
     from hybridsag.records.rows import ChunkRecord, ResourceRecord
+    from hybridsag.results import SearchResponse
     from hybridsag.search import HybridSearch
     from hybridsag.settings import ExperimentSettings, Settings
 
@@ -171,23 +167,14 @@ class LocalBackend:
         """The lexical index's terms of ``query`` (what a snippet highlights)."""
         return self.hybrid_search(require_index=True).components.lexical.query_terms(query)
 
-    def search(self, query: str, options: SearchOptions) -> dict[str, Any]:
+    def search(self, query: str, options: SearchOptions) -> SearchResponse:
+        """``HybridSearch.search`` with the options whole: the typed response, as the search
+        made it (QueryValueError for bad input)."""
         hs = self.hybrid_search(require_index=True)
         with query_errors():
-            response = hs.search(
-                query,
-                top_k=options.top_k,
-                paths=options.paths,
-                filters=options.filters,
-                explain=options.explain,
-                include_stale=options.include_stale,
-                weights=options.weights,
-                judge_order=options.judge_order,
-                min_confidence=options.min_confidence,
-            )
-        return response.as_dict()
+            return hs.search(query, options)
 
-    async def asearch(self, query: str, options: SearchOptions) -> dict[str, Any]:
+    async def asearch(self, query: str, options: SearchOptions) -> SearchResponse:
         """:meth:`search` in a worker thread: the in-process search is synchronous."""
         import asyncio
 
@@ -195,7 +182,7 @@ class LocalBackend:
 
     def search_agent(self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET) -> str:
         chars = checked_budget(budget)
-        return agent_text(self.search(query, replace(options, explain=False)), chars)
+        return self.search(query, replace(options, explain=False)).as_agent_text(chars)
 
     async def asearch_agent(
         self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET
@@ -471,9 +458,8 @@ class LocalBackend:
         ``query_id``, ``experiment``, ``arm`` (and ``teams`` when interleaving)."""
         hs = self.hybrid_search(require_index=True)
         return self._exps().search(
-            hs, query, unit=unit, experiment=experiment, tenant=tenant, top_k=options.top_k,
-            filters=options.filters, explain=options.explain, include_stale=options.include_stale,
-        )  # fmt: skip
+            hs, query, options, unit=unit, experiment=experiment, tenant=tenant
+        )
 
     def experiment_report(self, name: str, *, tenant: str | None = None) -> dict[str, Any]:
         """The report of ``tenant``'s traffic (None: every tenant's); writes nothing."""

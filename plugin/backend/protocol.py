@@ -1,9 +1,9 @@
-"""The :class:`Backend` protocol every face calls, what a search passes besides the query
-(:class:`SearchOptions`), and the input checks both implementations share.
+"""The :class:`Backend` protocol every face calls, and the input checks both implementations
+share. A search takes the query and one :class:`~hybridsag.request.SearchOptions` (re-exported
+here with its :class:`~hybridsag.request.QueryValueError`), built and checked at the face.
 
-:class:`QueryValueError` is bad search input: a :class:`~hybridsag.errors.QueryError` that is
-also the ``ValueError`` the frameworks expect. :func:`query_errors` turns the ``InputError`` a
-search raises into one, in process (:mod:`hybridsag.backend.local`) and through a service
+:func:`query_errors` turns the ``InputError`` a search raises into a :class:`QueryValueError`,
+in process (:mod:`hybridsag.backend.local`) and through a service
 (:mod:`hybridsag.backend.remote`) alike.
 """
 
@@ -11,36 +11,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from hybridsag.errors import InputError, QueryError
+from hybridsag.errors import InputError
 from hybridsag.ingest.progress import IngestProgress
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
-from hybridsag.records.filters import Filters
-from hybridsag.records.schema import STATUSES
+from hybridsag.lazy import moved_names
+from hybridsag.request import QueryValueError, SearchOptions
+
+if TYPE_CHECKING:
+    from hybridsag.results import SearchResponse
 
 __all__ = [
     "MAX_QUERY_CHARS",
     "PAGE_MAX",
     "Backend",
-    "QueryValueError",
-    "SearchOptions",
-    "check_listing",
     "checked_budget",
     "query_errors",
 ]
+
+#: check_listing moved to hybridsag.request (issue 41): imported from here for one release, with a
+#: DeprecationWarning; QueryValueError and SearchOptions are imported from hybridsag.backend.
+MOVED = {"check_listing": "hybridsag.request"}
+__getattr__ = moved_names(__name__, MOVED)
 
 #: The longest query the service's schema admits (its ``query.max_chars`` may be lower).
 MAX_QUERY_CHARS = 1_000_000
 #: The most resources one page of ``GET /v1/resources`` holds (and its default size).
 PAGE_MAX = 1000
-
-
-class QueryValueError(QueryError, ValueError):
-    """Bad search input: hybridsag's :class:`QueryError` that is also the ``ValueError`` the
-    frameworks expect. ``__cause__`` is the original error."""
 
 
 @contextmanager
@@ -61,64 +60,15 @@ def checked_budget(budget: int) -> int:
         raise QueryValueError(str(exc)) from exc
 
 
-def check_listing(status: str | None, limit: int | None) -> None:
-    """InputError naming an unknown resource ``status`` (valid ones listed) or a ``limit``
-    that is not a positive integer."""
-    if status is not None and status not in STATUSES:
-        raise InputError(f"unknown status {status!r}; valid: {', '.join(STATUSES)}")
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        raise InputError(f"limit must be a positive integer, got {limit!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class SearchOptions:
-    """What a search passes besides the query; checked when built.
-
-    ``top_k``: results (1..1000; None: ``search.top_k`` of the searching side); ``paths``: recall
-    path names (None: ``search.paths`` of the searching side); ``filters``: as
-    ``HybridSearch.search`` takes them (tenant, acl, metadata, resource_ids, statuses);
-    ``include_stale``, ``judge_order``: None for the searching side's settings; ``weights``:
-    fusion weights per path (None: ``fusion.weights``); ``explain``: each path's facts in the
-    results; ``min_confidence``: 0..1, a response whose confidence is below it returns no
-    results (None: none withheld).
-
-    Raises:
-        QueryValueError: a ``top_k`` out of range, ``paths`` given as one string, a bad
-            filter or a ``min_confidence`` outside 0..1, naming it.
-    """
-
-    top_k: int | None = 5
-    paths: tuple[str, ...] | None = None
-    filters: Mapping[str, Any] = field(default_factory=dict)
-    include_stale: bool | None = None
-    judge_order: bool | None = None
-    weights: Mapping[str, float] | None = None
-    explain: bool = True
-    min_confidence: float | None = None
-
-    def __post_init__(self) -> None:
-        top_k = self.top_k
-        if top_k is not None and (
-            not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000
-        ):
-            raise QueryValueError(f"top_k must be an integer in 1..1000, got {top_k!r}")
-        if isinstance(self.paths, str):
-            raise QueryValueError(f"paths must be a list of path names, got {self.paths!r}")
-        floor = self.min_confidence
-        if floor is not None and (
-            isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1
-        ):
-            raise QueryValueError(f"min_confidence must be a number in 0..1, got {floor!r}")
-        with query_errors():
-            Filters.from_mapping(self.filters)
-
-
 class Backend(Protocol):
     """The operations every face uses, in process (:class:`LocalBackend`) or over a running
-    service (:class:`RemoteBackend`); both take and return the same JSON-shaped values.
+    service (:class:`RemoteBackend`); both take and return the same values: a search's typed
+    response, JSON-shaped values for the rest.
 
-    Searching: ``search`` returns ``SearchResponse.as_dict()``, ``search_agent`` its agent
-    text (:func:`hybridsag.output.agent.agent_text`); bad input is a :class:`QueryValueError`.
+    Searching: ``search`` returns the typed :class:`~hybridsag.results.SearchResponse` (through
+    a service, read from its JSON), so that only the HTTP and CLI edges turn it into JSON;
+    ``search_agent`` its agent text (:func:`hybridsag.output.agent.agent_text`); bad input is a
+    :class:`QueryValueError`.
     ``warm`` builds what a search over ``paths`` needs and returns the milliseconds of each
     step (nothing to build through a service); ``query_terms`` are the terms a result's
     snippet highlights (none through a service, which does not say them); ``check_paths``
@@ -154,9 +104,9 @@ class Backend(Protocol):
     dir; a service keeps none: None), and feedback on a result shown under one.
     """
 
-    def search(self, query: str, options: SearchOptions) -> dict[str, Any]: ...
+    def search(self, query: str, options: SearchOptions) -> SearchResponse: ...
 
-    async def asearch(self, query: str, options: SearchOptions) -> dict[str, Any]: ...
+    async def asearch(self, query: str, options: SearchOptions) -> SearchResponse: ...
 
     def search_agent(
         self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET

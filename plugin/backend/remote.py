@@ -16,8 +16,6 @@ from hybridsag.backend.health import remote_health
 from hybridsag.backend.protocol import (
     MAX_QUERY_CHARS,
     PAGE_MAX,
-    SearchOptions,
-    check_listing,
     checked_budget,
     query_errors,
 )
@@ -25,6 +23,8 @@ from hybridsag.errors import ConfigError, InputError, NotFoundError
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.paths.query import validate_query
+from hybridsag.request import SearchOptions, check_listing
+from hybridsag.results import SearchResponse
 
 if TYPE_CHECKING:
     from hybridsag.client import AsyncServiceClient, ServiceClient
@@ -136,19 +136,22 @@ class RemoteBackend:
         """None: the service does not say its terms, so snippets are not highlighted."""
         return []
 
-    def search(self, query: str, options: SearchOptions) -> dict[str, Any]:
+    def search(self, query: str, options: SearchOptions) -> SearchResponse:
+        """``POST /v1/search``: the service's JSON read into the typed response."""
         with query_errors(), self.client() as client:
-            return client.search(
+            data = client.search(
                 self._check(query), explain=options.explain, **self._kwargs(options)
             )
+        return SearchResponse.from_dict(data)
 
-    async def asearch(self, query: str, options: SearchOptions) -> dict[str, Any]:
+    async def asearch(self, query: str, options: SearchOptions) -> SearchResponse:
         """``POST /v1/search`` over ``httpx.AsyncClient`` on the running event loop."""
         with query_errors():
             async with self._async_client() as client:
-                return await client.search(
+                data = await client.search(
                     self._check(query), explain=options.explain, **self._kwargs(options)
                 )
+        return SearchResponse.from_dict(data)
 
     def search_agent(self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET) -> str:
         with query_errors(), self.client() as client:

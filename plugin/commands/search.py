@@ -123,16 +123,17 @@ def _paths_arg(args: argparse.Namespace) -> tuple[str, ...] | None:
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "agent":
         return cmd_search_agent(args, out)
-    from hybridsag.output.render import render_search
+    from hybridsag.output.render import render_response
 
     as_json = args.json or args.format == "json"
     options = _search_options(args)
     with backend_from_args(args) as backend:
         warm = backend.warm(options.paths, query=args.query)
         startup_ms = round((time.perf_counter() - args.started) * 1000, 3)
-        data = backend.search(args.query, options)
-        terms = [] if as_json else backend.query_terms(data["query"])
+        response = backend.search(args.query, options)
+        terms = [] if as_json else backend.query_terms(response.query)
     if as_json:
+        data = response.as_dict()  # the CLI's edge: JSON only here
         # start-up (imports, settings, model load, Milvus open, paths built) is its own
         # stage, so that startup_ms + total_ms is the command's wall time up to the output
         before = round(startup_ms - sum(warm.values()), 3)
@@ -143,8 +144,8 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     color = bool(getattr(out, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
     out.write(
-        render_search(
-            data, terms=terms, color=color, brief=args.brief, width=_terminal_width(),
+        render_response(
+            response, terms=terms, color=color, brief=args.brief, width=_terminal_width(),
             startup_ms=startup_ms,
         )  # fmt: skip
     )

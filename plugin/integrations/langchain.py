@@ -152,9 +152,9 @@ class HybridSagRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        return to_documents(self._backend().search(query, self._options()))
+        return to_documents(self._backend().search(query, self._options()).as_dict())
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
-        return to_documents(await self._backend().asearch(query, self._options()))
+        return to_documents((await self._backend().asearch(query, self._options())).as_dict())

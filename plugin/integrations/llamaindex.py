@@ -162,9 +162,9 @@ class HybridSagRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        response = self._backend.search(query_bundle.query_str, self._options)
+        response = self._backend.search(query_bundle.query_str, self._options).as_dict()
         return to_nodes(response["results"], marks=response_marks(response))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        response = await self._backend.asearch(query_bundle.query_str, self._options)
+        response = (await self._backend.asearch(query_bundle.query_str, self._options)).as_dict()
         return to_nodes(response["results"], marks=response_marks(response))

@@ -159,7 +159,7 @@ def build_server(
             )
             if format == "json":
                 response = await backend.asearch(query, options)
-                return json.dumps(response, ensure_ascii=False)
+                return json.dumps(response.as_dict(), ensure_ascii=False)
             chars = default_budget if budget is None else budget
             return await backend.asearch_agent(query, options, chars)
         except HybridSagError as exc:

@@ -55,10 +55,11 @@ async def search(body: SearchRequest, request: Request, caller: Principal = read
         explain=body.explain,
         min_confidence=body.min_confidence,
     )
-    out = await state.searches.run(
+    response = await state.searches.run(
         lambda: backend.search(body.query, options), timeout=s.server.search_timeout_s,
         lane=caller.lane,
     )
+    out = response.as_dict()  # the HTTP edge: JSON only here
     state.metrics.observe_search(out)
     if body.format == "agent":
         return PlainTextResponse(agent_text(out, body.budget))

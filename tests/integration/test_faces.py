@@ -142,10 +142,10 @@ def test_both_backends_answer_the_same(both: tuple[LocalBackend, RemoteBackend])
     assert local.show("egret") is None and remote.show("egret") is None  # acme's, not ""'s
     options = SearchOptions(top_k=5, paths=("bm25", "title"))
     here, there = local.search("heron shallows", options), remote.search("heron shallows", options)
-    assert [(r["chunk_id"], r["rank"]) for r in there["results"]] == [
-        (r["chunk_id"], r["rank"]) for r in here["results"]
+    assert [(r.chunk_id, r.rank) for r in there.results] == [
+        (r.chunk_id, r.rank) for r in here.results
     ]
-    assert here["results"][0]["resource_id"] == "heron"
+    assert here.results[0].resource_id == "heron"
     assert remote.search_agent("heron", options) == local.search_agent("heron", options)
     for backend in (local, remote):
         assert backend.delete("nobody") is False

@@ -198,7 +198,7 @@ def test_the_check_reads_what_it_should(package: griffe.Module) -> None:
     """The walk reaches the surface it names (a typo in a path would make it check nothing)."""
     search = package["search.HybridSearch"]
     assert {"search", "ingest", "delete", "include", "sync_need"} <= {m.name for m in _public_methods(search)}
-    assert arguments(search["search"])[:2] == ["query", "top_k"]
+    assert arguments(search["search"]) == ["query", "options", "keywords"]
     assert {"SearchResponse", "Hit", "Filters", "HybridSagError"} <= {p.rsplit(".", 1)[-1] for p in _exported()}
     # an Args section is read as mkdocstrings reads it
     doc = griffe.Docstring("Do it.\n\nArgs:\n    x: the thing.\n    y:\n", parser="google")

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 #: The split modules: each keeps a ``MOVED`` table of ``name -> owner module``.
-SPLIT = ("hybridsag.lexical.index", "hybridsag.vectors.index")
+SPLIT = ("hybridsag.lexical.index", "hybridsag.vectors.index", "hybridsag.backend.protocol")
 
 
 def _moved() -> list[tuple[str, str, str]]:

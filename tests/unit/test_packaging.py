@@ -47,7 +47,7 @@ PUBLIC = {
         "ConfigError", "ConsistencyError", "DenseError", "Filters", "FusedHit", "Hit",
         "HybridSagError", "HybridSearch", "IndexMismatchError", "IngestError", "InputError",
         "JudgeError", "JudgeResponseError", "JudgeTimeoutError", "LexicalError", "QueryError",
-        "SearchResponse", "SearchResult", "Settings", "StoreError", "__version__",
+        "SearchOptions", "SearchResponse", "SearchResult", "Settings", "StoreError", "__version__",
     },
     "hybridsag.fusion": {
         "RULE_REASONS", "ChunkFacts", "ChunkView", "Contribution", "FusedHit", "Hit",
@@ -168,7 +168,8 @@ def test_wheel_holds_only_the_hybridsag_package(tmp_path: Path) -> None:
         "hybridsag/stopwords/zh.txt",
         "hybridsag/fusion/__init__.py",
         "hybridsag/consistency/__init__.py",
-        "hybridsag/search.py",
+        "hybridsag/search/__init__.py",
+        "hybridsag/search/reads.py",
         "hybridsag/cli.py",
     ):
         assert required in names, required

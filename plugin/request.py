@@ -1,0 +1,120 @@
+"""What a search passes besides the query: :class:`SearchOptions`, built and checked once at the
+edge (the CLI's flags, a service request, the MCP tool, a framework adapter) and carried whole to
+:meth:`hybridsag.search.HybridSearch.search`, in process or through a service. No layer under the
+edge unpacks it into keywords or checks it again. A listing's status and limit are checked
+here too (:func:`check_listing`), once for every face.
+
+Bad options are a :class:`QueryValueError`: hybridsag's :class:`~hybridsag.errors.QueryError`
+that is also the ``ValueError`` the frameworks expect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybridsag.errors import InputError, QueryError
+from hybridsag.paths import check_weights
+from hybridsag.records.filters import Filters
+from hybridsag.records.schema import STATUSES
+
+__all__ = ["QueryValueError", "SearchOptions", "check_listing"]
+
+
+class QueryValueError(QueryError, ValueError):
+    """Bad search input: hybridsag's :class:`QueryError` that is also the ``ValueError`` the
+    frameworks expect. ``__cause__`` is the original error, when there is one."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """What a search passes besides the query; checked when built, so whoever receives one
+    reads it as it is.
+
+    A field left None takes the searching side's setting (in process this
+    :class:`~hybridsag.settings.Settings`; through a service, the service's).
+
+    Attributes:
+        top_k: How many results, an integer in 1..1000; None: ``search.top_k``.
+        paths: The recall paths to run (:data:`~hybridsag.paths.PATHS` names), as a sequence
+            or one comma-separated string (kept as a tuple); None or empty: ``search.paths``.
+            The searching side refuses a name it has not registered.
+        filters: Who may see what: a :class:`~hybridsag.records.filters.Filters` or a mapping
+            of its keys (``tenant``, ``acl``, ``metadata``, ``resource_ids``, ``statuses``);
+            empty: unscoped, ``ready`` resources only.
+        include_stale: Show results whose source file changed on disk (True) or hold them
+            back and count them (False); None: ``search.include_stale``.
+        judge_order: Keep the judge's order for what it scored; None: ``fusion.judge_order``.
+        weights: Path name -> fusion weight (a number in 0..100) for this search; None:
+            ``fusion.weights``.
+        explain: Word each result's ``why``; False leaves it empty.
+        min_confidence: A number in 0..1: a response whose confidence is below it returns no
+            results (``withheld`` says why); None: never withhold.
+
+    Raises:
+        QueryValueError: a ``top_k`` out of range, a bad filter, weight, ``judge_order`` or a
+            ``min_confidence`` outside 0..1, naming it.
+
+    >>> SearchOptions(top_k=3, paths="bm25, title").paths
+    ('bm25', 'title')
+    """
+
+    top_k: int | None = None
+    paths: Sequence[str] | None = None
+    filters: Mapping[str, Any] | Filters = field(default_factory=dict)
+    include_stale: bool | None = None
+    judge_order: bool | None = None
+    weights: Mapping[str, float] | None = None
+    explain: bool = True
+    min_confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        top_k = self.top_k
+        if top_k is not None and (
+            not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000
+        ):
+            raise QueryValueError(f"top_k must be an integer in 1..1000, got {top_k!r}")
+        paths = self.paths
+        if isinstance(paths, str):
+            object.__setattr__(
+                self, "paths", tuple(p.strip() for p in paths.split(",") if p.strip())
+            )
+        elif paths is not None:
+            object.__setattr__(self, "paths", tuple(paths))
+        if self.weights is not None:
+            try:
+                object.__setattr__(self, "weights", check_weights(self.weights))
+            except ValueError as exc:
+                raise QueryValueError(str(exc)) from None
+        judge_order = self.judge_order
+        if judge_order is not None and not isinstance(judge_order, bool):
+            raise QueryValueError(f"judge_order must be true or false, got {judge_order!r}")
+        floor = self.min_confidence
+        if floor is not None and (
+            isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1
+        ):  # NaN fails the range too
+            raise QueryValueError(f"min_confidence must be a number in 0..1, got {floor!r}")
+        try:
+            Filters.from_mapping(self.filters)
+        except InputError as exc:
+            raise QueryValueError(str(exc)) from exc
+
+    def scope(self) -> Filters:
+        """The filters as the stores apply them (already checked)."""
+        return Filters.from_mapping(self.filters)
+
+
+def check_listing(status: str | None, limit: int | None) -> None:
+    """What a listing of resources takes besides the tenant and prefix, checked once for every
+    face: InputError naming an unknown resource ``status`` (valid ones listed) or a ``limit``
+    that is not a positive integer.
+
+    Args:
+        status: One of :data:`~hybridsag.records.schema.STATUSES`, or None for any.
+        limit: A positive integer, or None for no limit.
+    """
+    if status is not None and status not in STATUSES:
+        raise InputError(f"unknown status {status!r}; valid: {', '.join(STATUSES)}")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise InputError(f"limit must be a positive integer, got {limit!r}")
