@@ -45,6 +45,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from hybridsag import __version__
+from hybridsag.ab import cli as ab_cli
 from hybridsag.commands import doctor, evaluate, index, mcp, resources, search
 from hybridsag.commands.common import (
     INTERRUPTED,
@@ -176,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         evaluate.add_eval,
         mcp.add_mcp,
         doctor.add_doctor,
+        ab_cli.register,
     ):
         add(sub)
     _register_extensions(sub)

@@ -1,6 +1,7 @@
 """The A/B commands of the ``hybridsag`` CLI: ``hybridsag ab list``, ``hybridsag ab report
-EXPERIMENT [--tenant T] [--json]`` and ``hybridsag ab start|stop EXPERIMENT``, added through the
-``hybridsag.commands`` entry point (:func:`register`). Each is parse -> backend -> render over
+EXPERIMENT [--tenant T] [--json]`` and ``hybridsag ab start|stop EXPERIMENT``, which the core CLI
+adds (:func:`register`; ``hybridsag.ab`` is part of the core: the service and ``eval`` import it,
+so it is not an entry-point plugin as ``hybridsag.consistency`` is). Each is parse -> backend -> render over
 the command line's :class:`~hybridsag.backend.Backend`: with ``--server URL`` a running service
 (its report is the one the token may see, an admin may name a ``--tenant``, and nothing is
 written); otherwise the event store under the data dir, where ``ab report`` of every tenant's
@@ -18,8 +19,8 @@ __all__ = ["cmd_ab_list", "cmd_ab_report", "cmd_ab_switch", "register"]
 
 
 def register(sub: Any) -> None:
-    """Add ``ab list``, ``ab report``, ``ab start`` and ``ab stop`` to the CLI (the
-    ``hybridsag.commands`` entry point)."""
+    """Add ``ab list``, ``ab report``, ``ab start`` and ``ab stop`` to the CLI
+    (:func:`hybridsag.cli.build_parser` calls it)."""
     p = sub.add_parser("ab", help="online A/B experiments: list, report, start or stop one")
     ab = p.add_subparsers(dest="ab_command", required=True)
     q = ab.add_parser("list", help="the experiments, their arms and whether they run")

@@ -192,6 +192,31 @@ def test_plugin_never_imports_consistency() -> None:
     assert bad == []
 
 
+def test_a_package_is_either_a_plugin_or_an_import() -> None:
+    """A package that the project's own entry points load (pyproject.toml) is a plugin: no
+    module outside it imports it by name, so the core works without it and the dependency
+    points from it to the core. A package the core imports is part of the core and adds its
+    commands directly, never through an entry point as well (issue 41: ``ab`` was both)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    plugins = {
+        target.split(":")[0].rsplit(".", 1)[0]
+        for group, entries in project.get("entry-points", {}).items()
+        if group.startswith("hybridsag.")
+        for target in entries.values()
+    }
+    assert plugins, "no hybridsag.* entry point found in pyproject.toml"
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name} (loaded as the plugin {plugin})"
+        for folder in PACKAGE_OF_FOLDER
+        for path, name, line in imports_of(folder)
+        for plugin in plugins
+        if is_within(name, plugin) and not is_within(module_name(path, folder), plugin)
+    ]
+    assert bad == []
+
+
 def plugin_graph() -> dict[str, set[str]]:
     """plugin/'s modules and the plugin modules each imports (any import statement)."""
     files = {module_name(path, "plugin"): path for path in python_files("plugin")}
