@@ -225,11 +225,11 @@ class HeldSearch(HybridSearch):
         super().__init__(settings)
         self.entered, self.release = threading.Event(), threading.Event()
 
-    def search(self, query: str, **options: Any) -> Any:
+    def search(self, query: str, options: Any = None, **keywords: Any) -> Any:
         if query == "HOLD":
             self.entered.set()
             assert self.release.wait(120)
-        return super().search(query, **options)
+        return super().search(query, options, **keywords)
 
 
 def test_reports_run_inside_the_search_gate(tmp_path: Path) -> None:
