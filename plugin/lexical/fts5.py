@@ -25,7 +25,10 @@ for (then nothing deeper exists). Several queries
 ranked in one statement, a ``UNION ALL`` of their rankings, inside one read transaction. Where
 the query's terms hold many postings (``lexical.prune``), that top comes from
 :mod:`hybridsag.lexical.fts5_topk` instead: the same rows and scores, with the common terms'
-postings never walked. The statements are built by pure functions (:func:`build_tops_sql`,
+postings never walked; where they hold few (:data:`_PARTS_MAX_POSTINGS`), it is the sum of its
+phrases' ``bm25()`` parts, each phrase read once per committed state of the table
+(:mod:`hybridsag.lexical.fts5_parts`: the same scores bit for bit). The statements are built by
+pure functions (:func:`build_tops_sql`,
 :func:`build_title_search_sql`, :func:`build_best_chunks_sql`) that tests assert on.
 """
 
