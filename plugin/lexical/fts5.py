@@ -25,7 +25,10 @@ for (then nothing deeper exists). Several queries
 ranked in one statement, a ``UNION ALL`` of their rankings, inside one read transaction. Where
 the query's terms hold many postings (``lexical.prune``), that top comes from
 :mod:`hybridsag.lexical.fts5_topk` instead: the same rows and scores, with the common terms'
-postings never walked. The statements are built by pure functions (:func:`build_tops_sql`,
+postings never walked; where they hold few (:data:`_PARTS_MAX_POSTINGS`), it is the sum of its
+phrases' ``bm25()`` parts, each phrase read once per committed state of the table
+(:mod:`hybridsag.lexical.fts5_parts`: the same scores bit for bit). The statements are built by
+pure functions (:func:`build_tops_sql`,
 :func:`build_title_search_sql`, :func:`build_best_chunks_sql`) that tests assert on.
 """
 
@@ -35,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
+from hybridsag.lexical.fts5_parts import Fts5Parts, phrase_lexemes, phrases_of, rank_by_parts
 from hybridsag.lexical.fts5_topk import Fts5TopK
 from hybridsag.lexical.queries import build_match, near_terms_in, rankings
 from hybridsag.lexical.tokenizer import FTS_TOKENIZE
@@ -121,6 +125,10 @@ def build_best_chunks_sql(n_resources: int) -> str:
     return best_chunks_sql(_fts5_best, n_resources)
 
 
+#: the most postings a query's phrases may hold for it to be ranked by their kept parts
+#: (:mod:`hybridsag.lexical.fts5_parts`); above it the phrases' rows are too many to read into
+#: Python for one query, and the statement (or the bounded top k) ranks it
+_PARTS_MAX_POSTINGS = 50_000
 #: the deepest top the bounded ranking (:mod:`hybridsag.lexical.fts5_topk`) is asked for; a deeper
 #: refill (filters left too few rows) runs the plain statement
 _PRUNE_MAX_DEPTH = 2000
@@ -155,6 +163,7 @@ class Fts5Statements:
         self.settings = settings
         self._reads = IndexReads(store)
         self._topk = Fts5TopK("chunks_fts", "chunks_vocab")
+        self._parts = Fts5Parts("chunks_fts")
 
     def vocabulary(self, lexemes: list[str]) -> dict[str, int]:
         """From the ``fts5vocab`` view, kept until the next write
@@ -204,6 +213,13 @@ class Fts5Statements:
                         )
             plain = [i for i, r in enumerate(out) if r is None]
             if plain:
+                summed = self._rank_by_parts(
+                    conn, [queries[i] for i in plain], weights, filter_sql, params, depth, limit
+                )
+                for i, ranked in zip(plain, summed, strict=True):
+                    out[i] = ranked
+                plain = [i for i, r in enumerate(out) if r is None]
+            if plain:
                 args: list[object] = []
                 for i in plain:
                     args += [*weights, build_match(queries[i].terms, must=queries[i].must), depth]
@@ -211,6 +227,61 @@ class Fts5Statements:
                 for i, ranked in rankings(rows, plain, depth, limit).items():
                     out[i] = ranked
         return [r for r in out if r is not None]
+
+    def _rank_by_parts(
+        self,
+        conn: Any,
+        queries: Sequence[LexicalQuery],
+        weights: Sequence[float],
+        filter_sql: str,
+        params: list[object],
+        depth: int,
+        limit: int,
+    ) -> list[Ranked | None]:
+        """The queries whose phrases hold at most :data:`_PARTS_MAX_POSTINGS` postings, ranked
+        by their phrases' kept parts (:mod:`~hybridsag.lexical.fts5_parts`: the scores and
+        order of :func:`build_tops_sql`'s ranking, each phrase read once per state of the
+        table); None for the others. As the statement does, a query's rows are its visible
+        rows among its top ``depth``, at most ``limit``; ``complete`` when nothing ranks
+        below ``depth``. Call inside the read transaction of the ranking."""
+        stats = self._topk.stats(conn)
+        phrases = [phrases_of(q.terms, q.must) for q in queries]
+        tokens = {t for ps in phrases for p in ps for t in phrase_lexemes(p)}
+        freqs = self._topk.doc_freqs(conn, sorted(tokens), stats)
+        use = [self._parts.estimate(ps, freqs) <= _PARTS_MAX_POSTINGS for ps in phrases]
+        out: list[Ranked | None] = [None] * len(queries)
+        if not any(use):
+            return out
+        kept = self._parts.parts(
+            conn, stats, [p for ps, ok in zip(phrases, use) if ok for p in ps], weights,
+            build_match,
+        )
+        ranked = {
+            i: rank_by_parts([kept[p] for p in phrases[i]], must=bool(queries[i].must))
+            for i, ok in enumerate(use) if ok
+        }
+        # which rows are visible: each query's top ``limit`` first, deeper (to ``depth``) only
+        # for a query the filters left short
+        seen: dict[int, Any] = {}
+        window = {i: min(limit, depth) for i in ranked}
+        while window:
+            ask = {int(r) for i, n in window.items() for r in ranked[i][0][:n]} - seen.keys()
+            found = self._reads.visible_chunks(ask, filter_sql, params) if ask else {}
+            seen.update({r: found.get(r) for r in ask})
+            deeper = {}
+            for i, n in window.items():
+                rows, scores = ranked[i]
+                shown = [
+                    (ref.chunk_id, ref.resource_key, float(s))
+                    for r, s in zip(rows[:n].tolist(), scores[:n].tolist())
+                    if (ref := seen[r]) is not None
+                ]
+                if len(shown) < limit and n < min(depth, len(rows)):
+                    deeper[i] = depth
+                else:
+                    out[i] = Ranked(shown[:limit], len(rows) <= depth)
+            window = deeper
+        return out
 
     def title_rows(
         self,

@@ -157,13 +157,16 @@ def term_bound(rows: int, hits: int) -> float:
 @dataclass(slots=True)
 class Fts5Stats:
     """What the bound reads besides the rows, for one committed state of the table (``key``):
-    FTS5's row count, its tokens in all columns, and the document frequencies asked for so
-    far."""
+    FTS5's row count, its tokens in all columns, the document frequencies asked for so far,
+    and the phrases' score parts read so far (:mod:`~hybridsag.lexical.fts5_parts`, keyed by
+    column weights, then phrase; ``kept_postings`` counts their rows)."""
 
     key: tuple[bytes, bytes]
     rows: int
     tokens: int = 0
     freqs: dict[str, int] = field(default_factory=dict)
+    parts: dict[tuple[float, ...], dict[str, Any]] = field(default_factory=dict)
+    kept_postings: int = 0
 
 
 class Fts5TopK:

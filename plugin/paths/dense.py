@@ -84,17 +84,14 @@ class DenseRetriever:
         )
 
     def _visible(self, raw: list[Hit], filters: Filters, limit: int) -> list[Hit]:
-        """The hits whose chunk is current and whose resource passes ``filters`` now, re-ranked.
-        A resource deleted between the two store reads is simply left out."""
+        """The hits whose chunk is current and whose resource passes ``filters`` now (one
+        statement, :meth:`Store.visible_chunk_ids`), re-ranked."""
         if self.attached:
             raw = self._team_rows_as_chunks(raw)
-        chunks = self.store.chunks(h.chunk_id for h in raw)
-        records = self.store.resources(c.key for c in chunks.values())
+        visible = self.store.visible_chunk_ids((h.chunk_id for h in raw), filters)
         hits: list[Hit] = []
         for h in raw:
-            chunk = chunks.get(h.chunk_id)
-            record = records.get(chunk.key) if chunk is not None else None
-            if record is None or not filters.allows(record):
+            if h.chunk_id not in visible:
                 continue
             hits.append(Hit(h.chunk_id, self.name, len(hits) + 1, h.raw_score, h.score, h.detail))
             if len(hits) >= limit:

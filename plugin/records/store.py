@@ -413,19 +413,31 @@ class Store:
         read. A view's ``resource_id`` is the resource's key (:func:`resource_key`), its
         ``title_norm`` the resource's and its ``facts`` the chunk's stored ones (``None``
         for a chunk whose facts the backfill has not reached)."""
-        filter_sql, params = filters.sql("r", self.backend)
-        rows = select_in(
-            self.connection(),
-            f"{_VIEW_SELECT} {filter_sql} AND",
-            "c.chunk_id",
-            chunk_ids,
-            params=params,
-        )
+        rows = self._visible_rows(_VIEW_SELECT, chunk_ids, filters)
         return {
             cid: ChunkView(cid, row[1], row[5], row[3], row[4], row[2], row[6],
                            facts_of(row[7], row[8], row[9]))
             for cid, row in rows.items()
         }  # fmt: skip
+
+    def visible_chunk_ids(self, chunk_ids: Iterable[str], filters: Filters) -> set[str]:
+        """The ids among ``chunk_ids`` of the chunks :meth:`chunk_views` would give (current
+        version, resource visible under ``filters``), read in the same statement without
+        their rows: what a path that only needs to know which of its hits a search may show
+        reads."""
+        select = f"SELECT c.chunk_id {_VIEW_SELECT[_VIEW_SELECT.index('FROM'):]}"
+        return set(self._visible_rows(select, chunk_ids, filters))
+
+    def _visible_rows(
+        self, select: str, chunk_ids: Iterable[str], filters: Filters
+    ) -> dict[str, Any]:
+        """Rows of ``select`` (over ``c`` and ``r``, its WHERE open for an AND) of the chunks
+        among ``chunk_ids`` visible under ``filters``, by chunk id."""
+        filter_sql, params = filters.sql("r", self.backend)
+        return select_in(
+            self.connection(), f"{select} {filter_sql} AND", "c.chunk_id", chunk_ids,
+            params=params,
+        )
 
     def backfill_chunk_facts(self, *, batch: int = BACKFILL_BATCH) -> int:
         """Compute and store the facts (:func:`hybridsag.fusion.facts.chunk_facts`) of every

@@ -2,8 +2,8 @@
 deleted while a path runs is simply not returned.
 
 Real SQLite, real Milvus Lite and the real packaged model. The delete that races the dense path's
-two store reads is made deterministic by a store whose ``chunks()`` read lets a real delete land
-right after it (the dense path under test is the real one).
+store read is made deterministic by a store that lets a real delete land right before it (the
+dense path under test is the real one).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from hybridsag.paths.dense import DenseRetriever
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
 from hybridsag.records.filters import Filters
-from hybridsag.records.rows import ChunkRecord
 from hybridsag.records.store import Store
 
 from tests.consistency_support import make_settings, open_search
@@ -32,9 +31,11 @@ DOCS = {
 }
 
 
-class _DeleteAfterChunkRead:
-    """A store whose ``chunks()`` answers, then lets ``delete`` run before the next read: the
-    interleaving that raised a KeyError in the dense path (11 of 12,400 racing searches)."""
+class _DeleteBeforeVisibilityRead:
+    """A store that lets ``delete`` run after the dense index answered and before the path's
+    one store read (:meth:`Store.visible_chunk_ids`): the vectors still name the victim's
+    chunk, the store no longer holds it. (Two reads, chunks then resources, once let a delete
+    land between them: a KeyError in 11 of 12,400 racing searches; the path reads once now.)"""
 
     def __init__(self, store: Store, delete: Any, victim: str) -> None:
         self._store = store
@@ -42,11 +43,11 @@ class _DeleteAfterChunkRead:
         self.victim = victim
         self.deleted = False
 
-    def chunks(self, chunk_ids: Iterable[str]) -> dict[str, ChunkRecord]:
-        out = self._store.chunks(chunk_ids)
-        if not self.deleted and any(c.resource_id == self.victim for c in out.values()):
+    def visible_chunk_ids(self, chunk_ids: Iterable[str], filters: Filters) -> set[str]:
+        ids = list(chunk_ids)
+        if not self.deleted and any(cid.startswith(f"{self.victim}@") for cid in ids):
             self.deleted = self._delete(self.victim)
-        return out
+        return self._store.visible_chunk_ids(ids, filters)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -60,14 +61,14 @@ def dense_hs(tmp_path: Path) -> Iterator[HybridSearch]:
         yield hs
 
 
-def test_a_resource_deleted_between_the_dense_paths_store_reads_is_left_out(
+def test_a_resource_deleted_while_the_dense_path_runs_is_left_out(
     dense_hs: HybridSearch,
 ) -> None:
     parts = dense_hs.components
-    store = _DeleteAfterChunkRead(parts.store, dense_hs.delete, victim="pear")
+    store = _DeleteBeforeVisibilityRead(parts.store, dense_hs.delete, victim="pear")
     path = DenseRetriever(store, parts.embedder(), parts.dense_index())  # type: ignore[arg-type]
     result = path.retrieve("orchard fruit", limit=10, filters=Filters())
-    assert store.deleted, "the delete did not land between the two reads"
+    assert store.deleted, "the delete did not land before the store read"
     found = [h.detail["resource_id"] for h in result.hits]
     assert sorted(found) == ["apple", "plum"]
     assert [h.rank for h in result.hits] == [1, 2]
