@@ -158,7 +158,7 @@ def _format(report: dict[str, Any]) -> str:
 
 def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
     from hybridsag.backend import open_backend
-    from hybridsag.commands.common import print_json, settings_from_args
+    from hybridsag.commands.common import settings_from_args
 
     settings = settings_from_args(args)
     if args.schedule:
@@ -194,15 +194,11 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
     except HybridSagError as exc:  # the plan failed (its report is written): an error for cron
         sys.stderr.write(f"hybridsag: failed: {' '.join(str(exc).split())}\n")
         return ERROR
-    if args.json:
-        print_json(report, out)
-    else:
-        out.write(_format(report))
-    return report_exit_code(report)
+    return _show(args, report, out)
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    from hybridsag.commands.common import backend_from_args, print_json, utf8_safe
+    from hybridsag.commands.common import backend_from_args, utf8_safe
 
     try:
         with backend_from_args(args) as backend:
@@ -219,6 +215,14 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.write(
             utf8_safe(f"hybridsag: skipped {skipped['file']}: {skipped['reason']}") + "\n"
         )
+    return _show(args, report, out)
+
+
+def _show(args: argparse.Namespace, report: dict[str, Any], out: TextIO) -> int:
+    """Write a reconcile or audit ``report`` (JSON with ``--json``, else the summary); its exit
+    code (:func:`report_exit_code`)."""
+    from hybridsag.commands.common import print_json
+
     if args.json:
         print_json(report, out)
     else:

@@ -214,28 +214,31 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     _configure_logging(args.verbose)
     try:
         return int(args.fn(args, out))
-    except ServiceHoldsDataDir as exc:
-        command = _through(sys.argv[1:] if argv is None else list(argv))
-        error_line(f"hybridsag: error: {_one_line(exc.with_command(command))}")
-        return 2
-    except InputError as exc:
-        error_line(f"hybridsag: error: {_one_line(exc)}")
-        return 2
-    except AuthError as exc:
-        error_line(f"hybridsag: refused: {exc}")
-        return 2
-    except ConfigError as exc:
-        error_line(f"hybridsag: configuration error: {_one_line(exc)}")
-        return 2
-    except CorruptStoreError as exc:
-        error_line(f"hybridsag: damaged store: {_one_line(exc)}")
-        return 2
     except HybridSagError as exc:
-        error_line(f"hybridsag: failed: {_one_line(exc)}")
-        return 1
+        if isinstance(exc, ServiceHoldsDataDir):
+            command = _through(sys.argv[1:] if argv is None else list(argv))
+            message = _one_line(exc.with_command(command))
+        elif isinstance(exc, AuthError):
+            message = str(exc)  # as it is written
+        else:
+            message = _one_line(exc)
+        label, code = next((word, n) for kind, word, n in _FAILURES if isinstance(exc, kind))
+        error_line(f"hybridsag: {label}: {message}")
+        return code
     except KeyboardInterrupt:
         error_line("hybridsag: interrupted")
         return INTERRUPTED
+
+
+#: an error's class -> the word the CLI's error line gives it and the exit code (the first class
+#: the error is an instance of wins)
+_FAILURES: tuple[tuple[type[HybridSagError], str, int], ...] = (
+    (InputError, "error", 2),
+    (AuthError, "refused", 2),
+    (ConfigError, "configuration error", 2),
+    (CorruptStoreError, "damaged store", 2),
+    (HybridSagError, "failed", 1),
+)
 
 
 def _one_line(exc: BaseException | str) -> str:

@@ -37,7 +37,7 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hybridsag.ab.events import EventStore, make_event_store
 from hybridsag.ab.interleave import coin_seed, team_draft
@@ -102,6 +102,16 @@ def check_arms(experiment: ExperimentSettings) -> None:
             check_path_names(arm.paths, where=f"{where}: paths")
         if arm.weights is not None:
             check_weights(arm.weights, where=f"{where}: weights")
+
+
+_E = TypeVar("_E", bound=Exception)
+
+
+def _at(err: _E, *loc: str) -> _E:
+    """``err`` with ``loc`` set: where the service's error body says the bad value is
+    (``["body", "kind"]``)."""
+    err.loc = list(loc)  # type: ignore[attr-defined]
+    return err
 
 
 def _unit_hash(unit: str) -> str:
@@ -197,11 +207,8 @@ class Experiments:
         with self._lock:
             state = self._states.get(name)
         if state is None:
-            err = NotFoundError(
-                f"no experiment {name!r}; known: {', '.join(self._states) or 'none'}"
-            )
-            err.loc = ["path", "name"]  # type: ignore[attr-defined]
-            raise err
+            known = ", ".join(self._states) or "none"
+            raise _at(NotFoundError(f"no experiment {name!r}; known: {known}"), "path", "name")
         return state
 
     def define(self, definition: ExperimentSettings) -> ExperimentState:
@@ -210,14 +217,11 @@ class Experiments:
         try:
             check_arms(definition)
         except ValueError as exc:
-            err = InputError(str(exc))
-            err.loc = ["body", "arms"]  # type: ignore[attr-defined]
-            raise err from None
+            raise _at(InputError(str(exc)), "body", "arms") from None
         with self._lock:
             if definition.name in self._states:
-                err = InputError(f"an experiment named {definition.name!r} already exists")
-                err.loc = ["body", "name"]  # type: ignore[attr-defined]
-                raise err
+                taken = InputError(f"an experiment named {definition.name!r} already exists")
+                raise _at(taken, "body", "name")
             self.store.append(
                 "experiment",
                 definition.name,
@@ -246,19 +250,18 @@ class Experiments:
             try:
                 state = self.get(experiment)
             except NotFoundError as exc:
-                err = InputError(str(exc))
-                err.loc = ["body", "experiment"]  # type: ignore[attr-defined]
-                raise err from None
+                raise _at(InputError(str(exc)), "body", "experiment") from None
             if not state.active:
-                err = InputError(f"experiment {experiment!r} is stopped")
-                err.loc = ["body", "experiment"]  # type: ignore[attr-defined]
-                raise err
+                stopped = InputError(f"experiment {experiment!r} is stopped")
+                raise _at(stopped, "body", "experiment")
             if unit is None:
-                err = InputError(
-                    f"experiment {experiment!r} needs a user (or session) id to assign an arm"
+                raise _at(
+                    InputError(
+                        f"experiment {experiment!r} needs a user (or session) id to assign an arm"
+                    ),
+                    "body",
+                    "user",
                 )
-                err.loc = ["body", "user"]  # type: ignore[attr-defined]
-                raise err
             return state
         if unit is None:
             return None
@@ -343,9 +346,9 @@ class Experiments:
         its place in the log, or for a ``scoped`` caller in the tenant's view of it (the
         ``as_of_seq`` its tenant's report counts to)."""
         if kind not in FEEDBACK_KINDS:
-            err = FeedbackError(f"unknown feedback kind {kind!r}; valid: {', '.join(FEEDBACK_KINDS)}")
-            err.loc = ["body", "kind"]  # type: ignore[attr-defined]
-            raise err
+            valid = ", ".join(FEEDBACK_KINDS)
+            unknown = FeedbackError(f"unknown feedback kind {kind!r}; valid: {valid}")
+            raise _at(unknown, "body", "kind")
         impression = self.store.impression(query_id)
         if impression is None or (scoped and impression.body.get("tenant") != tenant):
             raise UnknownQueryError(
@@ -354,24 +357,20 @@ class Experiments:
             )
         results = impression.body["results"]
         if (position is None) == (chunk_id is None):
-            err = FeedbackError("give one of position or chunk_id")
-            err.loc = ["body", "position"]  # type: ignore[attr-defined]
-            raise err
+            raise _at(FeedbackError("give one of position or chunk_id"), "body", "position")
         if position is not None:
             if not 1 <= position <= len(results):
-                err = FeedbackError(
+                unshown = FeedbackError(
                     f"position {position} was not shown: query {query_id!r} showed "
                     f"{len(results)} results"
                 )
-                err.loc = ["body", "position"]  # type: ignore[attr-defined]
-                raise err
+                raise _at(unshown, "body", "position")
             shown = results[position - 1]
         else:
             match = [r for r in results if r["chunk_id"] == chunk_id]
             if not match:
-                err = FeedbackError(f"chunk {chunk_id!r} was not shown for query {query_id!r}")
-                err.loc = ["body", "chunk_id"]  # type: ignore[attr-defined]
-                raise err
+                unshown = FeedbackError(f"chunk {chunk_id!r} was not shown for query {query_id!r}")
+                raise _at(unshown, "body", "chunk_id")
             shown = match[0]
         event = self.store.append(
             "feedback",
@@ -421,9 +420,8 @@ class Experiments:
         seq = self.store.last_seq()
         report = self._cached_report(state.definition, tenant, seq)
         if report["chart"] is None:
-            err = NotFoundError(f"no chart for experiment {name!r}: {report['chart_note']}")
-            err.loc = ["path", "name"]  # type: ignore[attr-defined]
-            raise err
+            missing = NotFoundError(f"no chart for experiment {name!r}: {report['chart_note']}")
+            raise _at(missing, "path", "name")
         return self.report_cache.get(("chart", name, tenant), seq, lambda: chart_png(report))
 
     def write_report(self, name: str) -> dict[str, Any]:

@@ -7,8 +7,8 @@ fusion facts (:func:`facts_columns`, :func:`facts_of`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from hybridsag.fusion.facts import decode_shingles, encode_shingles
@@ -51,26 +51,8 @@ class ResourceRecord:
 
     @classmethod
     def from_row(cls, row: Any) -> ResourceRecord:
-        return cls(
-            resource_id=split_key(row["resource_id"])[1],
-            title=row["title"],
-            title_norm=row["title_norm"],
-            source_uri=row["source_uri"],
-            source_mtime_ns=row["source_mtime_ns"],
-            source_size=row["source_size"],
-            content_sha256=row["content_sha256"],
-            tenant=row["tenant"],
-            acl=tuple(json.loads(row["acl"])),
-            metadata=json.loads(row["metadata"]),
-            status=row["status"],
-            version=row["version"],
-            pending_version=row["pending_version"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            error=row["error"],
-            source_root=row["source_root"],
-            source_sha256=row["source_sha256"],
-        )
+        """A record from a ``resources`` row (whose ``resource_id`` is the key)."""
+        return cls(**_decoded(row, _RESOURCE_FIELDS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +89,8 @@ class Exclusion:
 
     @classmethod
     def from_row(cls, row: Any) -> Exclusion:
-        return cls(
-            tenant=row["tenant"],
-            source_root=row["source_root"],
-            path=row["path"],
-            acl=tuple(json.loads(row["acl"])),
-            excluded_at=row["excluded_at"],
-        )
+        """An exclusion from an ``exclusions`` row."""
+        return cls(**_decoded(row, _EXCLUSION_FIELDS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +125,26 @@ class ChunkRecord:
         values = list(row)
         values[1] = split_key(values[1])[1]
         return cls(*values)
+
+
+#: how a column is read into a record's field where it is not taken as it is: the key's public id,
+#: JSON lists as tuples, JSON objects
+_DECODE: Mapping[str, Callable[[Any], Any]] = {
+    "resource_id": lambda key: split_key(key)[1],
+    "acl": lambda text: tuple(json.loads(text)),
+    "metadata": json.loads,
+}
+_RESOURCE_FIELDS = tuple(f.name for f in fields(ResourceRecord))
+_EXCLUSION_FIELDS = tuple(f.name for f in fields(Exclusion))
+
+
+def _decoded(row: Any, names: Sequence[str]) -> dict[str, Any]:
+    """The fields ``names`` read from ``row`` by column name, decoded as :data:`_DECODE` says."""
+    return {name: _DECODE.get(name, _same)(row[name]) for name in names}
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def facts_columns(facts: ChunkFacts) -> tuple[str, int, bytes]:

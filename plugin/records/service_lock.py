@@ -30,7 +30,7 @@ import socket
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -98,14 +98,7 @@ def _parse(data: Any) -> ServiceLock | None:
     if not isinstance(data, dict):
         return None
     try:
-        lock = ServiceLock(
-            pid=data["pid"],
-            host=data["host"],
-            url=data["url"],
-            started_at=data["started_at"],
-            boot=data["boot"],
-            owner=data["owner"],
-        )
+        lock = ServiceLock(**{f.name: data[f.name] for f in fields(ServiceLock)})
     except KeyError:
         return None
     types_ok = isinstance(lock.pid, int) and not isinstance(lock.pid, bool) and all(

@@ -165,20 +165,17 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
 
         return handler
 
-    router.add_api_route(
-        "/experiments/{name}/start",
-        _switch(True),
-        methods=["POST"],
-        response_model=ExperimentOut,
-        summary="Start an experiment (it takes traffic)",
-    )
-    router.add_api_route(
-        "/experiments/{name}/stop",
-        _switch(False),
-        methods=["POST"],
-        response_model=ExperimentOut,
-        summary="Stop an experiment (searches no longer join it; its events stay)",
-    )
+    for verb, active, summary in (
+        ("start", True, "Start an experiment (it takes traffic)"),
+        ("stop", False, "Stop an experiment (searches no longer join it; its events stay)"),
+    ):
+        router.add_api_route(
+            f"/experiments/{{name}}/{verb}",
+            _switch(active),
+            methods=["POST"],
+            response_model=ExperimentOut,
+            summary=summary,
+        )
 
     @router.get("/experiments/{name}/report")
     async def experiment_report(
