@@ -35,6 +35,7 @@ from hybridsag.errors import (
 )
 from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
 from hybridsag.ingest.progress import IngestProgress, as_progress
+from hybridsag.request import ListingOptions, options_of
 
 __all__ = ["JSONL_KEYS", "AsyncServiceClient", "ServiceClient", "search_body"]
 
@@ -522,30 +523,25 @@ class ServiceClient:
         return report
 
     def list_resources(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        prefix: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
+        self, options: ListingOptions | None = None, *, cursor: str | None = None, **keywords: Any
     ) -> dict[str, Any]:
         """``GET /v1/resources``: one page, ``{"resources": [...], "next_cursor"}`` (pass
         ``next_cursor`` back as ``cursor`` for the next page; None after the last). A
         tenant-scoped token lists its own tenant only; an admin every tenant's, or ``tenant``'s.
 
         Args:
-            tenant: Only this tenant's (an admin's filter).
-            status: Only resources in this status.
-            prefix: Only ids that start with it.
-            limit: At most this many on the page.
+            options: What to list (:class:`~hybridsag.request.ListingOptions`: ``tenant``, an
+                admin's filter; ``status``; an id ``prefix``; ``limit``, at most this many on
+                the page); None: the service's first page of everything the token sees.
             cursor: The ``next_cursor`` of the page before; None: the first page.
+            keywords: Fields of :class:`~hybridsag.request.ListingOptions`, which build it.
         """
+        o = options_of(ListingOptions, options, keywords)
         params = {
             k: v
             for k, v in (
-                ("tenant", tenant), ("status", status), ("prefix", prefix), ("limit", limit),
-                ("cursor", cursor),
+                ("tenant", o.tenant), ("status", o.status), ("prefix", o.prefix),
+                ("limit", o.limit), ("cursor", cursor),
             )
             if v is not None
         }  # fmt: skip
