@@ -113,18 +113,6 @@ class RemoteBackend:
         with query_errors():
             return validate_query(query, max_chars=MAX_QUERY_CHARS)
 
-    @staticmethod
-    def _kwargs(options: SearchOptions) -> dict[str, Any]:
-        return {
-            "top_k": options.top_k,
-            "paths": options.paths,
-            "filters": options.filters,
-            "include_stale": options.include_stale,
-            "judge_order": options.judge_order,
-            "weights": options.weights,
-            "min_confidence": options.min_confidence,
-        }
-
     def check_paths(self, paths: Sequence[str] | None) -> None:
         """Nothing to check before a search: the service knows its own paths and refuses an
         unknown one on each search (QueryValueError there)."""
@@ -140,25 +128,19 @@ class RemoteBackend:
     def search(self, query: str, options: SearchOptions) -> SearchResponse:
         """``POST /v1/search``: the service's JSON read into the typed response."""
         with query_errors(), self.client() as client:
-            data = client.search(
-                self._check(query), explain=options.explain, **self._kwargs(options)
-            )
+            data = client.search(self._check(query), options)
         return SearchResponse.from_dict(data)
 
     async def asearch(self, query: str, options: SearchOptions) -> SearchResponse:
         """``POST /v1/search`` over ``httpx.AsyncClient`` on the running event loop."""
         with query_errors():
             async with self._async_client() as client:
-                data = await client.search(
-                    self._check(query), explain=options.explain, **self._kwargs(options)
-                )
+                data = await client.search(self._check(query), options)
         return SearchResponse.from_dict(data)
 
     def search_agent(self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET) -> str:
         with query_errors(), self.client() as client:
-            return client.search_agent(
-                self._check(query), budget=checked_budget(budget), **self._kwargs(options)
-            )
+            return client.search_agent(self._check(query), options, budget=checked_budget(budget))
 
     async def asearch_agent(
         self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET
@@ -166,7 +148,7 @@ class RemoteBackend:
         with query_errors():
             async with self._async_client() as client:
                 return await client.search_agent(
-                    self._check(query), budget=checked_budget(budget), **self._kwargs(options)
+                    self._check(query), options, budget=checked_budget(budget)
                 )
 
     # -- writes ----------------------------------------------------------------------------------

@@ -125,3 +125,37 @@ def test_listing_takes_one_options_object_and_the_keywords_build_the_same(
     assert backend.list_resources(ListingOptions(prefix="how"), limit=1) == rows
     with pytest.raises(TypeError, match="stat"):
         hs.list_resources(stat="ready")
+
+
+def test_the_client_sends_one_options_object_as_the_keywords_would() -> None:
+    """ServiceClient/AsyncServiceClient take a SearchOptions (keywords kept) and build one body
+    (fails before: the client took keywords only); a bad option never leaves the client."""
+    import asyncio
+
+    import httpx
+
+    from hybridsag.client import AsyncServiceClient, ServiceClient, search_body
+
+    sent: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(200, json={"results": []}, text=None)
+
+    options = SearchOptions(top_k=2, paths="bm25", filters={"acl": ("a",)}, explain=False)
+    assert search_body("q", options) == search_body(
+        "q", top_k=2, paths=["bm25"], filters={"acl": ["a"]}, explain=False
+    ) == {"query": "q", "explain": False, "top_k": 2, "paths": ["bm25"], "filters": {"acl": ["a"]}}
+    with ServiceClient("http://svc", transport=httpx.MockTransport(answer)) as c:
+        c.search("q", options)
+        c.search("q", top_k=2, paths=["bm25"], filters={"acl": ["a"]}, explain=False)
+        with pytest.raises(QueryValueError, match="top_k must be an integer"):
+            c.search("q", options, top_k=0)
+
+    async def run() -> None:
+        transport = httpx.MockTransport(answer)
+        async with AsyncServiceClient("http://svc", transport=transport) as c:
+            await c.search("q", options)
+
+    asyncio.run(run())
+    assert len(sent) == 3 and sent[0] == sent[1] == sent[2]
