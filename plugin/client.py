@@ -35,6 +35,7 @@ from hybridsag.errors import (
 )
 from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
 from hybridsag.ingest.progress import IngestProgress, as_progress
+from hybridsag.request import ListingOptions, SearchOptions, options_of
 
 __all__ = ["JSONL_KEYS", "AsyncServiceClient", "ServiceClient", "search_body"]
 
@@ -88,45 +89,44 @@ def _raise_for(response: httpx.Response, token_source: str = CLI_TOKEN_SOURCE) -
     raise ServiceError(f"{where}: HTTP {status}: {text}")
 
 
-def search_body(
-    query: str,
-    *,
-    top_k: int | None = None,
-    paths: Sequence[str] | None = None,
-    filters: Mapping[str, Any] | None = None,
-    include_stale: bool | None = None,
-    judge_order: bool | None = None,
-    explain: bool = True,
-    weights: Mapping[str, float] | None = None,
-    min_confidence: float | None = None,
-) -> dict[str, Any]:
-    """The JSON body of ``POST /v1/search`` for these arguments; a None (or empty) one is left
-    out, so the service's default holds.
+def search_body(query: str, options: SearchOptions | None = None, **keywords: Any) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/search`` for ``query`` and ``options``; an option left None
+    (or empty) is left out, so the service's default holds.
 
     Args:
-        query: The query.
-        top_k: How many results.
-        paths: The paths to run.
-        filters: Who may see what (``tenant``, ``acl``, ``metadata``, ``resource_ids``,
-            ``statuses``); tuples are sent as lists.
-        include_stale: Show (True) or hold back (False) stale results.
-        judge_order: Keep the judge's order for what it scored.
-        explain: Word each result's ``why`` (always sent).
-        weights: Path name -> fusion weight for this call.
-        min_confidence: Withhold the results when the confidence is below it (0..1).
+        query: The query (the service checks it).
+        options: The search's options (:class:`~hybridsag.request.SearchOptions`), checked
+            when built; None: every one at the service's default. ``explain`` is always sent;
+            filters' tuples are sent as lists.
+        keywords: Fields of :class:`~hybridsag.request.SearchOptions`, which build it (or
+            replace those fields of ``options``).
+
+    Raises:
+        QueryValueError: a bad option, as :class:`~hybridsag.request.SearchOptions` names it.
     """
-    body: dict[str, Any] = {"query": query, "explain": explain}
+    o = options_of(SearchOptions, options, keywords)
+    filters = {k: list(v) if isinstance(v, tuple) else v for k, v in dict(o.filters).items()}
+    body: dict[str, Any] = {"query": query, "explain": o.explain}
     for key, value in (
-        ("top_k", top_k),
-        ("paths", list(paths) if paths else None),
-        ("filters", {k: list(v) if isinstance(v, tuple) else v for k, v in (filters or {}).items()} or None),
-        ("include_stale", include_stale),
-        ("judge_order", judge_order),
-        ("weights", dict(weights) if weights else None),
-        ("min_confidence", min_confidence),
+        ("top_k", o.top_k),
+        ("paths", list(o.paths) if o.paths else None),
+        ("filters", filters or None),
+        ("include_stale", o.include_stale),
+        ("judge_order", o.judge_order),
+        ("weights", dict(o.weights) if o.weights else None),
+        ("min_confidence", o.min_confidence),
     ):
         if value is not None:
             body[key] = value
+    return body
+
+
+def _agent_body(
+    query: str, options: SearchOptions | None, budget: int, keywords: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The body of ``POST /v1/search`` with ``format: "agent"``: no ``why`` is worded."""
+    body = search_body(query, options, **{**keywords, "explain": False})
+    body.update(format="agent", budget=budget)
     return body
 
 
@@ -195,89 +195,53 @@ class ServiceClient:
     # -- operations ---------------------------------------------------------------------------
 
     def search(
-        self,
-        query: str,
-        *,
-        top_k: int | None = None,
-        paths: Sequence[str] | None = None,
-        filters: Mapping[str, Any] | None = None,
-        include_stale: bool | None = None,
-        judge_order: bool | None = None,
-        explain: bool = True,
-        weights: Mapping[str, float] | None = None,
-        min_confidence: float | None = None,
+        self, query: str, options: SearchOptions | None = None, **keywords: Any
     ) -> dict[str, Any]:
         """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it (with
-        ``min_confidence``, no results when its ``confidence`` is below it).
+        ``min_confidence``, no results when its ``confidence`` is below it). The service checks
+        the options again and forces a tenant token's tenant and tags into the filters.
 
         Args:
             query: The query.
-            top_k: How many results (the service refuses more than ``server.max_top_k``);
-                None: the service's ``search.top_k``.
-            paths: The paths to run; None: the service's ``search.paths``.
-            filters: Who may see what (``tenant``, ``acl``, ``metadata``, ``resource_ids``,
-                ``statuses``); a tenant token's tenant and tags are forced into them.
-            include_stale: Show (True) or hold back (False) stale results; None: the
-                service's ``search.include_stale``.
-            judge_order: Keep the judge's order for what it scored; None: the service's
-                ``fusion.judge_order``.
-            explain: Word each result's ``why``.
-            weights: Path name -> fusion weight for this call; None: the service's
-                ``fusion.weights``.
-            min_confidence: A number in 0..1: no results when the confidence is below it;
-                None: never withhold.
+            options: The search's options (:class:`~hybridsag.request.SearchOptions`); a field
+                left None takes the service's setting, and ``top_k`` is refused over the
+                service's ``server.max_top_k``.
+            keywords: Fields of :class:`~hybridsag.request.SearchOptions`, which build it (or
+                replace those fields of ``options``): ``c.search(q, top_k=3)``.
 
         Raises:
+            QueryValueError: a bad option, refused before it is sent.
             InputError: a bad argument (HTTP 422).
             AuthError, ForbiddenError: a token refused (401, 403).
             OverloadError: too many searches in flight (429); ``retry_after_s`` says when.
             ServiceError: no answer, or a 5xx.
         """
-        body = search_body(
-            query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
-            judge_order=judge_order, explain=explain, weights=weights,
-            min_confidence=min_confidence,
-        )
-        return self._call("POST", "/v1/search", json=body)
+        return self._call("POST", "/v1/search", json=search_body(query, options, **keywords))
 
     def search_agent(
         self,
         query: str,
+        options: SearchOptions | None = None,
         *,
         budget: int = DEFAULT_BUDGET,
-        top_k: int | None = None,
-        paths: Sequence[str] | None = None,
-        filters: Mapping[str, Any] | None = None,
-        include_stale: bool | None = None,
-        judge_order: bool | None = None,
-        weights: Mapping[str, float] | None = None,
-        min_confidence: float | None = None,
+        **keywords: Any,
     ) -> str:
         """``POST /v1/search`` with ``format: "agent"``: the agent text of at most ``budget``
         characters (``SearchResponse.as_agent_text``).
 
         Args:
             query: As in :meth:`search`.
+            options: As in :meth:`search` (``explain`` is not sent: agent text words no
+                ``why``).
             budget: Characters of the text at most
                 (:data:`~hybridsag.output.budget.MIN_BUDGET`..:data:`~hybridsag.output.budget.MAX_BUDGET`).
-            top_k: As in :meth:`search`.
-            paths: As in :meth:`search`.
-            filters: As in :meth:`search`.
-            include_stale: As in :meth:`search`.
-            judge_order: As in :meth:`search`.
-            weights: As in :meth:`search`.
-            min_confidence: As in :meth:`search`.
+            keywords: As in :meth:`search`.
 
         Raises:
-            InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as
-                :meth:`search` (a budget out of range: InputError).
+            QueryValueError, InputError, AuthError, ForbiddenError, OverloadError,
+                ServiceError: as :meth:`search` (a budget out of range: InputError).
         """
-        body = search_body(
-            query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
-            judge_order=judge_order, explain=False, weights=weights,
-            min_confidence=min_confidence,
-        )
-        body.update(format="agent", budget=budget)
+        body = _agent_body(query, options, budget, keywords)
         return self._request("POST", "/v1/search", json=body).text
 
     def ingest(self, resources: Sequence[Mapping[str, Any]], *, mode: str | None = None) -> dict[str, Any]:
@@ -522,30 +486,25 @@ class ServiceClient:
         return report
 
     def list_resources(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        prefix: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
+        self, options: ListingOptions | None = None, *, cursor: str | None = None, **keywords: Any
     ) -> dict[str, Any]:
         """``GET /v1/resources``: one page, ``{"resources": [...], "next_cursor"}`` (pass
         ``next_cursor`` back as ``cursor`` for the next page; None after the last). A
         tenant-scoped token lists its own tenant only; an admin every tenant's, or ``tenant``'s.
 
         Args:
-            tenant: Only this tenant's (an admin's filter).
-            status: Only resources in this status.
-            prefix: Only ids that start with it.
-            limit: At most this many on the page.
+            options: What to list (:class:`~hybridsag.request.ListingOptions`: ``tenant``, an
+                admin's filter; ``status``; an id ``prefix``; ``limit``, at most this many on
+                the page); None: the service's first page of everything the token sees.
             cursor: The ``next_cursor`` of the page before; None: the first page.
+            keywords: Fields of :class:`~hybridsag.request.ListingOptions`, which build it.
         """
+        o = options_of(ListingOptions, options, keywords)
         params = {
             k: v
             for k, v in (
-                ("tenant", tenant), ("status", status), ("prefix", prefix), ("limit", limit),
-                ("cursor", cursor),
+                ("tenant", o.tenant), ("status", o.status), ("prefix", o.prefix),
+                ("limit", o.limit), ("cursor", cursor),
             )
             if v is not None
         }  # fmt: skip
@@ -781,80 +740,43 @@ class AsyncServiceClient:
         return response
 
     async def search(
-        self,
-        query: str,
-        *,
-        top_k: int | None = None,
-        paths: Sequence[str] | None = None,
-        filters: Mapping[str, Any] | None = None,
-        include_stale: bool | None = None,
-        judge_order: bool | None = None,
-        explain: bool = True,
-        weights: Mapping[str, float] | None = None,
-        min_confidence: float | None = None,
+        self, query: str, options: SearchOptions | None = None, **keywords: Any
     ) -> dict[str, Any]:
-        """``POST /v1/search``: the response as ``SearchResponse.as_dict()`` gives it (with
-        ``min_confidence``, no results when its ``confidence`` is below it).
+        """``POST /v1/search``, as :meth:`ServiceClient.search`.
 
         Args:
             query: As in :meth:`ServiceClient.search`.
-            top_k: As in :meth:`ServiceClient.search`.
-            paths: As in :meth:`ServiceClient.search`.
-            filters: As in :meth:`ServiceClient.search`.
-            include_stale: As in :meth:`ServiceClient.search`.
-            judge_order: As in :meth:`ServiceClient.search`.
-            explain: As in :meth:`ServiceClient.search`.
-            weights: As in :meth:`ServiceClient.search`.
-            min_confidence: As in :meth:`ServiceClient.search`.
+            options: As in :meth:`ServiceClient.search`.
+            keywords: As in :meth:`ServiceClient.search`.
 
         Raises:
-            InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as
-                :meth:`ServiceClient.search`.
+            QueryValueError, InputError, AuthError, ForbiddenError, OverloadError,
+                ServiceError: as :meth:`ServiceClient.search`.
         """
-        body = search_body(
-            query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
-            judge_order=judge_order, explain=explain, weights=weights,
-            min_confidence=min_confidence,
-        )
-        return (await self._post("/v1/search", body)).json()  # type: ignore[no-any-return]
+        response = await self._post("/v1/search", search_body(query, options, **keywords))
+        return response.json()  # type: ignore[no-any-return]
 
     async def search_agent(
         self,
         query: str,
+        options: SearchOptions | None = None,
         *,
         budget: int = DEFAULT_BUDGET,
-        top_k: int | None = None,
-        paths: Sequence[str] | None = None,
-        filters: Mapping[str, Any] | None = None,
-        include_stale: bool | None = None,
-        judge_order: bool | None = None,
-        weights: Mapping[str, float] | None = None,
-        min_confidence: float | None = None,
+        **keywords: Any,
     ) -> str:
-        """``POST /v1/search`` with ``format: "agent"``: the agent text.
+        """``POST /v1/search`` with ``format: "agent"``, as :meth:`ServiceClient.search_agent`.
 
         Args:
             query: As in :meth:`ServiceClient.search`.
+            options: As in :meth:`ServiceClient.search_agent`.
             budget: As in :meth:`ServiceClient.search_agent`.
-            top_k: As in :meth:`ServiceClient.search`.
-            paths: As in :meth:`ServiceClient.search`.
-            filters: As in :meth:`ServiceClient.search`.
-            include_stale: As in :meth:`ServiceClient.search`.
-            judge_order: As in :meth:`ServiceClient.search`.
-            weights: As in :meth:`ServiceClient.search`.
-            min_confidence: As in :meth:`ServiceClient.search`.
+            keywords: As in :meth:`ServiceClient.search`.
 
         Raises:
-            InputError, AuthError, ForbiddenError, OverloadError, ServiceError: as
-                :meth:`ServiceClient.search`.
+            QueryValueError, InputError, AuthError, ForbiddenError, OverloadError,
+                ServiceError: as :meth:`ServiceClient.search`.
         """
-        body = search_body(
-            query, top_k=top_k, paths=paths, filters=filters, include_stale=include_stale,
-            judge_order=judge_order, explain=False, weights=weights,
-            min_confidence=min_confidence,
-        )
-        body.update(format="agent", budget=budget)
-        return (await self._post("/v1/search", body)).text
+        return (await self._post("/v1/search", _agent_body(query, options, budget, keywords))).text
 
 
 def _tenant_param(tenant: str | None) -> dict[str, str]:

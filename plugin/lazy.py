@@ -15,8 +15,8 @@ a :class:`DeprecationWarning` naming its new home (:func:`moved_names`)::
 from __future__ import annotations
 
 import importlib
-import warnings
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 __all__ = ["lazy_names", "moved_names"]
@@ -46,25 +46,20 @@ def lazy_names(
 
 def moved_names(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
     """The ``__getattr__`` of ``module``, whose names ``moved`` (name -> the module that owns it
-    now) moved out of it: each is still imported from ``module``, from its new owner, with a
-    :class:`DeprecationWarning` that names the new home (for one release). An unknown name
-    raises AttributeError as a plain module does.
+    now) moved out of it: each is still imported from ``module``, from its new owner (loaded on
+    first use), with a :class:`DeprecationWarning` that names the new home (for one release). An
+    unknown name raises AttributeError as a plain module does. Built on
+    :func:`hybridsag.fusion.text.moved_names`, the one helper for moved names.
 
     Args:
         module: The old module's name (its ``__name__``).
         moved: Each moved name and the module that defines it now.
     """
 
-    def __getattr__(name: str) -> Any:
-        owner = moved.get(name)
-        if owner is None:
-            raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        warnings.warn(
-            f"{module}.{name} moved to {owner}.{name}; import it from there (the old name goes "
-            "in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(owner), name)
+    from hybridsag.fusion.text import moved_names as moved_from  # only where a name moved
 
-    return __getattr__
+    def owner_of(name: str) -> ModuleType | None:
+        owner = moved.get(name)
+        return None if owner is None else importlib.import_module(owner)
+
+    return moved_from(module, owner_of)

@@ -1,8 +1,10 @@
 """What a search passes besides the query: :class:`SearchOptions`, built and checked once at the
 edge (the CLI's flags, a service request, the MCP tool, a framework adapter) and carried whole to
 :meth:`hybridsag.search.HybridSearch.search`, in process or through a service. No layer under the
-edge unpacks it into keywords or checks it again. A listing's status and limit are checked
-here too (:func:`check_listing`), once for every face.
+edge unpacks it into keywords or checks it again. The other operations that take options have
+theirs here too, checked the same way: :class:`ListingOptions` (a listing of resources) and
+:class:`FolderOptions` (a folder indexed or synced). :func:`options_of` is the keyword shorthand
+every layer that takes one offers (``hs.list_resources(limit=3)``).
 
 Bad options are a :class:`QueryValueError`: hybridsag's :class:`~hybridsag.errors.QueryError`
 that is also the ``ValueError`` the frameworks expect.
@@ -11,15 +13,43 @@ that is also the ``ValueError`` the frameworks expect.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from hybridsag.errors import InputError, QueryError
 from hybridsag.paths import check_weights
 from hybridsag.records.filters import Filters
 from hybridsag.records.schema import STATUSES
 
-__all__ = ["QueryValueError", "SearchOptions", "check_listing"]
+__all__ = [
+    "FolderOptions",
+    "ListingOptions",
+    "QueryValueError",
+    "SearchOptions",
+    "check_listing",
+    "options_of",
+]
+
+_Options = TypeVar("_Options", "SearchOptions", "ListingOptions", "FolderOptions")
+
+
+def options_of(kind: type[_Options], options: _Options | None, keywords: Mapping[str, Any]) -> _Options:
+    """The options an operation runs with: ``options`` as given, built from ``keywords`` (the
+    shorthand ``search(q, top_k=5)`` for ``search(q, SearchOptions(top_k=5))``), or ``options``
+    with those fields replaced; checked again when built either way.
+
+    Args:
+        kind: The options type (:class:`SearchOptions`, :class:`ListingOptions`,
+            :class:`FolderOptions`).
+        options: The options built at the edge; None: built from ``keywords``.
+        keywords: Fields of ``kind``; an unknown one is a TypeError.
+
+    >>> options_of(ListingOptions, None, {"limit": 3}).limit
+    3
+    """
+    if options is None:
+        return kind(**keywords)
+    return replace(options, **keywords) if keywords else options
 
 
 class QueryValueError(QueryError, ValueError):
@@ -103,6 +133,69 @@ class SearchOptions:
     def scope(self) -> Filters:
         """The filters as the stores apply them (already checked)."""
         return Filters.from_mapping(self.filters)
+
+
+@dataclass(frozen=True, slots=True)
+class ListingOptions:
+    """What a listing of resources takes, checked when built (:func:`check_listing`), so that
+    the CLI, the service, the client and both backends pass it whole.
+
+    Attributes:
+        tenant: Only this tenant's; None: every tenant's (through a service, what the token
+            may see).
+        status: Only resources in this status (one of
+            :data:`~hybridsag.records.schema.STATUSES`); None: any.
+        prefix: Only ids that start with it; None: any.
+        limit: At most this many (a positive integer); None: all.
+
+    Raises:
+        InputError: an unknown status, or a limit that is not a positive integer, naming it.
+
+    >>> ListingOptions(status="ready", limit=2).statuses
+    ('ready',)
+    """
+
+    tenant: str | None = None
+    status: str | None = None
+    prefix: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        check_listing(self.status, self.limit)
+
+    @property
+    def statuses(self) -> tuple[str, ...] | None:
+        """The statuses listed, as the store takes them (None: any)."""
+        return (self.status,) if self.status else None
+
+
+@dataclass(frozen=True, slots=True)
+class FolderOptions:
+    """What indexing a folder (or one file in it) takes besides its path, in process
+    (:meth:`hybridsag.search.HybridSearch.ingest_folder`) or synced through a service.
+
+    Attributes:
+        tenant: The tenant its resources land in (``""``: un-tenanted; through a service,
+            the token's own).
+        acl: The ACL tags every resource of the folder gets (kept as a tuple).
+        prune: Delete the folder's resources whose files are gone.
+
+    Raises:
+        QueryError: a tenant or tag a resource cannot have, as a search's filters refuse it
+            (``filters.tenant ...``).
+
+    >>> FolderOptions(acl=["staff"]).acl
+    ('staff',)
+    """
+
+    tenant: str = ""
+    acl: Sequence[str] = ()
+    prune: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "acl", tuple(self.acl))
+        if self.tenant or self.acl:  # checked as a search's filters are
+            Filters(tenant=self.tenant, acl=self.acl)  # type: ignore[arg-type]
 
 
 def check_listing(status: str | None, limit: int | None) -> None:

@@ -18,8 +18,9 @@ operation, renders the answer; it never branches on where the index is.
   is set, local otherwise; :func:`make_backend` one from what a framework adapter is given.
 
 The modules, one job each: :mod:`~hybridsag.backend.protocol` (the :class:`Backend` protocol
-and the input checks both sides share; a search's :class:`SearchOptions` is
-:mod:`hybridsag.request`'s, re-exported here), :mod:`~hybridsag.backend.local`,
+and the input checks both sides share; the operations' options, :class:`SearchOptions`,
+:class:`ListingOptions` and :class:`FolderOptions`, are :mod:`hybridsag.request`'s, re-exported
+here), :mod:`~hybridsag.backend.local`,
 :mod:`~hybridsag.backend.remote`, :mod:`~hybridsag.backend.health` (the ``doctor`` checks) and
 :mod:`~hybridsag.backend.hooks` (the reconciler's protocol and its loader). Import their names
 from here.
@@ -54,7 +55,7 @@ from hybridsag.backend.local import LocalBackend
 from hybridsag.backend.protocol import MAX_QUERY_CHARS, PAGE_MAX, Backend
 from hybridsag.backend.remote import RemoteBackend
 from hybridsag.errors import ConfigError
-from hybridsag.request import QueryValueError, SearchOptions
+from hybridsag.request import FolderOptions, ListingOptions, QueryValueError, SearchOptions
 
 if TYPE_CHECKING:
     from hybridsag.search import HybridSearch
@@ -65,6 +66,8 @@ __all__ = [
     "PAGE_MAX",
     "RECONCILER_GROUP",
     "Backend",
+    "FolderOptions",
+    "ListingOptions",
     "LocalBackend",
     "QueryValueError",
     "ReconcileHooks",

@@ -24,7 +24,7 @@ from hybridsag.errors import ConfigError, IngestError, InputError
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.records.service_lock import holder, refuse_if_held
-from hybridsag.request import SearchOptions, check_listing
+from hybridsag.request import FolderOptions, ListingOptions, SearchOptions, options_of
 
 if TYPE_CHECKING:
     import threading as _threading
@@ -245,15 +245,17 @@ class LocalBackend:
     def sync_folder(
         self,
         path: Path,
+        options: FolderOptions | None = None,
         *,
-        tenant: str = "",
-        acl: Sequence[str] = (),
-        prune: bool = True,
         progress: IngestProgress | None = None,
+        **keywords: Any,
     ) -> dict[str, Any]:
         """``HybridSearch.ingest_folder``: the folder (or one file) indexed in process."""
+        o = options_of(FolderOptions, options, keywords)
         hs = self.hybrid_search()
-        report = hs.ingest_folder(Path(path), tenant=tenant, acl=acl, progress=progress, prune=prune)
+        report = hs.ingest_folder(
+            Path(path), tenant=o.tenant, acl=o.acl, progress=progress, prune=o.prune
+        )
         return report.as_dict()
 
     def sync_need(self, root: str, files: Sequence[Any], **options: Any) -> dict[str, Any]:
@@ -314,48 +316,35 @@ class LocalBackend:
 
     def list_page(
         self,
+        options: ListingOptions,
         *,
-        tenant: str | None = None,
         statuses: Sequence[str] | None = None,
-        prefix: str | None = None,
         acl: Sequence[str] | None = None,
-        limit: int | None = None,
         cursor: str | None = None,
     ) -> dict[str, Any]:
-        """One page of resources, oldest first: ``{"resources": [ResourceSummary.as_dict()],
-        "next_cursor": str | None}``, filtered by exact ``tenant``, ``statuses``, an id
-        ``prefix`` and ``acl`` (as a search is: public resources and those sharing a tag); at
-        most ``limit`` (None: all); ``cursor`` continues where the page that gave it ended.
-        InputError for an unknown status, a bad limit or a cursor no page gave."""
-        for status in statuses or ():
-            check_listing(status, None)
-        check_listing(None, limit)
+        """One page of the resources ``options`` lists, oldest first: ``{"resources":
+        [ResourceSummary.as_dict()], "next_cursor": str | None}``; ``statuses`` (already
+        checked: the service gives the ones a role sees) replace the options' status, ``acl``
+        filters as a search does (public resources and those sharing a tag); ``cursor``
+        continues where the page that gave it ended. InputError for a cursor no page gave."""
         after = _cursor(cursor)
         from hybridsag.search import ResourceSummary
 
         store = self.hybrid_search(require_index=True).components.store
         rows, last = store.resource_page(
-            tenant=tenant, statuses=statuses, prefix=prefix, acl=acl, after=after, limit=limit
-        )
+            tenant=options.tenant, statuses=statuses or options.statuses,
+            prefix=options.prefix, acl=acl, after=after, limit=options.limit,
+        )  # fmt: skip
         return {
             "resources": [ResourceSummary(record, n).as_dict() for record, n in rows],
             "next_cursor": None if last is None else str(last),
         }
 
     def list_resources(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        prefix: str | None = None,
-        limit: int | None = None,
+        self, options: ListingOptions | None = None, **keywords: Any
     ) -> list[dict[str, Any]]:
-        """Resources, oldest first, filtered by exact ``tenant``, ``status`` and an id
-        ``prefix``; at most ``limit``. InputError names a bad status or limit."""
-        check_listing(status, limit)
-        page = self.list_page(
-            tenant=tenant, statuses=(status,) if status else None, prefix=prefix, limit=limit
-        )
+        """The resources ``options`` lists (or its fields as keywords), oldest first."""
+        page = self.list_page(options_of(ListingOptions, options, keywords))
         return page["resources"]  # type: ignore[no-any-return]
 
     def show(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from hybridsag.errors import InputError
 from hybridsag.ingest.progress import IngestProgress
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 from hybridsag.lazy import moved_names
-from hybridsag.request import QueryValueError, SearchOptions
+from hybridsag.request import FolderOptions, ListingOptions, QueryValueError, SearchOptions
 
 if TYPE_CHECKING:
     from hybridsag.results import SearchResponse
@@ -65,6 +65,9 @@ class Backend(Protocol):
     service (:class:`RemoteBackend`); both take and return the same values: a search's typed
     response, JSON-shaped values for the rest.
 
+    An operation with options takes them as one checked object from
+    :mod:`hybridsag.request`, or as its fields in keywords (:func:`~hybridsag.request.options_of`).
+
     Searching: ``search`` returns the typed :class:`~hybridsag.results.SearchResponse` (through
     a service, read from its JSON), so that only the HTTP and CLI edges turn it into JSON;
     ``search_agent`` its agent text (:func:`hybridsag.output.agent.agent_text`); bad input is a
@@ -77,8 +80,8 @@ class Backend(Protocol):
     Writing: ``ingest`` takes resources as ``POST /v1/resources`` does (``id``, ``text``,
     optional ``title``, ``metadata``, ``tenant``, ``acl``, ``format``; one bad entry refuses
     the batch), ``ingest_jsonl`` a JSONL file (bad lines reported by ``file:line``),
-    ``sync_folder`` a folder (the resources of the folder whose files are gone are removed
-    with ``prune``); each returns the ingest report. ``delete`` and ``set_enabled`` answer
+    ``sync_folder`` a folder (:class:`~hybridsag.request.FolderOptions`: its tenant, ACL tags,
+    and ``prune``: the resources of the folder whose files are gone are removed); each returns the ingest report. ``delete`` and ``set_enabled`` answer
     False when there is no such resource (or none the caller may see). A folder file deleted
     while it stays on disk is kept out of its folder's index: ``exclusions`` lists those
     (``Exclusion.as_dict()``), ``include`` lifts one and indexes the file again (the ingest
@@ -89,7 +92,8 @@ class Backend(Protocol):
     every write); in process nothing grants or refuses them (None: the face's own setting, such
     as ``mcp.allow_writes``, decides).
 
-    Reading: ``list_resources`` as ``hybridsag list`` lists them (``ResourceSummary.as_dict()``,
+    Reading: ``list_resources`` (:class:`~hybridsag.request.ListingOptions`) as ``hybridsag
+    list`` lists them (``ResourceSummary.as_dict()``,
     oldest first; a tenant-scoped token sees only its own), ``show`` one resource
     (``ResourceDetail.as_dict()``) or None.
 
@@ -133,11 +137,10 @@ class Backend(Protocol):
     def sync_folder(
         self,
         path: Path,
+        options: FolderOptions | None = None,
         *,
-        tenant: str = "",
-        acl: Sequence[str] = (),
-        prune: bool = True,
         progress: IngestProgress | None = None,
+        **keywords: Any,
     ) -> dict[str, Any]: ...
 
     def delete(self, resource_id: str, *, tenant: str | None = None) -> bool: ...
@@ -151,12 +154,7 @@ class Backend(Protocol):
     def include(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any]: ...
 
     def list_resources(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        prefix: str | None = None,
-        limit: int | None = None,
+        self, options: ListingOptions | None = None, **keywords: Any
     ) -> list[dict[str, Any]]: ...
 
     def show(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any] | None: ...

@@ -9,6 +9,7 @@ loads on the first call.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from hybridsag.errors import ConfigError, InputError, NotFoundError
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.paths.query import validate_query
-from hybridsag.request import SearchOptions, check_listing
+from hybridsag.request import FolderOptions, ListingOptions, SearchOptions, options_of
 from hybridsag.results import SearchResponse
 
 if TYPE_CHECKING:
@@ -112,18 +113,6 @@ class RemoteBackend:
         with query_errors():
             return validate_query(query, max_chars=MAX_QUERY_CHARS)
 
-    @staticmethod
-    def _kwargs(options: SearchOptions) -> dict[str, Any]:
-        return {
-            "top_k": options.top_k,
-            "paths": options.paths,
-            "filters": options.filters,
-            "include_stale": options.include_stale,
-            "judge_order": options.judge_order,
-            "weights": options.weights,
-            "min_confidence": options.min_confidence,
-        }
-
     def check_paths(self, paths: Sequence[str] | None) -> None:
         """Nothing to check before a search: the service knows its own paths and refuses an
         unknown one on each search (QueryValueError there)."""
@@ -139,25 +128,19 @@ class RemoteBackend:
     def search(self, query: str, options: SearchOptions) -> SearchResponse:
         """``POST /v1/search``: the service's JSON read into the typed response."""
         with query_errors(), self.client() as client:
-            data = client.search(
-                self._check(query), explain=options.explain, **self._kwargs(options)
-            )
+            data = client.search(self._check(query), options)
         return SearchResponse.from_dict(data)
 
     async def asearch(self, query: str, options: SearchOptions) -> SearchResponse:
         """``POST /v1/search`` over ``httpx.AsyncClient`` on the running event loop."""
         with query_errors():
             async with self._async_client() as client:
-                data = await client.search(
-                    self._check(query), explain=options.explain, **self._kwargs(options)
-                )
+                data = await client.search(self._check(query), options)
         return SearchResponse.from_dict(data)
 
     def search_agent(self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET) -> str:
         with query_errors(), self.client() as client:
-            return client.search_agent(
-                self._check(query), budget=checked_budget(budget), **self._kwargs(options)
-            )
+            return client.search_agent(self._check(query), options, budget=checked_budget(budget))
 
     async def asearch_agent(
         self, query: str, options: SearchOptions, budget: int = DEFAULT_BUDGET
@@ -165,7 +148,7 @@ class RemoteBackend:
         with query_errors():
             async with self._async_client() as client:
                 return await client.search_agent(
-                    self._check(query), budget=checked_budget(budget), **self._kwargs(options)
+                    self._check(query), options, budget=checked_budget(budget)
                 )
 
     # -- writes ----------------------------------------------------------------------------------
@@ -199,17 +182,17 @@ class RemoteBackend:
     def sync_folder(
         self,
         path: Path,
+        options: FolderOptions | None = None,
         *,
-        tenant: str = "",
-        acl: Sequence[str] = (),
-        prune: bool = True,
         progress: IngestProgress | None = None,
+        **keywords: Any,
     ) -> dict[str, Any]:
         """The folder synced through the service (``ServiceClient.sync_folder``): a manifest
         first, then only the files the service does not hold."""
+        o = options_of(FolderOptions, options, keywords)
         with self.client() as client:  # tenant "": the token's own (an admin's: "")
             return client.sync_folder(
-                Path(path), tenant=tenant or None, acl=tuple(acl), prune=prune, progress=progress
+                Path(path), tenant=o.tenant or None, acl=o.acl, prune=o.prune, progress=progress
             )
 
     def delete(self, resource_id: str, *, tenant: str | None = None) -> bool:
@@ -243,27 +226,20 @@ class RemoteBackend:
     # -- reads -----------------------------------------------------------------------------------
 
     def list_resources(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        prefix: str | None = None,
-        limit: int | None = None,
+        self, options: ListingOptions | None = None, **keywords: Any
     ) -> list[dict[str, Any]]:
         """``GET /v1/resources``, page after page, up to ``limit``: the resources the token
         may see (a tenant-scoped token's tenant only; for an admin ``tenant`` narrows)."""
-        check_listing(status, limit)
+        o = options_of(ListingOptions, options, keywords)
         out: list[dict[str, Any]] = []
         cursor: str | None = None
         with self.client() as client:
             while True:
-                want = PAGE_MAX if limit is None else min(PAGE_MAX, limit - len(out))
-                page = client.list_resources(
-                    tenant=tenant, status=status, prefix=prefix, limit=want, cursor=cursor
-                )
+                want = PAGE_MAX if o.limit is None else min(PAGE_MAX, o.limit - len(out))
+                page = client.list_resources(replace(o, limit=want), cursor=cursor)
                 out.extend(page["resources"])
                 cursor = page["next_cursor"]
-                if cursor is None or (limit is not None and len(out) >= limit):
+                if cursor is None or (o.limit is not None and len(out) >= o.limit):
                     return out
 
     def show(self, resource_id: str, *, tenant: str | None = None) -> dict[str, Any] | None:

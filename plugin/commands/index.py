@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from hybridsag.commands.common import IngestBars, backend_from_args, print_json
 from hybridsag.errors import HybridSagError, InputError
+from hybridsag.request import FolderOptions
 
 __all__ = ["add_index", "add_rebuild_vectors", "cmd_index", "cmd_rebuild_vectors"]
 
@@ -44,13 +45,12 @@ def add_rebuild_vectors(sub: Any) -> None:
 
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
-    if getattr(args, "tenant", None) is not None or getattr(args, "acl", None):
-        from hybridsag.records.filters import Filters
-
-        try:  # checked as a search's filters are, before anything is opened
-            Filters(tenant=args.tenant or "", acl=tuple(args.acl or ()))
-        except HybridSagError as exc:
-            raise InputError(f"index --tenant/--acl: {exc}") from None
+    try:  # checked before anything is opened
+        folder = FolderOptions(
+            tenant=args.tenant or "", acl=args.acl or (), prune=not args.no_prune
+        )
+    except HybridSagError as exc:
+        raise InputError(f"index --tenant/--acl: {exc}") from None
     if not args.jsonl and not args.path:
         raise InputError("index needs a PATH (a folder or a file) or --jsonl FILE")
     bars = IngestBars() if not args.quiet else None
@@ -59,13 +59,7 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
             if args.jsonl:
                 report = backend.ingest_jsonl(Path(args.jsonl), mode=args.mode, progress=bars)
             else:
-                report = backend.sync_folder(
-                    Path(args.path),
-                    tenant=args.tenant or "",
-                    acl=tuple(args.acl or ()),
-                    prune=not args.no_prune,
-                    progress=bars,
-                )
+                report = backend.sync_folder(Path(args.path), folder, progress=bars)
     finally:
         if bars is not None:
             bars.close()

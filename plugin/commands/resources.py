@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from hybridsag.commands.common import backend_from_args, print_json
 from hybridsag.errors import InputError
 from hybridsag.records.schema import STATUSES
+from hybridsag.request import ListingOptions
 
 __all__ = [
     "add_include",
@@ -88,7 +89,9 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
         if args.excluded:
             return _list_excluded(backend.exclusions(tenant=args.tenant), args, out)
         rows = backend.list_resources(
-            tenant=args.tenant, status=args.status, prefix=args.prefix, limit=args.limit
+            ListingOptions(
+                tenant=args.tenant, status=args.status, prefix=args.prefix, limit=args.limit
+            )
         )
         excluded = len(backend.exclusions(tenant=args.tenant))
     if args.json:

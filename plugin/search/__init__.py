@@ -17,7 +17,6 @@ split.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,7 +26,7 @@ from hybridsag.paths import PathResult
 from hybridsag.records.filters import Filters
 from hybridsag.records.keys import resource_key
 from hybridsag.records.rows import ChunkRecord, Exclusion, ResourceRecord
-from hybridsag.request import SearchOptions, check_listing
+from hybridsag.request import ListingOptions, SearchOptions, options_of
 from hybridsag.results import SearchResponse
 from hybridsag.search.reads import PATH_WORKERS, Searcher
 from hybridsag.search.resources import (
@@ -568,29 +567,24 @@ class HybridSearch:
     # -- resources ----------------------------------------------------------------------------
 
     def list_resources(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        prefix: str | None = None,
-        limit: int | None = None,
+        self, options: ListingOptions | None = None, **keywords: Any
     ) -> list[ResourceSummary]:
         """Resources, oldest first, with their chunk counts; filtered by exact ``tenant``,
         ``status`` and an id ``prefix``; at most ``limit``.
 
         Args:
-            tenant: Only this tenant's; None: every tenant's.
-            status: Only resources in this status (one of
-                :data:`~hybridsag.records.store.STATUSES`); None: any.
-            prefix: Only ids that start with it.
-            limit: At most this many (a positive integer); None: all.
+            options: What to list (:class:`~hybridsag.request.ListingOptions`: tenant,
+                status, prefix, limit), checked when built; None: every resource.
+            keywords: Fields of :class:`~hybridsag.request.ListingOptions`, which build it
+                (or replace those fields of ``options``): ``hs.list_resources(limit=3)``.
 
         Raises:
             InputError: an unknown status, or a limit that is not a positive integer.
+            TypeError: a keyword that is no field of the options.
         """
-        check_listing(status, limit)
+        o = options_of(ListingOptions, options, keywords)
         rows = self.components.store.list_resources(
-            tenant=tenant, statuses=(status,) if status else None, prefix=prefix, limit=limit
+            tenant=o.tenant, statuses=o.statuses, prefix=o.prefix, limit=o.limit
         )
         return [ResourceSummary(record, chunks) for record, chunks in rows]
 
@@ -760,11 +754,7 @@ class HybridSearch:
             TypeError: a keyword that is no field of the options.
             JudgeError: the judge failed under ``judge.on_failure = "raise"``.
         """
-        if options is None:
-            options = SearchOptions(**keywords)
-        elif keywords:
-            options = replace(options, **keywords)  # checked again, as built
-        return self._reads.search(query, options)
+        return self._reads.search(query, options_of(SearchOptions, options, keywords))
 
     def run_paths(
         self, names: Sequence[str], query: str, *, limit: int, filters: Filters

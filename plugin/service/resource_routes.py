@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
-from hybridsag.backend import PAGE_MAX, LocalBackend
+from hybridsag.backend import PAGE_MAX, ListingOptions, LocalBackend
 from hybridsag.documents import Document
 from hybridsag.errors import ForbiddenError, IngestError, InputError, NotFoundError
 from hybridsag.records.schema import STATUSES
@@ -208,8 +208,8 @@ async def list_resources(
     def run() -> dict[str, Any]:
         try:
             return backend.list_page(
-                tenant=tenant, statuses=statuses or None, prefix=prefix, acl=acl, limit=limit,
-                cursor=cursor,
+                ListingOptions(tenant=tenant, prefix=prefix, limit=limit),
+                statuses=statuses or None, acl=acl, cursor=cursor,
             )  # fmt: skip
         except InputError as exc:
             raise FieldError(["query", "cursor"], str(exc)) from None

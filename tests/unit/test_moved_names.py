@@ -89,3 +89,23 @@ def test_the_store_still_exports_every_name_it_exported(name: str, owner: str) -
     assert got is getattr(importlib.import_module(f"hybridsag.records.{owner}"), name)
     assert name in importlib.import_module(f"hybridsag.records.{owner}").__all__
     assert set(store.__all__) <= set(STORE_BEFORE)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "owner"),
+    [
+        ("hybridsag.sentences", "split_sentences", "hybridsag.fusion.text.sentences"),
+        ("hybridsag.fusion.markdown", "atx_heading", "hybridsag.fusion.text.markdown"),
+    ],
+)
+def test_a_whole_moved_module_warns_and_refuses_as_the_split_ones_do(
+    module: str, name: str, owner: str
+) -> None:
+    """One helper for moved names (fusion.text.moved_names): a module moved whole says the same
+    as a split one, and an unknown name names the old module (fails before: it named the new
+    one, and the warning did not say where to import from)."""
+    old = importlib.import_module(module)
+    with pytest.warns(DeprecationWarning, match=rf"{module}\.{name} moved to {owner}\.{name}; import"):
+        assert getattr(old, name) is getattr(importlib.import_module(owner), name)
+    with pytest.raises(AttributeError, match=rf"module '{module}' has no attribute 'no_such_name'"):
+        getattr(old, "no_such_name")

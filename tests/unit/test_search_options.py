@@ -12,8 +12,8 @@ import pytest
 
 from hybridsag import SearchOptions
 from hybridsag.backend import LocalBackend
-from hybridsag.errors import QueryError
-from hybridsag.request import QueryValueError
+from hybridsag.errors import InputError, QueryError
+from hybridsag.request import FolderOptions, ListingOptions, QueryValueError
 from hybridsag.results import SearchResponse
 from hybridsag.search import HybridSearch
 from hybridsag.settings import Settings
@@ -88,3 +88,74 @@ def test_the_local_backend_hands_the_typed_response_on(hs: HybridSearch) -> None
     resp = backend.search("reset device", SearchOptions(top_k=2, paths=("bm25",)))
     assert isinstance(resp, SearchResponse)
     assert _ids(resp) == _ids(hs.search("reset device", top_k=2, paths=["bm25"]))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"status": "gone"}, "unknown status 'gone'; valid: indexing, ready"),
+        ({"limit": 0}, "limit must be a positive integer, got 0"),
+        ({"limit": True}, "limit must be a positive integer, got True"),
+    ],
+)
+def test_a_listing_is_checked_where_it_is_built(fields: dict[str, object], message: str) -> None:
+    """A listing's options are one checked object too (fails before: no ListingOptions)."""
+    with pytest.raises(InputError, match=message):
+        ListingOptions(**fields)  # type: ignore[arg-type]
+    assert ListingOptions(status="ready").statuses == ("ready",)
+    assert ListingOptions().statuses is None
+
+
+def test_a_folder_s_options_are_checked_where_they_are_built() -> None:
+    assert FolderOptions(acl=["staff", "ops"]).acl == ("staff", "ops")
+    with pytest.raises(QueryError, match="filters.tenant 't\\\\x00' holds control character"):
+        FolderOptions(tenant="t\x00")
+    with pytest.raises(QueryError, match="filters.acl"):
+        FolderOptions(acl=("ok", "\x01"))
+
+
+def test_listing_takes_one_options_object_and_the_keywords_build_the_same(
+    hs: HybridSearch,
+) -> None:
+    whole = [s.record.resource_id for s in hs.list_resources(ListingOptions(limit=1))]
+    assert whole == [s.record.resource_id for s in hs.list_resources(limit=1)] == ["faq"]
+    backend = LocalBackend(hs)
+    rows = backend.list_resources(ListingOptions(prefix="how"))
+    assert [r["resource_id"] for r in rows] == ["howto"]
+    assert backend.list_resources(ListingOptions(prefix="how"), limit=1) == rows
+    with pytest.raises(TypeError, match="stat"):
+        hs.list_resources(stat="ready")
+
+
+def test_the_client_sends_one_options_object_as_the_keywords_would() -> None:
+    """ServiceClient/AsyncServiceClient take a SearchOptions (keywords kept) and build one body
+    (fails before: the client took keywords only); a bad option never leaves the client."""
+    import asyncio
+
+    import httpx
+
+    from hybridsag.client import AsyncServiceClient, ServiceClient, search_body
+
+    sent: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(200, json={"results": []}, text=None)
+
+    options = SearchOptions(top_k=2, paths="bm25", filters={"acl": ("a",)}, explain=False)
+    assert search_body("q", options) == search_body(
+        "q", top_k=2, paths=["bm25"], filters={"acl": ["a"]}, explain=False
+    ) == {"query": "q", "explain": False, "top_k": 2, "paths": ["bm25"], "filters": {"acl": ["a"]}}
+    with ServiceClient("http://svc", transport=httpx.MockTransport(answer)) as c:
+        c.search("q", options)
+        c.search("q", top_k=2, paths=["bm25"], filters={"acl": ["a"]}, explain=False)
+        with pytest.raises(QueryValueError, match="top_k must be an integer"):
+            c.search("q", options, top_k=0)
+
+    async def run() -> None:
+        transport = httpx.MockTransport(answer)
+        async with AsyncServiceClient("http://svc", transport=transport) as c:
+            await c.search("q", options)
+
+    asyncio.run(run())
+    assert len(sent) == 3 and sent[0] == sent[1] == sent[2]
