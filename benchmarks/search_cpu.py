@@ -6,10 +6,11 @@ Indexes a BEIR-style set in passage mode into ``--index`` when that folder holds
 them), opens it with the default settings (the default paths, fused), runs ``--warmup``
 searches, then measures ``--searches`` more with ``time.process_time()`` (the process's CPU
 time, every thread of it: the paths run in the search's pool). The breakdown times the parts
-of each search the same way: ``paths`` (:meth:`HybridSearch.run_paths`), ``rows`` (the chunk
-and resource rows the search's own thread reads: ``Store.chunks``, ``Store.resources`` and,
-in a tree that has it, ``Store.chunk_views``), ``fuse`` (the fusion step,
-:func:`hybridsag.search.fuse_step`) and ``other`` (the rest: the trust step's query facts, the
+of each search the same way: ``paths`` (``Searcher.run_paths``; in a tree before the search
+package's read side, :meth:`HybridSearch.run_paths`), ``rows`` (the chunk and resource rows
+the search's own thread reads: ``Store.chunks``, ``Store.resources`` and, in a tree that has
+it, ``Store.chunk_views``), ``fuse`` (the fusion step, :func:`hybridsag.search.steps.fuse_step`
+as the read side calls it) and ``other`` (the rest: the trust step's query facts, the
 confidence, the results). Peers, on their own questions so that no query vector is
 remembered from the fused searches: a bare FTS5 query (the query's terms OR-ed, bm25 top
 ``depth`` straight from ``chunks_fts``) and the dense path alone (query embedding and Milvus).
@@ -29,6 +30,7 @@ once over ``--index``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -127,8 +129,16 @@ def measure(data: Path, index: Path, cache: Path, searches: int, warmup: int) ->
     dense_q = questions[warmup + 2 * searches : warmup + 3 * searches]
 
     totals = dict.fromkeys(PARTS, 0.0)
-    setattr(HybridSearch, "run_paths", _cpu_timer(totals, "paths", HybridSearch.run_paths))
-    setattr(search_mod, "fuse_step", _cpu_timer(totals, "fuse", search_mod.fuse_step))
+    # a tree whose search is the package's read side (``hybridsag.search.reads.Searcher``)
+    # runs the paths and the fusion step there; an older tree in ``HybridSearch`` itself
+    if importlib.util.find_spec("hybridsag.search.reads") is not None:
+        from hybridsag.search import reads
+
+        setattr(reads.Searcher, "run_paths", _cpu_timer(totals, "paths", reads.Searcher.run_paths))
+        setattr(reads, "fuse_step", _cpu_timer(totals, "fuse", reads.fuse_step))
+    else:
+        setattr(HybridSearch, "run_paths", _cpu_timer(totals, "paths", HybridSearch.run_paths))
+        setattr(search_mod, "fuse_step", _cpu_timer(totals, "fuse", search_mod.fuse_step))
     # the rows: every read of the store's chunk and resource rows the search's thread makes
     for name in ("chunks", "resources", "chunk_views"):  # chunk_views: a tree that has it
         if name in vars(Store):

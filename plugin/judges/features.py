@@ -235,10 +235,6 @@ def _title_names(title: str) -> tuple[str, ...]:
     return tuple(n for n in (_name(m) for m in names) if n is not None)
 
 
-def _named_in(title: str, text_lower: str) -> bool:
-    return any(has_name(n, text_lower) for n in _title_names(title))
-
-
 def title_words(tokens: Callable[[str], list[str]], title: str) -> tuple[str, ...]:
     """The alphanumeric tokens of ``title`` without its disambiguation (what the title-overlap
     feature counts)."""
@@ -269,59 +265,133 @@ def feature_rows(
     that path did not bring it). Every column in :data:`DENSE_FEATURES` is multiplied by
     ``dense_scale`` (0..1: the share of the question the embedder can read). ``title_tokens``
     gives a title's :func:`title_words` (a judge passes a cached one; default: computed)."""
-    words_of = title_tokens or (lambda title: title_words(tokens, title))
-    entities = extract_entities(question) if use_titles else []
-    ent_names = [n for n in (_name(e) for e in entities) if n is not None]
-    best_bm25 = max((c.signals.get("bm25_score", 0.0) for c in candidates), default=0.0) or 1.0
-    ev_texts = [(e.chunk_id, e.title, e.text.lower()) for e in evidence]
-    rows = np.zeros((len(candidates), len(FEATURE_NAMES)), dtype=np.float64)
-    for i, c in enumerate(candidates):
-        s = c.signals
-        rank = s.get("bm25_rank", 0.0)
-        exp_rank = s.get("expansion_rank", 0.0)
-        row = rows[i]
-        row[0] = 1.0 / rank if rank else 0.0
-        row[1] = 1.0 / exp_rank if exp_rank else 0.0
-        row[2] = max(0.0, s.get("bm25_score", 0.0)) / best_bm25
-        row[3] = 1.0 if s.get("round", 0.0) > 0 else 0.0
-        if cos_question is not None:
-            row[4] = cos_question.get(c.chunk_id, 0.0)
+    pool = _PoolFeatures.read(
+        question,
+        candidates,
+        cos_question=cos_question,
+        use_titles=use_titles,
+        tokens=tokens,
+        question_tokens=question_tokens,
+        title_tokens=title_tokens,
+    )
+    return pool.rows(evidence=evidence, cos_evidence=cos_evidence, dense_scale=dense_scale)
+
+
+@dataclass(frozen=True, slots=True)
+class _PoolFeatures:
+    """What :func:`feature_rows` reads of a pool that does not depend on the accepted evidence
+    (the lexical, title, entity and question-cosine columns, and each candidate's lowered
+    text), read once so that the judge's two passes share it; :meth:`rows` adds the evidence's
+    columns and the per-query normalised ones."""
+
+    candidates: Sequence[Candidate]
+    base: np.ndarray
+    texts_lower: list[str] | None
+    use_titles: bool
+    has_cos_question: bool
+
+    @classmethod
+    def read(
+        cls,
+        question: str,
+        candidates: Sequence[Candidate],
+        *,
+        cos_question: Mapping[str, float] | None,
+        use_titles: bool,
+        tokens: Callable[[str], list[str]],
+        question_tokens: frozenset[str],
+        title_tokens: Callable[[str], Sequence[str]] | None = None,
+    ) -> _PoolFeatures:
+        words_of = title_tokens or (lambda title: title_words(tokens, title))
+        entities = extract_entities(question) if use_titles else []
+        ent_names = [n for n in (_name(e) for e in entities) if n is not None]
+        best_bm25 = (
+            max((c.signals.get("bm25_score", 0.0) for c in candidates), default=0.0) or 1.0
+        )
+        rows = np.zeros((len(candidates), len(FEATURE_NAMES)), dtype=np.float64)
+        texts_lower = [c.text.lower() for c in candidates] if use_titles else None
+        for i, c in enumerate(candidates):
+            s = c.signals
+            rank = s.get("bm25_rank", 0.0)
+            exp_rank = s.get("expansion_rank", 0.0)
+            row = rows[i]
+            row[0] = 1.0 / rank if rank else 0.0
+            row[1] = 1.0 / exp_rank if exp_rank else 0.0
+            row[2] = max(0.0, s.get("bm25_score", 0.0)) / best_bm25
+            row[3] = 1.0 if s.get("round", 0.0) > 0 else 0.0
+            if cos_question is not None:
+                row[4] = cos_question.get(c.chunk_id, 0.0)
+            if use_titles and c.title:
+                words = words_of(c.title)
+                if words:
+                    row[6] = sum(t in question_tokens for t in words) / len(words)
+                if ent_names:
+                    title_l = c.title.lower()
+                    text_l = texts_lower[i]  # type: ignore[index]
+                    row[7] = sum(has_name(n, title_l) for n in ent_names) / len(ent_names)
+                    row[8] = sum(has_name(n, text_l) for n in ent_names) / len(ent_names)
+            dense_rank = s.get("dense_rank", 0.0)
+            row[_RR_DENSE] = 1.0 / dense_rank if dense_rank else 0.0
+        return cls(candidates, rows, texts_lower, use_titles, cos_question is not None)
+
+    def rows(
+        self,
+        *,
+        evidence: Sequence[Candidate],
+        cos_evidence: Mapping[str, float] | None,
+        dense_scale: float = 1.0,
+    ) -> np.ndarray:
+        """The full matrix, as :func:`feature_rows` gives it, for ``evidence`` and
+        ``cos_evidence``."""
+        candidates = self.candidates
+        rows = self.base.copy()
         if cos_evidence is not None:
-            row[5] = cos_evidence.get(c.chunk_id, 0.0)
-        if use_titles and c.title:
-            title_tokens = words_of(c.title)
-            if title_tokens:
-                row[6] = sum(t in question_tokens for t in title_tokens) / len(title_tokens)
-            if ent_names:
-                title_l = c.title.lower()
-                text_l = c.text.lower()
-                row[7] = sum(has_name(n, title_l) for n in ent_names) / len(ent_names)
-                row[8] = sum(has_name(n, text_l) for n in ent_names) / len(ent_names)
-            if ev_texts:
-                text_l = c.text.lower()
+            rows[:, _COS_E] = [cos_evidence.get(c.chunk_id, 0.0) for c in candidates]
+        if self.use_titles and evidence:
+            # an evidence passage's title names and lowered text; a candidate's own passage
+            # never bridges to itself
+            ev = [
+                (e.chunk_id, _title_names(e.title) if e.title else (), e.text.lower())
+                for e in evidence
+            ]
+            texts = self.texts_lower
+            assert texts is not None
+            for i, c in enumerate(candidates):
+                if not c.title:
+                    continue
+                names = _title_names(c.title)
+                text_l = texts[i]
+                cid = c.chunk_id
+                row = rows[i]
                 row[9] = float(
-                    any(cid != c.chunk_id and _named_in(c.title, et) for cid, _, et in ev_texts)
+                    any(ev_id != cid and _any_name(names, ev_text) for ev_id, _, ev_text in ev)
                 )
                 row[10] = float(
                     any(
-                        cid != c.chunk_id and et_title and _named_in(et_title, text_l)
-                        for cid, et_title, _ in ev_texts
+                        ev_id != cid and bool(ev_names) and _any_name(ev_names, text_l)
+                        for ev_id, ev_names, _ in ev
                     )
                 )
-        dense_rank = s.get("dense_rank", 0.0)
-        row[_RR_DENSE] = 1.0 / dense_rank if dense_rank else 0.0
-    if cos_question is not None and len(candidates):
-        cq = rows[:, _COS_Q]
-        rows[:, _COS_Q_Z] = _zscore(cq)
-        order = np.argsort(-cq, kind="stable")
-        rr = np.empty(len(cq))
-        rr[order] = 1.0 / np.arange(1, len(cq) + 1)
-        rows[:, _RR_COS_Q] = rr
-    if cos_evidence is not None and len(candidates):
-        rows[:, _COS_E_Z] = _zscore(rows[:, _COS_E])
-    if dense_scale != 1.0:
-        rows[:, _DENSE_COLUMNS] *= dense_scale
-    return rows
+        if self.has_cos_question and len(candidates):
+            cq = rows[:, _COS_Q]
+            rows[:, _COS_Q_Z] = _zscore(cq)
+            order = np.argsort(-cq, kind="stable")
+            rr = np.empty(len(cq))
+            rr[order] = 1.0 / np.arange(1, len(cq) + 1)
+            rows[:, _RR_COS_Q] = rr
+        if cos_evidence is not None and len(candidates):
+            rows[:, _COS_E_Z] = _zscore(rows[:, _COS_E])
+        if dense_scale != 1.0:
+            rows[:, _DENSE_COLUMNS] *= dense_scale
+        return rows
+
+
+def _any_name(names: Sequence[str], text_lower: str) -> bool:
+    """Whether one of ``names`` stands whole in ``text_lower`` (:func:`has_name`)."""
+    for n in names:
+        if n in text_lower and has_name(n, text_lower):
+            return True
+    return False
 
 
 _COS_Q = FEATURE_NAMES.index("cos_question")
@@ -424,15 +494,16 @@ class FeatureJudge:
         if self.vocabulary_share is not None:
             share = self.vocabulary_share(question)
             dense_scale = 1.0 if share is None else min(1.0, max(0.0, share))
-        common = dict(
+        pool = _PoolFeatures.read(
+            question,
+            candidates,
             cos_question=cos_q,
             use_titles=use_titles,
             tokens=self.tokens,
             question_tokens=frozenset(self.tokens(question)),
-            dense_scale=dense_scale,
             title_tokens=self._title_words,
         )
-        rows = feature_rows(question, candidates, evidence=(), cos_evidence=cos_q, **common)
+        rows = pool.rows(evidence=(), cos_evidence=cos_q, dense_scale=dense_scale)
         w, bias = self.weights.blended(dense_scale)
         first = rows @ w + bias
         order = np.argsort(-first, kind="stable")
@@ -444,7 +515,7 @@ class FeatureJudge:
             qe = qvec + np.sum(acc_vecs, axis=0) if acc_vecs else qvec
             qe = qe / (np.linalg.norm(qe) or 1.0)
             cos_e = {cid: float(v @ qe) for cid, v in vecs.items()}
-        rows = feature_rows(question, candidates, evidence=accepted, cos_evidence=cos_e, **common)
+        rows = pool.rows(evidence=accepted, cos_evidence=cos_e, dense_scale=dense_scale)
         detail = {
             "evidence": [e.chunk_id for e in accepted],
             "use_titles": use_titles,

@@ -77,29 +77,42 @@ def rank_by_parts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(rows, scores)`` of the query whose phrases' parts are ``parts`` (in the expression's
     order; with ``must`` the first is the must phrase): every matching row with ``bm25()``'s
-    score (negative, lower is better), ordered by score, then row. The sum runs phrase by
-    phrase from 0.0 (``numpy.bincount`` adds its weights in input order), as ``bm25()`` adds
-    them."""
+    score (negative, lower is better), ordered by score, then row. Each row's sum runs phrase by
+    phrase from 0.0, as ``bm25()`` adds them (a phrase the row lacks adds 0.0, which leaves
+    every float as it was). A must query reads the other phrases only at the must phrase's rows
+    (a binary search of each phrase's rows), so a common word among them costs its lookups,
+    not a pass over its postings."""
     if not parts:
         return np.empty(0, np.int64), np.empty(0, np.float64)
     if must:
         cand = parts[0].rows
-        if len(parts) > 1:  # "must" AND (the others): rows holding the must phrase and another
-            others = np.concatenate([p.rows for p in parts[1:]])
-            cand = cand[np.isin(cand, others)]
+        sums = np.zeros(len(cand))
+        sums += parts[0].parts
+        held = np.zeros(len(cand), bool)  # "must" AND (the others): holds another phrase
+        for p in parts[1:]:
+            at, found = _positions(p.rows, cand)
+            held |= found
+            sums[found] += p.parts[at[found]]
+        if len(parts) > 1:
+            cand, sums = cand[held], sums[held]
     else:
         cand = np.unique(np.concatenate([p.rows for p in parts]))
+        sums = np.zeros(len(cand))
+        for p in parts:  # every row of a phrase is in ``cand``, once
+            sums[np.searchsorted(cand, p.rows)] += p.parts
     if not len(cand):
         return np.empty(0, np.int64), np.empty(0, np.float64)
-    rows = np.concatenate([p.rows for p in parts])
-    values = np.concatenate([p.parts for p in parts])
-    at = np.searchsorted(cand, rows)
-    inside = at < len(cand)
-    inside[inside] = cand[at[inside]] == rows[inside]
-    sums = np.bincount(at[inside], weights=values[inside], minlength=len(cand))
     scores = -1.0 * sums
     order = np.lexsort((cand, scores))
     return cand[order], scores[order]
+
+
+def _positions(rows: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``wanted`` sits in the ascending ``rows``, and whether it is there."""
+    at = np.searchsorted(rows, wanted)
+    found = at < len(rows)
+    found[found] = rows[at[found]] == wanted[found]
+    return at, found
 
 
 class Fts5Parts:

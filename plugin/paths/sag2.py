@@ -156,20 +156,37 @@ def expansion_terms(
         if not any(ch.isalpha() for ch in term):
             continue  # bare numbers and years expand to noise
         candidates.append((term, base, toks))
-    all_tokens = list({t for _, _, toks in candidates for t in toks})
-    df = doc_freqs(all_tokens)
-    out = []
-    for term, base, toks in candidates:
-        freqs = [df.get(t, 0) for t in toks]
-        if not freqs or min(freqs) == 0:
-            continue  # absent from the index
-        rarest = min(freqs)
-        if rarest <= 1:
-            continue  # found only in the seed itself: it cannot bring in another passage
-        idf = math.log((total_docs - rarest + 0.5) / (rarest + 0.5) + 1.0)
-        out.append((term, base * idf))
-    out.sort(key=lambda x: (-x[1], x[0]))
+    # best base first; a term's idf is at most that of a term in two passages (one passage:
+    # dropped below), so once the limit-th score beats that bound for the best base left, no
+    # term left can reach the list and its document frequencies are never read
+    candidates.sort(key=lambda x: -x[1])
+    best_idf = _idf(total_docs, 2)
+    out: list[tuple[str, float]] = []
+    start, step = 0, max(4 * limit, 1)
+    while start < len(candidates):
+        batch = candidates[start : start + step]
+        start += step
+        df = doc_freqs(list({t for _, _, toks in batch for t in toks}))
+        for term, base, toks in batch:
+            freqs = [df.get(t, 0) for t in toks]
+            if not freqs or min(freqs) == 0:
+                continue  # absent from the index
+            rarest = min(freqs)
+            if rarest <= 1:
+                continue  # found only in the seed itself: it cannot bring in another passage
+            out.append((term, base * _idf(total_docs, rarest)))
+        out.sort(key=lambda x: (-x[1], x[0]))
+        if start < len(candidates) and len(out) >= limit > 0:
+            if out[limit - 1][1] > candidates[start][1] * best_idf:
+                break
+        step *= 2
     return out[:limit]
+
+
+def _idf(total_docs: int, rarest: int) -> float:
+    """BM25's idf of a term held by ``rarest`` of ``total_docs`` passages (decreasing in
+    ``rarest``)."""
+    return math.log((total_docs - rarest + 0.5) / (rarest + 0.5) + 1.0)
 
 
 class _Run:

@@ -401,6 +401,39 @@ def test_expansion_terms_limit_and_seed_weighting() -> None:
     assert _terms([]) == []
 
 
+def test_expansion_terms_read_no_frequency_of_a_term_that_cannot_reach_the_list() -> None:
+    # 20 words that share a sentence with the question term (weight 1) and 60 that never do
+    # (weight 0.25, and each once): the best 5 come from the first, and even the rarest
+    # possible of the others (in two passages) scores below the fifth
+    near = [f"near{i:02d}" for i in range(20)]
+    far = [f"far{i:02d}" for i in range(60)]
+    text = " ".join(["rocket", *near, *near]) + ".\n\n" + " ".join(far) + "."
+    df = {**{t: 20 + i for i, t in enumerate(near)}, **dict.fromkeys(far, 2)}
+    asked: list[str] = []
+
+    def doc_freqs(tokens: Sequence[str]) -> dict[str, int]:
+        asked.extend(tokens)
+        return {t: df[t] for t in tokens if t in df}
+
+    got = expansion_terms(
+        [(text, 1.0)],
+        question_terms=frozenset({"rocket"}),
+        tokenize=TOKENIZER.tokenize,
+        doc_freqs=doc_freqs,
+        total_docs=N,
+        stopwords=STOP,
+        limit=5,
+    )
+    # the full computation: every term scored, the best 5 by score, then term
+    full = sorted(
+        [(t, 2.0 * _idf(df[t])) for t in near] + [(t, 0.25 * _idf(2)) for t in far],
+        key=lambda x: (-x[1], x[0]),
+    )[:5]
+    assert got == full
+    assert not set(asked) & set(far)
+    assert len(asked) == len(set(asked))  # each token asked once
+
+
 def test_capitalised_run_made_only_of_question_terms_is_dropped() -> None:
     got = dict(_terms([(TEXT, 1.0)], question_terms=frozenset({"project", "mercury"})))
     assert "project mercury" not in got
