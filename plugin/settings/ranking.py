@@ -81,9 +81,8 @@ class FusionSettings(Section):
     judge_order_floor: float = Field(0.01, ge=0.0, le=1.0)
     #: the next-hop slots (a SAG2 expansion round's find keeps the rank that round gave it):
     #: "multi-hop" only for a question the judged path's evidence selection read as multi-hop
-    #: (two entities it names compared, or a bridge from the passage about the one it names to
-    #: another: its usage "shape"; hybridsag.paths.evidence.reads_multi_hop); "always" for every
-    #: question
+    #: (it names an entity the index has a passage about, or two compared: its usage "shape";
+    #: hybridsag.paths.evidence.reads_multi_hop); "always" for every question
     next_hop_slots: Literal["multi-hop", "always"] = "multi-hop"
     #: at most this many results of one resource (file) stand before the other resources'
     #: results; its further ones follow them and its best result says how many (an exact title,
