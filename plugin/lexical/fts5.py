@@ -238,14 +238,19 @@ class Fts5Statements:
         depth: int,
         limit: int,
     ) -> list[Ranked | None]:
-        """The queries whose phrases hold at most :data:`_PARTS_MAX_POSTINGS` postings, ranked
-        by their phrases' kept parts (:mod:`~hybridsag.lexical.fts5_parts`: the scores and
+        """When the call ranks several queries (SAG2's next-hop round names the question's
+        phrases in each), or one whose phrases' parts are all kept: the queries whose phrases
+        hold at most :data:`_PARTS_MAX_POSTINGS` postings, ranked by their phrases' kept parts (:mod:`~hybridsag.lexical.fts5_parts`: the scores and
         order of :func:`build_tops_sql`'s ranking, each phrase read once per state of the
         table); None for the others. As the statement does, a query's rows are its visible
         rows among its top ``depth``, at most ``limit``; ``complete`` when nothing ranks
         below ``depth``. Call inside the read transaction of the ranking."""
         stats = self._topk.stats(conn)
         phrases = [phrases_of(q.terms, q.must) for q in queries]
+        if len(queries) < 2 and not all(self._parts.kept_all(stats, ps, weights) for ps in phrases):
+            # one query whose phrases are not all kept reads each phrase once either way: the
+            # statement does it without loading numpy (a cold lexical command stays light)
+            return [None] * len(queries)
         tokens = {t for ps in phrases for p in ps for t in phrase_lexemes(p)}
         freqs = self._topk.doc_freqs(conn, sorted(tokens), stats)
         use = [self._parts.estimate(ps, freqs) <= _PARTS_MAX_POSTINGS for ps in phrases]

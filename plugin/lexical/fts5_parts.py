@@ -29,11 +29,12 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from hybridsag.lexical.fts5_topk import Fts5Stats, strip_diacritics
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "MAX_KEPT_POSTINGS",
@@ -82,6 +83,8 @@ def rank_by_parts(
     every float as it was). A must query reads the other phrases only at the must phrase's rows
     (a binary search of each phrase's rows), so a common word among them costs its lookups,
     not a pass over its postings."""
+    import numpy as np  # only where parts are summed: a lexical command alone never loads it
+
     if not parts:
         return np.empty(0, np.int64), np.empty(0, np.float64)
     if must:
@@ -109,6 +112,8 @@ def rank_by_parts(
 
 def _positions(rows: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each of ``wanted`` sits in the ascending ``rows``, and whether it is there."""
+    import numpy as np
+
     at = np.searchsorted(rows, wanted)
     found = at < len(rows)
     found[found] = rows[at[found]] == wanted[found]
@@ -130,6 +135,14 @@ class Fts5Parts:
             min((freqs.get(t, 0) for t in phrase_lexemes(phrase)), default=0)
             for phrase in phrases
         )
+
+    def kept_all(self, stats: Fts5Stats, phrases: Sequence[str], weights: Sequence[float]) -> bool:
+        """Whether every one of ``phrases`` has its parts kept in state ``stats`` (then
+        :meth:`parts` reads nothing)."""
+        key = tuple(float(w) for w in weights)
+        with self._lock:
+            kept = stats.parts.get(key, {})
+            return all(p in kept for p in phrases)
 
     def parts(
         self, conn: Any, stats: Fts5Stats, phrases: Sequence[str], weights: Sequence[float],
@@ -161,6 +174,8 @@ class Fts5Parts:
         self, conn: Any, phrases: Sequence[str], weights: Sequence[float], build_match: Any
     ) -> dict[str, PhraseParts]:
         """One statement: every row holding each phrase, with ``-bm25()`` of the phrase alone."""
+        import numpy as np
+
         table = self.table
         marks = ", ".join("?" * len(weights))
         one = (

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hybridsag.documents import make_document
+from hybridsag.lexical.contract import LexicalQuery
 from hybridsag.lexical.fts5 import FTS_MIGRATIONS
 from hybridsag.lexical.fts5_parts import Fts5Parts, phrases_of, rank_by_parts
 from hybridsag.lexical.fts5_topk import Fts5TopK
@@ -112,8 +113,9 @@ def _docs(n: int, extra: str = "") -> list:
 
 
 def test_a_phrase_is_read_once_per_state_and_a_write_is_followed(tmp_path: Path) -> None:
-    """A second search of the same terms names none of them to FTS5 (their parts are kept); a
-    search after an update or a delete reads them again: the updated document ranks by its new
+    """A second ranking of the same terms (two queries at once, as SAG2's next-hop round asks)
+    names none of them to FTS5 (their parts are kept), nor does one query of them alone then; a
+    ranking after an update or a delete reads them again: the updated document ranks by its new
     text and the deleted one is never found. Statements counted on the real connection with
     SQLite's trace callback."""
     with HybridSearch(_lexical_only(tmp_path / "d")) as hs:
@@ -121,12 +123,15 @@ def test_a_phrase_is_read_once_per_state_and_a_write_is_followed(tmp_path: Path)
         lexical, store = hs.components.lexical, hs.components.store
         terms = lexical.query_terms("lantern apple")
 
-        def search() -> tuple[list[tuple[str, float]], list[str]]:
+        def search(alone: bool = False) -> tuple[list[tuple[str, float]], list[str]]:
             seen: list[str] = []
             conn = store.connection()
             conn.set_trace_callback(seen.append)
+            queries = [LexicalQuery(tuple(terms))]
+            if not alone:
+                queries.append(LexicalQuery(tuple(terms), must="apple"))
             try:
-                hits = lexical.search(terms, limit=5, filters=Filters())
+                hits = lexical.search_many(queries, limit=5, filters=Filters())[0]
             finally:
                 conn.set_trace_callback(None)
             named = [s for s in seen if '"lantern"' in s]
@@ -136,6 +141,8 @@ def test_a_phrase_is_read_once_per_state_and_a_write_is_followed(tmp_path: Path)
         assert named, "the first search reads the phrase's parts"
         again, named = search()
         assert again == first and not named, named
+        alone, named = search(alone=True)
+        assert alone == first and not named, named
 
         # an update: doc-1 (no lantern before) now says it six times and leads
         hs.ingest_documents([make_document("doc-1", "lantern " * 6 + "apple", title="Doc 1")])
