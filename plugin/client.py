@@ -238,8 +238,8 @@ class ServiceClient:
             keywords: As in :meth:`search`.
 
         Raises:
-            QueryValueError, InputError, AuthError, ForbiddenError, OverloadError,
-                ServiceError: as :meth:`search` (a budget out of range: InputError).
+            QueryValueError: bad options; InputError (a budget out of range too), AuthError,
+                ForbiddenError, OverloadError and ServiceError as :meth:`search`.
         """
         body = _agent_body(query, options, budget, keywords)
         return self._request("POST", "/v1/search", json=body).text
@@ -750,8 +750,8 @@ class AsyncServiceClient:
             keywords: As in :meth:`ServiceClient.search`.
 
         Raises:
-            QueryValueError, InputError, AuthError, ForbiddenError, OverloadError,
-                ServiceError: as :meth:`ServiceClient.search`.
+            QueryValueError: bad options; InputError, AuthError, ForbiddenError,
+                OverloadError and ServiceError as :meth:`ServiceClient.search`.
         """
         response = await self._post("/v1/search", search_body(query, options, **keywords))
         return response.json()  # type: ignore[no-any-return]
@@ -773,8 +773,8 @@ class AsyncServiceClient:
             keywords: As in :meth:`ServiceClient.search`.
 
         Raises:
-            QueryValueError, InputError, AuthError, ForbiddenError, OverloadError,
-                ServiceError: as :meth:`ServiceClient.search`.
+            QueryValueError: bad options; InputError, AuthError, ForbiddenError,
+                OverloadError and ServiceError as :meth:`ServiceClient.search`.
         """
         return (await self._post("/v1/search", _agent_body(query, options, budget, keywords))).text
 
