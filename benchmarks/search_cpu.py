@@ -131,7 +131,7 @@ def measure(data: Path, index: Path, cache: Path, searches: int, warmup: int) ->
     totals = dict.fromkeys(PARTS, 0.0)
     # a tree whose search is the package's read side (``hybridsag.search.reads.Searcher``)
     # runs the paths and the fusion step there; an older tree in ``HybridSearch`` itself
-    if importlib.util.find_spec("hybridsag.search.reads") is not None:
+    if hasattr(search_mod, "__path__") and importlib.util.find_spec("hybridsag.search.reads"):
         from hybridsag.search import reads
 
         setattr(reads.Searcher, "run_paths", _cpu_timer(totals, "paths", reads.Searcher.run_paths))

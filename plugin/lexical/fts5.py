@@ -239,7 +239,8 @@ class Fts5Statements:
         limit: int,
     ) -> list[Ranked | None]:
         """When the call ranks several queries (SAG2's next-hop round names the question's
-        phrases in each), or one whose phrases' parts are all kept: the queries whose phrases
+        phrases in each), or one after such a call kept parts in this state of the table (a warm
+        process): the queries whose phrases
         hold at most :data:`_PARTS_MAX_POSTINGS` postings, ranked by their phrases' kept parts (:mod:`~hybridsag.lexical.fts5_parts`: the scores and
         order of :func:`build_tops_sql`'s ranking, each phrase read once per state of the
         table); None for the others. As the statement does, a query's rows are its visible
@@ -247,9 +248,9 @@ class Fts5Statements:
         below ``depth``. Call inside the read transaction of the ranking."""
         stats = self._topk.stats(conn)
         phrases = [phrases_of(q.terms, q.must) for q in queries]
-        if len(queries) < 2 and not all(self._parts.kept_all(stats, ps, weights) for ps in phrases):
-            # one query whose phrases are not all kept reads each phrase once either way: the
-            # statement does it without loading numpy (a cold lexical command stays light)
+        if len(queries) < 2 and not self._parts.warm(stats, weights):
+            # a lone query before any ranking of several kept parts (a cold lexical command)
+            # reads each phrase once either way: the statement does it without loading numpy
             return [None] * len(queries)
         tokens = {t for ps in phrases for p in ps for t in phrase_lexemes(p)}
         freqs = self._topk.doc_freqs(conn, sorted(tokens), stats)

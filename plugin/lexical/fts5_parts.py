@@ -136,13 +136,12 @@ class Fts5Parts:
             for phrase in phrases
         )
 
-    def kept_all(self, stats: Fts5Stats, phrases: Sequence[str], weights: Sequence[float]) -> bool:
-        """Whether every one of ``phrases`` has its parts kept in state ``stats`` (then
-        :meth:`parts` reads nothing)."""
+    def warm(self, stats: Fts5Stats, weights: Sequence[float]) -> bool:
+        """Whether state ``stats`` keeps any phrase's parts for ``weights``: a ranking of
+        several queries in this process gathered them since the table's last write."""
         key = tuple(float(w) for w in weights)
         with self._lock:
-            kept = stats.parts.get(key, {})
-            return all(p in kept for p in phrases)
+            return bool(stats.parts.get(key))
 
     def parts(
         self, conn: Any, stats: Fts5Stats, phrases: Sequence[str], weights: Sequence[float],
