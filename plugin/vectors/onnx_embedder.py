@@ -8,24 +8,30 @@ to int8 row by row (:func:`quantize_rows`: every MatMul with a weight matrix get
 output column and int8 activations per row, each row of its input, one token of one text, scaled
 by its own largest value, then an integer ``MatMulInteger``). A row's scale never looks at another
 row, so a text's vector does not depend on the other texts of its batch or on their padding, and
-the int8 model batches like the float32 one. (ONNX Runtime's ``quantize_dynamic``, the first
-recipe, scales a MatMul's input by the range of the whole tensor, so a batch mate changed a
-vector and that model had to run one text at a time.) The export runs in a child Python
+the int8 model batches like the float32 one. With ``embedding.fused_graph`` (BERT models) the
+graph is ONNX Runtime's fused transformer graph instead (:func:`_export_fused`: one
+``Attention`` op a layer, fused LayerNorm and GELU; float32 vectors equal to the plain
+export's to a cosine of 1.0000), and int8 there keeps the FFN's second MatMul float32.
+(ONNX Runtime's ``quantize_dynamic``, the first recipe, scales a MatMul's input by the range
+of the whole tensor, so a batch mate changed a vector and that model had to run one text at
+a time.) The export runs in a child Python
 process, because it imports torch, transformers and sentence-transformers: the process that
 encodes and searches imports only ``onnxruntime``, ``tokenizers`` and numpy, never torch. Nothing
 is downloaded: the child runs with the Hugging Face hub offline.
 
 The export lands, atomically (built in a temporary folder beside it, then renamed), in::
 
-    <embedding.onnx_cache_dir or ~/.cache/hybridsag/onnx>/<model>-<int8-rowwise-w7|fp32>-<digest>/
+    <embedding.onnx_cache_dir or ~/.cache/hybridsag/onnx>/<model>-<precision>-<digest>/
         model.onnx       the graph: inputs as the tokenizer names them, output token_embeddings
         tokenizer.json   the fast tokenizer the model uses
         embedder.json    what encoding needs: pooling, max_seq_length, dimension, padding
         SHA256SUMS       sha256 of the three files above, in ``sha256sum -c`` format
 
-``<digest>`` covers the source model's files and the export recipe, so a changed model or recipe
-gets a folder of its own. ``SHA256SUMS`` is checked on every load; a folder that fails the check
-(or is incomplete) is exported again, and a failed export is a
+``<precision>`` is ``fp32``, ``int8-rowwise-w7``, ``fp32-fused`` or ``int8-fused-w7``;
+``<digest>`` covers the source model's files and the export recipe (:data:`RECIPE`, and
+:data:`FUSED_RECIPE` for the fused ones), so a changed model or recipe gets a folder of its
+own. ``SHA256SUMS`` is checked on every load; a folder that fails the check (or is
+incomplete) is exported again, and a failed export is a
 :class:`~hybridsag.errors.ConfigError` naming the folder.
 
 Encoding does what the sentence-transformers model config says: tokenise with truncation at the
@@ -80,6 +86,7 @@ __all__ = [
     "BATCH_TOKENS",
     "CHECKSUM_FILE",
     "CONFIG_FILE",
+    "FUSED_RECIPE",
     "MODEL_FILE",
     "PROBE_FLOOR",
     "RECIPE",
@@ -109,6 +116,21 @@ RECIPE = (
     "int8 activations per row, MatMulInteger)"
 )
 _OPSET = 18
+
+#: The fused graph's recipe (``embedding.fused_graph``): part of the digest of fused exports
+#: only, so the plain exports keep their folders (and their indexes their fingerprints).
+FUSED_RECIPE = (
+    "f1: torch.onnx.export(dynamo=False, opset 18) of a BertModel with an additive key mask "
+    "and Div-scaled attention; onnxruntime.transformers.optimizer(model_type=bert, opt_level=0): "
+    "Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu; with quantize, "
+    "quantize_rows except the MatMuls fed by a Gelu"
+)
+#: Op types whose output, fed to a MatMul, keeps that MatMul float32 in the fused int8 graph:
+#: the FFN's second MatMul. Quantised alone, those six cost MiniLM a cosine of 0.935 mean /
+#: 0.905 min (2wiki), where each other group cost <= 0.005 (docs/benchmarks.md, issue 39).
+_FLOAT_AFTER = ("BiasGelu", "Gelu", "FastGelu")
+#: The name the fused export registers its attention function under (in the export's child).
+_CLASSIC_ATTENTION = "hybridsag_additive_mask"
 #: quantize_rows' weight levels each side of zero (7 bits; its docstring says why not 127).
 _WEIGHT_LEVELS = 63
 
@@ -123,7 +145,12 @@ BATCH_TOKENS = 2048
 #: the same probe text that an export may show. The int8 floor sits below what row-wise
 #: quantisation with 7-bit weights gives MiniLM (0.978 on the empty probe, ``[CLS][SEP]`` alone;
 #: 0.992-0.997 on the others) and far above what a wrong tokenizer or pooling gives.
-PROBE_FLOOR = {"fp32": 0.9999, "int8-rowwise-w7": 0.97}
+PROBE_FLOOR = {
+    "fp32": 0.9999,
+    "int8-rowwise-w7": 0.97,
+    "fp32-fused": 0.9999,
+    "int8-fused-w7": 0.98,
+}
 
 _PROBES = (
     "what is reciprocal rank fusion?",
@@ -139,13 +166,20 @@ _EXPORT_TIMEOUT_S = 1800
 _IGNORED_SOURCE_FILES = frozenset({"README.md", ".gitattributes"})
 _ERROR_MARK = "hybridsag-onnx-error: "
 
-Precision = Literal["int8-rowwise-w7", "fp32"]
+Precision = Literal["int8-rowwise-w7", "fp32", "fp32-fused", "int8-fused-w7"]
 
 
-def _precision(quantize: bool | None) -> Precision:
-    """``embedding.quantize`` as a precision: unset (None) is int8 for the onnx backend (the
-    ``auto`` backend sets it before an export is named)."""
+def _precision(quantize: bool | None, fused: bool = False) -> Precision:
+    """``embedding.quantize`` and ``embedding.fused_graph`` as a precision: unset quantize
+    (None) is int8 for the onnx backend (the ``auto`` backend sets it before an export is
+    named)."""
+    if fused:
+        return "fp32-fused" if quantize is False else "int8-fused-w7"
     return "fp32" if quantize is False else "int8-rowwise-w7"
+
+
+def _is_fused(precision: str) -> bool:
+    return precision.endswith("-fused") or precision == "int8-fused-w7"
 
 
 def _runtime() -> tuple[Any, Any]:
@@ -200,8 +234,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _source_digest(source: Path, quantize: bool | None) -> str:
-    digest = hashlib.sha256(f"{RECIPE}\nprecision={_precision(quantize)}\n".encode())
+def _source_digest(source: Path, precision: Precision) -> str:
+    recipe = f"{RECIPE}\n{FUSED_RECIPE}" if _is_fused(precision) else RECIPE
+    digest = hashlib.sha256(f"{recipe}\nprecision={precision}\n".encode())
     for file in _source_files(source):
         digest.update(f"{file.relative_to(source).as_posix()}\0{_sha256(file)}\n".encode())
     return digest.hexdigest()[:16]
@@ -230,7 +265,8 @@ def _model_dir(settings: Settings, source: Path) -> Path:
     cfg = settings.embedding
     stem = PACKAGED_MODEL if cfg.model == PACKAGED_MODEL else source.name
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or "model"
-    name = f"{slug}-{_precision(cfg.quantize)}-{_source_digest(source, cfg.quantize)}"
+    precision = _precision(cfg.quantize, cfg.fused_graph)
+    name = f"{slug}-{precision}-{_source_digest(source, precision)}"
     return onnx_cache_root(settings) / name
 
 
@@ -289,13 +325,14 @@ def build_onnx_model(settings: Settings) -> Path:
     problem = verify_onnx_model(folder)
     if problem is None:
         return folder
+    precision = _precision(cfg.quantize, cfg.fused_graph)
     if folder.exists():
         logger.warning("the ONNX export is damaged (%s); exporting it again", problem)
     else:
-        logger.info(
-            "exporting %s to ONNX (%s) into %s", cfg.model, _precision(cfg.quantize), folder
-        )
-    _export_in_child(source, folder, quantize=_precision(cfg.quantize) != "fp32")
+        logger.info("exporting %s to ONNX (%s) into %s", cfg.model, precision, folder)
+    _export_in_child(
+        source, folder, quantize=not precision.startswith("fp32"), fused=cfg.fused_graph
+    )
     problem = verify_onnx_model(folder)
     if problem is not None:
         raise ConfigError(
@@ -304,7 +341,7 @@ def build_onnx_model(settings: Settings) -> Path:
     return folder
 
 
-def _export_in_child(source: Path, folder: Path, *, quantize: bool) -> None:
+def _export_in_child(source: Path, folder: Path, *, quantize: bool, fused: bool) -> None:
     root = folder.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -322,6 +359,7 @@ def _export_in_child(source: Path, folder: Path, *, quantize: bool) -> None:
             sys.executable, "-m", "hybridsag.vectors.onnx_embedder",
             "--source", str(source), "--out", str(out),
             "--quantize" if quantize else "--no-quantize",
+            "--fused-graph" if fused else "--no-fused-graph",
         ]
         # cwd: whatever scratch files the exporter leaves go away with the temporary folder
         try:
@@ -491,7 +529,7 @@ class OnnxEmbedder:
         cfg = settings.embedding
         _runtime()
         self.name: str = cfg.model
-        self.precision: Precision = _precision(cfg.quantize)
+        self.precision: Precision = _precision(cfg.quantize, cfg.fused_graph)
         self.fingerprint: str = f"{cfg.model}|onnx-{self.precision}"
         self._source = _source_folder(cfg.model)
         self._settings = settings
@@ -575,9 +613,11 @@ class OnnxEmbedder:
 # -- export (the child process; imports torch) -------------------------------------------------
 
 
-def quantize_rows(source: Path, target: Path) -> int:
+def quantize_rows(source: Path, target: Path, *, float_after: Sequence[str] = ()) -> int:
     """Write ``source`` (a float32 ONNX graph) to ``target`` with every MatMul whose second
-    input is a 2-D weight initializer ``W`` (K x N) made int8; returns how many were.
+    input is a 2-D weight initializer ``W`` (K x N) made int8, except a MatMul whose first
+    input comes from a node whose op type is in ``float_after`` (kept float32); returns how
+    many were made int8.
 
     Weights: symmetric per output column in 7 bits, ``s_w[n] = max|W[:, n]| / 63``, so that no
     kernel can saturate: x86 cores without VNNI multiply uint8 by int8 with ``vpmaddubsw``,
@@ -598,6 +638,7 @@ def quantize_rows(source: Path, target: Path) -> int:
     model = onnx.load(str(source))
     graph = model.graph
     weights = {i.name: i for i in graph.initializer}
+    made_by = {out: node.op_type for node in graph.node for out in node.output}
     nodes: list[Any] = []
     added: list[Any] = []
 
@@ -613,7 +654,8 @@ def quantize_rows(source: Path, target: Path) -> int:
     done = 0
     for node in graph.node:
         w_init = weights.get(node.input[1]) if node.op_type == "MatMul" else None
-        if w_init is None or len(w_init.dims) != 2:
+        kept = made_by.get(node.input[0]) in float_after
+        if w_init is None or len(w_init.dims) != 2 or kept:
             nodes.append(node)
             continue
         w = numpy_helper.to_array(w_init).astype(np.float32)
@@ -649,23 +691,30 @@ def quantize_rows(source: Path, target: Path) -> int:
     return done
 
 
-def export_onnx_model(source: Path, out: Path, *, quantize: bool) -> None:
+def export_onnx_model(
+    source: Path, out: Path, *, quantize: bool, fused: bool = False
+) -> None:
     """Export the sentence-transformers model in ``source`` into the empty folder ``out``:
     ``model.onnx`` (int8 with ``quantize``: :func:`quantize_rows`), ``tokenizer.json``,
     ``embedder.json`` and
     ``SHA256SUMS`` last. Imports torch, transformers and sentence-transformers (and onnx and
     onnxscript for the exporter); :func:`build_onnx_model` runs it in a child process.
 
+    With ``fused`` (``embedding.fused_graph``, BERT models only) the graph is ONNX Runtime's
+    fused transformer graph (:data:`FUSED_RECIPE`, :func:`_export_fused`), and ``quantize``
+    leaves the MatMuls fed by a Gelu (the FFN's second) float32.
+
     Raises:
         ConfigError: the folder is not a model this backend can run (modules other than
             Transformer, Pooling and Normalize; a pooling other than mean/cls/max; prompts; a
-            slow tokenizer), a package is missing, or the export drifts from the model on the
-            probe texts.
+            slow tokenizer; ``fused`` with a model that is not BERT, or whose graph ONNX
+            Runtime does not fuse whole), a package is missing, or the export drifts from the
+            model on the probe texts.
     """
     try:
         import onnx  # noqa: F401 - the exporter needs it; say so before torch spends seconds
         import onnxscript  # noqa: F401
-        import torch
+        import torch  # noqa: F401 - the exporters below need it
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         raise ConfigError(
@@ -705,46 +754,24 @@ def export_onnx_model(source: Path, out: Path, *, quantize: bool) -> None:
             f"{source} has {type(hf_tokenizer).__name__} giving {hf_tokenizer.model_input_names}"
         )
 
-    class Encoder(torch.nn.Module):
-        def __init__(self, model: Any) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
-            inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None:
-                inputs["token_type_ids"] = token_type_ids
-            return self.model(**inputs).last_hidden_state
-
+    # the reference first: the fused export changes the model's attention function
+    theirs = st.encode_document(list(_PROBES), convert_to_numpy=True, normalize_embeddings=True)
     example = hf_tokenizer(list(_PROBES[:2]), padding=True, return_tensors="pt")
     args = tuple(example[n] for n in names)
-    batch = torch.export.Dim("batch")
-    positions = int(transformer.auto_model.config.max_position_embeddings)
-    seq = torch.export.Dim("sequence", max=positions)
     fp32 = out / "model-fp32.onnx"
     target = out / MODEL_FILE
-    with torch.no_grad():
-        torch.onnx.export(
-            Encoder(transformer.auto_model).eval(),
-            args,
-            str(fp32 if quantize else target),
-            input_names=names,
-            output_names=["token_embeddings"],
-            dynamic_shapes={n: {0: batch, 1: seq} for n in names},
-            opset_version=_OPSET,
-            dynamo=True,
-            external_data=False,
-            optimize=True,
-            verbose=False,
-        )
+    if fused:
+        _export_fused(transformer.auto_model, args, names, fp32 if quantize else target)
+    else:
+        _export_dynamo(transformer.auto_model, args, names, fp32 if quantize else target)
     if quantize:
-        quantize_rows(fp32, target)
+        quantize_rows(fp32, target, float_after=_FLOAT_AFTER if fused else ())
         fp32.unlink()
     backend = hf_tokenizer.backend_tokenizer
     backend.no_truncation()
     backend.no_padding()
     backend.save(str(out / TOKENIZER_FILE))
-    precision = _precision(quantize)
+    precision = _precision(quantize, fused)
     config = {
         "format": 1,
         "recipe": RECIPE,
@@ -761,7 +788,6 @@ def export_onnx_model(source: Path, out: Path, *, quantize: bool) -> None:
     }
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=2), "utf-8")
     ours = normalise_rows(_Model(out).embed(list(_PROBES), batch_size=len(_PROBES)))
-    theirs = st.encode_document(list(_PROBES), convert_to_numpy=True, normalize_embeddings=True)
     cosines = (ours * np.asarray(theirs, dtype=np.float32)).sum(axis=1)
     if float(cosines.min()) < PROBE_FLOOR[precision]:
         raise ConfigError(
@@ -772,6 +798,159 @@ def export_onnx_model(source: Path, out: Path, *, quantize: bool) -> None:
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=2), "utf-8")
     sums = "".join(f"{_sha256(out / name)}  {name}\n" for name in _CHECKED_FILES)
     (out / CHECKSUM_FILE).write_text(sums, "utf-8")
+
+
+def _export_dynamo(model: Any, args: tuple[Any, ...], names: list[str], target: Path) -> None:
+    """The plain export: ``model`` (a Hugging Face encoder) by torch's torch.export-based
+    exporter, ``last_hidden_state`` as ``token_embeddings``, batch and sequence dynamic."""
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self, model: Any) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+            inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                inputs["token_type_ids"] = token_type_ids
+            return self.model(**inputs).last_hidden_state
+
+    batch = torch.export.Dim("batch")
+    seq = torch.export.Dim("sequence", max=int(model.config.max_position_embeddings))
+    with torch.no_grad():
+        torch.onnx.export(
+            Encoder(model).eval(),
+            args,
+            str(target),
+            input_names=names,
+            output_names=["token_embeddings"],
+            dynamic_shapes={n: {0: batch, 1: seq} for n in names},
+            opset_version=_OPSET,
+            dynamo=True,
+            external_data=False,
+            optimize=True,
+            verbose=False,
+        )
+
+
+def _additive_mask_attention(
+    module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **_: Any
+) -> tuple[Any, Any]:
+    """BERT's attention as ONNX Runtime's fusion expects to find it: scores divided by
+    sqrt(head size), plus the additive key mask, softmax, times the values (the math of
+    transformers' ``eager_attention_forward``, which scales by a Mul the fusion does not
+    match). Registered with transformers' ``AttentionInterface`` in the export's child only."""
+    import math
+
+    import torch
+
+    scores = torch.matmul(query, key.transpose(2, 3)) / math.sqrt(query.size(-1))
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = torch.nn.functional.softmax(scores, dim=-1)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def _export_fused(model: Any, args: tuple[Any, ...], names: list[str], target: Path) -> None:
+    """The fused export (:data:`FUSED_RECIPE`): ``model``, a transformers ``BertModel``, traced
+    by torch's TorchScript exporter layer by layer under the additive key mask
+    ``(1 - mask) * -10000`` (the form ONNX Runtime's BERT fusion matches; a padded key's weight
+    is exp(-10000) = 0 in float32, as with the model's own mask), then fused by
+    ``onnxruntime.transformers.optimizer`` into one ``Attention`` op a layer (QKV in one
+    GEMM, padded keys skipped), ``EmbedLayerNormalization``, ``SkipLayerNormalization`` and
+    ``BiasGelu``. The exporter writes each Q/K/V reshape as (batch, seq, -1, head size); the
+    head count replaces the -1 (:func:`_name_heads`), the one thing the fusion reads from the
+    graph. A graph that does not fuse whole (one Attention a layer) is refused, so a
+    transformers change that moves the pattern fails the export instead of shipping a plain
+    graph under the fused name.
+
+    Raises:
+        ConfigError: the model is not BERT, or the graph did not fuse whole.
+    """
+    import onnx
+    import torch
+    from onnxruntime.transformers.optimizer import optimize_model
+    from transformers import AttentionInterface
+
+    config = model.config
+    if config.model_type != "bert":
+        raise ConfigError(
+            f"embedding.fused_graph fuses BERT encoders (model_type 'bert'); this model is "
+            f"{config.model_type!r}; set embedding.fused_graph = false"
+        )
+    heads, hidden, layers = (
+        int(config.num_attention_heads), int(config.hidden_size), int(config.num_hidden_layers)
+    )
+    AttentionInterface.register(_CLASSIC_ATTENTION, _additive_mask_attention)
+    model.set_attn_implementation(_CLASSIC_ATTENTION)
+
+    class FusableBert(torch.nn.Module):
+        def __init__(self, bert: Any) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+            hidden_states = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+            keep = attention_mask.unsqueeze(1).unsqueeze(2).to(hidden_states.dtype)
+            additive = (1.0 - keep) * -10000.0
+            for layer in self.bert.encoder.layer:
+                out = layer(hidden_states, attention_mask=additive)
+                hidden_states = out[0] if isinstance(out, tuple) else out
+            return hidden_states
+
+    traced = target.with_name("model-traced.onnx")
+    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "token_embeddings"]}
+    with torch.no_grad():
+        torch.onnx.export(
+            FusableBert(model.eval()),
+            args,
+            str(traced),
+            input_names=names,
+            output_names=["token_embeddings"],
+            dynamic_axes=axes,
+            opset_version=_OPSET,
+            dynamo=False,
+            do_constant_folding=True,
+        )
+    graph = onnx.load(str(traced))
+    _name_heads(graph, heads)
+    onnx.save(graph, str(traced))
+    fused = optimize_model(
+        str(traced), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0,
+        use_gpu=False,
+    )
+    counts = fused.get_fused_operator_statistics()
+    wanted = {"Attention": layers, "SkipLayerNormalization": 2 * layers,
+              "EmbedLayerNormalization": 1, "BiasGelu": layers}
+    missed = {op: counts.get(op, 0) for op, n in wanted.items() if counts.get(op, 0) != n}
+    if missed:
+        raise ConfigError(
+            f"ONNX Runtime fused this model's graph only in part ({missed}, wanted {wanted}); "
+            "set embedding.fused_graph = false"
+        )
+    fused.save_model_to_file(str(target))
+    traced.unlink()
+
+
+def _name_heads(graph: Any, heads: int) -> None:
+    """Write ``heads`` for the -1 of every 4-long shape built by a Concat feeding a Reshape
+    (the exporter's (batch, seq, -1, head size) of Q, K and V): ONNX Runtime's attention fusion
+    reads the head count there."""
+    from onnx import numpy_helper
+
+    made_by = {out: node for node in graph.graph.node for out in node.output}
+    reshaped = {node.input[1] for node in graph.graph.node if node.op_type == "Reshape"}
+    for node in graph.graph.node:
+        if node.op_type != "Concat" or len(node.input) != 4 or node.output[0] not in reshaped:
+            continue
+        const = made_by.get(node.input[2])
+        if const is None or const.op_type != "Constant":
+            continue
+        value = numpy_helper.to_array(const.attribute[0].t)
+        if value.size == 1 and int(value.reshape(-1)[0]) == -1:
+            fixed = np.full(value.shape, heads, dtype=value.dtype)
+            const.attribute[0].t.CopyFrom(numpy_helper.from_array(fixed))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -786,16 +965,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, help="a sentence-transformers model folder")
     parser.add_argument("--out", type=Path, help="an empty folder to export into")
     parser.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--fused-graph", action=argparse.BooleanOptionalAction, default=None)
     args = parser.parse_args(argv)
     try:
         if args.source is not None or args.out is not None:
             if args.source is None or args.out is None:
                 parser.error("--source and --out go together")
-            export_onnx_model(args.source, args.out, quantize=args.quantize is not False)
+            export_onnx_model(
+                args.source, args.out, quantize=args.quantize is not False,
+                fused=args.fused_graph is True,
+            )
             return 0
         settings = resolve_backend(Settings())  # auto: the export a new index would use
-        if args.quantize is not None:
-            embedding = settings.embedding.model_copy(update={"quantize": args.quantize})
+        update = {
+            key: value
+            for key, value in (("quantize", args.quantize), ("fused_graph", args.fused_graph))
+            if value is not None
+        }
+        if update:
+            embedding = settings.embedding.model_copy(update=update)
             settings = settings.model_copy(update={"embedding": embedding})
         print(build_onnx_model(settings))
         return 0

@@ -54,44 +54,6 @@ def reference(onnx_cache_dir: Path) -> np.ndarray:
     return emb.encode([QUERY], kind="query")[0]
 
 
-@pytest.fixture(scope="module")
-def small_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A sentence-transformers folder of the packaged model's kind (a BERT Transformer, mean
-    Pooling, Normalize; the packaged model's tokenizer files) but one layer 32 wide, with
-    seeded random weights. The real export path takes it as it takes the packaged model (the
-    child process, torch's exporter, the probe check, the checksums and the rename) with less
-    work in torch's exporter: ~15 s of CPU an export against ~20 s (most of either is the
-    child's imports), for a test whose point is the export's mechanics, not the packaged
-    model's vectors."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from transformers import BertConfig, BertModel, BertTokenizerFast, set_seed
-
-    from hybridsag.vectors.embedder_common import resolve_model
-
-    root = tmp_path_factory.mktemp("small-model")
-    tokenizer = BertTokenizerFast.from_pretrained(resolve_model(PACKAGED_MODEL))
-    set_seed(0)  # the same weights on every run
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-        # wider than BERT's 0.02, so that texts get clearly different vectors (the cosine of
-        # QUERY and "x" is 0.93) and a 1e-5 tolerance on a vector means something
-        initializer_range=0.2,
-    )
-    BertModel(config).save_pretrained(root / "bert")
-    tokenizer.save_pretrained(root / "bert")
-    modules = [
-        Transformer(str(root / "bert"), max_seq_length=256), Pooling(32, "mean"), Normalize()
-    ]
-    SentenceTransformer(modules=modules, device="cpu").save(str(root / "model"))
-    return root / "model"
-
-
 def test_the_query_path_never_imports_torch(onnx_cache_dir: Path, reference: np.ndarray) -> None:
     child = f"""
 import json, sys
