@@ -39,7 +39,7 @@ from typing import Any
 
 from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
 from hybridsag.lexical.fts5_parts import Fts5Parts, phrase_lexemes, phrases_of, rank_by_parts
-from hybridsag.lexical.fts5_topk import Fts5TopK
+from hybridsag.lexical.fts5_topk import Fts5Stats, Fts5TopK
 from hybridsag.lexical.queries import build_match, near_terms_in, rankings
 from hybridsag.lexical.tokenizer import FTS_TOKENIZE
 from hybridsag.records.index_reads import (
@@ -200,8 +200,8 @@ class Fts5Statements:
         weights = (s.title_weight, s.heading_weight, s.body_weight)
         out: list[Ranked | None] = [None] * len(queries)
         with self.store.snapshot():  # every statement reads one state
+            stats = self._topk.stats(conn)
             if s.prune and depth <= _PRUNE_MAX_DEPTH:
-                stats = self._topk.stats(conn)
                 for i, q in enumerate(queries):
                     top = self._topk.top(
                         conn, terms=q.terms, must=q.must, weights=weights, k=depth,
@@ -214,7 +214,8 @@ class Fts5Statements:
             plain = [i for i, r in enumerate(out) if r is None]
             if plain:
                 summed = self._rank_by_parts(
-                    conn, [queries[i] for i in plain], weights, filter_sql, params, depth, limit
+                    conn, stats, [queries[i] for i in plain], weights, filter_sql, params, depth,
+                    limit,
                 )
                 for i, ranked in zip(plain, summed, strict=True):
                     out[i] = ranked
@@ -231,6 +232,7 @@ class Fts5Statements:
     def _rank_by_parts(
         self,
         conn: Any,
+        stats: Fts5Stats,
         queries: Sequence[LexicalQuery],
         weights: Sequence[float],
         filter_sql: str,
@@ -240,13 +242,13 @@ class Fts5Statements:
     ) -> list[Ranked | None]:
         """When the call ranks several queries (SAG2's next-hop round names the question's
         phrases in each), or one after such a call kept parts in this state of the table (a warm
-        process): the queries whose phrases
-        hold at most :data:`_PARTS_MAX_POSTINGS` postings, ranked by their phrases' kept parts (:mod:`~hybridsag.lexical.fts5_parts`: the scores and
-        order of :func:`build_tops_sql`'s ranking, each phrase read once per state of the
+        process): the queries whose phrases hold at most :data:`_PARTS_MAX_POSTINGS` postings,
+        ranked by their phrases' kept parts (:mod:`~hybridsag.lexical.fts5_parts`: the scores
+        and order of :func:`build_tops_sql`'s ranking, each phrase read once per state of the
         table); None for the others. As the statement does, a query's rows are its visible
         rows among its top ``depth``, at most ``limit``; ``complete`` when nothing ranks
-        below ``depth``. Call inside the read transaction of the ranking."""
-        stats = self._topk.stats(conn)
+        below ``depth``. Call inside the read transaction of the ranking, with the table's
+        ``stats`` read in it."""
         phrases = [phrases_of(q.terms, q.must) for q in queries]
         if len(queries) < 2 and not self._parts.warm(stats, weights):
             # a lone query before any ranking of several kept parts (a cold lexical command)
