@@ -10,7 +10,7 @@ from hybridsag.fusion.convex import NORMALISERS, convex
 from hybridsag.fusion.dedupe import collapse_duplicates, collapse_window
 from hybridsag.fusion.rrf import rrf
 from hybridsag.fusion.results import cap_per_resource, merge_adjacent
-from hybridsag.fusion.rules import RULE_SWITCHES, rules_window
+from hybridsag.fusion.rules import RULE_SWITCHES, RuleSettings, rules_window
 from hybridsag.fusion.trust import Trust
 from hybridsag.fusion.types import ChunkView, FusedHit, Hit
 
@@ -111,12 +111,15 @@ def fuse(
         weights = trust.weights
         if not trust.judge_holds:
             judge_accept, judge_order, next_hop = None, False, False
+    rules = RuleSettings(
+        pin_exact_titles, strict_identifiers, judge_accept, judge_order, next_hop, judge_floor,
+        off & set(RULE_SWITCHES),
+    )
     if method == "rrf":
         fused = rrf(runs, k=k, depth=depth, weights=weights)
     else:
         fused = convex(runs, weights=weights, depth=depth, method=normalisation)
     visible = [f for f in fused if f.chunk_id in chunks]
-    rules_off = off & set(RULE_SWITCHES)
     folding = collapse and "duplicates" not in off
     merging = "merge_adjacent" not in off
     capping = bool(max_per_resource) and "resource_cap" not in off
@@ -130,13 +133,7 @@ def fuse(
                 visible,
                 query=query,
                 chunks=chunks,
-                pin_exact_titles=pin_exact_titles,
-                strict_identifiers=strict_identifiers,
-                judge_accept=judge_accept,
-                judge_order=judge_order,
-                next_hop=next_hop,
-                judge_floor=judge_floor,
-                off=rules_off,
+                rules=rules,
                 need=need,
             )
             if want is None or not others:  # the whole ruled list

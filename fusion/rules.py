@@ -74,8 +74,8 @@ from hybridsag.fusion.text import (
 from hybridsag.fusion.types import ChunkView, FusedHit
 
 __all__ = [
-    "RULE_BOUNDS", "RULE_REASONS", "RULE_SWITCHES", "RuleBound", "apply_rules", "bounded",
-    "rules_window",
+    "RULE_BOUNDS", "RULE_REASONS", "RULE_SWITCHES", "RuleBound", "RuleSettings", "apply_rules",
+    "bounded", "rules_window",
 ]  # fmt: skip
 
 #: One line per rule name, for the explain block of a result.
@@ -144,6 +144,36 @@ RULE_BOUNDS: Mapping[str, RuleBound] = {
     "query_language": RuleBound(up=5, down=5),
     "exact_phrase": RuleBound(up=50, down=10),
 }
+
+@dataclass(frozen=True, slots=True)
+class RuleSettings:
+    """The settings of one run of the rules (:func:`apply_rules` names each), checked once
+    where built; :func:`rules_window` takes them whole.
+
+    Raises:
+        ValueError: ``pin_exact_titles`` below 0, ``judge_floor`` outside 0..1, or a name in
+            ``off`` that is not in :data:`RULE_SWITCHES` (the message names it).
+    """
+
+    pin_exact_titles: int = 3
+    strict_identifiers: bool = False
+    judge_accept: float | None = None
+    judge_order: bool = False
+    next_hop: bool = True
+    judge_floor: float = 0.0
+    off: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.pin_exact_titles < 0:
+            raise ValueError(f"pin_exact_titles must be >= 0, got {self.pin_exact_titles!r}")
+        if not 0.0 <= self.judge_floor <= 1.0:
+            raise ValueError(f"judge_floor must be in 0..1, got {self.judge_floor!r}")
+        object.__setattr__(self, "off", frozenset(self.off))
+        if unknown := self.off - set(RULE_SWITCHES):
+            raise ValueError(
+                f"unknown fusion rules {sorted(unknown)}; valid: {', '.join(RULE_SWITCHES)}"
+            )
+
 
 _TIER_DEFINITION = 0
 _TIER_WHOLE = 1
@@ -274,19 +304,12 @@ def apply_rules(
         >>> [h.chunk_id for h in apply_rules(hits, query="我的喜好", chunks=views)]
         ['b', 'a']
     """
+    settings = RuleSettings(
+        pin_exact_titles, strict_identifiers, judge_accept, judge_order, next_hop, judge_floor,
+        frozenset(off),
+    )
     exact, _others = rules_window(
-        fused,
-        query=query,
-        chunks=chunks,
-        pin_exact_titles=pin_exact_titles,
-        strict_identifiers=strict_identifiers,
-        judge_accept=judge_accept,
-        judge_order=judge_order,
-        next_hop=next_hop,
-        judge_floor=judge_floor,
-        off=off,
-        trace=trace,
-        need=limit,
+        fused, query=query, chunks=chunks, rules=settings, trace=trace, need=limit
     )
     return exact if limit is None else exact[:limit]
 
@@ -296,17 +319,12 @@ def rules_window(
     *,
     query: str,
     chunks: Mapping[str, ChunkView],
-    pin_exact_titles: int = 3,
-    strict_identifiers: bool = False,
-    judge_accept: float | None = None,
-    judge_order: bool = False,
-    next_hop: bool = True,
-    judge_floor: float = 0.0,
-    off: Collection[str] = (),
+    rules: RuleSettings,
     trace: Callable[[str, Sequence[FusedHit], Sequence[FusedHit]], None] | None = None,
     need: int | None = None,
 ) -> tuple[list[FusedHit], list[FusedHit]]:
-    """:func:`apply_rules` for a caller that wants only the first ``need`` hits:
+    """:func:`apply_rules` (its settings in ``rules``) for a caller that wants only the first
+    ``need`` hits:
     ``(exact, others)``, where ``exact`` is the first ``min(need, n)`` hits of
     :func:`apply_rules`' result or more (the same hits, ranks ``1..len(exact)`` and rule
     names), and ``others`` every other hit it keeps, in no stated order, ranks and rule names
@@ -323,17 +341,9 @@ def rules_window(
     ``50 + 5 + 50`` more; the tiers' ``50``), and the first ``need`` of what they return is
     what every hit would have given.
     """
-    if pin_exact_titles < 0:
-        raise ValueError(f"pin_exact_titles must be >= 0, got {pin_exact_titles!r}")
     if need is not None and need < 0:
         raise ValueError(f"need must be >= 0 or None, got {need!r}")
-    if not 0.0 <= judge_floor <= 1.0:
-        raise ValueError(f"judge_floor must be in 0..1, got {judge_floor!r}")
-    off = frozenset(off)
-    if unknown := off - set(RULE_SWITCHES):
-        raise ValueError(
-            f"unknown fusion rules {sorted(unknown)}; valid: {', '.join(RULE_SWITCHES)}"
-        )
+    off = rules.off
 
     kept = [hit for hit in fused if not _dropped(chunks.get(hit.chunk_id), off)]
 
@@ -345,7 +355,7 @@ def rules_window(
         and query_norm
         and _title_norm(view) == query_norm
     }
-    pins = 0 if "exact_title" in off else pin_exact_titles
+    pins = 0 if "exact_title" in off else rules.pin_exact_titles
     pinned, rest = _exact_title(kept, chunks, title_match, pins)
     want = None if need is None else max(0, need - len(pinned))
 
@@ -360,20 +370,20 @@ def rules_window(
     ident = looks_like_identifier(query) or _defined_hyphenated(query, rest, chunks)
     if ident is None:
         offset = len(pinned)
-        if judge_accept is not None:
-            rest = _step("judge_accepted", rest, _judge_accepted(rest, judge_accept))
-        if next_hop:
+        if rules.judge_accept is not None:
+            rest = _step("judge_accepted", rest, _judge_accepted(rest, rules.judge_accept))
+        if rules.next_hop:
             rest = _step("next_hop_slot", rest, _next_hop_others(rest, offset=offset))
-        if judge_order:
-            rest = _step("judge_order", rest, _judge_order(rest, judge_floor))
+        if rules.judge_order:
+            rest = _step("judge_order", rest, _judge_order(rest, rules.judge_floor))
         rest, others = _evidence_steps(query, rest, chunks, _step, want)
     else:
-        if next_hop:
+        if rules.next_hop:
             rest = _step("next_hop_slot", rest, _next_hop_slots(rest, offset=len(pinned)))
         window = len(rest) if want is None else want + _up("identifier_tiers")
         tiered = [_identifier_tier(hit, chunks.get(hit.chunk_id), ident) for hit in rest[:window]]
         if (
-            strict_identifiers
+            rules.strict_identifiers
             and not title_match
             and all(tier > _TIER_WHOLE for tier, _hit in tiered)
             and all(
