@@ -35,7 +35,7 @@ from hybridsag.errors import (
 )
 from hybridsag.jsondepth import MAX_JSON_DEPTH, too_deep
 from hybridsag.ingest.progress import IngestProgress, as_progress
-from hybridsag.request import ListingOptions, SearchOptions, options_of
+from hybridsag.request import FeedbackOptions, ListingOptions, SearchOptions, options_of
 
 __all__ = ["JSONL_KEYS", "AsyncServiceClient", "ServiceClient", "search_body"]
 
@@ -671,23 +671,24 @@ class ServiceClient:
         )
 
     def feedback(
-        self, query_id: str, *, position: int | None = None, chunk_id: str | None = None,
-        kind: str = "click",
+        self, query_id: str, options: FeedbackOptions | None = None, **keywords: Any
     ) -> dict[str, Any]:
         """``POST /v1/feedback`` on a result of a search answered under an experiment.
 
         Args:
             query_id: The ``query_id`` the search's response carried.
-            position: The result's 1-based position in that response (give this or
-                ``chunk_id``).
-            chunk_id: The result's chunk id.
-            kind: What the user did: ``"click"``, ``"skip"``, ``"like"`` or ``"dislike"``.
+            options: Which result and what the user did
+                (:class:`~hybridsag.request.FeedbackOptions`: its ``position`` or
+                ``chunk_id``, and ``kind``); None: built from ``keywords``.
+            keywords: Fields of :class:`~hybridsag.request.FeedbackOptions`, which build it
+                (``feedback(qid, position=1)``).
         """
-        body: dict[str, Any] = {"query_id": query_id, "kind": kind}
-        if position is not None:
-            body["position"] = position
-        if chunk_id is not None:
-            body["chunk_id"] = chunk_id
+        o = options_of(FeedbackOptions, options, keywords)
+        body: dict[str, Any] = {"query_id": query_id, "kind": o.kind}
+        if o.position is not None:
+            body["position"] = o.position
+        if o.chunk_id is not None:
+            body["chunk_id"] = o.chunk_id
         return self._call("POST", "/v1/feedback", json=body)
 
 

@@ -2,9 +2,10 @@
 edge (the CLI's flags, a service request, the MCP tool, a framework adapter) and carried whole to
 :meth:`hybridsag.search.HybridSearch.search`, in process or through a service. No layer under the
 edge unpacks it into keywords or checks it again. The other operations that take options have
-theirs here too, checked the same way: :class:`ListingOptions` (a listing of resources) and
-:class:`FolderOptions` (a folder indexed or synced). :func:`options_of` is the keyword shorthand
-every layer that takes one offers (``hs.list_resources(limit=3)``).
+theirs here too, checked the same way: :class:`ListingOptions` (a listing of resources),
+:class:`FolderOptions` (a folder indexed or synced) and :class:`FeedbackOptions` (feedback on a
+result shown under an experiment). :func:`options_of` is the keyword shorthand every layer that
+takes one offers (``hs.list_resources(limit=3)``).
 
 Bad options are a :class:`QueryValueError`: hybridsag's :class:`~hybridsag.errors.QueryError`
 that is also the ``ValueError`` the frameworks expect.
@@ -22,6 +23,7 @@ from hybridsag.records.filters import Filters
 from hybridsag.records.schema import STATUSES
 
 __all__ = [
+    "FeedbackOptions",
     "FolderOptions",
     "ListingOptions",
     "QueryValueError",
@@ -30,7 +32,9 @@ __all__ = [
     "options_of",
 ]
 
-_Options = TypeVar("_Options", "SearchOptions", "ListingOptions", "FolderOptions")
+_Options = TypeVar(
+    "_Options", "SearchOptions", "ListingOptions", "FolderOptions", "FeedbackOptions"
+)
 
 
 def options_of(kind: type[_Options], options: _Options | None, keywords: Mapping[str, Any]) -> _Options:
@@ -40,7 +44,7 @@ def options_of(kind: type[_Options], options: _Options | None, keywords: Mapping
 
     Args:
         kind: The options type (:class:`SearchOptions`, :class:`ListingOptions`,
-            :class:`FolderOptions`).
+            :class:`FolderOptions`, :class:`FeedbackOptions`).
         options: The options built at the edge; None: built from ``keywords``.
         keywords: Fields of ``kind``; an unknown one is a TypeError.
 
@@ -196,6 +200,29 @@ class FolderOptions:
         object.__setattr__(self, "acl", tuple(self.acl))
         if self.tenant or self.acl:  # checked as a search's filters are
             Filters(tenant=self.tenant, acl=self.acl)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackOptions:
+    """What feedback on a result of a search answered under an experiment says besides that
+    search's ``query_id``, carried whole from the face (``POST /v1/feedback``, the client, a
+    backend) to :meth:`hybridsag.ab.online.Experiments.feedback`. Its fields are checked
+    there, against the impression the ``query_id`` names (what was shown decides which
+    position or chunk is valid), so that every face gets the same error for the same value.
+
+    Attributes:
+        position: The result's 1-based position in that response (give this or
+            ``chunk_id``).
+        chunk_id: The result's chunk id.
+        kind: What the user did: ``"click"``, ``"skip"``, ``"like"`` or ``"dislike"``.
+
+    >>> FeedbackOptions(position=2).kind
+    'click'
+    """
+
+    position: int | None = None
+    chunk_id: str | None = None
+    kind: str = "click"
 
 
 def check_listing(status: str | None, limit: int | None) -> None:

@@ -83,25 +83,38 @@ class EventStore(Protocol):
     def close(self) -> None: ...
 
 
-#: Every statement the SQLite event store runs, by name (a PostgreSQL store mirrors these).
-SQLITE_SQL: dict[str, str] = {
-    "schema": """
-        CREATE TABLE IF NOT EXISTS events (
-            seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+def _log_table(prefix: str, seq: str) -> str:
+    """The event log's table ``{prefix}events`` and its indexes, in SQLite's types: the same
+    columns in both stores, ``seq`` typed as ``seq`` says (the own file's never reuses a
+    number; the system of record's is rewritten for PostgreSQL by the store's backend)."""
+    return f"""
+        CREATE TABLE IF NOT EXISTS {prefix}events (
+            seq        {seq},
             at         REAL    NOT NULL,
             kind       TEXT    NOT NULL CHECK (kind IN ('experiment', 'impression', 'feedback')),
             experiment TEXT    NOT NULL,
             query_id   TEXT,
             body       TEXT    NOT NULL
         );
-        CREATE UNIQUE INDEX IF NOT EXISTS impression_by_query
-            ON events (query_id) WHERE kind = 'impression';
-        CREATE INDEX IF NOT EXISTS events_by_experiment ON events (experiment, kind, seq);
-        CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
-            BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-        CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
-            BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-    """,
+        CREATE UNIQUE INDEX IF NOT EXISTS {prefix}impression_by_query
+            ON {prefix}events (query_id) WHERE kind = 'impression';
+        CREATE INDEX IF NOT EXISTS {prefix}events_by_experiment ON {prefix}events (experiment, kind, seq);
+        """
+
+
+def _sqlite_append_only(table: str) -> str:
+    """SQLite's triggers that refuse ``UPDATE`` and ``DELETE`` on ``table``, one statement a
+    line (as the store's migrations split them)."""
+    return "".join(
+        f"    CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON {table} "
+        "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;\n"
+        for op in ("UPDATE", "DELETE")
+    )
+
+
+#: Every statement the SQLite event store runs, by name (a PostgreSQL store mirrors these).
+SQLITE_SQL: dict[str, str] = {
+    "schema": _log_table("", "INTEGER PRIMARY KEY AUTOINCREMENT") + _sqlite_append_only("events"),
     "append": "INSERT INTO events (at, kind, experiment, query_id, body) VALUES (?, ?, ?, ?, ?)",
     "impression": "SELECT seq, at, kind, experiment, query_id, body FROM events "
     "WHERE kind = 'impression' AND query_id = ?",
@@ -201,30 +214,9 @@ class SqliteEventStore:
 #: The ``ab_events`` table of :class:`StoreEventStore`, written in SQLite's types (the store's
 #: backend rewrites them for PostgreSQL), then the append-only triggers of each dialect.
 STORE_EVENT_MIGRATIONS: tuple[tuple[str, str], ...] = (
-    (
-        "ab_0001_events",
-        """
-        CREATE TABLE IF NOT EXISTS ab_events (
-            seq        INTEGER PRIMARY KEY,
-            at         REAL    NOT NULL,
-            kind       TEXT    NOT NULL CHECK (kind IN ('experiment', 'impression', 'feedback')),
-            experiment TEXT    NOT NULL,
-            query_id   TEXT,
-            body       TEXT    NOT NULL
-        );
-        CREATE UNIQUE INDEX IF NOT EXISTS ab_impression_by_query
-            ON ab_events (query_id) WHERE kind = 'impression';
-        CREATE INDEX IF NOT EXISTS ab_events_by_experiment ON ab_events (experiment, kind, seq);
-        """,
-    ),
+    ("ab_0001_events", _log_table("ab_", "INTEGER PRIMARY KEY")),
 )
-_APPEND_ONLY_SQLITE = (
-    "ab_0002_append_only_sqlite",
-    """
-    CREATE TRIGGER IF NOT EXISTS ab_events_no_update BEFORE UPDATE ON ab_events BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-    CREATE TRIGGER IF NOT EXISTS ab_events_no_delete BEFORE DELETE ON ab_events BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-    """,
-)
+_APPEND_ONLY_SQLITE = ("ab_0002_append_only_sqlite", "\n" + _sqlite_append_only("ab_events"))
 _APPEND_ONLY_POSTGRES = (
     "ab_0002_append_only_postgres",
     """
@@ -285,16 +277,11 @@ class StoreEventStore:
     def events(
         self, *, kind: EventKind | None = None, experiment: str | None = None
     ) -> list[Event]:
-        where, params = [], []
-        if kind is not None:
-            where.append("kind = ?")
-            params.append(kind)
-        if experiment is not None:
-            where.append("experiment = ?")
-            params.append(experiment)
+        given = {k: v for k, v in (("kind", kind), ("experiment", experiment)) if v is not None}
         sql = f"SELECT {_COLUMNS} FROM ab_events"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        if given:
+            sql += " WHERE " + " AND ".join(f"{column} = ?" for column in given)
+        params = list(given.values())
         return [SqliteEventStore._event(r) for r in self._read(sql + " ORDER BY seq", params)]
 
     def last_seq(self) -> int:

@@ -47,7 +47,7 @@ from hybridsag.paths import check_path_names, check_weights
 from hybridsag.settings import ArmSettings, ExperimentSettings, Settings
 
 if TYPE_CHECKING:
-    from hybridsag.request import SearchOptions
+    from hybridsag.request import FeedbackOptions, SearchOptions
     from hybridsag.search import HybridSearch
 
 __all__ = [
@@ -330,21 +330,16 @@ class Experiments:
     # -- feedback ----------------------------------------------------------------------------------
 
     def feedback(
-        self,
-        query_id: str,
-        *,
-        position: int | None = None,
-        chunk_id: str | None = None,
-        kind: str = "click",
-        tenant: str | None = None,
-        scoped: bool = False,
+        self, query_id: str, options: FeedbackOptions, *, tenant: str | None = None
     ) -> dict[str, Any]:
-        """Log feedback on a result of impression ``query_id``, named by its 1-based
-        ``position`` or its ``chunk_id``. A ``scoped`` caller (a tenant token) may only give
-        feedback on its own tenant's impressions. Returns the recorded event. InputError for an
-        unknown query id, a result not shown, or an unknown ``kind``. The event's ``seq`` is
-        its place in the log, or for a ``scoped`` caller in the tenant's view of it (the
-        ``as_of_seq`` its tenant's report counts to)."""
+        """Log feedback on a result of impression ``query_id``, named by the ``options``' 1-based
+        ``position`` or its ``chunk_id``. A caller scoped to a ``tenant`` (a tenant token's; None:
+        an admin's, unscoped) may only give feedback on that tenant's impressions. Returns the
+        recorded event. InputError for an unknown query id, a result not shown, or an unknown
+        ``kind``. The event's ``seq`` is its place in the log, or for a scoped caller in the
+        tenant's view of it (the ``as_of_seq`` its tenant's report counts to)."""
+        position, chunk_id, kind = options.position, options.chunk_id, options.kind
+        scoped = tenant is not None
         if kind not in FEEDBACK_KINDS:
             valid = ", ".join(FEEDBACK_KINDS)
             unknown = FeedbackError(f"unknown feedback kind {kind!r}; valid: {valid}")

@@ -41,7 +41,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from hybridsag.ab.events import Event
 from hybridsag.ab.interleave import credit
@@ -201,11 +201,21 @@ def build_report(
         "alpha": alpha,
         "min_queries": min_queries,
     }
-    if experiment.mode == "split":
-        report.update(_split(names, impressions, clicks, alpha, min_queries))
-    else:
-        report.update(_interleave(names, impressions, clicks, alpha, min_queries))
+    traffic = _Traffic(names, impressions, clicks, alpha, min_queries)
+    report.update(_split(traffic) if experiment.mode == "split" else _interleave(traffic))
     return report
+
+
+class _Traffic(NamedTuple):
+    """What either mode's statistics read: the arms' ``names`` (the definition's order), the
+    ``impressions`` counted, the clicked positions by query id (``clicks``), and the ``alpha``
+    and ``min_queries`` a winner must pass."""
+
+    names: Sequence[str]
+    impressions: Sequence[Event]
+    clicks: Mapping[str, set[int]]
+    alpha: float
+    min_queries: int
 
 
 def _arm_stats(rr: Sequence[float], credited: Sequence[int]) -> dict[str, Any]:
@@ -221,13 +231,8 @@ def _arm_stats(rr: Sequence[float], credited: Sequence[int]) -> dict[str, Any]:
     }
 
 
-def _split(
-    names: Sequence[str],
-    impressions: Sequence[Event],
-    clicks: Mapping[str, set[int]],
-    alpha: float,
-    min_queries: int,
-) -> dict[str, Any]:
+def _split(traffic: _Traffic) -> dict[str, Any]:
+    names, impressions, clicks, alpha, min_queries = traffic
     rr: dict[str, list[float]] = {n: [] for n in names}
     counts: dict[str, list[int]] = {n: [] for n in names}
     by_question: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -315,15 +320,10 @@ def _split(
     }
 
 
-def _interleave(
-    names: Sequence[str],
-    impressions: Sequence[Event],
-    clicks: Mapping[str, set[int]],
-    alpha: float,
-    min_queries: int,
-) -> dict[str, Any]:
+def _interleave(traffic: _Traffic) -> dict[str, Any]:
     from scipy.stats import binomtest
 
+    names, impressions, clicks, alpha, min_queries = traffic
     a, b = names
     rr: dict[str, list[float]] = {a: [], b: []}
     counts: dict[str, list[int]] = {a: [], b: []}

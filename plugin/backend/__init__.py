@@ -19,8 +19,8 @@ operation, renders the answer; it never branches on where the index is.
 
 The modules, one job each: :mod:`~hybridsag.backend.protocol` (the :class:`Backend` protocol
 and the input checks both sides share; the operations' options, :class:`SearchOptions`,
-:class:`ListingOptions` and :class:`FolderOptions`, are :mod:`hybridsag.request`'s, re-exported
-here), :mod:`~hybridsag.backend.local`,
+:class:`ListingOptions`, :class:`FolderOptions` and :class:`FeedbackOptions`, are
+:mod:`hybridsag.request`'s, re-exported here), :mod:`~hybridsag.backend.local`,
 :mod:`~hybridsag.backend.remote`, :mod:`~hybridsag.backend.health` (the ``doctor`` checks) and
 :mod:`~hybridsag.backend.hooks` (the reconciler's protocol and its loader). Import their names
 from here.
@@ -55,7 +55,7 @@ from hybridsag.backend.local import LocalBackend
 from hybridsag.backend.protocol import MAX_QUERY_CHARS, PAGE_MAX, Backend
 from hybridsag.backend.remote import RemoteBackend
 from hybridsag.errors import ConfigError
-from hybridsag.request import FolderOptions, ListingOptions, QueryValueError, SearchOptions
+from hybridsag.request import FeedbackOptions, FolderOptions, ListingOptions, QueryValueError, SearchOptions
 
 if TYPE_CHECKING:
     from hybridsag.search import HybridSearch
@@ -66,6 +66,7 @@ __all__ = [
     "PAGE_MAX",
     "RECONCILER_GROUP",
     "Backend",
+    "FeedbackOptions",
     "FolderOptions",
     "ListingOptions",
     "LocalBackend",

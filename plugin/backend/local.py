@@ -24,7 +24,7 @@ from hybridsag.errors import ConfigError, IngestError, InputError
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.records.service_lock import holder, refuse_if_held
-from hybridsag.request import FolderOptions, ListingOptions, SearchOptions, options_of
+from hybridsag.request import FeedbackOptions, FolderOptions, ListingOptions, SearchOptions, options_of
 
 if TYPE_CHECKING:
     import threading as _threading
@@ -468,17 +468,10 @@ class LocalBackend:
         return self.settings.ab_dir / name
 
     def feedback(
-        self,
-        query_id: str,
-        *,
-        position: int | None = None,
-        chunk_id: str | None = None,
-        kind: str = "click",
-        tenant: str | None = None,
+        self, query_id: str, options: FeedbackOptions | None = None, *, tenant: str | None = None,
+        **keywords: Any,
     ) -> dict[str, Any]:
         """Feedback on a result of a search answered under an experiment; with ``tenant``
         only on that tenant's searches (a tenant token's), with None on any (an admin's)."""
-        return self._exps().feedback(
-            query_id, position=position, chunk_id=chunk_id, kind=kind, tenant=tenant,
-            scoped=tenant is not None,
-        )  # fmt: skip
+        o = options_of(FeedbackOptions, options, keywords)
+        return self._exps().feedback(query_id, o, tenant=tenant)

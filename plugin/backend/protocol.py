@@ -18,7 +18,7 @@ from hybridsag.errors import InputError
 from hybridsag.ingest.progress import IngestProgress
 from hybridsag.output.budget import DEFAULT_BUDGET, check_budget
 from hybridsag.lazy import moved_names
-from hybridsag.request import FolderOptions, ListingOptions, QueryValueError, SearchOptions
+from hybridsag.request import FeedbackOptions, FolderOptions, ListingOptions, QueryValueError, SearchOptions
 
 if TYPE_CHECKING:
     from hybridsag.results import SearchResponse
@@ -105,7 +105,8 @@ class Backend(Protocol):
 
     Experiments (hybridsag.ab): their states, one's state, define, start/stop, report (of one
     tenant's traffic, or every tenant's), where the report is kept (in process under the data
-    dir; a service keeps none: None), and feedback on a result shown under one.
+    dir; a service keeps none: None), and feedback on a result shown under one
+    (:class:`~hybridsag.request.FeedbackOptions`: its position or chunk id, and kind).
     """
 
     def search(self, query: str, options: SearchOptions) -> SearchResponse: ...
@@ -182,13 +183,8 @@ class Backend(Protocol):
     def keep_experiment_report(self, name: str) -> Path | None: ...
 
     def feedback(
-        self,
-        query_id: str,
-        *,
-        position: int | None = None,
-        chunk_id: str | None = None,
-        kind: str = "click",
-        tenant: str | None = None,
+        self, query_id: str, options: FeedbackOptions | None = None, *, tenant: str | None = None,
+        **keywords: Any,
     ) -> dict[str, Any]: ...
 
     def close(self) -> None: ...

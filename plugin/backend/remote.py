@@ -24,7 +24,7 @@ from hybridsag.errors import ConfigError, InputError, NotFoundError
 from hybridsag.ingest.progress import IngestProgress, as_progress
 from hybridsag.output.budget import DEFAULT_BUDGET
 from hybridsag.paths.query import validate_query
-from hybridsag.request import FolderOptions, ListingOptions, SearchOptions, options_of
+from hybridsag.request import FeedbackOptions, FolderOptions, ListingOptions, SearchOptions, options_of
 from hybridsag.results import SearchResponse
 
 if TYPE_CHECKING:
@@ -313,13 +313,8 @@ class RemoteBackend:
         return None
 
     def feedback(
-        self,
-        query_id: str,
-        *,
-        position: int | None = None,
-        chunk_id: str | None = None,
-        kind: str = "click",
-        tenant: str | None = None,
+        self, query_id: str, options: FeedbackOptions | None = None, *, tenant: str | None = None,
+        **keywords: Any,
     ) -> dict[str, Any]:
         """``POST /v1/feedback``; the token decides the scope, so ``tenant`` must be None or
         the token's own (ForbiddenError otherwise is the service's to say)."""
@@ -327,5 +322,6 @@ class RemoteBackend:
             raise InputError(
                 "feedback through a service is scoped by the token's tenant; leave tenant out"
             )
+        o = options_of(FeedbackOptions, options, keywords)
         with self.client() as client:
-            return client.feedback(query_id, position=position, chunk_id=chunk_id, kind=kind)
+            return client.feedback(query_id, o)

@@ -30,6 +30,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from hybridsag.ab.online import Experiments
+from hybridsag.backend import FeedbackOptions
 from hybridsag.errors import ForbiddenError
 from hybridsag.service.auth import Principal
 from hybridsag.service.limits import GateTimeout
@@ -219,9 +220,7 @@ def build_router(*, prefix: str, reader: Any, admin: Any, known_query: Any) -> A
         return await anyio.to_thread.run_sync(
             lambda: backend.feedback(
                 body.query_id,
-                position=body.position,
-                chunk_id=body.chunk_id,
-                kind=body.kind,
+                FeedbackOptions(position=body.position, chunk_id=body.chunk_id, kind=body.kind),
                 tenant=scope,
             )
         )

@@ -32,6 +32,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, TypeVar
 
 from hybridsag.errors import HybridSagError, OverloadError
@@ -397,6 +398,7 @@ class _Held:
         self.bytes = 0
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class BodyGuard:
     """ASGI middleware: every request body is read here, whole and bounded, before the app
     sees a byte of it.
@@ -429,28 +431,16 @@ class BodyGuard:
     the body as one message.
     """
 
-    def __init__(
-        self,
-        app: Any,
-        *,
-        max_bytes: int,
-        timeout_s: float,
-        min_rate: float,
-        budget: BodyBudget,
-        retry_after_s: float,
-        max_depth: int = MAX_JSON_DEPTH,
-        raw_routes: frozenset[tuple[str, str]] = frozenset(),
-        typed_posts: bool = False,
-    ) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.timeout_s = timeout_s
-        self.min_rate = min_rate
-        self.budget = budget
-        self.retry_after_s = retry_after_s
-        self.max_depth = max_depth
-        self.raw_routes = raw_routes
-        self.typed_posts = typed_posts
+    app: Any
+    _: KW_ONLY
+    max_bytes: int
+    timeout_s: float
+    min_rate: float
+    budget: BodyBudget
+    retry_after_s: float
+    max_depth: int = MAX_JSON_DEPTH
+    raw_routes: frozenset[tuple[str, str]] = frozenset()
+    typed_posts: bool = False
 
     def _too_large(self, size: str) -> str:
         return (

@@ -156,6 +156,14 @@ _TENANT = Query(
     "resources); a tenant-scoped token addresses its own tenant only (another is 403)",
 )
 
+#: The ``tenant`` query parameter of the listings (``/resources``, ``/exclusions``).
+_LISTED_TENANT = Query(
+    None,
+    max_length=256,
+    description="only this tenant's (an admin's choice; default: every tenant's). A "
+    "tenant-scoped token lists its own tenant's only (another is 403)",
+)
+
 
 def _tenant_of(caller: Principal, tenant: str | None) -> str:
     """The tenant a ``/resources/{id}`` call addresses (see :data:`_TENANT`)."""
@@ -172,12 +180,7 @@ def _visible(backend: LocalBackend, caller: Principal, resource_id: str, tenant:
 async def list_resources(
     request: Request,
     caller: Principal = reader,
-    tenant: str | None = Query(
-        None,
-        max_length=256,
-        description="only this tenant's resources (an admin's choice; default: every tenant's). "
-        "A tenant-scoped token lists its own tenant only (another is 403)",
-    ),
+    tenant: str | None = _LISTED_TENANT,
     status: Literal[STATUSES] | None = Query(  # type: ignore[valid-type]
         None, description="only resources in this status (a read token sees `ready` ones only)"
     ),
@@ -307,12 +310,7 @@ async def include(
 async def exclusions(
     request: Request,
     caller: Principal = reader,
-    tenant: str | None = Query(
-        None,
-        max_length=256,
-        description="only this tenant's (an admin's choice; default: every tenant's). A "
-        "tenant-scoped token lists its own tenant's only (another is 403)",
-    ),
+    tenant: str | None = _LISTED_TENANT,
     resource_id: str | None = Query(None, max_length=1024, description="only this id"),
 ) -> Any:
     """The folder files deleted while they stayed on disk and kept out of their folder's

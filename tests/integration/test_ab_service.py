@@ -135,6 +135,31 @@ def test_feedback_is_checked_against_what_was_shown(url: str) -> None:
         assert r.status_code == 422 and "unknown query id" in r.text
 
 
+def test_feedback_through_a_backend_takes_its_options_or_their_fields(url: str) -> None:
+    """Issue 41: every layer takes feedback as one FeedbackOptions (here the remote backend and
+    its client; the service's route hands the in-process backend one), or its fields as
+    keywords: both name the same shown result; a misspelt field is a TypeError, a tenant
+    through a service an InputError (the token decides the scope)."""
+    from hybridsag.backend import FeedbackOptions, RemoteBackend
+    from hybridsag.errors import InputError
+
+    with client(url, READER) as c:
+        body = c.post("/v1/search", json={"query": "ReActAgent", "user": "frank", "top_k": 3}).json()
+    qid, first = body["query_id"], body["results"][0]["chunk_id"]
+    backend = RemoteBackend(url, token=READER)
+    by_fields = backend.feedback(qid, position=1, kind="like")
+    by_options = backend.feedback(qid, FeedbackOptions(chunk_id=first, kind="like"))
+    for got in (by_fields, by_options):
+        assert (got["query_id"], got["position"], got["chunk_id"], got["kind"]) == (
+            qid, 1, first, "like"
+        )
+    assert by_options["seq"] == by_fields["seq"] + 1
+    with pytest.raises(TypeError):
+        backend.feedback(qid, positon=1)
+    with pytest.raises(InputError, match="leave tenant out"):
+        backend.feedback(qid, FeedbackOptions(position=1), tenant="")
+
+
 def test_define_interleave_start_stop_and_report(url: str, settings: Settings) -> None:
     exp = {
         "name": "il-1",
