@@ -37,12 +37,13 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
 from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
 from hybridsag.lexical.contract import LexicalIndex
 from hybridsag.lexical.index import StoreLexicalIndex
+from hybridsag.once import Once
 from hybridsag.paths import check_path_names, check_weights, path_spec
 from hybridsag.records.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever
@@ -59,9 +60,7 @@ if TYPE_CHECKING:
     from hybridsag.judges.base import Judge
     from hybridsag.ingest.writer import StepHook, WriteLock, Writer
 
-__all__ = ["Components", "Once", "check_names"]
-
-T = TypeVar("T")
+__all__ = ["Components", "Once", "check_names"]  # Once is hybridsag.once's, kept importable here
 
 #: Index meta keys of the dense side (what the vectors were made with): the model name, the
 #: vector length and the embedder's fingerprint (model, backend, precision).
@@ -72,33 +71,6 @@ META_INDEX_ID = "index_id"
 META_FINGERPRINT = "embedding_fingerprint"
 #: What indexes made before fingerprints were recorded were embedded with.
 LEGACY_BACKEND = "sentence-transformers-fp32"
-
-
-class Once(Generic[T]):
-    """A value built at most once, on first :meth:`get`, under a lock (double-checked); a
-    build that raises leaves nothing behind, so the next call tries again."""
-
-    def __init__(self, build: Callable[[], T], value: T | None = None) -> None:
-        self._build = build
-        self._value = value
-        self._lock = threading.Lock()
-
-    @property
-    def built(self) -> bool:
-        return self._value is not None
-
-    def peek(self) -> T | None:
-        """The value if it was built (or given), else None; never builds."""
-        return self._value
-
-    def get(self) -> T:
-        value = self._value
-        if value is not None:
-            return value
-        with self._lock:
-            if self._value is None:
-                self._value = self._build()
-            return self._value
 
 
 class Components:

@@ -92,6 +92,7 @@ __all__ = [
     "RemotePolicy",
     "Reply",
     "Scrubber",
+    "by_index",
     "check_base_url",
     "check_key",
     "count_of",
@@ -445,6 +446,33 @@ def is_number(value: Any) -> bool:
 def count_of(value: Any) -> bool:
     """A token count: a non-negative int, never a bool."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def by_index(
+    entries: Sequence[Any],
+    n: int,
+    value: Callable[[dict[str, Any], int], T],
+    bad: Callable[[str], Exception],
+    *,
+    entry: str,
+) -> dict[int, T]:
+    """``{index: value(item, index)}`` over a reply's list of ``{"index": i, ...}`` objects, in
+    their order, each index one of 0..n-1 and given once. Raises ``bad(problem)`` for an item
+    that is not an object (``entry`` says what an item is: ``"a score entry"``), an index that
+    is not a count below ``n``, an index given twice, and whatever ``value`` raises. Whether
+    every index came is the caller's to check. Example: ``by_index([{"index": 0, "s": 1}], 1,
+    lambda item, i: item["s"], bad, entry="an entry") == {0: 1}``."""
+    out: dict[int, T] = {}
+    for item in entries:
+        if not isinstance(item, dict):
+            raise bad(f"{entry} is {type(item).__name__}, not an object")
+        index = item.get("index")
+        if not count_of(index) or index >= n:
+            raise bad(f"index {index!r} is not one of 0..{n - 1}")
+        if index in out:
+            raise bad(f"index {index} answered twice")
+        out[index] = value(item, index)
+    return out
 
 
 def check_base_url(value: str | None, setting: str) -> str:

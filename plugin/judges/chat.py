@@ -49,32 +49,27 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from hybridsag.errors import ConfigError
-from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
+from hybridsag.judges.base import Candidate, JudgeResult
 from hybridsag.judges.jev import build_question, build_state
 from hybridsag.judges.remote import (
+    Batch,
     CacheKey,
+    Item,
     JudgementCache,
     Trace,
+    ask,
     check_request,
-    dumps,
-    estimate_tokens,
+    json_tokens,
     judge_order,
-    plan_batches,
     sha256_of,
 )
-from hybridsag.remote_calls import (
-    JUDGE_ERRORS,
-    Endpoint,
-    count_of,
-    is_number,
-    run_parallel,
-)
+from hybridsag.remote_calls import JUDGE_ERRORS, Endpoint, count_of, is_number
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
@@ -87,6 +82,9 @@ PATH = "/v1/chat/completions"
 #: Answer tokens (stripped of spaces and punctuation, lower-cased) that mean yes, and no.
 YES = frozenset({"yes", "true"})
 NO = frozenset({"no", "false"})
+
+#: The chat messages of one judgement.
+_Messages = list[dict[str, str]]
 
 SYSTEM = (
     "You judge passages for a search engine. Read the state and the question about one passage, "
@@ -137,14 +135,6 @@ def yes_probability(top: Sequence[tuple[str, float]]) -> float | None:
     yes = yes or floor
     no = no or floor
     return yes / (yes + no)
-
-
-@dataclass
-class _Item:
-    candidate: Candidate
-    messages: list[dict[str, str]]
-    key: CacheKey
-    tokens: int
 
 
 class ChatJudge:
@@ -220,60 +210,49 @@ class ChatJudge:
         """
         started = time.perf_counter()
         check_request(question, candidates, provisional)
-        probs: dict[str, float] = {}
-        pending: list[_Item] = []
-        for cand in candidates:
-            messages = build_messages(question, cand, evidence, provisional)
-            key = (self.model, sha256_of(messages), "")
-            hit = self.cache.get(key)
-            if hit is not None:
-                probs[cand.chunk_id] = hit
-                continue
-            pending.append(_Item(cand, messages, key, estimate_tokens(dumps(self._body(messages)))))
-        cached = len(probs)
-        self._endpoint.charge(cached=cached)
-        requests = plan_batches(
-            pending,
-            sizes=[item.tokens for item in pending],
+        trace = Trace()
+        answers = ask(
+            candidates,
+            prepare=lambda cand: self._prepare(question, cand, evidence, provisional),
+            size=lambda messages: json_tokens(self._body(messages)),
+            cache=self.cache,
+            endpoint=self._endpoint,
             envelope=0,
             budget=self.settings.token_budget,
             max_items=1,
             setting="judge.chat.token_budget",
-            name=lambda item: item.candidate.chunk_id,
+            send=lambda batch, abort: self._ask(batch, abort, trace),
+            max_in_flight=self.settings.max_in_flight,
+            thread_name="chat",
         )
-        trace = Trace()
-        probs.update(
-            run_parallel(
-                requests,
-                lambda batch, abort: self._ask(batch.items[0], abort, trace),
-                max_in_flight=self.settings.max_in_flight,
-                thread_name="chat",
-            )
-        )
-        result = {c.chunk_id: probs[c.chunk_id] for c in candidates}
-        usage = JudgeUsage(
-            calls=len(requests),
-            input_tokens=trace.input_tokens,
-            output_tokens=trace.output_tokens,
-            seconds=time.perf_counter() - started,
-            cached=cached,
-        )
+        result = answers.values
         detail = {
             "model": self.model,
-            "requests": len(requests),
+            "requests": len(answers.batches),
             "attempts": trace.attempts,
             "retried": trace.retried,
             "order": judge_order(result, candidates),
         }
-        return JudgeResult(probabilities=result, usage=usage, detail=detail)
+        return JudgeResult(probabilities=result, usage=answers.usage(trace, started), detail=detail)
 
-    def _ask(self, item: _Item, abort: threading.Event, trace: Trace) -> tuple[str, float]:
-        """One candidate's request: its chunk id and yes-probability."""
-        reply = self._endpoint.post(self._body(item.messages), abort=abort)
+    def _prepare(
+        self,
+        question: str,
+        candidate: Candidate,
+        evidence: Sequence[Candidate],
+        provisional: Mapping[str, float] | None,
+    ) -> tuple[CacheKey, _Messages]:
+        """One candidate's cache key and messages."""
+        messages = build_messages(question, candidate, evidence, provisional)
+        return (self.model, sha256_of(messages), ""), messages
 
-        def bad(problem: str) -> Exception:
-            return self._endpoint.bad_reply(problem, reply)
-
+    def _ask(
+        self, batch: Batch[Item[_Messages]], abort: threading.Event, trace: Trace
+    ) -> dict[str, float]:
+        """One candidate's request (a batch holds one): its yes-probability by chunk id."""
+        item = batch.items[0]
+        reply = self._endpoint.post(self._body(item.payload), abort=abort)
+        bad = partial(self._endpoint.bad_reply, reply=reply)
         data = self._endpoint.loads(reply)
         top = _first_token(data, bad)
         p = yes_probability(top)
@@ -292,11 +271,8 @@ class ChatJudge:
                 if not count_of(n):
                     raise bad(f"usage.{name} is {n!r}, not a count")
                 counts[i] = n
-        trace.add(reply, input_tokens=counts[0], output_tokens=counts[1])
-        self._endpoint.count("requests")
-        self._endpoint.charge(input_tokens=counts[0], output_tokens=counts[1])
-        self.cache.put(item.key, p)
-        return item.candidate.chunk_id, p
+        trace.accept(self._endpoint, reply, input_tokens=counts[0], output_tokens=counts[1])
+        return {item.candidate.chunk_id: p}
 
 
 def _first_token(data: Any, bad: Callable[[str], Exception]) -> list[tuple[str, float]]:

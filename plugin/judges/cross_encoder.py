@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from hybridsag.errors import ConfigError, JudgeError
 from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
+from hybridsag.once import Once
 
 if TYPE_CHECKING:
     from hybridsag.parts import Parts
@@ -115,8 +116,7 @@ class CrossEncoderJudge:
         self.device = device
         self.batch_size = batch_size
         self.max_length = max_length
-        self._model: Any = None
-        self._load_lock = threading.Lock()
+        self._model: Once[Any] = Once(self._build_model)
         self._run_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -125,43 +125,35 @@ class CrossEncoderJudge:
     @property
     def loaded(self) -> bool:
         """Whether the model has been loaded yet."""
-        return self._model is not None
+        return self._model.built
 
     def load(self) -> Any:
         """Load the model now (once; later calls return it). Raises :class:`ConfigError`."""
-        if self._model is not None:
-            return self._model
-        with self._load_lock:
-            if self._model is not None:
-                return self._model
-            try:
-                import torch
-                from sentence_transformers import CrossEncoder
-            except ImportError as exc:  # pragma: no cover - a declared dependency
-                raise ConfigError(
-                    "the cross-encoder judge needs sentence-transformers and torch (pip install "
-                    "'sentence-transformers>=5,<7' torch), or choose another judge"
-                ) from exc
-            from hybridsag.vectors.embedder import quiet_weight_loading
+        return self._model.get()
 
-            try:
-                with quiet_weight_loading():
-                    model = CrossEncoder(
-                        str(self.path),
-                        device=self.device,
-                        local_files_only=True,
-                        trust_remote_code=False,
-                        max_length=self.max_length,
-                        activation_fn=torch.nn.Identity(),  # raw logits; squashed in judge()
-                    )
-            except Exception as exc:  # noqa: BLE001 - any load failure is a config problem
-                raise ConfigError(
-                    f"{_SETTING}={str(self.path)!r}: cannot load a sentence-transformers "
-                    f"CrossEncoder from it on device {self.device!r}: {exc}"
-                ) from exc
-            model.eval()
-            self._model = model
-            return model
+    def _build_model(self) -> Any:
+        from hybridsag.vectors.embedder import load_quietly
+        from hybridsag.vectors.embedder_common import needs
+
+        with needs(
+            "the cross-encoder judge needs sentence-transformers and torch (pip install "
+            "'sentence-transformers>=5,<7' torch), or choose another judge"
+        ):
+            import torch
+            from sentence_transformers import CrossEncoder
+
+        return load_quietly(
+            lambda: CrossEncoder(
+                str(self.path),
+                device=self.device,
+                local_files_only=True,
+                trust_remote_code=False,
+                max_length=self.max_length,
+                activation_fn=torch.nn.Identity(),  # raw logits; squashed in judge()
+            ),
+            failed=f"{_SETTING}={str(self.path)!r}: cannot load a sentence-transformers "
+            f"CrossEncoder from it on device {self.device!r}",
+        )
 
     def judge(
         self,

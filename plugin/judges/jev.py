@@ -75,21 +75,24 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from hybridsag.errors import ConfigError
-from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
+from hybridsag.judges.base import Candidate, JudgeResult
 from hybridsag.judges.remote import (
     Batch,
     CacheKey,
+    Item,
     JudgementCache,
     Trace,
+    ask,
     check_request,
     dumps,
     estimate_tokens,
+    json_tokens,
     judge_order,
-    plan_batches,
     sha256_of,
 )
 from hybridsag.remote_calls import (
@@ -100,7 +103,6 @@ from hybridsag.remote_calls import (
     check_key,
     count_of,
     is_number,
-    run_parallel,
 )
 
 if TYPE_CHECKING:
@@ -199,13 +201,17 @@ def build_question(candidate: Candidate) -> dict[str, Any]:
 
 
 
-@dataclass
-class _Item:
-    candidate: Candidate
+@dataclass(frozen=True)
+class _Question:
+    """What one candidate adds to a request: its wire id and its question."""
+
     qid: str
     question: dict[str, Any]
-    key: CacheKey
-    tokens: int
+
+    def tokens(self) -> int:
+        """Estimated tokens of its ``"<qid>":<question>,`` in the request's questions."""
+        qid = json.dumps(self.qid, ensure_ascii=False)
+        return estimate_tokens(f"{qid}:{dumps(self.question)},")
 
 
 @dataclass
@@ -322,48 +328,30 @@ class JevJudge:
         check_request(question, candidates, provisional)
         state = build_state(question, evidence, provisional)
         state_hash = sha256_of(state)
-        probabilities: dict[str, float] = {}
-        pending: list[_Item] = []
-        qids = self._question_ids([c.chunk_id for c in candidates])
-        for cand, qid in zip(candidates, qids):
-            q = build_question(cand)
-            key = (self.model, state_hash, sha256_of(q))
-            hit = self.cache.get(key)
-            if hit is not None:
-                probabilities[cand.chunk_id] = hit
-                continue
-            part = f"{json.dumps(qid, ensure_ascii=False)}:{dumps(q)},"
-            pending.append(_Item(cand, qid, q, key, estimate_tokens(part)))
-        cached = len(probabilities)
-        self._endpoint.charge(cached=cached)
+        ids = [c.chunk_id for c in candidates]
+        qids = dict(zip(ids, self._question_ids(ids)))
 
-        envelope = estimate_tokens(dumps({"model": self.model, "state": state, "questions": {}}))
-        batches = plan_batches(
-            pending,
-            sizes=[item.tokens for item in pending],
-            envelope=envelope,
-            budget=self.settings.token_budget,
-            max_items=max(len(pending), 1),
-            setting="judge.jev.token_budget",
-            name=lambda item: item.candidate.chunk_id,
-        )
+        def prepare(cand: Candidate) -> tuple[CacheKey, _Question]:
+            q = build_question(cand)
+            return (self.model, state_hash, sha256_of(q)), _Question(qids[cand.chunk_id], q)
+
         run = _Run()
-        for answers in run_parallel(
-            batches,
-            lambda batch, abort: self._send(batch, state, run, abort),
+        answers = ask(
+            candidates,
+            prepare=prepare,
+            size=_Question.tokens,
+            cache=self.cache,
+            endpoint=self._endpoint,
+            envelope=json_tokens({"model": self.model, "state": state, "questions": {}}),
+            budget=self.settings.token_budget,
+            max_items=None,
+            setting="judge.jev.token_budget",
+            send=lambda batch, abort: self._send(batch, state, run, abort),
             max_in_flight=self.settings.max_in_flight,
             thread_name="jev",
-        ):
-            probabilities.update(answers)
-
-        result_probs = {c.chunk_id: probabilities[c.chunk_id] for c in candidates}
-        usage = JudgeUsage(
-            calls=len(batches),
-            input_tokens=run.input_tokens,
-            output_tokens=run.output_tokens,
-            seconds=time.perf_counter() - started,
-            cached=cached,
         )
+        batches = answers.batches
+        result_probs = answers.values
         detail: dict[str, Any] = {
             "model": self.model,
             "route": self.route,
@@ -377,6 +365,7 @@ class JevJudge:
             "order": judge_order(result_probs, candidates),
             "reply_models": sorted(run.reply_models),
         }
+        usage = answers.usage(run, started)
         return JudgeResult(probabilities=result_probs, usage=usage, detail=detail)
 
     @staticmethod
@@ -389,38 +378,36 @@ class JevJudge:
     # -- one request -------------------------------------------------------------------------
 
     def _send(
-        self, batch: Batch[_Item], state: dict[str, Any], run: _Run, abort: threading.Event
+        self,
+        batch: Batch[Item[_Question]],
+        state: dict[str, Any],
+        run: _Run,
+        abort: threading.Event,
     ) -> dict[str, float]:
         body = {
             "model": self.model,
             "state": state,
-            "questions": {item.qid: item.question for item in batch.items},
+            "questions": {item.payload.qid: item.payload.question for item in batch.items},
         }
         reply = self._endpoint.post(body, abort=abort)
         answers, input_tokens, output_tokens, model = self._validate(batch, reply)
-        run.add(reply, input_tokens=input_tokens, output_tokens=output_tokens)
+        run.accept(self._endpoint, reply, input_tokens=input_tokens, output_tokens=output_tokens)
         with run.lock:
             run.request_ids[batch.index] = reply.request_id
             run.reply_models.add(model)
-        self._endpoint.count("requests")
-        self._endpoint.charge(input_tokens=input_tokens, output_tokens=output_tokens)
-        for item in batch.items:
-            self.cache.put(item.key, answers[item.candidate.chunk_id])
         return answers
 
     def _validate(
-        self, batch: Batch[_Item], reply: Reply
+        self, batch: Batch[Item[_Question]], reply: Reply
     ) -> tuple[dict[str, float], int, int, str]:
-        def bad(problem: str) -> Exception:
-            return self._endpoint.bad_reply(problem, reply)
-
+        bad = partial(self._endpoint.bad_reply, reply=reply)
         data = self._endpoint.loads(reply)
         if not isinstance(data, dict):
             raise bad(f"top level is {type(data).__name__}, not an object")
         answers = data.get("answers")
         if not isinstance(answers, dict):
             raise bad("no 'answers' object")
-        by_qid = {item.qid: item for item in batch.items}
+        by_qid = {item.payload.qid: item for item in batch.items}
         missing = [qid for qid in by_qid if qid not in answers]
         extra = [qid for qid in answers if qid not in by_qid]
         if missing:

@@ -2,12 +2,13 @@
 judgement cache, token estimates, batches cut by a budget, batches run in parallel, and the
 order of the answers.
 
-A remote judge turns its candidates into items (one per candidate not found in the cache),
-cuts them into batches with :func:`plan_batches` (no batch over the token budget nor over its
-item cap; an item that alone is over the budget raises :class:`~hybridsag.errors.JudgeError`
-naming it before anything is sent), sends them with :func:`hybridsag.remote_calls.run_parallel` (at
-most ``max_in_flight`` at once; the first failure stops the other batches and is raised), caches
-each batch's answers as it comes, and reports the order with :func:`judge_order`.
+A remote judge hands its candidates to :func:`ask`, which turns them into items (one per
+candidate not found in the cache), cuts them into batches with :func:`plan_batches` (no batch
+over the token budget nor over its item cap; an item that alone is over the budget raises
+:class:`~hybridsag.errors.JudgeError` naming it before anything is sent), sends them with
+:func:`hybridsag.remote_calls.run_parallel` (at most ``max_in_flight`` at once; the first failure
+stops the other batches and is raised) and caches each batch's answers as it comes; the judge
+books each valid reply with :meth:`Trace.accept` and reports the order with :func:`judge_order`.
 The HTTP request itself, its retries and the search's budget are
 :class:`hybridsag.remote_calls.Endpoint`'s.
 """
@@ -18,29 +19,35 @@ import hashlib
 import json
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from hybridsag.errors import ConfigError, InputError, JudgeError
-from hybridsag.judges.base import Candidate
-from hybridsag.remote_calls import Reply, is_number
+from hybridsag.judges.base import Candidate, JudgeUsage
+from hybridsag.remote_calls import Endpoint, Reply, is_number, run_parallel
 
 __all__ = [
+    "Answers",
     "Batch",
     "CacheKey",
+    "Item",
     "JudgementCache",
     "Trace",
+    "ask",
     "check_request",
     "dumps",
     "estimate_tokens",
+    "json_tokens",
     "judge_order",
     "plan_batches",
     "sha256_of",
 ]
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 CacheKey = tuple[str, str, str]
 
@@ -61,6 +68,11 @@ def estimate_tokens(text: str) -> int:
 def dumps(value: Any) -> str:
     """Compact, key-sorted JSON (what cache keys and token estimates are taken over)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def json_tokens(value: Any) -> int:
+    """Estimated tokens of ``value`` as JSON: :func:`estimate_tokens` of :func:`dumps`."""
+    return estimate_tokens(dumps(value))
 
 
 def sha256_of(value: Any) -> str:
@@ -193,6 +205,112 @@ class Trace:
             self.retried.extend(reply.retried)
             self.input_tokens += input_tokens
             self.output_tokens += output_tokens
+
+    def accept(
+        self, endpoint: Endpoint, reply: Reply, *, input_tokens: int = 0, output_tokens: int = 0
+    ) -> None:
+        """Book a reply that passed validation: here (:meth:`add`), and on ``endpoint`` as one
+        answered request (``requests``) with the tokens it reported (on the search's meter
+        too)."""
+        self.add(reply, input_tokens=input_tokens, output_tokens=output_tokens)
+        endpoint.count("requests")
+        endpoint.charge(input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+@dataclass
+class Item(Generic[P]):
+    """One candidate the cache did not answer: what its request carries for it (``payload``),
+    its cache key and its estimated tokens."""
+
+    candidate: Candidate
+    payload: P
+    key: CacheKey
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Answers(Generic[P]):
+    """What :func:`ask` got: one value per candidate by chunk id, in candidate order (from the
+    cache or a reply), the batches sent, and how many values the cache gave."""
+
+    values: dict[str, float]
+    batches: list[Batch[Item[P]]]
+    cached: int
+
+    def usage(self, trace: Trace, started: float) -> JudgeUsage:
+        """The judgement's usage: one call per batch, the tokens ``trace`` booked, the seconds
+        since ``started`` (a ``time.perf_counter()``), the cache's answers."""
+        return JudgeUsage(
+            calls=len(self.batches),
+            input_tokens=trace.input_tokens,
+            output_tokens=trace.output_tokens,
+            seconds=time.perf_counter() - started,
+            cached=self.cached,
+        )
+
+
+def ask(
+    candidates: Sequence[Candidate],
+    *,
+    prepare: Callable[[Candidate], tuple[CacheKey, P]],
+    size: Callable[[P], int],
+    cache: JudgementCache,
+    endpoint: Endpoint,
+    envelope: int,
+    budget: int,
+    max_items: int | None,
+    setting: str,
+    send: Callable[[Batch[Item[P]], threading.Event], Mapping[str, float]],
+    max_in_flight: int,
+    thread_name: str,
+) -> Answers[P]:
+    """One value per candidate: from ``cache`` where it holds one, else from ``send``.
+
+    ``prepare(candidate)`` gives the candidate's cache key and payload, ``size(payload)`` its
+    estimated tokens. The cache's answers are charged on ``endpoint`` (``cached``); the others
+    are cut into batches by :func:`plan_batches` (``envelope``, ``budget``, at most
+    ``max_items`` items, None: no cap; ``setting`` names the budget), and
+    ``send(batch, abort)`` runs for each through :func:`hybridsag.remote_calls.run_parallel`
+    (``max_in_flight``, ``thread_name``), returning the batch's values by chunk id; each
+    batch's values are cached as it comes back, so a batch that finished stays cached when
+    another fails.
+
+    Raises:
+        JudgeError: a candidate (or the envelope) over the budget, before anything is sent;
+            and whatever ``send`` raises first.
+    """
+    values: dict[str, float] = {}
+    pending: list[Item[P]] = []
+    for cand in candidates:
+        key, payload = prepare(cand)
+        hit = cache.get(key)
+        if hit is not None:
+            values[cand.chunk_id] = hit
+            continue
+        pending.append(Item(cand, payload, key, size(payload)))
+    cached = len(values)
+    endpoint.charge(cached=cached)
+    batches = plan_batches(
+        pending,
+        sizes=[item.tokens for item in pending],
+        envelope=envelope,
+        budget=budget,
+        max_items=max(len(pending), 1) if max_items is None else max_items,
+        setting=setting,
+        name=lambda item: item.candidate.chunk_id,
+    )
+
+    def send_and_keep(batch: Batch[Item[P]], abort: threading.Event) -> Mapping[str, float]:
+        answers = send(batch, abort)
+        for item in batch.items:
+            cache.put(item.key, answers[item.candidate.chunk_id])
+        return answers
+
+    for answers in run_parallel(
+        batches, send_and_keep, max_in_flight=max_in_flight, thread_name=thread_name
+    ):
+        values.update(answers)
+    return Answers({c.chunk_id: values[c.chunk_id] for c in candidates}, batches, cached)
 
 
 def judge_order(probabilities: Mapping[str, float], candidates: Sequence[Candidate]) -> list[str]:

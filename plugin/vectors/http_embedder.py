@@ -52,6 +52,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -63,6 +64,7 @@ from hybridsag.remote_calls import (
     DENSE_ERRORS,
     Endpoint,
     Reply,
+    by_index,
     count_of,
     is_number,
     run_parallel,
@@ -109,16 +111,8 @@ def _openai_read(
     items = data["data"]
     if len(items) != n:
         raise bad(f"{len(items)} embeddings for {n} inputs")
-    vectors: list[Any] = [None] * n
-    for item in items:
-        if not isinstance(item, dict):
-            raise bad(f"an item of 'data' is {type(item).__name__}, not an object")
-        index = item.get("index")
-        if not count_of(index) or index >= n:
-            raise bad(f"index {index!r} is not one of 0..{n - 1}")
-        if vectors[index] is not None:
-            raise bad(f"index {index} answered twice")
-        vectors[index] = item.get("embedding")
+    got = by_index(items, n, lambda item, _: item.get("embedding"), bad, entry="an item of 'data'")
+    vectors = [got[i] for i in range(n)]  # n items, no index twice: every index came
     usage = data.get("usage")
     tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     if tokens is not None and not count_of(tokens):
@@ -286,10 +280,7 @@ class HttpEmbedder:
         body = self.wire.body(self.name, texts, self._send_dims)
         with self._slots:
             reply = self.endpoint.post(body, abort=abort, once_within=once_within)
-
-        def bad(problem: str) -> Exception:
-            return self.endpoint.bad_reply(problem, reply)
-
+        bad = partial(self.endpoint.bad_reply, reply=reply)
         raw, tokens = self.wire.read(self.endpoint.loads(reply), reply, len(texts), bad)
         if len(raw) != len(texts):
             raise bad(f"{len(raw)} vectors for {len(texts)} inputs")

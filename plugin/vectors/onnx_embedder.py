@@ -62,7 +62,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,13 +72,14 @@ import numpy as np
 from hybridsag.vectors.embedder_common import (
     PACKAGED_MODEL,
     Kind,
-    check_encode_args,
+    encode_rows,
     normalise_rows,
     readable_share,
     resolve_backend,
     resolve_model,
 )
 from hybridsag.errors import ConfigError, DenseError
+from hybridsag.once import Once
 from hybridsag.settings import Settings
 
 __all__ = [
@@ -418,6 +418,7 @@ class _Model:
 
     def __init__(self, folder: Path) -> None:
         ort, tokenizers = _runtime()
+        self.folder = folder
         try:
             config = json.loads((folder / CONFIG_FILE).read_text("utf-8"))
             self.dimension = int(config["dimension"])
@@ -532,12 +533,9 @@ class OnnxEmbedder:
         self.precision: Precision = _precision(cfg.quantize, cfg.fused_graph)
         self.fingerprint: str = f"{cfg.model}|onnx-{self.precision}"
         self._source = _source_folder(cfg.model)
-        self._settings = settings
         self._batch_size = cfg.batch_size
         self._max_chars = cfg.max_chars
-        self._model: _Model | None = None
-        self._folder: Path | None = None
-        self._load_lock = threading.Lock()
+        self._model: Once[_Model] = Once(lambda: _Model(build_onnx_model(settings)))
 
     def __repr__(self) -> str:
         return f"OnnxEmbedder(fingerprint={self.fingerprint!r}, source={str(self._source)!r})"
@@ -550,25 +548,15 @@ class OnnxEmbedder:
     @property
     def loaded(self) -> bool:
         """Whether the export has been loaded yet."""
-        return self._model is not None
+        return self._model.built
 
     @property
     def folder(self) -> Path:
         """The export folder in use; finds (or builds) it on first use."""
-        self._load()
-        assert self._folder is not None
-        return self._folder
+        return self._load().folder
 
     def _load(self) -> _Model:
-        model = self._model
-        if model is not None:
-            return model
-        with self._load_lock:
-            if self._model is None:
-                folder = build_onnx_model(self._settings)
-                self._model = _Model(folder)
-                self._folder = folder
-            return self._model
+        return self._model.get()
 
     @property
     def dimension(self) -> int:
@@ -582,16 +570,15 @@ class OnnxEmbedder:
             ConfigError: the export cannot be built or loaded.
             DenseError: ``kind`` is not ``query``/``passage`` or ONNX Runtime failed.
         """
-        check_encode_args(texts, kind)
-        model = self._load()
-        if len(texts) == 0:
-            return np.zeros((0, model.dimension), dtype=np.float32)
-        cut = [text[: self._max_chars] for text in texts]
-        try:
-            pooled = model.embed(cut, self._batch_size)
-        except Exception as exc:  # noqa: BLE001 - mapped into the tree
-            raise DenseError(f"embedding with {self.fingerprint!r} failed: {exc}") from exc
-        return normalise_rows(pooled)
+        return encode_rows(
+            texts,
+            kind,
+            load=self._load,
+            dimension=lambda model: model.dimension,
+            embed=lambda model, cut: model.embed(cut, self._batch_size),
+            max_chars=self._max_chars,
+            name=self.fingerprint,
+        )
 
     def probe(self, *, timeout_s: float) -> None:
         """One query vector computed now (:meth:`Embedder.probe`; a local model has no wait to

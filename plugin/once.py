@@ -1,0 +1,48 @@
+"""A value built at most once, on first use, under a lock: what the composition root
+(:class:`hybridsag.components.Components`) keeps each lazy part in, and what a local model
+(:class:`hybridsag.vectors.embedder.SentenceTransformerEmbedder`,
+:class:`hybridsag.vectors.onnx_embedder.OnnxEmbedder`,
+:class:`hybridsag.judges.cross_encoder.CrossEncoderJudge`) keeps its loaded weights in.
+
+Example::
+
+    model = Once(load_model)   # nothing loaded yet
+    model.get()                # loads (once, even from many threads at once), then returns it
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+__all__ = ["Once"]
+
+T = TypeVar("T")
+
+
+class Once(Generic[T]):
+    """A value built at most once, on first :meth:`get`, under a lock (double-checked); a
+    build that raises leaves nothing behind, so the next call tries again."""
+
+    def __init__(self, build: Callable[[], T], value: T | None = None) -> None:
+        self._build = build
+        self._value = value
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._value is not None
+
+    def peek(self) -> T | None:
+        """The value if it was built (or given), else None; never builds."""
+        return self._value
+
+    def get(self) -> T:
+        value = self._value
+        if value is not None:
+            return value
+        with self._lock:
+            if self._value is None:
+                self._value = self._build()
+            return self._value
