@@ -52,8 +52,14 @@ from hybridsag.documents import (
 )
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.lexical.fts5_topk import strip_diacritics
-from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
-from hybridsag.lexical.queries import LexicalQueries, bind_reads, near_terms_in
+from hybridsag.lexical.contract import (
+    ChunkTokens,
+    FilterScope,
+    LexicalQuery,
+    LexicalTables,
+    Ranked,
+)
+from hybridsag.lexical.queries import LexicalQueries, bind_reads, deepening, near_terms_in
 from hybridsag.milvus_client import (
     F_ACL,
     F_RESOURCE,
@@ -436,30 +442,20 @@ class MilvusLexicalIndex:
         return rows
 
     def rank_chunks(
-        self,
-        queries: Sequence[LexicalQuery],
-        filters: Filters,
-        filter_sql: str,
-        params: list[object],
-        depth: int,
-        limit: int,
+        self, queries: Sequence[LexicalQuery], scope: FilterScope, depth: int, limit: int
     ) -> list[Ranked]:
         """See :meth:`~hybridsag.lexical.contract.LexicalEngine.rank_chunks`: one Milvus search a
         query, its hits checked against the store; complete when Milvus had fewer rows than
         asked (or was asked its most, ``MAX_LIMIT``)."""
-        expr = self._expression(filters)
-        return [
-            self._rank_one(q.terms, q.must, expr, filter_sql, params, depth, limit)
-            for q in queries
-        ]
+        expr = self._expression(scope.filters)
+        return [self._rank_one(q.terms, q.must, expr, scope, depth, limit) for q in queries]
 
     def _rank_one(
         self,
         terms: Sequence[str],
         must: str | None,
         expr: str,
-        filter_sql: str,
-        params: list[object],
+        scope: FilterScope,
         depth: int,
         limit: int,
     ) -> Ranked:
@@ -478,7 +474,7 @@ class MilvusLexicalIndex:
         if not found:
             return Ranked([], complete)
         visible = self._reads.visible_chunks(
-            [f[0] for f in found], filter_sql, params,
+            [f[0] for f in found], scope.sql, scope.params,
             condition=must_sql, condition_params=must_params,
         )
         rows = []
@@ -491,21 +487,16 @@ class MilvusLexicalIndex:
                 break
         return Ranked(rows, complete)
 
-    def title_rows(
-        self,
-        terms: Sequence[str],
-        filter_sql: str,
-        params: list[object],
-        limit: int,
-        filters: Filters,
-    ) -> list[Any]:
+    def title_rows(self, terms: Sequence[str], scope: FilterScope, limit: int) -> list[Any]:
+        """Milvus' top of the titles, its hits checked against the store, deepened while the
+        filters leave fewer than ``limit`` (:func:`~hybridsag.lexical.queries.deepening`)."""
         query = " ".join(terms)
-        expr = self._expression(filters)
-        depth = max(limit * 2, limit + 20)
-        while True:
+        expr = self._expression(scope.filters)
+
+        def read(depth: int) -> tuple[list[Any], int]:
             found = self._bm25(self._titles_coll, query, limit=depth, expr=expr,
                                output=[F_VERSION])
-            visible = self._reads.visible_titles([f[0] for f in found], filter_sql, params)
+            visible = self._reads.visible_titles([f[0] for f in found], scope.sql, scope.params)
             rows = []
             for rowid, score, entity in found:
                 row = visible.get(rowid)
@@ -514,9 +505,9 @@ class MilvusLexicalIndex:
                 rows.append((row.resource_key, -score))
                 if len(rows) >= limit:
                     break
-            if len(rows) >= limit or len(found) < depth or depth >= MAX_LIMIT:
-                return rows
-            depth = min(depth * 4, MAX_LIMIT)
+            return rows, len(found)
+
+        return deepening(limit, MAX_LIMIT, read)
 
     def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         expr = resources_expression(resource_ids)

@@ -52,8 +52,14 @@ from typing import Any
 
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.lexical.fts5_topk import strip_diacritics
-from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
-from hybridsag.lexical.queries import LexicalQueries, bind_reads
+from hybridsag.lexical.contract import (
+    ChunkTokens,
+    FilterScope,
+    LexicalQuery,
+    LexicalTables,
+    Ranked,
+)
+from hybridsag.lexical.queries import LexicalQueries, bind_reads, deepening
 from hybridsag.lexical.tokenizer import Tokenizer
 from hybridsag.records.index_reads import IndexReads
 from hybridsag.records.filters import Filters
@@ -376,9 +382,9 @@ class TantivyLexicalIndex:
         """:meth:`doc_freqs` and the chunk count over the chunks ``filters`` lets through
         (current versions only): each term's rows (narrowed to the tenant in tantivy) counted
         in the store. One walk of a term's rows each: meant for a query's few terms."""
-        filter_sql, params = filters.sql("r", self.store.backend)
+        scope = FilterScope.of(filters, self.store.backend)
         try:
-            total = self._reads.count_chunks(filter_sql, params)
+            total = self._reads.count_chunks(scope.sql, scope.params)
             out: dict[str, int] = {}
             side = self._chunks
             for term in dict.fromkeys(terms):
@@ -391,7 +397,7 @@ class TantivyLexicalIndex:
                 rows = self._read("counting a term", lambda q=query, n=n_rows: side.top(
                     q, n, [F_ID, F_HASH]))
                 hashes = {int(v[0]): int(v[1]) for _s, v in rows}
-                current = self._reads.visible_chunks(hashes, filter_sql, params)
+                current = self._reads.visible_chunks(hashes, scope.sql, scope.params)
                 n = sum(
                     1 for rowid, row in current.items() if chunk_hash(row.chunk_id) == hashes[rowid]
                 )
@@ -427,13 +433,7 @@ class TantivyLexicalIndex:
     # -- the engine: search ---------------------------------------------------------------------
 
     def rank_chunks(
-        self,
-        queries: Sequence[LexicalQuery],
-        filters: Filters,
-        filter_sql: str,
-        params: list[object],
-        depth: int,
-        limit: int,
+        self, queries: Sequence[LexicalQuery], scope: FilterScope, depth: int, limit: int
     ) -> list[Ranked]:
         """See :meth:`~hybridsag.lexical.contract.LexicalEngine.rank_chunks`: one tantivy top
         ``depth`` a query, its hits checked against the store; complete when tantivy had fewer
@@ -441,7 +441,7 @@ class TantivyLexicalIndex:
         side = self._chunks
         out = []
         for q in queries:
-            query = side.text_query(q.terms, must=q.must, tenant=filters.tenant)
+            query = side.text_query(q.terms, must=q.must, tenant=scope.filters.tenant)
             if query is None:
                 out.append(Ranked([], True))
                 continue
@@ -449,7 +449,7 @@ class TantivyLexicalIndex:
                 "BM25 search", lambda query=query: side.top(query, depth, [F_ID, F_HASH])
             )
             visible = self._reads.visible_chunks(
-                [int(v[0]) for _s, v in found], filter_sql, params
+                [int(v[0]) for _s, v in found], scope.sql, scope.params
             )
             rows = []
             for score, (rowid, digest) in found:
@@ -462,23 +462,18 @@ class TantivyLexicalIndex:
             out.append(Ranked(shown, len(found) < depth))
         return out
 
-    def title_rows(
-        self,
-        terms: Sequence[str],
-        filter_sql: str,
-        params: list[object],
-        limit: int,
-        filters: Filters,
-    ) -> list[Any]:
+    def title_rows(self, terms: Sequence[str], scope: FilterScope, limit: int) -> list[Any]:
+        """Tantivy's top of the titles, its hits checked against the store, deepened while the
+        filters leave fewer than ``limit`` (:func:`~hybridsag.lexical.queries.deepening`)."""
         side = self._titles
-        query = side.text_query(terms, tenant=filters.tenant)
+        query = side.text_query(terms, tenant=scope.filters.tenant)
         if query is None:
             return []
-        depth = max(limit * 2, limit + 20)
-        while True:
+
+        def read(depth: int) -> tuple[list[Any], int]:
             found = self._read("title search", lambda: side.top(query, depth, [F_ID, F_VERSION]))
             visible = self._reads.visible_titles(
-                [int(v[0]) for _s, v in found], filter_sql, params
+                [int(v[0]) for _s, v in found], scope.sql, scope.params
             )
             rows = []
             for score, (rowid, version) in found:
@@ -487,9 +482,9 @@ class TantivyLexicalIndex:
                     continue
                 rows.append((-score, int(rowid), row.resource_key))
             rows.sort(key=lambda r: (r[0], r[1]))
-            if len(rows) >= limit or len(found) < depth or depth >= MAX_DEPTH:
-                return [(rid, s) for s, _id, rid in rows[:limit]]
-            depth = min(depth * 4, MAX_DEPTH)
+            return [(rid, s) for s, _id, rid in rows], len(found)
+
+        return deepening(limit, MAX_DEPTH, read)
 
     def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         side = self._chunks
