@@ -40,16 +40,10 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from hybridsag.documents import (
-    MAX_ACL_TAG_BYTES,
-    MAX_ACL_TAGS,
-    MAX_CHUNK_ID_BYTES,
-    MAX_TENANT_BYTES,
-    RESOURCE_ID_FIELD_BYTES,
-)
+from hybridsag.documents import MAX_CHUNK_ID_BYTES, MAX_TENANT_BYTES, RESOURCE_ID_FIELD_BYTES
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.lexical.fts5_topk import strip_diacritics
 from hybridsag.lexical.contract import (
@@ -66,11 +60,12 @@ from hybridsag.milvus_client import (
     F_TENANT,
     MAX_LIMIT,
     MAX_VARCHAR_BYTES,
+    add_acl_field,
     connect_milvus,
     iterate_rows,
-    lite_path,
     milvus_call,
-    quote_literal,
+    milvus_where,
+    quote_list,
     release_milvus,
     resources_expression,
     visibility_expression,
@@ -167,6 +162,48 @@ def _like_term(term: str) -> str:
     return f"% {escaped} %"
 
 
+_Row = TypeVar("_Row", ChunkDoc, ResourceDoc)
+_Tokens = TypeVar("_Tokens")
+
+
+def _store_rows(
+    meta: Mapping[int, _Row],
+    tokens: Mapping[int, _Tokens | None],
+    of_tokens: Callable[[int, _Tokens], _Row],
+) -> Iterator[tuple[int, _Row]]:
+    """Each id of ``tokens`` with its store row in ``meta``; for an id whose store row is gone
+    (the reconciler's orphans), the row ``of_tokens`` makes of its tokens, so that it is indexed
+    as FTS5 would index it; an id with neither is skipped."""
+    for rowid, tok in tokens.items():
+        row = meta.get(rowid)
+        if row is None:
+            if tok is None:
+                continue
+            row = of_tokens(rowid, tok)
+        yield rowid, row
+
+
+def _chunk_of_tokens(rowid: int, tokens: ChunkTokens) -> ChunkDoc:
+    """The store row a chunk row of no chunk row is indexed as: its tokens, no owner."""
+    return ChunkDoc(rowid, "", "", tokens.heading, tokens.body, tokens.title, "", "[]", "")
+
+
+def _title_of_tokens(rowid: int, title: str) -> ResourceDoc:
+    """The store row a title row of no resource row is indexed as: its tokens, no owner."""
+    return ResourceDoc(rowid, "", -1, title, "", "[]", "")
+
+
+def _owner_fields(row: ChunkDoc | ResourceDoc) -> dict[str, Any]:
+    """The fields a Milvus filter reads of a store row's Milvus row: its resource's public id,
+    tenant, ACL tags and status."""
+    return {
+        F_RESOURCE: split_key(row.resource_key)[1],
+        F_TENANT: row.tenant,
+        F_ACL: list(json.loads(row.acl or "[]")),
+        F_STATUS: row.status,
+    }
+
+
 def _terms_of(tokens: ChunkTokens) -> list[str]:
     """The distinct terms of a chunk row, folded as :meth:`LexicalQueries.doc_freqs` folds."""
     words = f"{tokens.title} {tokens.heading} {tokens.body}".split()
@@ -219,8 +256,7 @@ class MilvusLexicalIndex:
         self._open_lock = threading.Lock()
         self._client: MilvusClient | None = None
         self._lite_key: str | None = None
-        uri = all_settings.milvus.uri
-        self._where = f"Milvus at {uri}" if uri else f"Milvus Lite at {lite_path(all_settings)}"
+        self._where = milvus_where(all_settings)
 
     def __repr__(self) -> str:
         return f"MilvusLexicalIndex({self._where}, {self._chunks_coll!r}, {self._titles_coll!r})"
@@ -305,13 +341,7 @@ class MilvusLexicalIndex:
         schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=RESOURCE_ID_FIELD_BYTES)
         schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
         schema.add_field(F_STATUS, DataType.VARCHAR, max_length=32)
-        schema.add_field(
-            F_ACL,
-            DataType.ARRAY,
-            element_type=DataType.VARCHAR,
-            max_capacity=MAX_ACL_TAGS,
-            max_length=MAX_ACL_TAG_BYTES,
-        )
+        add_acl_field(schema)
         index_params = client.prepare_index_params()
         for text, sparse, analyzer in self._fields():
             schema.add_field(
@@ -410,7 +440,7 @@ class MilvusLexicalIndex:
         expr = visibility_expression(
             tenant=filters.tenant, resource_ids=filters.resource_ids, acl_any=filters.acl
         )
-        statuses = f"{F_STATUS} in [{', '.join(quote_literal(x) for x in filters.statuses)}]"
+        statuses = f"{F_STATUS} in {quote_list(filters.statuses)}"
         return f"({expr}) and ({statuses})" if expr else statuses
 
     def _bm25(
@@ -588,54 +618,28 @@ class MilvusLexicalIndex:
         meta = self._reads.chunk_docs(conn, tokens)
         s = self.settings
         docs = []
-        for rowid, tok in tokens.items():
-            row = meta.get(rowid)
-            if row is None and tok is None:
-                continue
-            if row is None:
-                assert tok is not None
-                row = ChunkDoc(rowid, "", "", tok.heading, tok.body, tok.title, "", "[]", "")
+        for rowid, row in _store_rows(meta, tokens, _chunk_of_tokens):
             text = compose_text(
                 [(row.title, s.title_weight), (row.heading_path, s.heading_weight),
                  (row.text, s.body_weight)]
             )
-            docs.append(
-                {
-                    F_ID: rowid,
-                    F_CHUNK: row.chunk_id,
-                    F_RESOURCE: split_key(row.resource_key)[1],
-                    F_TENANT: row.tenant,
-                    F_ACL: list(json.loads(row.acl or "[]")),
-                    F_STATUS: row.status,
-                    **self._text_fields(text),
-                }
-            )
+            fields = {F_ID: rowid, F_CHUNK: row.chunk_id, **_owner_fields(row)}
+            docs.append({**fields, **self._text_fields(text)})
         return docs
 
     def _title_docs(self, conn: Any, tokens: Mapping[int, str | None]) -> list[dict]:
         """The Milvus rows of these resource ids' titles (a resource row that is gone: from
         its tokens, as for :meth:`_chunk_docs`)."""
         meta = self._reads.resource_docs(conn, tokens)
-        docs = []
-        for rowid, tok in tokens.items():
-            row = meta.get(rowid)
-            if row is None and tok is None:
-                continue
-            if row is None:
-                assert tok is not None
-                row = ResourceDoc(rowid, "", -1, tok, "", "[]", "")
-            docs.append(
-                {
-                    F_ID: rowid,
-                    F_VERSION: int(row.version),
-                    F_RESOURCE: split_key(row.resource_key)[1],
-                    F_TENANT: row.tenant,
-                    F_ACL: list(json.loads(row.acl or "[]")),
-                    F_STATUS: row.status,
-                    **self._text_fields(_cut(row.title)),
-                }
-            )
-        return docs
+        return [
+            {
+                F_ID: rowid,
+                F_VERSION: int(row.version),
+                **_owner_fields(row),
+                **self._text_fields(_cut(row.title)),
+            }
+            for rowid, row in _store_rows(meta, tokens, _title_of_tokens)
+        ]
 
     def status_changed(self, conn: Any, resource_id: str) -> None:
         """The resource was disabled or enabled (in the caller's write transaction): its rows

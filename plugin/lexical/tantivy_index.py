@@ -111,6 +111,14 @@ def compose_tokens(parts: Sequence[tuple[str, float]]) -> str:
     return " ".join(out)
 
 
+def _owner_fields(row: Any) -> dict[str, str]:
+    """The resource (store key) and tenant fields of the row of a store row ``row`` (a chunk's
+    or a resource's; None: a row of no store row, written with empty ones)."""
+    if row is None:
+        return {F_RESOURCE: "", F_TENANT: ""}
+    return {F_RESOURCE: str(row.resource_key), F_TENANT: str(row.tenant or "")}
+
+
 def _load_tantivy() -> Any:
     try:
         import tantivy
@@ -232,6 +240,18 @@ class _Side:
         addresses = [a for _, a in hits]
         columns = [searcher.fast_field_values(f, addresses) for f in fields]
         return [[c[i] for c in columns] for i in range(len(addresses))]
+
+    def put(self, what: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> None:
+        """Write ``rows`` (``(id, the row's other fields)`` each) as one commit
+        (:meth:`write`), each replacing the row its id had."""
+        doc = self.t.Document
+
+        def write(writer: Any) -> None:
+            for rowid, fields in rows:
+                writer.delete_documents_by_term(F_ID, rowid)
+                writer.add_document(doc(id=rowid, **fields))
+
+        self.write(f"writing {len(rows)} {what} rows", write)
 
     def write(self, action: str, fn: Callable[[Any], None]) -> None:
         """Run ``fn(writer)`` and commit, as one tantivy commit (the writer released after it,
@@ -512,22 +532,15 @@ class TantivyLexicalIndex:
             return
         meta = self._reads.chunk_owners(conn, [rowid for rowid, _ in items])
         tw, hw, bw = self._weights
-        side = self._chunks
-        doc = side.t.Document
-
-        def write(writer: Any) -> None:
-            for rowid, tok in items:
-                row = meta.get(rowid)
-                writer.delete_documents_by_term(F_ID, int(rowid))
-                writer.add_document(doc(
-                    id=int(rowid),
-                    chunk_hash=chunk_hash(row.chunk_id) if row else 0,
-                    resource=str(row.resource_key) if row else "",
-                    tenant=str(row.tenant or "") if row else "",
-                    text=compose_tokens([(tok.title, tw), (tok.heading, hw), (tok.body, bw)]),
-                ))
-
-        side.write(f"writing {len(items)} chunk rows", write)
+        self._chunks.put("chunk", [
+            (int(rowid), {
+                F_HASH: chunk_hash(row.chunk_id) if row else 0,
+                **_owner_fields(row),
+                F_TEXT: compose_tokens([(tok.title, tw), (tok.heading, hw), (tok.body, bw)]),
+            })
+            for rowid, tok in items
+            for row in [meta.get(rowid)]
+        ])
 
     def _delete(self, side: _Side, field: str, values: Sequence[object]) -> None:
         if not values:
@@ -574,22 +587,15 @@ class TantivyLexicalIndex:
         conn.executemany("DELETE FROM tlex_titles WHERE id = ?", [(r,) for r, _ in items])
         conn.executemany("INSERT INTO tlex_titles(id, title) VALUES (?, ?)", items)
         meta = self._reads.resource_docs(conn, [r for r, _ in items])
-        side = self._titles
-        doc = side.t.Document
-
-        def write(writer: Any) -> None:
-            for rowid, title in items:
-                row = meta.get(rowid)
-                writer.delete_documents_by_term(F_ID, int(rowid))
-                writer.add_document(doc(
-                    id=int(rowid),
-                    version=int(row.version) if row else -1,
-                    resource=str(row.resource_key) if row else "",
-                    tenant=str(row.tenant or "") if row else "",
-                    text=compose_tokens([(title, 1.0)]),
-                ))
-
-        side.write(f"writing {len(items)} title rows", write)
+        self._titles.put("title", [
+            (int(rowid), {
+                F_VERSION: int(row.version) if row else -1,
+                **_owner_fields(row),
+                F_TEXT: compose_tokens([(title, 1.0)]),
+            })
+            for rowid, title in items
+            for row in [meta.get(rowid)]
+        ])
 
     def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
         ids = [int(r) for r in rowids]
