@@ -184,12 +184,12 @@ def _store_rows(
 
 
 def _chunk_of_tokens(rowid: int, tokens: ChunkTokens) -> ChunkDoc:
-    """The store row a chunk row of no chunk row is indexed as: its tokens, no owner."""
+    """What a chunk whose store rows are gone is indexed as: its tokens, no owner."""
     return ChunkDoc(rowid, "", "", tokens.heading, tokens.body, tokens.title, "", "[]", "")
 
 
 def _title_of_tokens(rowid: int, title: str) -> ResourceDoc:
-    """The store row a title row of no resource row is indexed as: its tokens, no owner."""
+    """What a title whose resource row is gone is indexed as: its tokens, no owner."""
     return ResourceDoc(rowid, "", -1, title, "", "[]", "")
 
 

@@ -46,9 +46,9 @@ import json
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.lexical.fts5_topk import strip_diacritics
@@ -109,6 +109,33 @@ def compose_tokens(parts: Sequence[tuple[str, float]]) -> str:
         for folded in [strip_diacritics(" ".join(tokens.split()))] * max(0, round(weight))
     ]
     return " ".join(out)
+
+
+_R = TypeVar("_R")
+
+
+def _current(
+    found: Sequence[tuple[float, list[Any]]],
+    rows: Mapping[int, _R],
+    holds: Callable[[_R, int], bool],
+) -> list[tuple[float, _R]]:
+    """The hits ``found`` (``(score, [id, stamp])`` of :meth:`_Side.top`) whose store row in
+    ``rows`` is the one the hit was written for (``holds(row, stamp)``: the same chunk, the
+    same version), as ``(score on FTS5's scale, row)`` in FTS5's order: score, then row id. A
+    hit of a deleted, replaced or filtered-out row is dropped."""
+    kept = []
+    for score, (rowid, stamp) in found:
+        row = rows.get(int(rowid))
+        if row is not None and holds(row, int(stamp)):
+            kept.append((-score, int(rowid), row))
+    kept.sort(key=lambda r: (r[0], r[1]))
+    return [(s, row) for s, _id, row in kept]
+
+
+def _same_chunk(row: Any, digest: int) -> bool:
+    """Whether a tantivy row of ``digest`` holds the chunk of store row ``row`` (not another
+    one under a reused id)."""
+    return chunk_hash(row.chunk_id) == digest
 
 
 def _owner_fields(row: Any) -> dict[str, str]:
@@ -471,14 +498,8 @@ class TantivyLexicalIndex:
             visible = self._reads.visible_chunks(
                 [int(v[0]) for _s, v in found], scope.sql, scope.params
             )
-            rows = []
-            for score, (rowid, digest) in found:
-                row = visible.get(int(rowid))
-                if row is None or chunk_hash(row.chunk_id) != int(digest):
-                    continue  # a row of a deleted, replaced or filtered-out chunk
-                rows.append((-score, int(rowid), row.chunk_id, row.resource_key))
-            rows.sort(key=lambda r: (r[0], r[1]))  # FTS5's order: score, then chunk row
-            shown = [(chunk_id, resource_id, s) for s, _id, chunk_id, resource_id in rows[:limit]]
+            kept = _current(found, visible, _same_chunk)[:limit]
+            shown = [(row.chunk_id, row.resource_key, s) for s, row in kept]
             out.append(Ranked(shown, len(found) < depth))
         return out
 
@@ -495,14 +516,8 @@ class TantivyLexicalIndex:
             visible = self._reads.visible_titles(
                 [int(v[0]) for _s, v in found], scope.sql, scope.params
             )
-            rows = []
-            for score, (rowid, version) in found:
-                row = visible.get(int(rowid))
-                if row is None or int(row.version) != int(version):
-                    continue
-                rows.append((-score, int(rowid), row.resource_key))
-            rows.sort(key=lambda r: (r[0], r[1]))
-            return [(rid, s) for s, _id, rid in rows], len(found)
+            kept = _current(found, visible, lambda row, version: int(row.version) == version)
+            return [(row.resource_key, s) for s, row in kept], len(found)
 
         return deepening(limit, MAX_DEPTH, read)
 
@@ -514,13 +529,7 @@ class TantivyLexicalIndex:
         found = self._read("best chunks", lambda: side.top(
             query, max(100, 20 * len(resource_ids)), [F_ID, F_HASH]))
         current = self._reads.visible_chunks([int(v[0]) for _s, v in found])
-        ranked = []
-        for score, (rowid, digest) in found:
-            row = current.get(int(rowid))
-            if row is not None and chunk_hash(row.chunk_id) == int(digest):
-                ranked.append((-score, int(rowid), row.resource_key, row.chunk_id))
-        ranked.sort(key=lambda r: (r[0], r[1]))
-        return [(rid, chunk_id) for _s, _id, rid, chunk_id in ranked]
+        return [(r.resource_key, r.chunk_id) for _s, r in _current(found, current, _same_chunk)]
 
     # -- rows (inside the caller's write transaction) -------------------------------------------
 
