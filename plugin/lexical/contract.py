@@ -68,7 +68,7 @@ class FilterScope:
     resources ``r`` they make, with its ``params`` (:meth:`of`). Built once a call by
     :class:`~hybridsag.lexical.queries.LexicalQueries` and handed to the engine.
 
-    Example: ``FilterScope.of(Filters(tenant="t1"), store.backend).params`` -> ``("active",
+    Example: ``FilterScope.of(Filters(tenant="t1"), store.backend).params`` -> ``("ready",
     "t1")``."""
 
     filters: Filters
