@@ -16,7 +16,8 @@ schema:
   ``milvus-lite server`` on 127.0.0.1 that each of them connects to by URI;
 - reading every row of a collection (:func:`iterate_rows`), and which pymilvus failures are
   worth retrying (:func:`milvus_retriable`);
-- the shared field names of a row's resource, tenant and ACL, and Milvus' own limits.
+- the shared field names of a row's resource, tenant and ACL (:func:`add_acl_field`, the ACL
+  field every hybridsag schema has), and Milvus' own limits.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from hybridsag.documents import MAX_ACL_TAG_BYTES, MAX_ACL_TAGS
 from hybridsag.errors import ConfigError, DenseError, HybridSagError, InputError
 from hybridsag.settings import Settings
 from hybridsag.records.keys import split_key
@@ -47,6 +49,7 @@ __all__ = [
     "LiteServer",
     "MAX_LIMIT",
     "MAX_VARCHAR_BYTES",
+    "add_acl_field",
     "connect_milvus",
     "iterate_rows",
     "lite_lock_holder",
@@ -54,6 +57,8 @@ __all__ = [
     "lite_path",
     "milvus_call",
     "milvus_retriable",
+    "milvus_where",
+    "quote_list",
     "quote_literal",
     "release_lite",
     "release_milvus",
@@ -70,6 +75,22 @@ F_RESOURCE, F_TENANT, F_ACL = "resource_id", "tenant", "acl"
 MAX_LIMIT = 16_384
 #: Milvus' VARCHAR limit, in bytes.
 MAX_VARCHAR_BYTES = 65_535
+
+
+def add_acl_field(schema: Any) -> None:
+    """Add :data:`F_ACL`, the ACL field of every collection hybridsag makes, to a pymilvus
+    collection ``schema``: an array of at most ``MAX_ACL_TAGS`` tags of at most
+    ``MAX_ACL_TAG_BYTES`` bytes each (:mod:`hybridsag.documents`' bounds), empty for a public
+    row. Example: ``add_acl_field(MilvusClient.create_schema())``."""
+    from pymilvus import DataType
+
+    schema.add_field(
+        F_ACL,
+        DataType.ARRAY,
+        element_type=DataType.VARCHAR,
+        max_capacity=MAX_ACL_TAGS,
+        max_length=MAX_ACL_TAG_BYTES,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,7 +119,12 @@ def quote_literal(value: str) -> str:
     return f'"{escaped}"'
 
 
-def _quote_list(values: Sequence[str]) -> str:
+def quote_list(values: Sequence[str]) -> str:
+    """``values`` as a Milvus expression list of :func:`quote_literal` strings.
+
+    >>> quote_list(["notes", 'say "hi"'])
+    '["notes", "say \\\\"hi\\\\""]'
+    """
     return "[" + ", ".join(quote_literal(v) for v in values) + "]"
 
 
@@ -127,13 +153,13 @@ def visibility_expression(
     if tenant is not None and tenant_field is not None:
         parts.append(f"{tenant_field} == {quote_literal(tenant)}")
     if resource_ids is not None:
-        parts.append(f"{resource_field} in {_quote_list(resource_ids)}")
+        parts.append(f"{resource_field} in {quote_list(resource_ids)}")
     if exclude_resource_ids:
-        parts.append(f"{resource_field} not in {_quote_list(exclude_resource_ids)}")
+        parts.append(f"{resource_field} not in {quote_list(exclude_resource_ids)}")
     if acl_any is not None and acl_field is not None:
         public = f"array_length({acl_field}) == 0"
         if acl_any:
-            parts.append(f"{public} or array_contains_any({acl_field}, {_quote_list(acl_any)})")
+            parts.append(f"{public} or array_contains_any({acl_field}, {quote_list(acl_any)})")
         else:
             parts.append(public)
     return " and ".join(f"({p})" for p in parts)
@@ -156,11 +182,19 @@ def resources_expression(
         by_tenant.setdefault(tenant, []).append(resource_id)
     if tenant_field is None:
         plain = by_tenant.get("", [])
-        return f"{resource_field} in {_quote_list(plain)}" if plain else ""
+        return f"{resource_field} in {quote_list(plain)}" if plain else ""
     return " or ".join(
-        f"({tenant_field} == {quote_literal(tenant)} and {resource_field} in {_quote_list(ids)})"
+        f"({tenant_field} == {quote_literal(tenant)} and {resource_field} in {quote_list(ids)})"
         for tenant, ids in by_tenant.items()
     )
+
+
+def milvus_where(settings: Settings) -> str:
+    """Where this configuration's Milvus is, as errors and ``doctor`` name it: ``Milvus at
+    <milvus.uri>``, or ``Milvus Lite at <path>`` (:func:`lite_path`) when no URI is set, as
+    :func:`connect_milvus` decides."""
+    uri = settings.milvus.uri
+    return f"Milvus Lite at {lite_path(settings)}" if uri is None else f"Milvus at {uri}"
 
 
 def lite_path(settings: Settings) -> Path:

@@ -20,6 +20,7 @@ from hybridsag.lexical.tokenizer import Tokenizer
 
 __all__ = [
     "ChunkTokens",
+    "FilterScope",
     "LexicalEngine",
     "LexicalIndex",
     "LexicalQuery",
@@ -57,6 +58,29 @@ class Ranked:
 
     rows: list[Any]
     complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FilterScope:
+    """What a query's ``filters`` let through, in the two forms an engine reads them: the
+    :class:`~hybridsag.records.filters.Filters` themselves (for an engine that filters in its
+    own language: a Milvus expression, a tantivy tenant term) and ``sql``, the fragment over the
+    resources ``r`` they make, with its ``params`` (:meth:`of`). Built once a call by
+    :class:`~hybridsag.lexical.queries.LexicalQueries` and handed to the engine.
+
+    Example: ``FilterScope.of(Filters(tenant="t1"), store.backend).params`` -> ``("ready",
+    "t1")``."""
+
+    filters: Filters
+    sql: str
+    params: tuple[object, ...]
+
+    @classmethod
+    def of(cls, filters: Filters, dialect: Any) -> FilterScope:
+        """``filters`` with their SQL in ``dialect`` (a store's ``Store.backend``), as
+        :meth:`~hybridsag.records.filters.Filters.sql` writes it over the resources ``r``."""
+        sql, params = filters.sql("r", dialect)
+        return cls(filters, sql, tuple(params))
 
 
 @runtime_checkable
@@ -267,31 +291,18 @@ class LexicalEngine(Protocol):
         ...
 
     def rank_chunks(
-        self,
-        queries: Sequence[LexicalQuery],
-        filters: Filters,
-        filter_sql: str,
-        params: list[object],
-        depth: int,
-        limit: int,
+        self, queries: Sequence[LexicalQuery], scope: FilterScope, depth: int, limit: int
     ) -> list[Ranked]:
         """Each query's chunk ranking (quoted-OR ``terms``, all holding ``must`` when given; no
-        query is empty): at most ``limit`` rows of its best ``depth`` that ``filter_sql`` (a
-        fragment over the resources ``r``, with ``params``) lets through. ``filters`` is what
-        ``filter_sql`` is made from (for an engine that filters in its own language). An engine
-        that can rank several queries in one call does; the others rank them one by one."""
+        query is empty): at most ``limit`` rows of its best ``depth`` that ``scope`` lets
+        through (its ``sql`` a fragment over the resources ``r``; its ``filters`` for an engine
+        that filters in its own language). An engine that can rank several queries in one call
+        does; the others rank them one by one."""
         ...
 
-    def title_rows(
-        self,
-        terms: Sequence[str],
-        filter_sql: str,
-        params: list[object],
-        limit: int,
-        filters: Filters,
-    ) -> list[Any]:
-        """``(resource key, score)`` rows of the titles matching ``terms``, best (lowest)
-        first."""
+    def title_rows(self, terms: Sequence[str], scope: FilterScope, limit: int) -> list[Any]:
+        """``(resource key, score)`` rows of the titles matching ``terms`` that ``scope`` lets
+        through, at most ``limit``, best (lowest) first."""
         ...
 
     def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:

@@ -37,7 +37,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
+from hybridsag.lexical.contract import (
+    ChunkTokens,
+    FilterScope,
+    LexicalQuery,
+    LexicalTables,
+    Ranked,
+)
 from hybridsag.lexical.fts5_parts import Fts5Parts, phrase_lexemes, phrases_of, rank_by_parts
 from hybridsag.lexical.fts5_topk import Fts5Stats, Fts5TopK
 from hybridsag.lexical.queries import build_match, near_terms_in, rankings
@@ -48,7 +54,6 @@ from hybridsag.records.index_reads import (
     ranked_chunks_sql,
     ranked_titles_sql,
 )
-from hybridsag.records.filters import Filters
 from hybridsag.records.store import Store
 from hybridsag.settings import LexicalSettings
 
@@ -135,17 +140,13 @@ _PRUNE_MAX_DEPTH = 2000
 
 
 def _join_top(
-    reads: IndexReads,
-    top: Sequence[tuple[int, float]],
-    filter_sql: str,
-    params: list[object],
-    limit: int,
+    reads: IndexReads, top: Sequence[tuple[int, float]], scope: FilterScope, limit: int
 ) -> list[Any]:
-    """``(chunk_id, resource_id, score)`` of the rows of a top already ranked that the filters
-    let through, by score, then chunk row, at most ``limit``."""
+    """``(chunk_id, resource_id, score)`` of the rows of a top already ranked that ``scope``
+    lets through, by score, then chunk row, at most ``limit``."""
     scores = dict(top)
     rows = sorted(
-        reads.visible_chunks(scores, filter_sql, params).values(),
+        reads.visible_chunks(scores, scope.sql, scope.params).values(),
         key=lambda r: (scores[r.rowid], r.rowid),
     )
     return [(r.chunk_id, r.resource_key, scores[r.rowid]) for r in rows[:limit]]
@@ -183,13 +184,7 @@ class Fts5Statements:
         return build_match([term])
 
     def rank_chunks(
-        self,
-        queries: Sequence[LexicalQuery],
-        filters: Filters,
-        filter_sql: str,
-        params: list[object],
-        depth: int,
-        limit: int,
+        self, queries: Sequence[LexicalQuery], scope: FilterScope, depth: int, limit: int
     ) -> list[Ranked]:
         """See :meth:`LexicalEngine.rank_chunks`. Where the bounded ranking applies
         (``lexical.prune``, :mod:`~hybridsag.lexical.fts5_topk`) a query is ranked by it; the
@@ -208,14 +203,11 @@ class Fts5Statements:
                         min_postings=s.prune_min_postings, build_match=build_match, stats=stats,
                     )
                     if top is not None:  # exactly ``depth`` rows: deeper ones may exist
-                        out[i] = Ranked(
-                            _join_top(self._reads, top, filter_sql, params, limit), False
-                        )
+                        out[i] = Ranked(_join_top(self._reads, top, scope, limit), False)
             plain = [i for i, r in enumerate(out) if r is None]
             if plain:
                 summed = self._rank_by_parts(
-                    conn, stats, [queries[i] for i in plain], weights, filter_sql, params, depth,
-                    limit,
+                    conn, stats, [queries[i] for i in plain], weights, scope, depth, limit
                 )
                 for i, ranked in zip(plain, summed, strict=True):
                     out[i] = ranked
@@ -224,7 +216,9 @@ class Fts5Statements:
                 args: list[object] = []
                 for i in plain:
                     args += [*weights, build_match(queries[i].terms, must=queries[i].must), depth]
-                rows = self._reads.ranked_chunks(_fts5_tops(len(plain)), args, filter_sql, params)
+                rows = self._reads.ranked_chunks(
+                    _fts5_tops(len(plain)), args, scope.sql, scope.params
+                )
                 for i, ranked in rankings(rows, plain, depth, limit).items():
                     out[i] = ranked
         return [r for r in out if r is not None]
@@ -235,8 +229,7 @@ class Fts5Statements:
         stats: Fts5Stats,
         queries: Sequence[LexicalQuery],
         weights: Sequence[float],
-        filter_sql: str,
-        params: list[object],
+        scope: FilterScope,
         depth: int,
         limit: int,
     ) -> list[Ranked | None]:
@@ -274,7 +267,7 @@ class Fts5Statements:
         window = {i: min(limit, depth) for i in ranked}
         while window:
             ask = {int(r) for i, n in window.items() for r in ranked[i][0][:n]} - seen.keys()
-            found = self._reads.visible_chunks(ask, filter_sql, params) if ask else {}
+            found = self._reads.visible_chunks(ask, scope.sql, scope.params) if ask else {}
             seen.update({r: found.get(r) for r in ask})
             deeper = {}
             for i, n in window.items():
@@ -291,16 +284,9 @@ class Fts5Statements:
             window = deeper
         return out
 
-    def title_rows(
-        self,
-        terms: Sequence[str],
-        filter_sql: str,
-        params: list[object],
-        limit: int,
-        filters: Filters,
-    ) -> list[Any]:
+    def title_rows(self, terms: Sequence[str], scope: FilterScope, limit: int) -> list[Any]:
         return self._reads.ranked_titles(
-            _FTS5_TITLES, [build_match(terms)], filter_sql, params, limit
+            _FTS5_TITLES, [build_match(terms)], scope.sql, scope.params, limit
         )
 
     def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:

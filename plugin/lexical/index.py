@@ -26,7 +26,8 @@ records' (:class:`~hybridsag.records.index_reads.IndexReads`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 # the engines as modules: their names are not attributes of this one (see MOVED)
@@ -74,22 +75,31 @@ MOVED: dict[str, str] = {
 __getattr__ = moved_names(__name__, MOVED)
 
 
-def _delete_rows(conn: Any, table: str, key: str, rowids: Iterable[int]) -> None:
-    """Delete the rows of ``table`` whose ``key`` is one of ``rowids`` (absent ones ignored)."""
-    conn.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(r,) for r in rowids])
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """One table of the index's rows (``table``, keyed by ``key`` = the id of a store row) and
+    whether the store still has the row of an id (``stored(conn, id)``): the delete, audit and
+    orphan statements, written once for the chunk rows and the title rows."""
 
+    table: str
+    key: str
+    stored: Callable[[Any, int], bool]
 
-def _has_row(conn: Any, table: str, key: str, rowid: int) -> bool:
-    """Whether ``table`` holds a row whose ``key`` is ``rowid``."""
-    return conn.execute(f"SELECT 1 FROM {table} WHERE {key} = ?", (rowid,)).fetchone() is not None
+    def delete(self, conn: Any, rowids: Iterable[int]) -> None:
+        """Delete the rows of these ids (absent ones ignored)."""
+        conn.executemany(f"DELETE FROM {self.table} WHERE {self.key} = ?", [(r,) for r in rowids])
 
+    def has(self, conn: Any, rowid: int) -> bool:
+        """Whether the table holds the row of ``rowid``."""
+        sql = f"SELECT 1 FROM {self.table} WHERE {self.key} = ?"
+        return conn.execute(sql, (rowid,)).fetchone() is not None
 
-def _remove_orphan(conn: Any, table: str, key: str, rowid: int, *, stored: bool) -> int:
-    """Delete the row ``rowid`` of ``table`` unless its store row is ``stored``; 1 or 0."""
-    if stored:
-        return 0
-    cur = conn.execute(f"DELETE FROM {table} WHERE {key} = ?", (rowid,))
-    return max(cur.rowcount, 0)
+    def remove_orphan(self, conn: Any, rowid: int) -> int:
+        """Delete the row of ``rowid`` unless the store has its row; 1 or 0."""
+        if self.stored(conn, rowid):
+            return 0
+        cur = conn.execute(f"DELETE FROM {self.table} WHERE {self.key} = ?", (rowid,))
+        return max(cur.rowcount, 0)
 
 
 class StoreLexicalIndex:
@@ -118,6 +128,9 @@ class StoreLexicalIndex:
         store.migrate(engine.migrations)
         self._engine = engine
         self._reads = IndexReads(store)
+        t = engine.tables
+        self._chunk_rows = _Rows(t.chunks, t.id, self._reads.has_chunk_row)
+        self._title_rows = _Rows(t.titles, t.id, self._reads.has_resource_row)
         self._queries = queries.LexicalQueries(
             store, tokenizer, engine, max_terms=max_terms, spelling=settings.spelling
         )
@@ -143,8 +156,7 @@ class StoreLexicalIndex:
 
     def remove_chunks(self, conn: Any, rowids: Iterable[int]) -> None:
         """Remove the rows of these ``chunks.id`` values (absent ones are ignored)."""
-        t = self._engine.tables
-        _delete_rows(conn, t.chunks, t.id, rowids)
+        self._chunk_rows.delete(conn, rowids)
 
     def remove_resource_chunks(self, conn: Any, resource_id: str) -> None:
         """Remove the rows of every chunk row of ``resource_id`` (all versions)."""
@@ -152,19 +164,15 @@ class StoreLexicalIndex:
 
     def remove_orphan_chunk(self, conn: Any, rowid: int) -> int:
         """Remove the row ``rowid`` if no chunk row has that id any more; returns 1 or 0."""
-        t = self._engine.tables
-        stored = self._reads.has_chunk_row(conn, rowid)
-        return _remove_orphan(conn, t.chunks, t.id, rowid, stored=stored)
+        return self._chunk_rows.remove_orphan(conn, rowid)
 
     def has_chunk(self, conn: Any, rowid: int) -> bool:
         """Whether chunk row ``rowid`` is indexed."""
-        t = self._engine.tables
-        return _has_row(conn, t.chunks, t.id, rowid)
+        return self._chunk_rows.has(conn, rowid)
 
     def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
         """Remove the title rows of these ``resources.id`` values."""
-        t = self._engine.tables
-        _delete_rows(conn, t.titles, t.id, rowids)
+        self._title_rows.delete(conn, rowids)
 
     def remove_resource_title(self, conn: Any, resource_id: str) -> None:
         """Remove the title row of ``resource_id``."""
@@ -174,14 +182,11 @@ class StoreLexicalIndex:
 
     def remove_orphan_title(self, conn: Any, rowid: int) -> int:
         """Remove the title row ``rowid`` if no resource has that id any more; returns 1 or 0."""
-        t = self._engine.tables
-        stored = self._reads.has_resource_row(conn, rowid)
-        return _remove_orphan(conn, t.titles, t.id, rowid, stored=stored)
+        return self._title_rows.remove_orphan(conn, rowid)
 
     def has_title(self, conn: Any, rowid: int) -> bool:
         """Whether resource row ``rowid`` has its title row."""
-        t = self._engine.tables
-        return _has_row(conn, t.titles, t.id, rowid)
+        return self._title_rows.has(conn, rowid)
 
     def describe(self) -> str:
         """See :meth:`~hybridsag.lexical.contract.LexicalIndex.describe`: ``FTS5 in the store,

@@ -40,31 +40,32 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from hybridsag.documents import (
-    MAX_ACL_TAG_BYTES,
-    MAX_ACL_TAGS,
-    MAX_CHUNK_ID_BYTES,
-    MAX_TENANT_BYTES,
-    RESOURCE_ID_FIELD_BYTES,
-)
+from hybridsag.documents import MAX_CHUNK_ID_BYTES, MAX_TENANT_BYTES, RESOURCE_ID_FIELD_BYTES
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.lexical.fts5_topk import strip_diacritics
-from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
-from hybridsag.lexical.queries import LexicalQueries, bind_reads, near_terms_in
+from hybridsag.lexical.contract import (
+    ChunkTokens,
+    FilterScope,
+    LexicalQuery,
+    LexicalTables,
+    Ranked,
+)
+from hybridsag.lexical.queries import LexicalQueries, bind_reads, deepening, near_terms_in
 from hybridsag.milvus_client import (
     F_ACL,
     F_RESOURCE,
     F_TENANT,
     MAX_LIMIT,
     MAX_VARCHAR_BYTES,
+    add_acl_field,
     connect_milvus,
     iterate_rows,
-    lite_path,
     milvus_call,
-    quote_literal,
+    milvus_where,
+    quote_list,
     release_milvus,
     resources_expression,
     visibility_expression,
@@ -161,6 +162,48 @@ def _like_term(term: str) -> str:
     return f"% {escaped} %"
 
 
+_Row = TypeVar("_Row", ChunkDoc, ResourceDoc)
+_Tokens = TypeVar("_Tokens")
+
+
+def _store_rows(
+    meta: Mapping[int, _Row],
+    tokens: Mapping[int, _Tokens | None],
+    of_tokens: Callable[[int, _Tokens], _Row],
+) -> Iterator[tuple[int, _Row]]:
+    """Each id of ``tokens`` with its store row in ``meta``; for an id whose store row is gone
+    (the reconciler's orphans), the row ``of_tokens`` makes of its tokens, so that it is indexed
+    as FTS5 would index it; an id with neither is skipped."""
+    for rowid, tok in tokens.items():
+        row = meta.get(rowid)
+        if row is None:
+            if tok is None:
+                continue
+            row = of_tokens(rowid, tok)
+        yield rowid, row
+
+
+def _chunk_of_tokens(rowid: int, tokens: ChunkTokens) -> ChunkDoc:
+    """What a chunk whose store rows are gone is indexed as: its tokens, no owner."""
+    return ChunkDoc(rowid, "", "", tokens.heading, tokens.body, tokens.title, "", "[]", "")
+
+
+def _title_of_tokens(rowid: int, title: str) -> ResourceDoc:
+    """What a title whose resource row is gone is indexed as: its tokens, no owner."""
+    return ResourceDoc(rowid, "", -1, title, "", "[]", "")
+
+
+def _owner_fields(row: ChunkDoc | ResourceDoc) -> dict[str, Any]:
+    """The fields a Milvus filter reads of a store row's Milvus row: its resource's public id,
+    tenant, ACL tags and status."""
+    return {
+        F_RESOURCE: split_key(row.resource_key)[1],
+        F_TENANT: row.tenant,
+        F_ACL: list(json.loads(row.acl or "[]")),
+        F_STATUS: row.status,
+    }
+
+
 def _terms_of(tokens: ChunkTokens) -> list[str]:
     """The distinct terms of a chunk row, folded as :meth:`LexicalQueries.doc_freqs` folds."""
     words = f"{tokens.title} {tokens.heading} {tokens.body}".split()
@@ -213,8 +256,7 @@ class MilvusLexicalIndex:
         self._open_lock = threading.Lock()
         self._client: MilvusClient | None = None
         self._lite_key: str | None = None
-        uri = all_settings.milvus.uri
-        self._where = f"Milvus at {uri}" if uri else f"Milvus Lite at {lite_path(all_settings)}"
+        self._where = milvus_where(all_settings)
 
     def __repr__(self) -> str:
         return f"MilvusLexicalIndex({self._where}, {self._chunks_coll!r}, {self._titles_coll!r})"
@@ -299,13 +341,7 @@ class MilvusLexicalIndex:
         schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=RESOURCE_ID_FIELD_BYTES)
         schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
         schema.add_field(F_STATUS, DataType.VARCHAR, max_length=32)
-        schema.add_field(
-            F_ACL,
-            DataType.ARRAY,
-            element_type=DataType.VARCHAR,
-            max_capacity=MAX_ACL_TAGS,
-            max_length=MAX_ACL_TAG_BYTES,
-        )
+        add_acl_field(schema)
         index_params = client.prepare_index_params()
         for text, sparse, analyzer in self._fields():
             schema.add_field(
@@ -404,7 +440,7 @@ class MilvusLexicalIndex:
         expr = visibility_expression(
             tenant=filters.tenant, resource_ids=filters.resource_ids, acl_any=filters.acl
         )
-        statuses = f"{F_STATUS} in [{', '.join(quote_literal(x) for x in filters.statuses)}]"
+        statuses = f"{F_STATUS} in {quote_list(filters.statuses)}"
         return f"({expr}) and ({statuses})" if expr else statuses
 
     def _bm25(
@@ -436,30 +472,20 @@ class MilvusLexicalIndex:
         return rows
 
     def rank_chunks(
-        self,
-        queries: Sequence[LexicalQuery],
-        filters: Filters,
-        filter_sql: str,
-        params: list[object],
-        depth: int,
-        limit: int,
+        self, queries: Sequence[LexicalQuery], scope: FilterScope, depth: int, limit: int
     ) -> list[Ranked]:
         """See :meth:`~hybridsag.lexical.contract.LexicalEngine.rank_chunks`: one Milvus search a
         query, its hits checked against the store; complete when Milvus had fewer rows than
         asked (or was asked its most, ``MAX_LIMIT``)."""
-        expr = self._expression(filters)
-        return [
-            self._rank_one(q.terms, q.must, expr, filter_sql, params, depth, limit)
-            for q in queries
-        ]
+        expr = self._expression(scope.filters)
+        return [self._rank_one(q.terms, q.must, expr, scope, depth, limit) for q in queries]
 
     def _rank_one(
         self,
         terms: Sequence[str],
         must: str | None,
         expr: str,
-        filter_sql: str,
-        params: list[object],
+        scope: FilterScope,
         depth: int,
         limit: int,
     ) -> Ranked:
@@ -478,7 +504,7 @@ class MilvusLexicalIndex:
         if not found:
             return Ranked([], complete)
         visible = self._reads.visible_chunks(
-            [f[0] for f in found], filter_sql, params,
+            [f[0] for f in found], scope.sql, scope.params,
             condition=must_sql, condition_params=must_params,
         )
         rows = []
@@ -491,21 +517,16 @@ class MilvusLexicalIndex:
                 break
         return Ranked(rows, complete)
 
-    def title_rows(
-        self,
-        terms: Sequence[str],
-        filter_sql: str,
-        params: list[object],
-        limit: int,
-        filters: Filters,
-    ) -> list[Any]:
+    def title_rows(self, terms: Sequence[str], scope: FilterScope, limit: int) -> list[Any]:
+        """Milvus' top of the titles, its hits checked against the store, deepened while the
+        filters leave fewer than ``limit`` (:func:`~hybridsag.lexical.queries.deepening`)."""
         query = " ".join(terms)
-        expr = self._expression(filters)
-        depth = max(limit * 2, limit + 20)
-        while True:
+        expr = self._expression(scope.filters)
+
+        def read(depth: int) -> tuple[list[Any], int]:
             found = self._bm25(self._titles_coll, query, limit=depth, expr=expr,
                                output=[F_VERSION])
-            visible = self._reads.visible_titles([f[0] for f in found], filter_sql, params)
+            visible = self._reads.visible_titles([f[0] for f in found], scope.sql, scope.params)
             rows = []
             for rowid, score, entity in found:
                 row = visible.get(rowid)
@@ -514,9 +535,9 @@ class MilvusLexicalIndex:
                 rows.append((row.resource_key, -score))
                 if len(rows) >= limit:
                     break
-            if len(rows) >= limit or len(found) < depth or depth >= MAX_LIMIT:
-                return rows
-            depth = min(depth * 4, MAX_LIMIT)
+            return rows, len(found)
+
+        return deepening(limit, MAX_LIMIT, read)
 
     def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         expr = resources_expression(resource_ids)
@@ -597,54 +618,28 @@ class MilvusLexicalIndex:
         meta = self._reads.chunk_docs(conn, tokens)
         s = self.settings
         docs = []
-        for rowid, tok in tokens.items():
-            row = meta.get(rowid)
-            if row is None and tok is None:
-                continue
-            if row is None:
-                assert tok is not None
-                row = ChunkDoc(rowid, "", "", tok.heading, tok.body, tok.title, "", "[]", "")
+        for rowid, row in _store_rows(meta, tokens, _chunk_of_tokens):
             text = compose_text(
                 [(row.title, s.title_weight), (row.heading_path, s.heading_weight),
                  (row.text, s.body_weight)]
             )
-            docs.append(
-                {
-                    F_ID: rowid,
-                    F_CHUNK: row.chunk_id,
-                    F_RESOURCE: split_key(row.resource_key)[1],
-                    F_TENANT: row.tenant,
-                    F_ACL: list(json.loads(row.acl or "[]")),
-                    F_STATUS: row.status,
-                    **self._text_fields(text),
-                }
-            )
+            fields = {F_ID: rowid, F_CHUNK: row.chunk_id, **_owner_fields(row)}
+            docs.append({**fields, **self._text_fields(text)})
         return docs
 
     def _title_docs(self, conn: Any, tokens: Mapping[int, str | None]) -> list[dict]:
         """The Milvus rows of these resource ids' titles (a resource row that is gone: from
         its tokens, as for :meth:`_chunk_docs`)."""
         meta = self._reads.resource_docs(conn, tokens)
-        docs = []
-        for rowid, tok in tokens.items():
-            row = meta.get(rowid)
-            if row is None and tok is None:
-                continue
-            if row is None:
-                assert tok is not None
-                row = ResourceDoc(rowid, "", -1, tok, "", "[]", "")
-            docs.append(
-                {
-                    F_ID: rowid,
-                    F_VERSION: int(row.version),
-                    F_RESOURCE: split_key(row.resource_key)[1],
-                    F_TENANT: row.tenant,
-                    F_ACL: list(json.loads(row.acl or "[]")),
-                    F_STATUS: row.status,
-                    **self._text_fields(_cut(row.title)),
-                }
-            )
-        return docs
+        return [
+            {
+                F_ID: rowid,
+                F_VERSION: int(row.version),
+                **_owner_fields(row),
+                **self._text_fields(_cut(row.title)),
+            }
+            for rowid, row in _store_rows(meta, tokens, _title_of_tokens)
+        ]
 
     def status_changed(self, conn: Any, resource_id: str) -> None:
         """The resource was disabled or enabled (in the caller's write transaction): its rows

@@ -12,11 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
+from hybridsag.lexical.contract import (
+    ChunkTokens,
+    FilterScope,
+    LexicalQuery,
+    LexicalTables,
+    Ranked,
+)
 from hybridsag.lexical.fts5_topk import BM25_B, BM25_K1, strip_diacritics
 from hybridsag.lexical.queries import rankings
 from hybridsag.records.index_reads import IndexReads
-from hybridsag.records.filters import Filters
 from hybridsag.records.store import Store
 from hybridsag.settings import LexicalSettings
 
@@ -171,13 +176,7 @@ class PostgresStatements:
         return lexemes, idf
 
     def rank_chunks(
-        self,
-        queries: Sequence[LexicalQuery],
-        filters: Filters,
-        filter_sql: str,
-        params: list[object],
-        depth: int,
-        limit: int,
+        self, queries: Sequence[LexicalQuery], scope: FilterScope, depth: int, limit: int
     ) -> list[Ranked]:
         """See :meth:`LexicalEngine.rank_chunks`: one statement a query (its IDFs are counted
         for its own terms), every ranked row returned with whether it is visible."""
@@ -190,25 +189,18 @@ class PostgresStatements:
             lexemes, idf = self._idf("chunks_lex", [q.must, *q.terms] if q.must else q.terms)
             query = build_tsquery(q.terms, must=q.must)
             rows = self._reads.ranked_chunks(
-                top, [lexemes, idf, *weights, query, depth], filter_sql, params
+                top, [lexemes, idf, *weights, query, depth], scope.sql, scope.params
             )
             out.append(rankings(rows, [0], depth, limit)[0])
         return out
 
-    def title_rows(
-        self,
-        terms: Sequence[str],
-        filter_sql: str,
-        params: list[object],
-        limit: int,
-        filters: Filters,
-    ) -> list[Any]:
+    def title_rows(self, terms: Sequence[str], scope: FilterScope, limit: int) -> list[Any]:
         lexemes, idf = self._idf("titles_lex", terms)
         return self._reads.ranked_titles(
             build_pg_bm25_sql("titles_lex"),
             [lexemes, idf, 1.0, 1.0, 1.0, build_tsquery(terms)],
-            filter_sql,
-            params,
+            scope.sql,
+            scope.params,
             limit,
         )
 

@@ -20,11 +20,17 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from hybridsag.errors import LexicalError
-from hybridsag.lexical.contract import ChunkTokens, LexicalEngine, LexicalQuery, Ranked
+from hybridsag.lexical.contract import (
+    ChunkTokens,
+    FilterScope,
+    LexicalEngine,
+    LexicalQuery,
+    Ranked,
+)
 from hybridsag.lexical.fts5_topk import strip_diacritics
 from hybridsag.fusion.types import Hit
 from hybridsag.records.index_reads import IndexReads, RankedRow
@@ -38,6 +44,8 @@ __all__ = [
     "bind_reads",
     "build_match",
     "count_store_chunks",
+    "deepening",
+    "first_depth",
     "fold_term",
     "near_terms_in",
     "quote_term",
@@ -56,6 +64,32 @@ def build_match(terms: Sequence[str], *, must: str | None = None) -> str:
     if must:
         return f"{quote_term(must)} AND ({ors})" if ors else quote_term(must)
     return ors
+
+
+T = TypeVar("T")
+
+
+def first_depth(limit: int) -> int:
+    """How deep a ranking is first asked for ``limit`` rows: ``max(2 limit, limit + 20)``, room
+    for the rows the filters drop."""
+    return max(limit * 2, limit + 20)
+
+
+def deepening(limit: int, deepest: int, read: Callable[[int], tuple[list[T], int]]) -> list[T]:
+    """At most ``limit`` rows of ``read(depth)``, which ranks ``depth`` deep and returns ``(the
+    rows the filters let through, best first; how many rows it ranked)``: asked
+    :func:`first_depth` deep, then again four times deeper (never past ``deepest``) while fewer
+    than ``limit`` rows come through, the ranking was as deep as asked (deeper rows may exist)
+    and ``depth`` is short of ``deepest``. What an engine that filters its hits after ranking
+    them (Milvus, tantivy) does for a title search.
+
+    Example: ``deepening(10, 1000, lambda depth: (rows[:depth], min(depth, len(rows))))``."""
+    depth = first_depth(limit)
+    while True:
+        rows, ranked = read(depth)
+        if len(rows) >= limit or ranked < depth or depth >= deepest:
+            return rows[:limit]
+        depth = min(depth * 4, deepest)
 
 
 def rankings(
@@ -211,16 +245,18 @@ class LexicalQueries:
         """:meth:`doc_freqs` and the chunk count over the chunks ``filters`` lets through
         (current versions only): statistics of a tenant's own documents, which say nothing
         about another tenant's. One count per term: meant for a query's few terms."""
-        filter_sql, params = filters.sql("r", self.store.backend)
+        scope = FilterScope.of(filters, self.store.backend)
         t = self.engine.tables
         try:
-            total = self.reads.count_chunks(filter_sql, params)
+            total = self.reads.count_chunks(scope.sql, scope.params)
             out: dict[str, int] = {}
             for term in dict.fromkeys(terms):
                 match = self.engine.term_match(term)
                 if not match:
                     continue
-                n = self.reads.count_matching(t.chunks, t.id, t.matches, match, filter_sql, params)
+                n = self.reads.count_matching(
+                    t.chunks, t.id, t.matches, match, scope.sql, scope.params
+                )
                 if n:
                     out[term] = n
         except self.store.errors as exc:
@@ -276,15 +312,14 @@ class LexicalQueries:
         todo = [i for i, q in enumerate(queries) if build_match(q.terms, must=q.must)]
         if limit < 1 or not todo:
             return out
-        filter_sql, filter_params = filters.sql("r", self.store.backend)
-        depth = max(limit * 2, limit + 20)
+        scope = FilterScope.of(filters, self.store.backend)
+        depth = first_depth(limit)
         total = None
         try:
             with self.store.snapshot():  # one state of the index answers every query
                 while todo:
                     ranked = self.engine.rank_chunks(
-                        [queries[i] for i in todo], filters, filter_sql, filter_params,
-                        depth, limit,
+                        [queries[i] for i in todo], scope, depth, limit
                     )
                     short = []
                     for i, r in zip(todo, ranked, strict=True):
@@ -313,9 +348,9 @@ class LexicalQueries:
         match = build_match(terms)
         if not match or limit < 1:
             return []
-        filter_sql, params = filters.sql("r", self.store.backend)
+        scope = FilterScope.of(filters, self.store.backend)
         try:
-            rows = self.engine.title_rows(terms, filter_sql, params, limit, filters)
+            rows = self.engine.title_rows(terms, scope, limit)
         except self.store.errors as exc:
             raise LexicalError(f"title search failed: {exc}") from exc
         return [(rid, float(score)) for rid, score in rows]

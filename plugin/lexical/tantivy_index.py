@@ -46,14 +46,20 @@ import json
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hybridsag.errors import ConfigError, LexicalError
 from hybridsag.lexical.fts5_topk import strip_diacritics
-from hybridsag.lexical.contract import ChunkTokens, LexicalQuery, LexicalTables, Ranked
-from hybridsag.lexical.queries import LexicalQueries, bind_reads
+from hybridsag.lexical.contract import (
+    ChunkTokens,
+    FilterScope,
+    LexicalQuery,
+    LexicalTables,
+    Ranked,
+)
+from hybridsag.lexical.queries import LexicalQueries, bind_reads, deepening
 from hybridsag.lexical.tokenizer import Tokenizer
 from hybridsag.records.index_reads import IndexReads
 from hybridsag.records.filters import Filters
@@ -103,6 +109,41 @@ def compose_tokens(parts: Sequence[tuple[str, float]]) -> str:
         for folded in [strip_diacritics(" ".join(tokens.split()))] * max(0, round(weight))
     ]
     return " ".join(out)
+
+
+_R = TypeVar("_R")
+
+
+def _current(
+    found: Sequence[tuple[float, list[Any]]],
+    rows: Mapping[int, _R],
+    holds: Callable[[_R, int], bool],
+) -> list[tuple[float, _R]]:
+    """The hits ``found`` (``(score, [id, stamp])`` of :meth:`_Side.top`) whose store row in
+    ``rows`` is the one the hit was written for (``holds(row, stamp)``: the same chunk, the
+    same version), as ``(score on FTS5's scale, row)`` in FTS5's order: score, then row id. A
+    hit of a deleted, replaced or filtered-out row is dropped."""
+    kept = []
+    for score, (rowid, stamp) in found:
+        row = rows.get(int(rowid))
+        if row is not None and holds(row, int(stamp)):
+            kept.append((-score, int(rowid), row))
+    kept.sort(key=lambda r: (r[0], r[1]))
+    return [(s, row) for s, _id, row in kept]
+
+
+def _same_chunk(row: Any, digest: int) -> bool:
+    """Whether a tantivy row of ``digest`` holds the chunk of store row ``row`` (not another
+    one under a reused id)."""
+    return chunk_hash(row.chunk_id) == digest
+
+
+def _owner_fields(row: Any) -> dict[str, str]:
+    """The resource (store key) and tenant fields of the row of a store row ``row`` (a chunk's
+    or a resource's; None: a row of no store row, written with empty ones)."""
+    if row is None:
+        return {F_RESOURCE: "", F_TENANT: ""}
+    return {F_RESOURCE: str(row.resource_key), F_TENANT: str(row.tenant or "")}
 
 
 def _load_tantivy() -> Any:
@@ -226,6 +267,18 @@ class _Side:
         addresses = [a for _, a in hits]
         columns = [searcher.fast_field_values(f, addresses) for f in fields]
         return [[c[i] for c in columns] for i in range(len(addresses))]
+
+    def put(self, what: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> None:
+        """Write ``rows`` (``(id, the row's other fields)`` each) as one commit
+        (:meth:`write`), each replacing the row its id had."""
+        doc = self.t.Document
+
+        def write(writer: Any) -> None:
+            for rowid, fields in rows:
+                writer.delete_documents_by_term(F_ID, rowid)
+                writer.add_document(doc(id=rowid, **fields))
+
+        self.write(f"writing {len(rows)} {what} rows", write)
 
     def write(self, action: str, fn: Callable[[Any], None]) -> None:
         """Run ``fn(writer)`` and commit, as one tantivy commit (the writer released after it,
@@ -376,9 +429,9 @@ class TantivyLexicalIndex:
         """:meth:`doc_freqs` and the chunk count over the chunks ``filters`` lets through
         (current versions only): each term's rows (narrowed to the tenant in tantivy) counted
         in the store. One walk of a term's rows each: meant for a query's few terms."""
-        filter_sql, params = filters.sql("r", self.store.backend)
+        scope = FilterScope.of(filters, self.store.backend)
         try:
-            total = self._reads.count_chunks(filter_sql, params)
+            total = self._reads.count_chunks(scope.sql, scope.params)
             out: dict[str, int] = {}
             side = self._chunks
             for term in dict.fromkeys(terms):
@@ -391,7 +444,7 @@ class TantivyLexicalIndex:
                 rows = self._read("counting a term", lambda q=query, n=n_rows: side.top(
                     q, n, [F_ID, F_HASH]))
                 hashes = {int(v[0]): int(v[1]) for _s, v in rows}
-                current = self._reads.visible_chunks(hashes, filter_sql, params)
+                current = self._reads.visible_chunks(hashes, scope.sql, scope.params)
                 n = sum(
                     1 for rowid, row in current.items() if chunk_hash(row.chunk_id) == hashes[rowid]
                 )
@@ -427,13 +480,7 @@ class TantivyLexicalIndex:
     # -- the engine: search ---------------------------------------------------------------------
 
     def rank_chunks(
-        self,
-        queries: Sequence[LexicalQuery],
-        filters: Filters,
-        filter_sql: str,
-        params: list[object],
-        depth: int,
-        limit: int,
+        self, queries: Sequence[LexicalQuery], scope: FilterScope, depth: int, limit: int
     ) -> list[Ranked]:
         """See :meth:`~hybridsag.lexical.contract.LexicalEngine.rank_chunks`: one tantivy top
         ``depth`` a query, its hits checked against the store; complete when tantivy had fewer
@@ -441,7 +488,7 @@ class TantivyLexicalIndex:
         side = self._chunks
         out = []
         for q in queries:
-            query = side.text_query(q.terms, must=q.must, tenant=filters.tenant)
+            query = side.text_query(q.terms, must=q.must, tenant=scope.filters.tenant)
             if query is None:
                 out.append(Ranked([], True))
                 continue
@@ -449,47 +496,30 @@ class TantivyLexicalIndex:
                 "BM25 search", lambda query=query: side.top(query, depth, [F_ID, F_HASH])
             )
             visible = self._reads.visible_chunks(
-                [int(v[0]) for _s, v in found], filter_sql, params
+                [int(v[0]) for _s, v in found], scope.sql, scope.params
             )
-            rows = []
-            for score, (rowid, digest) in found:
-                row = visible.get(int(rowid))
-                if row is None or chunk_hash(row.chunk_id) != int(digest):
-                    continue  # a row of a deleted, replaced or filtered-out chunk
-                rows.append((-score, int(rowid), row.chunk_id, row.resource_key))
-            rows.sort(key=lambda r: (r[0], r[1]))  # FTS5's order: score, then chunk row
-            shown = [(chunk_id, resource_id, s) for s, _id, chunk_id, resource_id in rows[:limit]]
+            kept = _current(found, visible, _same_chunk)[:limit]
+            shown = [(row.chunk_id, row.resource_key, s) for s, row in kept]
             out.append(Ranked(shown, len(found) < depth))
         return out
 
-    def title_rows(
-        self,
-        terms: Sequence[str],
-        filter_sql: str,
-        params: list[object],
-        limit: int,
-        filters: Filters,
-    ) -> list[Any]:
+    def title_rows(self, terms: Sequence[str], scope: FilterScope, limit: int) -> list[Any]:
+        """Tantivy's top of the titles, its hits checked against the store, deepened while the
+        filters leave fewer than ``limit`` (:func:`~hybridsag.lexical.queries.deepening`)."""
         side = self._titles
-        query = side.text_query(terms, tenant=filters.tenant)
+        query = side.text_query(terms, tenant=scope.filters.tenant)
         if query is None:
             return []
-        depth = max(limit * 2, limit + 20)
-        while True:
+
+        def read(depth: int) -> tuple[list[Any], int]:
             found = self._read("title search", lambda: side.top(query, depth, [F_ID, F_VERSION]))
             visible = self._reads.visible_titles(
-                [int(v[0]) for _s, v in found], filter_sql, params
+                [int(v[0]) for _s, v in found], scope.sql, scope.params
             )
-            rows = []
-            for score, (rowid, version) in found:
-                row = visible.get(int(rowid))
-                if row is None or int(row.version) != int(version):
-                    continue
-                rows.append((-score, int(rowid), row.resource_key))
-            rows.sort(key=lambda r: (r[0], r[1]))
-            if len(rows) >= limit or len(found) < depth or depth >= MAX_DEPTH:
-                return [(rid, s) for s, _id, rid in rows[:limit]]
-            depth = min(depth * 4, MAX_DEPTH)
+            kept = _current(found, visible, lambda row, version: int(row.version) == version)
+            return [(row.resource_key, s) for s, row in kept], len(found)
+
+        return deepening(limit, MAX_DEPTH, read)
 
     def best_chunk_rows(self, resource_ids: Sequence[str], terms: Sequence[str]) -> list[Any]:
         side = self._chunks
@@ -499,13 +529,7 @@ class TantivyLexicalIndex:
         found = self._read("best chunks", lambda: side.top(
             query, max(100, 20 * len(resource_ids)), [F_ID, F_HASH]))
         current = self._reads.visible_chunks([int(v[0]) for _s, v in found])
-        ranked = []
-        for score, (rowid, digest) in found:
-            row = current.get(int(rowid))
-            if row is not None and chunk_hash(row.chunk_id) == int(digest):
-                ranked.append((-score, int(rowid), row.resource_key, row.chunk_id))
-        ranked.sort(key=lambda r: (r[0], r[1]))
-        return [(rid, chunk_id) for _s, _id, rid, chunk_id in ranked]
+        return [(r.resource_key, r.chunk_id) for _s, r in _current(found, current, _same_chunk)]
 
     # -- rows (inside the caller's write transaction) -------------------------------------------
 
@@ -517,22 +541,15 @@ class TantivyLexicalIndex:
             return
         meta = self._reads.chunk_owners(conn, [rowid for rowid, _ in items])
         tw, hw, bw = self._weights
-        side = self._chunks
-        doc = side.t.Document
-
-        def write(writer: Any) -> None:
-            for rowid, tok in items:
-                row = meta.get(rowid)
-                writer.delete_documents_by_term(F_ID, int(rowid))
-                writer.add_document(doc(
-                    id=int(rowid),
-                    chunk_hash=chunk_hash(row.chunk_id) if row else 0,
-                    resource=str(row.resource_key) if row else "",
-                    tenant=str(row.tenant or "") if row else "",
-                    text=compose_tokens([(tok.title, tw), (tok.heading, hw), (tok.body, bw)]),
-                ))
-
-        side.write(f"writing {len(items)} chunk rows", write)
+        self._chunks.put("chunk", [
+            (int(rowid), {
+                F_HASH: chunk_hash(row.chunk_id) if row else 0,
+                **_owner_fields(row),
+                F_TEXT: compose_tokens([(tok.title, tw), (tok.heading, hw), (tok.body, bw)]),
+            })
+            for rowid, tok in items
+            for row in [meta.get(rowid)]
+        ])
 
     def _delete(self, side: _Side, field: str, values: Sequence[object]) -> None:
         if not values:
@@ -579,22 +596,15 @@ class TantivyLexicalIndex:
         conn.executemany("DELETE FROM tlex_titles WHERE id = ?", [(r,) for r, _ in items])
         conn.executemany("INSERT INTO tlex_titles(id, title) VALUES (?, ?)", items)
         meta = self._reads.resource_docs(conn, [r for r, _ in items])
-        side = self._titles
-        doc = side.t.Document
-
-        def write(writer: Any) -> None:
-            for rowid, title in items:
-                row = meta.get(rowid)
-                writer.delete_documents_by_term(F_ID, int(rowid))
-                writer.add_document(doc(
-                    id=int(rowid),
-                    version=int(row.version) if row else -1,
-                    resource=str(row.resource_key) if row else "",
-                    tenant=str(row.tenant or "") if row else "",
-                    text=compose_tokens([(title, 1.0)]),
-                ))
-
-        side.write(f"writing {len(items)} title rows", write)
+        self._titles.put("title", [
+            (int(rowid), {
+                F_VERSION: int(row.version) if row else -1,
+                **_owner_fields(row),
+                F_TEXT: compose_tokens([(title, 1.0)]),
+            })
+            for rowid, title in items
+            for row in [meta.get(rowid)]
+        ])
 
     def remove_titles(self, conn: Any, rowids: Iterable[int]) -> None:
         ids = [int(r) for r in rowids]

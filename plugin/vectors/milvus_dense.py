@@ -69,10 +69,11 @@ from hybridsag.milvus_client import (
     F_RESOURCE,
     F_TENANT,
     MAX_LIMIT,
+    add_acl_field,
     connect_milvus,
     iterate_rows,
-    lite_path,
     milvus_call,
+    milvus_where,
     quote_literal,
     release_lite,
     resources_expression,
@@ -200,10 +201,7 @@ class MilvusDenseIndex:
         self._f_title: str | None = None
         self._int_ids = False
         self._lite_key: str | None = None
-        if self._cfg.uri is None:
-            self._where = f"Milvus Lite at {lite_path(settings)}"
-        else:
-            self._where = f"Milvus at {self._cfg.uri}"
+        self._where = milvus_where(settings)
 
     def __repr__(self) -> str:
         mode = "attach" if self._attach else f"own, index {self._index_id!r}"
@@ -375,13 +373,7 @@ class MilvusDenseIndex:
         schema.add_field(F_RESOURCE, DataType.VARCHAR, max_length=RESOURCE_ID_FIELD_BYTES)
         schema.add_field(F_VERSION, DataType.INT64)
         schema.add_field(F_TENANT, DataType.VARCHAR, max_length=MAX_TENANT_BYTES)
-        schema.add_field(
-            F_ACL,
-            DataType.ARRAY,
-            element_type=DataType.VARCHAR,
-            max_capacity=MAX_ACL_TAGS,
-            max_length=MAX_ACL_TAG_BYTES,
-        )
+        add_acl_field(schema)
         schema.add_field(F_VECTOR, DataType.FLOAT_VECTOR, dim=dimension)
         index_params = client.prepare_index_params()
         index_params.add_index(
