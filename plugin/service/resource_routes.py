@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
@@ -147,14 +147,21 @@ async def ingest(
     return await state.writes.run(run, lane=caller.lane)
 
 
+#: What a tenant or resource id that names a stored resource never holds: the store's key
+#: separator (:data:`hybridsag.records.keys.KEY_SEP`, ``\x1f``), stated in the schema so that a
+#: request holding it is a 422 naming its field, not a schema-valid request refused.
+_NO_KEY_SEP = r"^[^\x1f]*$"
 #: The ``tenant`` query parameter of the ``/resources/{id}`` routes.
 _TENANT = Query(
     None,
     max_length=256,
+    pattern=_NO_KEY_SEP,
     description="the tenant whose resource `resource_id` is (a resource is (tenant, id): two "
     "tenants may each hold one id). An admin token names it (default \"\", the un-tenanted "
     "resources); a tenant-scoped token addresses its own tenant only (another is 403)",
 )
+#: The ``resource_id`` path parameter of the ``/resources/{id}`` routes.
+_RESOURCE_ID = Path(pattern=_NO_KEY_SEP, description="the resource's id")
 
 #: The ``tenant`` query parameter of the listings (``/resources``, ``/exclusions``).
 _LISTED_TENANT = Query(
@@ -224,7 +231,10 @@ async def list_resources(
 
 @api.get("/resources/{resource_id:path}", response_model=ResourceOut, tags=["resources"])
 async def get_resource(
-    resource_id: str, request: Request, caller: Principal = reader, tenant: str | None = _TENANT
+    request: Request,
+    resource_id: str = _RESOURCE_ID,
+    caller: Principal = reader,
+    tenant: str | None = _TENANT,
 ) -> Any:
     """A resource's record, whether its source file is stale, and its current chunks (404 when
     missing or out of scope)."""
@@ -246,7 +256,10 @@ async def get_resource(
 
 def _write_route(action: str, call: Callable[..., bool]) -> Callable[..., Any]:
     async def handler(
-        resource_id: str, request: Request, caller: Principal = writer, tenant: str | None = _TENANT
+        request: Request,
+        resource_id: str = _RESOURCE_ID,
+        caller: Principal = writer,
+        tenant: str | None = _TENANT,
     ) -> WriteOut:
         state = state_of(request)
         backend = state.ops()
@@ -288,7 +301,10 @@ for _suffix, _method, _action, _call, _summary in (
 
 @api.post("/resources/{resource_id:path}/include", response_model=IngestOut, tags=["resources"])
 async def include(
-    resource_id: str, request: Request, caller: Principal = writer, tenant: str | None = _TENANT
+    request: Request,
+    resource_id: str = _RESOURCE_ID,
+    caller: Principal = writer,
+    tenant: str | None = _TENANT,
 ) -> IngestOut:
     """Lift the exclusion a delete left on a folder file that stayed on disk, and index the
     file again with the ACL it had (404 when that id is not excluded, or out of scope)."""
