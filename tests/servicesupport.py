@@ -4,13 +4,10 @@
 installs no signal handlers off the main thread), waits for ``/readyz``, yields the base URL and
 stops the server (graceful shutdown, lifespan close) on exit. :func:`service_process` starts
 ``tests/service_child.py`` in a process of its own, for SIGTERM and SIGKILL.
-:func:`import_every_module` imports the whole code base (what a property test's examples may
-depend on).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
 import subprocess
@@ -33,35 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Tokens of the tests (long enough for server.tokens' minimum).
 ADMIN = "admin-token-0123456789abcdef"
-
-
-#: The code folders and the package each one is installed as (pyproject's ``package-dir``).
-CODE_FOLDERS = (
-    ("plugin", "hybridsag"),
-    ("fusion", "hybridsag.fusion"),
-    ("consistency", "hybridsag.consistency"),
-    ("config/stopwords", "hybridsag.stopwords"),
-)
-
-
-def import_every_module() -> list[str]:
-    """Import every module of the code folders; returns their import names, sorted.
-
-    Hypothesis draws some of its values from the constants of the local modules imported in the
-    process (``sys.modules``, test files left out), so a test's examples, even derandomized,
-    depend on what else the process imported before: under ``make test`` that is whichever test
-    files xdist gave the same worker earlier. With every module imported first the constants are
-    the code base's, the same in every run."""
-    names = []
-    for folder, package in CODE_FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            names.append(".".join([package, *parts]))
-    for name in names:
-        importlib.import_module(name)
-    return sorted(names)
 
 
 def free_socket() -> socket.socket:

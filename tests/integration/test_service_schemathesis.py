@@ -18,7 +18,7 @@ request, checked as one; a valid request that would change the index (a write's,
 indexed resource to delete, disable or enable) is checked and never sent.
 
 Examples are the same in every run: every module of the code is imported before fuzzing (see
-:func:`~tests.servicesupport.import_every_module`), the schema is loaded with an explicit config
+:func:`~tests.code_modules.import_every_module`), the schema is loaded with an explicit config
 (no ``schemathesis.toml`` found in the working directory), no example database.
 """
 
@@ -43,7 +43,8 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
 from hybridsag.search import HybridSearch
-from tests.servicesupport import ADMIN, import_every_module, running_service
+from tests.code_modules import import_every_module
+from tests.servicesupport import ADMIN, running_service
 from tests.settings_support import clean_env_settings
 
 ROOT = Path(__file__).resolve().parents[2]

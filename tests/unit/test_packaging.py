@@ -14,22 +14,13 @@ import hybridsag
 import hybridsag.fusion
 import pytest
 
+from tests.code_modules import CODE_FOLDERS, code_modules
+
 ROOT = Path(__file__).resolve().parents[2]
 
 def _modules() -> list[str]:
     """Every module of the three code folders, by its import name."""
-    names = []
-    for folder, package in (
-        ("plugin", "hybridsag"),
-        ("fusion", "hybridsag.fusion"),
-        ("consistency", "hybridsag.consistency"),
-    ):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            names.append(".".join([package, *parts]))
-    return names
+    return code_modules(CODE_FOLDERS[:3])
 
 
 @pytest.mark.parametrize("name", _modules())
