@@ -14,8 +14,11 @@ The loop (defaults from the SAG-Wiki and SAG2 descriptions):
    absent from the index are dropped; the best ``expansion_terms`` (20) are kept; one query
    "terms OR original" plus one query per term that must contain it; the lists are merged
    round-robin by rank, deduplicated, up to the round's candidate count; the grown pool is judged
-   again with last round's scores as provisional. A round that brings no new term or candidate
-   ends the loop;
+   again with last round's scores as provisional. A candidate that only the dense path brought
+   into the pool (no BM25 rank for the question's own terms) and that a next-hop query finds
+   counts as that round's find, as it would have in the path alone: its next-hop rank and round
+   are the judge's evidence that it is the next hop, and fusion gives it the next-hop slot. A
+   round that brings no new term or candidate ends the loop;
 4. a diversity re-rank of the top ``diversity_top`` so they do not all come from one section;
 5. evidence-set selection (:mod:`hybridsag.paths.evidence`): the first ``set_k`` are taken
    greedily so that every entity the question names and every bridge the selected evidence
@@ -395,7 +398,9 @@ class Sag2Retriever:
     ) -> list[Hit]:
         """One query "all new terms OR the question's" plus one per new term that must contain
         it, asked of the lexical index in one call (:meth:`LexicalIndex.search_many`); merged
-        round-robin by rank, without what the pool already holds."""
+        round-robin by rank, without what the question's terms or an earlier round found (a
+        candidate only the dense path brought in stays eligible: the next-hop query finding it
+        is its evidence as the next hop)."""
         question = tuple(terms)
         queries = [
             LexicalQuery(tuple(t for term, _ in new_terms for t in term.split()) + question),
@@ -403,7 +408,8 @@ class Sag2Retriever:
         ]
         lists = self.lexical.search_many(queries, limit=recall, filters=filters, path=self.name)
         run.lap("fts_ms")
-        return _round_robin(lists, exclude=run.pool.keys(), limit=recall)
+        found = {c for c, cand in run.pool.items() if cand.bm25_rank or cand.round}
+        return _round_robin(lists, exclude=found, limit=recall)
 
     def _final_order(self, query: str, run: _Run) -> tuple[list[str], Selection | None]:
         """The judge's order, the diversity re-rank of the top ``diversity_top``, then the
@@ -558,6 +564,8 @@ class Sag2Retriever:
                 cand.bm25_rank, cand.bm25_score = h.rank, h.score
             elif rank_field == "expansion" and not cand.expansion_rank:
                 cand.expansion_rank = h.rank
+                if not cand.bm25_rank and not cand.round:  # only dense had it: a next-hop find
+                    cand.round = round_
                 if not cand.bm25_score:
                     cand.bm25_score = h.score if h.score > 0 else 0.0
             elif rank_field == "dense" and not cand.dense_rank:
