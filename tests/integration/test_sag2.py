@@ -40,6 +40,8 @@ from hybridsag.paths.sag2 import (
     _round_robin,
     expansion_terms,
 )
+from hybridsag.paths.base import PathResult
+from hybridsag.results import SearchResponse
 from hybridsag.search import HybridSearch
 from hybridsag.settings import JudgeSettings, Sag2Settings, Settings
 from hybridsag.records.filters import Filters
@@ -1038,6 +1040,24 @@ def dense_hs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridSearch]
         hs.close()
 
 
+def _alone_and_fused(
+    hs: HybridSearch,
+) -> tuple[PathResult, SearchResponse, list[Candidate], list[Candidate]]:
+    """QUESTION by the sag2 path alone (one round) and by a search beside the dense path, with
+    the final judged pool of each."""
+    pools: list[list[Candidate]] = []
+    sag2 = hs.components.retriever("sag2")
+    assert isinstance(sag2, Sag2Retriever)
+    sag2.trace.on_final_pool = lambda q, pool: pools.append(pool)
+    try:
+        alone = sag2.retrieve(QUESTION, limit=10, filters=Filters(), rounds=1)
+        fused = hs.search(QUESTION, paths=["sag2", "dense"], top_k=10, explain=True)
+    finally:
+        sag2.trace.on_final_pool = None
+    alone_pool, fused_pool = pools
+    return alone, fused, alone_pool, fused_pool
+
+
 def test_features_judge_uses_stored_vectors(dense_hs: HybridSearch) -> None:
     judge = make_judge("features", dense_hs.components)
     assert isinstance(judge, FeatureJudge)
@@ -1051,18 +1071,9 @@ def test_features_judge_uses_stored_vectors(dense_hs: HybridSearch) -> None:
     assert result.detail["cosines"] is True
     assert all(0.0 < p < 1.0 for p in result.probabilities.values())
 
-    pools: list[list[Candidate]] = []
-    sag2 = dense_hs.components.retriever("sag2")
-    assert isinstance(sag2, Sag2Retriever)
-    sag2.trace.on_final_pool = lambda q, pool: pools.append(pool)
-    try:
-        alone = sag2.retrieve(QUESTION, limit=10, filters=Filters(), rounds=1)
-        fused = dense_hs.search(QUESTION, paths=["sag2", "dense"], top_k=10)
-    finally:
-        sag2.trace.on_final_pool = None
+    alone, fused, alone_pool, fused_pool = _alone_and_fused(dense_hs)
     assert BRIDGE in _rids(alone.hits)[:5]
     assert BRIDGE in [r.resource_id for r in fused.results][:5]
-    alone_pool, fused_pool = pools
     # alone, the path is lexical-judge: no dense hit joins its pool
     assert not any("dense_rank" in c.signals for c in alone_pool)
     assert "dense_wait_ms" not in alone.timings
@@ -1099,16 +1110,7 @@ def test_a_dense_candidate_that_a_next_hop_query_finds_is_a_next_hop_find(
     next-hop query finds it too. It must carry that find (next-hop rank, round 1) as it does in
     the path alone, not stay a round-0 candidate the judge reads as a first hop (before: the
     next-hop queries left out everything the pool held, so its round and next-hop rank were 0)."""
-    pools: list[list[Candidate]] = []
-    sag2 = dense_hs.components.retriever("sag2")
-    assert isinstance(sag2, Sag2Retriever)
-    sag2.trace.on_final_pool = lambda q, pool: pools.append(pool)
-    try:
-        alone = sag2.retrieve(QUESTION, limit=10, filters=Filters(), rounds=1)
-        fused = dense_hs.search(QUESTION, paths=["sag2", "dense"], top_k=10, explain=True)
-    finally:
-        sag2.trace.on_final_pool = None
-    alone_pool, fused_pool = pools
+    alone, fused, alone_pool, fused_pool = _alone_and_fused(dense_hs)
     store = dense_hs.components.store
     bridge_chunks = {c.chunk_id for c in store.resource_chunks(BRIDGE)}
     (in_alone,) = [c for c in alone_pool if c.chunk_id in bridge_chunks]
