@@ -48,7 +48,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeError
@@ -372,8 +372,10 @@ class Sag2Retriever:
     ) -> bool:
         """Join ``found`` to the pool as finds of round ``round_`` and judge the grown pool
         (the last scores as provisional). When the judge fails (and ``on_failure`` is not
-        ``"raise"``) the unjudged candidates are dropped, the last order stands, the reason is
-        recorded as keeping ``kept``, and False is returned."""
+        ``"raise"``) the unjudged candidates are dropped, a candidate the pool held before is
+        as it was, the last order stands, the reason is recorded as keeping ``kept``, and False
+        is returned."""
+        held = {h.chunk_id: replace(run.pool[h.chunk_id]) for h in found if h.chunk_id in run.pool}
         self._add(run.pool, found, rank_field="expansion", round_=round_)
         run.snapshot()
         try:
@@ -384,7 +386,10 @@ class Sag2Retriever:
             run.degraded.append(f"{type(exc).__name__}: {exc} (round {round_}; kept {kept})")
             run.judge_failed = True
             for h in found:
-                run.pool.pop(h.chunk_id, None)
+                if h.chunk_id in held:
+                    run.pool[h.chunk_id] = held[h.chunk_id]
+                else:
+                    run.pool.pop(h.chunk_id, None)
             return False
         return True
 
@@ -398,9 +403,11 @@ class Sag2Retriever:
     ) -> list[Hit]:
         """One query "all new terms OR the question's" plus one per new term that must contain
         it, asked of the lexical index in one call (:meth:`LexicalIndex.search_many`); merged
-        round-robin by rank, without what the question's terms or an earlier round found (a
-        candidate only the dense path brought in stays eligible: the next-hop query finding it
-        is its evidence as the next hop)."""
+        round-robin by rank, without what the pool already holds; then the pool's candidates
+        that only the dense path brought in and these queries find, each with its rank in the
+        merge of the lists without the rest of the pool (the next-hop queries finding it are its
+        evidence as the next hop). The new finds' ranks are those of the merge without the pool,
+        as in a search without dense candidates."""
         question = tuple(terms)
         queries = [
             LexicalQuery(tuple(t for term, _ in new_terms for t in term.split()) + question),
@@ -408,8 +415,14 @@ class Sag2Retriever:
         ]
         lists = self.lexical.search_many(queries, limit=recall, filters=filters, path=self.name)
         run.lap("fts_ms")
-        found = {c for c, cand in run.pool.items() if cand.bm25_rank or cand.round}
-        return _round_robin(lists, exclude=found, limit=recall)
+        new = _round_robin(lists, exclude=run.pool.keys(), limit=recall)
+        dense_only = {c for c, cand in run.pool.items() if not (cand.bm25_rank or cand.round)}
+        refound = [
+            h
+            for h in _round_robin(lists, exclude=run.pool.keys() - dense_only, limit=recall)
+            if h.chunk_id in dense_only
+        ]
+        return new + refound
 
     def _final_order(self, query: str, run: _Run) -> tuple[list[str], Selection | None]:
         """The judge's order, the diversity re-rank of the top ``diversity_top``, then the

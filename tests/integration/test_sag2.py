@@ -1126,3 +1126,21 @@ def test_a_dense_candidate_that_a_next_hop_query_finds_is_a_next_hop_find(
     # a candidate the question's own terms found stays a first-hop find, whatever finds it later
     first = [c for c in fused_pool if c.signals.get("bm25_rank", 0) >= 1]
     assert first and all(c.signals["round"] == 0 for c in first)
+
+
+def test_a_failed_round_leaves_the_dense_candidates_it_found_again_as_they_were(
+    dense_hs: HybridSearch,
+) -> None:
+    """The round-0 pool beside the dense path holds the bridge passage as a dense candidate;
+    round 1's next-hop query finds it again, then the judge fails. Round 0's judgement stands,
+    and so does that candidate: still in the pool, still a round-0 find (before the restore, a
+    failed round dropped every candidate it had touched, the judged dense ones too)."""
+    dense = dense_hs.run_path("dense", QUESTION, limit=20, filters=Filters()).hits
+    sag2 = _retriever(dense_hs, FailingJudge(fail_from=2), rounds=1)
+    result = sag2.retrieve(QUESTION, limit=50, filters=Filters(), peers={"dense": lambda: dense})
+    assert result.degraded == "JudgeError: judge down (round 1; kept round 0)"
+    assert BRIDGE in _rids(dense)
+    shown = {h.chunk_id: h for h in result.hits}
+    joined = [h.chunk_id for h in dense if h.rank <= sag2.settings.dense_candidates]
+    assert set(joined) <= set(shown)
+    assert all(h.detail["round"] == 0 and not h.next_hop for h in result.hits)
