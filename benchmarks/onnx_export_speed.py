@@ -6,7 +6,7 @@
 
 Exports the packaged model (float32) three ways into ``--work`` (once; kept for the next run):
 
-- ``shipped``: :func:`hybridsag.vectors.onnx_embedder.export_onnx_model`, the export the onnx
+- ``shipped``: :func:`hybridsag.vectors.onnx_export.export_onnx_model`, the export the onnx
   backend makes (``torch.onnx.export(dynamo=True)``);
 - ``torchscript``: the same module through the TorchScript exporter (``dynamo=False``, opset
   17, eager attention);
@@ -41,8 +41,8 @@ from hybridsag.vectors.onnx_embedder import (
     MODEL_FILE,
     TOKENIZER_FILE,
     _Model,
-    export_onnx_model,
 )
+from hybridsag.vectors.onnx_export import export_onnx_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -50,7 +50,7 @@ class EmbeddingSettings(Section):
     ``quantize = true`` makes that export int8, quantised row by row (faster, vectors within a
     small cosine of the float32 ones), ``false`` keeps it float32; unset, a named ``onnx`` takes
     int8 and ``auto`` float32 (torch's vectors); the int8 model quantises each token on its own
-    (:func:`hybridsag.vectors.onnx_embedder.quantize_rows`), so it batches and a text's vector never
+    (:func:`hybridsag.vectors.onnx_export.quantize_rows`), so it batches and a text's vector never
     depends on its batch. ``fused_graph = true`` (onnx backend, BERT models such as the
     packaged one) exports ONNX Runtime's fused transformer graph instead (one Attention op a
     layer, fused LayerNorm and GELU: the float32 vectors to a cosine of 1.0000, about 1.25x

@@ -231,7 +231,7 @@ def resolve_backend(settings: Settings, recorded: str | None = None) -> Settings
     ``embedding.quantize = true`` asks for the int8 one (quantised row by row, so it batches;
     vectors a little off torch's: on musique100 fused R@5 73.25 against 73.75, dense R@10 68.50
     against 69.83, so it is not the default); ``embedding.fused_graph = true`` gives either the
-    fused graph (:func:`hybridsag.vectors.onnx_embedder.export_onnx_model`). An index embedded
+    fused graph (:func:`hybridsag.vectors.onnx_export.export_onnx_model`). An index embedded
     remotely (``<model>|http-<backend>``) keeps that remote backend.
     """
     cfg = settings.embedding

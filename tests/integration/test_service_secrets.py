@@ -33,7 +33,7 @@ READER = "secrets-reader-token-0123456789"
 #: how much of an error reply a message quotes (hybridsag.remote_calls.SNIPPET_CHARS)
 SNIPPET_CHARS = 200
 #: a leak is any run of this many of the key's characters (the scrubber removes a head or tail
-#: of it from 4 characters on: hybridsag.remote_calls.PARTIAL_KEY_CHARS)
+#: of it from 4 characters on: hybridsag.scrubbing.PARTIAL_KEY_CHARS)
 LEAK_CHARS = 5
 WRITER = "secrets-writer-token-0123456789"
 

@@ -9,7 +9,12 @@ import importlib
 import pytest
 
 #: The split modules: each keeps a ``MOVED`` table of ``name -> owner module``.
-SPLIT = ("hybridsag.lexical.index", "hybridsag.vectors.index", "hybridsag.backend.protocol")
+SPLIT = (
+    "hybridsag.lexical.index",
+    "hybridsag.vectors.index",
+    "hybridsag.backend.protocol",
+    "hybridsag.vectors.onnx_embedder",
+)
 
 
 def _moved() -> list[tuple[str, str, str]]:

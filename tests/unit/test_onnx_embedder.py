@@ -30,9 +30,9 @@ from hybridsag.vectors.onnx_embedder import (
     onnx_cache_root,
     onnx_model_dir,
     plan_batches,
-    quantize_rows,
     verify_onnx_model,
 )
+from hybridsag.vectors.onnx_export import quantize_rows
 from hybridsag.settings import EmbeddingSettings, Settings
 
 QUERY = "which pet purrs and chases mice?"

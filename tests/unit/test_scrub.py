@@ -10,7 +10,7 @@ import urllib.parse
 
 import pytest
 
-from hybridsag.remote_calls import PARTIAL_KEY_CHARS, Scrubber
+from hybridsag.scrubbing import PARTIAL_KEY_CHARS, Scrubber
 
 KEY = "sk-test/EMBEDKEY+a=b.9_~Zq"
 
