@@ -43,7 +43,7 @@ from hybridsag.errors import ConfigError, IndexMismatchError
 from hybridsag.judges import JUDGES, judge_names, make_judge
 from hybridsag.lexical.contract import LexicalIndex
 from hybridsag.lexical.index import StoreLexicalIndex
-from hybridsag.once import Once
+from hybridsag.once import Once, close_part
 from hybridsag.paths import check_path_names, check_weights, path_spec
 from hybridsag.records.postgres import AdvisoryWriteLock
 from hybridsag.paths.base import Retriever
@@ -176,9 +176,7 @@ class Components:
         judges += [getattr(o.peek(), "judge", None) for o in onces]
         closers = [*judges, self._embedder.peek()]  # a remote judge or embedder holds a client
         for part in {id(p): p for p in closers if p is not None}.values():
-            close = getattr(part, "close", None)
-            if callable(close):
-                close()
+            close_part(part)
         dense = self._dense.peek()
         if dense is not None:
             dense.close()
@@ -272,8 +270,8 @@ class Components:
                 f"this build embeds with {embedder.name!r}: rebuild the index"
             )
         stored_fp = self._stored_fingerprint()
-        fingerprint = getattr(embedder, "fingerprint", None)
-        if stored_fp is not None and fingerprint is not None and stored_fp != fingerprint:
+        fingerprint = embedder.fingerprint
+        if stored_fp is not None and stored_fp != fingerprint:
             raise IndexMismatchError(
                 f"the vectors at {self.settings.data_dir} were made by {stored_fp!r}, this build "
                 f"embeds with {fingerprint!r} (embedding.backend / embedding.quantize), which "
@@ -347,7 +345,7 @@ class Components:
             index.ensure(dimension, create=stored_dim is None or self._rebuilding)
             if stored_dim is None:
                 embedder = self.embedder()
-                fingerprint = getattr(embedder, "fingerprint", embedder.name)
+                fingerprint = embedder.fingerprint
                 self.store.init_meta(
                     [
                         (META_DIMENSION, str(dimension)),

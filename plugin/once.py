@@ -14,11 +14,27 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["Once"]
+__all__ = ["Closeable", "Once", "close_part"]
 
 T = TypeVar("T")
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """The optional part of the embedder and judge contracts
+    (:class:`~hybridsag.vectors.embedder.Embedder`, :class:`~hybridsag.judges.base.Judge`) a
+    part that holds a resource offers (a remote model's HTTP client): ``close()`` lets it go;
+    a part that holds none need not define it."""
+
+    def close(self) -> None: ...
+
+
+def close_part(part: object) -> None:
+    """``part.close()`` when ``part`` is :class:`Closeable`; nothing otherwise."""
+    if isinstance(part, Closeable):
+        part.close()
 
 
 class Once(Generic[T]):

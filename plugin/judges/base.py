@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Candidate", "Judge", "JudgeResult", "JudgeUsage"]
+__all__ = ["Candidate", "Judge", "JudgeResult", "JudgeUsage", "StatesVerdicts", "gives_verdicts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +66,11 @@ class Judge(Protocol):
     ``evidence`` is the shared state (passages already accepted); ``provisional`` holds last
     round's scores from round 2 on (new evidence may change them).
 
-    A judge whose numbers only restate an order it was given (the ``none`` judge) sets the
-    class attribute ``verdicts = False``: SAG2 then reports them as ``order_score``, not as a
-    ``judge_p`` that fusion would trust as a judgement. Without the attribute, ``True``.
+    A judge whose numbers only restate an order it was given (the ``none`` judge) declares it
+    as :class:`StatesVerdicts` with ``verdicts = False``: SAG2 then reports them as
+    ``order_score``, not as a ``judge_p`` that fusion would trust as a judgement
+    (:func:`gives_verdicts`). A judge holding a resource (a remote one's HTTP client) is
+    :class:`~hybridsag.once.Closeable`.
     """
 
     name: str
@@ -81,3 +83,18 @@ class Judge(Protocol):
         evidence: Sequence[Candidate] = (),
         provisional: Mapping[str, float] | None = None,
     ) -> JudgeResult: ...
+
+
+@runtime_checkable
+class StatesVerdicts(Protocol):
+    """The optional part of the :class:`Judge` contract that says whether a judge's numbers are
+    verdicts (``True``) or only restate an order it was given (``False``, the ``none`` judge).
+    A judge that does not declare it gives verdicts."""
+
+    verdicts: bool
+
+
+def gives_verdicts(judge: object) -> bool:
+    """Whether ``judge``'s probabilities are judgements fusion may trust (see
+    :class:`StatesVerdicts`)."""
+    return judge.verdicts if isinstance(judge, StatesVerdicts) else True

@@ -16,7 +16,7 @@ class NoneJudge:
     judge's order is the lexical order, and a candidate with no rank scores lowest."""
 
     name = "none"
-    verdicts = False  # an order, not a judgement: fusion must not trust it as one
+    verdicts = False  # StatesVerdicts: an order, not a judgement; fusion must not trust it as one
 
     def judge(
         self,

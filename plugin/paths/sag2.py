@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeError
 from hybridsag.fusion.types import Hit
-from hybridsag.judges.base import Candidate, Judge, JudgeUsage
+from hybridsag.judges.base import Candidate, Judge, JudgeUsage, gives_verdicts
 from hybridsag.judges.simple import UnavailableJudge
 from hybridsag.lexical.contract import LexicalIndex, LexicalQuery
 from hybridsag.paths.base import PathResult, Peers
@@ -417,7 +417,7 @@ class Sag2Retriever:
                 ordered, s.diversity_top, lambda c: (pool[c].resource_id, pool[c].heading_path)
             )
         selection = None
-        if s.set_k and getattr(self.judge, "verdicts", True):
+        if s.set_k and gives_verdicts(self.judge):
             selection = select_evidence(
                 query,
                 [EvidencePassage(c, pool[c].title, pool[c].text, run.probs[c]) for c in ordered],
@@ -484,7 +484,7 @@ class Sag2Retriever:
     def _result(
         self, ordered: Sequence[str], selection: Selection | None, limit: int, run: _Run
     ) -> PathResult:
-        verdicts = getattr(self.judge, "verdicts", True)
+        verdicts = gives_verdicts(self.judge)
         roles = selection.roles if selection is not None else {}
         shown = list(ordered[:limit])
         # the score never rises down the list: the best probability at or below each rank

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from hybridsag.once import close_part
+
 __all__ = ["CachedEmbedder", "QueryMemo"]
 
 
@@ -47,7 +49,7 @@ class CachedEmbedder:
 
     def close(self) -> None:
         """Close the wrapped embedder when it holds something to close (a remote client)."""
-        _close(self.inner)
+        close_part(self.inner)
 
     def _load(self) -> None:
         if self._loaded:
@@ -91,10 +93,6 @@ class CachedEmbedder:
         return out.astype(np.float32, copy=False)
 
 
-def _close(inner: Any) -> None:
-    close = getattr(inner, "close", None)  # optional: only a remote embedder has a client
-    if callable(close):
-        close()
 
 
 def _inner_vocabulary_share(inner: Any, text: str) -> float | None:
@@ -126,7 +124,7 @@ class QueryMemo:
 
     def close(self) -> None:
         """Close the wrapped embedder when it holds something to close (a remote client)."""
-        _close(self.inner)
+        close_part(self.inner)
 
     def vocabulary_share(self, text: str) -> float | None:
         """The wrapped embedder's :meth:`vocabulary_share`, remembered per text like a query's

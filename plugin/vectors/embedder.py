@@ -52,6 +52,7 @@ __all__ = [
     "EMBEDDERS",
     "Embedder",
     "EmbedderFactory",
+    "ReadsVocabulary",
     "SentenceTransformerEmbedder",
     "check_dimension",
     "load_http_embedder",
@@ -96,6 +97,10 @@ class Embedder(Protocol):
     - Raises :class:`~hybridsag.errors.ConfigError` when the model cannot be loaded (missing
       folder, not in the local cache) and :class:`~hybridsag.errors.DenseError` when encoding
       itself fails. Implementations are safe to call from several threads.
+
+    Optional parts, each a type of its own: :class:`ReadsVocabulary` (the share of a text the
+    model reads, which the trust step and the feature judge use) and
+    :class:`~hybridsag.once.Closeable` (a remote model's client, let go when the index closes).
     """
 
     name: str
@@ -268,14 +273,23 @@ class SentenceTransformerEmbedder:
         return readable_share(text, enc["input_ids"], enc["offset_mapping"], tokenizer.unk_token_id)
 
 
+@runtime_checkable
+class ReadsVocabulary(Protocol):
+    """The optional part of the :class:`Embedder` contract that the trust step and the offline
+    judge read to tell a question the model cannot read: an embedder that offers it says which
+    share of a text its model's vocabulary reads (0..1; ``None`` when it cannot tell, e.g. a
+    wrapper around an embedder without it). The local backends offer it; a remote one does
+    not."""
+
+    def vocabulary_share(self, text: str) -> float | None: ...
+
+
 def vocabulary_share(embedder: object, text: str) -> float | None:
-    """``embedder.vocabulary_share(text)`` when the embedder (or the one it wraps) offers it,
-    else ``None``: an optional part of the :class:`Embedder` contract that the trust step and
-    the offline judge read to tell a question the model cannot read."""
-    method = getattr(embedder, "vocabulary_share", None)
-    if method is None:
+    """``embedder.vocabulary_share(text)`` when the embedder is a :class:`ReadsVocabulary`,
+    else ``None``."""
+    if not isinstance(embedder, ReadsVocabulary):
         return None
-    share = method(text)
+    share = embedder.vocabulary_share(text)
     return None if share is None else float(share)
 
 
