@@ -112,8 +112,9 @@ def fuse(
         if not trust.judge_holds:
             judge_accept, judge_order, next_hop = None, False, False
     rules = RuleSettings(
-        pin_exact_titles, strict_identifiers, judge_accept, judge_order, next_hop, judge_floor,
-        off & set(RULE_SWITCHES),
+        pin_exact_titles=pin_exact_titles, strict_identifiers=strict_identifiers,
+        judge_accept=judge_accept, judge_order=judge_order, next_hop=next_hop,
+        judge_floor=judge_floor, off=off & set(RULE_SWITCHES),
     )
     if method == "rrf":
         fused = rrf(runs, k=k, depth=depth, weights=weights)

@@ -145,7 +145,8 @@ RULE_BOUNDS: Mapping[str, RuleBound] = {
     "exact_phrase": RuleBound(up=50, down=10),
 }
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RuleSettings:
     """The settings of one run of the rules (:func:`apply_rules` names each), checked once
     where built; :func:`rules_window` takes them whole.
@@ -305,8 +306,9 @@ def apply_rules(
         ['b', 'a']
     """
     settings = RuleSettings(
-        pin_exact_titles, strict_identifiers, judge_accept, judge_order, next_hop, judge_floor,
-        frozenset(off),
+        pin_exact_titles=pin_exact_titles, strict_identifiers=strict_identifiers,
+        judge_accept=judge_accept, judge_order=judge_order, next_hop=next_hop,
+        judge_floor=judge_floor, off=frozenset(off),
     )
     exact, _others = rules_window(
         fused, query=query, chunks=chunks, rules=settings, trace=trace, need=limit

@@ -93,8 +93,6 @@ class CachedEmbedder:
         return out.astype(np.float32, copy=False)
 
 
-
-
 def _inner_vocabulary_share(inner: Any, text: str) -> float | None:
     from hybridsag.vectors.embedder import vocabulary_share
 
