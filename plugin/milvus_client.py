@@ -51,6 +51,7 @@ __all__ = [
     "MAX_VARCHAR_BYTES",
     "add_acl_field",
     "connect_milvus",
+    "create_or_join",
     "iterate_rows",
     "lite_lock_holder",
     "lite_locked_message",
@@ -75,6 +76,8 @@ F_RESOURCE, F_TENANT, F_ACL = "resource_id", "tenant", "acl"
 MAX_LIMIT = 16_384
 #: Milvus' VARCHAR limit, in bytes.
 MAX_VARCHAR_BYTES = 65_535
+#: How long a create that lost a race waits for the winner's collection to appear.
+CREATE_RACE_WAIT_S = 10.0
 
 
 def add_acl_field(schema: Any) -> None:
@@ -512,6 +515,29 @@ def release_milvus(client: MilvusClient, lite_key: str | None) -> None:
     finally:
         if lite_key is not None:
             release_lite(lite_key)
+
+
+def create_or_join(
+    create: Callable[[], object],
+    exists: Callable[[], bool],
+    lost_race: type[HybridSagError],
+    *,
+    wait_s: float = CREATE_RACE_WAIT_S,
+) -> None:
+    """Run ``create`` (a collection's); where it fails with ``lost_race`` because another process
+    created the collection first, wait up to ``wait_s`` for ``exists()`` and use theirs. The
+    service's workers open a fresh data dir at once: the loser gets "already exists", or Milvus
+    Lite's "File exists" while the winner is still at it (``exists()`` false for a moment: a
+    worker failed its warm-up on it in a fresh-clone CI run); a create that fails with the
+    collection still absent after ``wait_s`` raises its own error."""
+    try:
+        create()
+    except lost_race:
+        deadline = time.monotonic() + wait_s
+        while not exists():
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def iterate_rows(

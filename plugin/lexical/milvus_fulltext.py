@@ -62,6 +62,7 @@ from hybridsag.milvus_client import (
     MAX_VARCHAR_BYTES,
     add_acl_field,
     connect_milvus,
+    create_or_join,
     iterate_rows,
     milvus_call,
     milvus_where,
@@ -363,8 +364,8 @@ class MilvusLexicalIndex:
             index_params.add_index(
                 field_name=sparse, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
             )
-        try:
-            self._call(
+        create_or_join(
+            lambda: self._call(
                 f"creating collection {name!r}",
                 lambda: client.create_collection(
                     name,
@@ -373,10 +374,10 @@ class MilvusLexicalIndex:
                     consistency_level="Strong",
                     timeout=self._timeout,
                 ),
-            )
-        except LexicalError:
-            if not self._call("has_collection", lambda: client.has_collection(name)):
-                raise  # not another process's create winning the race
+            ),
+            lambda: self._call("has_collection", lambda: client.has_collection(name)),
+            LexicalError,
+        )
 
     def _fields(self) -> list[tuple[str, str, str]]:
         """``(text field, sparse field, analyzer)`` of each analysed field this index keeps."""

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -71,6 +70,7 @@ from hybridsag.milvus_client import (
     MAX_LIMIT,
     add_acl_field,
     connect_milvus,
+    create_or_join,
     iterate_rows,
     milvus_call,
     milvus_where,
@@ -105,8 +105,6 @@ F_ID, F_INDEX, F_VERSION, F_VECTOR = "chunk_id", "index_id", "version", "vector"
 OWNER_PROPERTY = "hybridsag.index_id"
 #: The name every data dir used before collections were per index (older builds' default).
 LEGACY_COLLECTION = "hybridsag_chunks"
-#: How long a create that lost a race waits for the winner's collection to appear.
-CREATE_RACE_WAIT_S = 10.0
 MAX_INDEX_ID_BYTES = 64
 
 # HNSW build parameters: hnswlib's defaults (M=16, ef_construction=200).
@@ -382,8 +380,10 @@ class MilvusDenseIndex:
             metric_type=self._cfg.metric,
             params={"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION},
         )
-        try:
-            self._call(
+        # another process may create it first: _ensure_own then checks its schema and owner
+        # like any existing collection's
+        create_or_join(
+            lambda: self._call(
                 "create_collection",
                 lambda: client.create_collection(
                     self._collection,
@@ -393,16 +393,10 @@ class MilvusDenseIndex:
                     properties={OWNER_PROPERTY: self._index_id},
                     timeout=self._timeout,
                 ),
-            )
-        except DenseError:
-            # another process created it first ("already exists", or Milvus Lite's
-            # "File exists" while the winner is still at it): use theirs once it is there;
-            # _ensure_own then checks its schema and owner like any existing collection
-            deadline = time.monotonic() + CREATE_RACE_WAIT_S
-            while not self._has(client):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+            ),
+            lambda: self._has(client),
+            DenseError,
+        )
         self._index_type = "HNSW"
 
     def _ensure_attached(self, client: MilvusClient, dimension: int) -> None:
