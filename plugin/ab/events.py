@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from hybridsag.errors import ConfigError, StoreError
+from hybridsag.records.dialect import set_wal
 from hybridsag.settings import Settings
 
 if TYPE_CHECKING:
@@ -112,6 +113,9 @@ def _sqlite_append_only(table: str) -> str:
     )
 
 
+#: How long the SQLite event store waits on a lock held by another connection or process.
+BUSY_TIMEOUT_S = 30.0
+
 #: Every statement the SQLite event store runs, by name (a PostgreSQL store mirrors these).
 SQLITE_SQL: dict[str, str] = {
     "schema": _log_table("", "INTEGER PRIMARY KEY AUTOINCREMENT") + _sqlite_append_only("events"),
@@ -147,8 +151,8 @@ class SqliteEventStore:
             if self._closed:
                 raise StoreError(f"the event store {self.path} is closed")
             try:
-                conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+                set_wal(conn, BUSY_TIMEOUT_S)
                 conn.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open the event store {self.path}: {exc}") from exc

@@ -28,6 +28,7 @@ __all__ = [
     "is_postgres_url",
     "placeholders",
     "select_in",
+    "set_wal",
 ]
 
 def placeholders(n: int) -> str:
@@ -107,7 +108,7 @@ class SqliteBackend:
             # WAL is set once, when the file is made (_create_store_file); switching a
             # store of an older build here takes a lock that may be busy: then retried
             if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                _set_wal(conn, self._busy_timeout_s)
+                set_wal(conn, self._busy_timeout_s)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
@@ -242,9 +243,10 @@ def _create_store_file(path: Path, busy_timeout_s: float) -> None:
                 leftover.unlink()
 
 
-def _set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
-    """Switch a store of an older build to WAL; SQLite does not wait on a busy lock for
-    this, so it is retried until ``busy_timeout_s``."""
+def set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+    """Switch a file to WAL (a store of an older build, the A/B event log each worker of a
+    service opens at once); SQLite does not wait on a busy lock for this, so it is retried
+    until ``busy_timeout_s``."""
     deadline = time.monotonic() + busy_timeout_s
     delay = 0.005
     while True:

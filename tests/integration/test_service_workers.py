@@ -82,10 +82,12 @@ def _start(data: Path, workers: int = 2, **settings: str) -> Served:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc=proc, timeout_s=240)
-    except AssertionError:
+    except AssertionError as exc:
         proc.kill()
         proc.wait()
-        raise
+        # why a worker failed is in its log, not in /readyz: the tail goes with the failure
+        tail = (data.parent / "serve.log").read_text("utf-8", errors="replace")[-4000:]
+        raise AssertionError(f"{exc}\nserve.log ends:\n{tail}") from None
     return Served(proc, url, data)
 
 
