@@ -8,7 +8,8 @@ a call that never returns. :func:`run_bounded` runs ``fn(data)`` in a child proc
   once per process, on first use, with the parsers already imported, :data:`PRELOAD`; started
   again if it dies), so a conversion starts in milliseconds and no thread or lock of the caller
   (a service's event loop, its thread pools) is forked with it; the server ends when its
-  starter does (it watches its stdin);
+  starter does (it watches its stdin), and a starter that exits normally stops it and removes
+  its socket's folder first (``atexit``; the folders were left in the temporary directory);
 - in the child, before the data is read, ``RLIMIT_AS`` caps its address space at
   ``memory_bytes`` (an allocation past it raises MemoryError, or the parser dies) and
   ``RLIMIT_CPU`` its processor time a little past ``wall_s``; on Linux it is killed if the
@@ -24,6 +25,7 @@ the child survives the call.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import os
@@ -173,6 +175,13 @@ class _Server:
         finally:
             listener.close()
 
+    def close(self) -> None:
+        """Stop this process's server and remove its folder (at exit); a server another
+        process started (this one forked from it) is that process's to stop."""
+        with self._lock:
+            if self._pid == os.getpid():
+                self._stop()
+
     def _stop(self) -> None:
         if self._proc is not None:
             if self._proc.poll() is None:
@@ -199,6 +208,7 @@ class _Server:
 
 
 _SERVER = _Server()
+atexit.register(_SERVER.close)
 
 
 def run_bounded(

@@ -97,3 +97,33 @@ def test_calls_run_side_by_side() -> None:
     for t in threads:
         t.join(HANG_S)
     assert sorted(out) == [b"A", b"B", b"C", b"D"]  # type: ignore[type-var]
+
+
+EXITING = """
+import sys
+sys.path[:0] = {path!r}
+from hybridsag.ingest.sandbox import _SERVER, run_bounded
+from tests.unit.test_sandbox import upper
+assert run_bounded(upper, b"ab", wall_s=30.0, memory_bytes=512 * 2**20, what="t", setting="formats") == b"AB"
+print(_SERVER._proc.pid, _SERVER._folder, flush=True)
+"""
+
+
+def test_a_process_that_exits_stops_its_server_and_removes_its_folder() -> None:
+    """The server and its socket's folder go with the process that started them (they were
+    left running until the stdin pipe closed, and the folder in the temporary directory)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", EXITING.format(path=[root, *sys.path])],
+        capture_output=True, text=True, timeout=HANG_S, cwd=root,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    pid, folder = done.stdout.split()
+    assert not Path(folder).exists()
+    assert "ResourceWarning" not in done.stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid), 0)  # reaped by its starter before it exited
