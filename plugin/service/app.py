@@ -299,12 +299,18 @@ def create_app(
         warming.add_done_callback(schedule)
         marking = asyncio.ensure_future(_mark_ready(state, warming)) if seat is not None else None
         beating = asyncio.ensure_future(_heartbeat(seat)) if seat is not None else None
-        if seat is not None:
-            # a worker of several takes no request before it is warm: its server reads the
-            # connections handed to it only once the lifespan has started, and the parent
-            # hands connections to ready workers first (hybridsag.service.workers)
-            await asyncio.shield(warming)
         try:
+            if seat is not None:
+                # a worker of several takes no request before it is warm: its server reads the
+                # connections handed to it only once the lifespan has started, and the parent
+                # hands connections to ready workers first (hybridsag.service.workers)
+                await asyncio.shield(warming)
+                if not state.ready:
+                    # its start fails (uvicorn ends it): the parent starts it again, as a
+                    # worker that died, instead of keeping a worker that is never ready
+                    raise HybridSagError(
+                        f"worker {seat.slot} failed to warm up: {state.warm_error}"
+                    )
             yield
         finally:
             if beating is not None:

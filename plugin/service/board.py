@@ -33,7 +33,7 @@ READY = 1
 #: A worker's warm-up failed: it answers, but 503 (see its ``/readyz``).
 FAILED = 2
 
-_NAMES = {STARTING: "starting", READY: "ready", FAILED: "failed to warm up"}
+_NAMES = {STARTING: "starting", READY: "ready", FAILED: "failed to warm up (started again)"}
 
 
 class WorkerBoard:

@@ -27,7 +27,10 @@ The parent supervises and owns what there is one of:
   keeps dying young), and meanwhile its slot on the :class:`~hybridsag.service.board.WorkerBoard`
   says "starting", so ``/readyz`` answers 503 in every worker until it is warm again; a worker
   serves the connections handed to it only once it is warm (its lifespan waits for the
-  warm-up), and ready workers are handed connections before starting ones;
+  warm-up), and ready workers are handed connections before starting ones; a worker whose
+  warm-up fails ends (exit :data:`START_FAILED_EXIT`) and is started again the same way, its
+  slot saying "failed to warm up" until then (a failure of one start, such as a race of two
+  workers opening a fresh data dir, no longer leaves the service unready for good);
 - the watchdog: each worker's event loop beats on the board every second; one silent for
   ``server.worker_timeout_s`` is hung (a blocked loop answers nothing) and is killed, then
   replaced as a dead one is; the shared Lite server, when it dies, is started again on its
@@ -86,7 +89,7 @@ from hybridsag.backend import ReconcileHooks
 from hybridsag.errors import DenseError
 from hybridsag.milvus_client import LiteServer, lite_path
 from hybridsag.records.service_lock import hold_service_lock, service_url
-from hybridsag.service.board import READY, STARTING, WorkerBoard, WorkerSeat
+from hybridsag.service.board import FAILED, READY, STARTING, WorkerBoard, WorkerSeat
 from hybridsag.settings import Settings
 
 __all__ = [
@@ -109,6 +112,9 @@ CLOSE_GRACE_S = 30.0
 #: back off (0.5 s, doubling, at most :data:`MAX_BACKOFF_S`).
 YOUNG_S = 10.0
 MAX_BACKOFF_S = 30.0
+#: A worker's exit code when its start failed (uvicorn's own for a failed start): its
+#: warm-up failed, and it is started again like a worker that died
+START_FAILED_EXIT = 3
 
 
 def needs_lite_server(settings: Settings) -> bool:
@@ -157,7 +163,10 @@ def _worker_main(
     server = build_server(
         settings, reconciler=reconciler() if reconciler is not None else None, seat=seat
     )
-    HandedServer(server.config, channel=channel, seat=seat).run()
+    handed = HandedServer(server.config, channel=channel, seat=seat)
+    handed.run()
+    if not handed.started:  # its warm-up failed (logged): the parent starts it again
+        sys.exit(START_FAILED_EXIT)
 
 
 class HandedServer(uvicorn.Server):
@@ -347,7 +356,8 @@ class _Supervisor:
         state = self.slots[slot]
         process = state.process
         process.join()
-        self.board.set(slot, STARTING)
+        # /readyz says why it is not ready until it is started again (spawn: STARTING)
+        self.board.set(slot, FAILED if process.exitcode == START_FAILED_EXIT else STARTING)
         if state.channel is not None:  # connections it had not taken yet go with it
             state.channel.close()
             state.channel = None

@@ -70,7 +70,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start(data: Path, workers: int = 2, **settings: str) -> Served:
+def _launch(data: Path, workers: int = 2, **settings: str) -> Served:
+    """``hybridsag serve --workers N`` on ``data``, its output in ``serve.log`` beside it."""
     data.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     env = child_env(data, HYBRIDSAG_SERVER__PORT=str(port), **{**ENV, **settings})
@@ -79,16 +80,23 @@ def _start(data: Path, workers: int = 2, **settings: str) -> Served:
             [str(HYBRIDSAG), "serve", "--workers", str(workers)],
             env=env, cwd=data.parent, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    return Served(proc, f"http://127.0.0.1:{port}", data)
+
+
+def _log_tail(served: Served) -> str:
+    return (served.data.parent / "serve.log").read_text("utf-8", errors="replace")[-4000:]
+
+
+def _start(data: Path, workers: int = 2, **settings: str) -> Served:
+    served = _launch(data, workers, **settings)
     try:
-        wait_ready(url, proc=proc, timeout_s=240)
+        wait_ready(served.url, proc=served.proc, timeout_s=240)
     except AssertionError as exc:
-        proc.kill()
-        proc.wait()
+        served.proc.kill()
+        served.proc.wait()
         # why a worker failed is in its log, not in /readyz: the tail goes with the failure
-        tail = (data.parent / "serve.log").read_text("utf-8", errors="replace")[-4000:]
-        raise AssertionError(f"{exc}\nserve.log ends:\n{tail}") from None
-    return Served(proc, url, data)
+        raise AssertionError(f"{exc}\nserve.log ends:\n{_log_tail(served)}") from None
+    return served
 
 
 def _stop(served: Served) -> int:
@@ -318,6 +326,32 @@ def test_a_dead_worker_is_restarted(served: Served) -> None:
     # and every line its workers logged names the worker
     log = (served.data.parent / "serve.log").read_text("utf-8", "replace")
     assert "[worker 0] " in log and "[worker 1] " in log, log[-3000:]
+
+
+@pytest.mark.slow
+def test_a_worker_that_fails_to_warm_up_is_started_again_until_it_warms_up(tmp_path: Path) -> None:
+    """A failed warm-up ends its worker (exit 3) and the parent starts it again, as a worker
+    that died: once the cause is gone the service becomes ready without a restart. (A worker
+    that failed used to stay up and never ready, and /readyz waits for every worker.)"""
+    data = tmp_path / "data"
+    data.mkdir(parents=True)
+    events = data / "events.sqlite3"  # the A/B event log every warm-up opens
+    events.write_bytes(b"not an SQLite file " * 64)
+    s = _launch(data)
+    try:
+        deadline = time.monotonic() + 240
+        while _log_tail(s).count("exited with 3") < 2:  # both failed, and were started again
+            assert s.proc.poll() is None, _log_tail(s)
+            assert time.monotonic() < deadline, _log_tail(s)
+            time.sleep(0.1)
+        events.unlink()
+        wait_ready(s.url, proc=s.proc, timeout_s=240)
+        log = (s.data.parent / "serve.log").read_text("utf-8", errors="replace")
+        assert "warm-up failed: StoreError: cannot open the event store" in log, log[-4000:]
+        r = httpx.post(f"{s.url}/v1/search", json={"query": "x"}, headers=AUTH, timeout=60)
+        assert r.status_code == 200, r.text
+    finally:
+        _stop(s)
 
 
 def _writes_in_flight(url: str) -> float:
