@@ -527,9 +527,9 @@ def create_or_join(
     """Run ``create`` (a collection's); where it fails with ``lost_race`` because another process
     created the collection first, wait up to ``wait_s`` for ``exists()`` and use theirs. The
     service's workers open a fresh data dir at once: the loser gets "already exists", or Milvus
-    Lite's "File exists" while the winner is still at it (``exists()`` false for a moment: a
-    worker failed its warm-up on it in a fresh-clone CI run); a create that fails with the
-    collection still absent after ``wait_s`` raises its own error."""
+    Lite's "File exists" while the winner is still at it (``exists()`` false for a moment); a
+    create that fails with the collection still absent after ``wait_s`` raises its own
+    error."""
     try:
         create()
     except lost_race:

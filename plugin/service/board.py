@@ -30,7 +30,8 @@ HEARTBEAT_S = 1.0
 STARTING = 0
 #: A worker is warm (and, for the one that watches folders, their first index is applied).
 READY = 1
-#: A worker's warm-up failed: it answers, but 503 (see its ``/readyz``).
+#: A worker's warm-up failed (its log says why): it exits and the parent starts it again,
+#: the slot keeping this state until the new one is spawned (STARTING).
 FAILED = 2
 
 _NAMES = {STARTING: "starting", READY: "ready", FAILED: "failed to warm up (started again)"}

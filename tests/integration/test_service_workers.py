@@ -83,8 +83,12 @@ def _launch(data: Path, workers: int = 2, **settings: str) -> Served:
     return Served(proc, f"http://127.0.0.1:{port}", data)
 
 
+def _log(served: Served) -> str:
+    return (served.data.parent / "serve.log").read_text("utf-8", errors="replace")
+
+
 def _log_tail(served: Served) -> str:
-    return (served.data.parent / "serve.log").read_text("utf-8", errors="replace")[-4000:]
+    return _log(served)[-4000:]
 
 
 def _start(data: Path, workers: int = 2, **settings: str) -> Served:
@@ -340,13 +344,13 @@ def test_a_worker_that_fails_to_warm_up_is_started_again_until_it_warms_up(tmp_p
     s = _launch(data)
     try:
         deadline = time.monotonic() + 240
-        while _log_tail(s).count("exited with 3") < 2:  # both failed, and were started again
+        while _log(s).count("exited with 3") < 2:  # both failed, and were started again
             assert s.proc.poll() is None, _log_tail(s)
             assert time.monotonic() < deadline, _log_tail(s)
             time.sleep(0.1)
         events.unlink()
         wait_ready(s.url, proc=s.proc, timeout_s=240)
-        log = (s.data.parent / "serve.log").read_text("utf-8", errors="replace")
+        log = _log(s)
         assert "warm-up failed: StoreError: cannot open the event store" in log, log[-4000:]
         r = httpx.post(f"{s.url}/v1/search", json={"query": "x"}, headers=AUTH, timeout=60)
         assert r.status_code == 200, r.text
