@@ -42,7 +42,8 @@ class EmbeddingSettings(Section):
     ``sentence-transformers`` (torch, float32) or ``onnx`` (ONNX Runtime; needs
     ``pip install 'hybridsag[onnx]'``); ``auto`` (default) keeps what the index was built with
     and gives a new index ``onnx`` where ONNX Runtime is installed (the float32 export, torch's
-    vectors, unless ``quantize`` is set), else ``sentence-transformers``. The onnx backend
+    vectors, as a BERT model's fused graph; int8 if ``quantize`` is set), else
+    ``sentence-transformers``. The onnx backend
     exports the model once, at first use, into
     ``onnx_cache_dir`` (default: the user's cache, ``$XDG_CACHE_HOME/hybridsag/onnx`` or
     ``~/.cache/hybridsag/onnx``, shared by every data dir; ``<data_dir>/cache/onnx`` where that
@@ -53,8 +54,10 @@ class EmbeddingSettings(Section):
     (:func:`hybridsag.vectors.onnx_export.quantize_rows`), so it batches and a text's vector never
     depends on its batch. ``fused_graph = true`` (onnx backend, BERT models such as the
     packaged one) exports ONNX Runtime's fused transformer graph instead (one Attention op a
-    layer, fused LayerNorm and GELU: the float32 vectors to a cosine of 1.0000, about 1.25x
-    the plain export's passages a second on 2 cores); with ``quantize`` it is int8 row by row
+    layer, fused LayerNorm and GELU: the float32 vectors to a cosine of 1.0000, about 1.2x
+    the plain export's passages a second on 2 cores); unset, ``auto`` gives a new float32
+    index of a BERT model the fused graph and a named ``onnx`` the plain one, and ``false``
+    keeps the plain graph everywhere; with ``quantize`` it is int8 row by row
     except the FFN's second MatMul, kept float32 (cosine to float32 >= 0.997 on the shared
     sets, about 1.5x, but fused recall moves by up to a point: pycode R@10 78.33 against
     79.33); either makes an index of its own fingerprint (docs/benchmarks.md, issue 39).
@@ -73,7 +76,7 @@ class EmbeddingSettings(Section):
     #: a name from the embedder registry (``hybridsag.vectors.embedder.EMBEDDERS``), checked when built
     backend: str = "auto"
     quantize: bool | None = None
-    fused_graph: bool = False
+    fused_graph: bool | None = None
     onnx_cache_dir: Path | None = None
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"

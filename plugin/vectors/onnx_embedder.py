@@ -157,10 +157,10 @@ _ERROR_MARK = "hybridsag-onnx-error: "
 Precision = Literal["int8-rowwise-w7", "fp32", "fp32-fused", "int8-fused-w7"]
 
 
-def _precision(quantize: bool | None, fused: bool = False) -> Precision:
+def _precision(quantize: bool | None, fused: bool | None = False) -> Precision:
     """``embedding.quantize`` and ``embedding.fused_graph`` as a precision: unset quantize
-    (None) is int8 for the onnx backend (the ``auto`` backend sets it before an export is
-    named)."""
+    (None) is int8 and unset fused_graph the plain graph for the onnx backend (the ``auto``
+    backend sets both before an export is named)."""
     if fused:
         return "fp32-fused" if quantize is False else "int8-fused-w7"
     return "fp32" if quantize is False else "int8-rowwise-w7"
@@ -319,7 +319,7 @@ def build_onnx_model(settings: Settings) -> Path:
     else:
         logger.info("exporting %s to ONNX (%s) into %s", cfg.model, precision, folder)
     _export_in_child(
-        source, folder, quantize=not precision.startswith("fp32"), fused=cfg.fused_graph
+        source, folder, quantize=not precision.startswith("fp32"), fused=_is_fused(precision)
     )
     problem = verify_onnx_model(folder)
     if problem is not None:

@@ -632,17 +632,18 @@ def test_auto_keeps_the_backend_an_index_was_built_with(vector_index: Path) -> N
 
 
 def test_auto_gives_a_new_index_the_onnx_backend(tmp_path: Path) -> None:
-    """A new index under the default backend is built with ONNX float32 (exported once into
-    the user's cache: the session's stand-in) and finds by meaning; reopened, it keeps ONNX."""
+    """A new index under the default backend is built with ONNX float32, the packaged BERT
+    model's fused graph (exported once into the user's cache: the session's stand-in), and
+    finds by meaning; reopened, it keeps that graph."""
     with HybridSearch(_settings(tmp_path / "data")) as hs:
         for rid, (title, text) in DOCS.items():
             hs.ingest(rid, text, title=title)
-        assert hs.components.store.get_meta("embedding_fingerprint") == f"{MODEL}|onnx-fp32"
+        assert hs.components.store.get_meta("embedding_fingerprint") == f"{MODEL}|onnx-fp32-fused"
         hits = hs.search("how does the scheduler try a job again?", paths=["dense"]).results
         assert hits and hits[0].resource_id == "beta"
     with Components(_settings(tmp_path / "data")) as parts:
         assert parts.embedding_backend() == "onnx"
-        assert parts.embedder().fingerprint == f"{MODEL}|onnx-fp32"
+        assert parts.embedder().fingerprint == f"{MODEL}|onnx-fp32-fused"
 
 
 _READ_SIDE_CHILD = """

@@ -6,6 +6,8 @@ ONNX export made once per session by the ``onnx_cache_dir`` fixture).
 
 from __future__ import annotations
 
+import json
+
 import threading
 from pathlib import Path
 
@@ -290,28 +292,52 @@ def test_check_dimension(embedder: Embedder) -> None:
 
 
 @pytest.mark.parametrize(
-    ("recorded", "backend", "quantize"),
+    ("recorded", "backend", "quantize", "fused"),
     [
-        (f"{PACKAGED_MODEL}|sentence-transformers-fp32", "sentence-transformers", None),
-        (f"{PACKAGED_MODEL}|onnx-int8-rowwise-w7", "onnx", True),
-        (f"{PACKAGED_MODEL}|onnx-int8", "onnx", True),  # the first recipe: refused on open
-        (f"{PACKAGED_MODEL}|onnx-int8-rowwise", "onnx", True),  # the second: refused too
-        (f"{PACKAGED_MODEL}|onnx-fp32", "onnx", False),
-        (None, "onnx", False),  # a new index: onnxruntime is installed here (the onnx extra)
+        (f"{PACKAGED_MODEL}|sentence-transformers-fp32", "sentence-transformers", None, False),
+        (f"{PACKAGED_MODEL}|onnx-int8-rowwise-w7", "onnx", True, False),
+        (f"{PACKAGED_MODEL}|onnx-int8", "onnx", True, False),  # the first recipe: refused on open
+        (f"{PACKAGED_MODEL}|onnx-int8-rowwise", "onnx", True, False),  # the second: refused too
+        (f"{PACKAGED_MODEL}|onnx-fp32", "onnx", False, False),
+        (f"{PACKAGED_MODEL}|onnx-fp32-fused", "onnx", False, True),
+        # a new index: onnxruntime is installed here (the onnx extra), the model is BERT
+        (None, "onnx", False, True),
     ],
 )
-def test_auto_takes_what_the_index_recorded_else_onnx(recorded, backend, quantize) -> None:
-    resolved = resolve_backend(Settings(), recorded)
-    assert (resolved.embedding.backend, resolved.embedding.quantize) == (backend, quantize)
+def test_auto_takes_what_the_index_recorded_else_onnx(recorded, backend, quantize, fused) -> None:
+    resolved = resolve_backend(Settings(), recorded).embedding
+    assert (resolved.backend, resolved.quantize, resolved.fused_graph) == (backend, quantize, fused)
 
 
 def test_auto_gives_a_new_index_int8_only_when_asked() -> None:
-    """Unset, a new index gets the float32 export (torch's vectors); quantize = true asks for
-    int8; a named onnx keeps int8 as its default."""
+    """Unset, a new index gets the float32 export (torch's vectors, the fused graph);
+    quantize = true asks for int8 (the plain graph unless fused_graph says otherwise); a named
+    onnx keeps int8 as its default."""
     asked = resolve_backend(Settings(embedding={"quantize": True}), None)
     assert (asked.embedding.backend, asked.embedding.quantize) == ("onnx", True)
+    assert asked.embedding.fused_graph is False
+    plain = resolve_backend(Settings(embedding={"fused_graph": False}), None).embedding
+    assert (plain.backend, plain.quantize, plain.fused_graph) == ("onnx", False, False)
     named = Settings(embedding={"backend": "onnx"})
     assert make_embedder(named, backend="onnx").fingerprint == f"{PACKAGED_MODEL}|onnx-int8-rowwise-w7"
+
+
+def test_auto_gives_the_fused_graph_only_to_a_bert_model(tmp_path: Path) -> None:
+    """ONNX Runtime fuses BERT encoders whole; a new index of another local model (or of a
+    folder whose config cannot be read) gets the plain float32 graph, which exports anything."""
+    for name, model_type in (("roberta", "xlm-roberta"), ("unreadable", None)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "modules.json").write_text(json.dumps(
+            [{"idx": 0, "name": "0", "path": "",
+              "type": "sentence_transformers.models.Transformer"}]
+        ))
+        if model_type is not None:
+            (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+        resolved = resolve_backend(Settings(embedding={"model": str(folder)}), None).embedding
+        assert (resolved.backend, resolved.quantize, resolved.fused_graph) == ("onnx", False, False)
+    packaged = resolve_backend(Settings(), None).embedding
+    assert packaged.fused_graph is True
 
 
 def test_auto_leaves_a_named_backend_alone_and_needs_a_local_folder_for_onnx() -> None:

@@ -88,7 +88,7 @@ def test_the_setting_is_refused_where_it_means_nothing() -> None:
         EmbeddingSettings(backend="sentence-transformers", fused_graph=True)
     with pytest.raises(ValidationError, match=r"embedding\.fused_graph mean nothing.*'tei'"):
         EmbeddingSettings(backend="tei", fused_graph=False)
-    assert EmbeddingSettings(backend="sentence-transformers").fused_graph is False
+    assert EmbeddingSettings(backend="sentence-transformers").fused_graph is None
 
 
 def test_the_fused_int8_graph_is_fused_whole_and_keeps_the_ffn_output_float32(
