@@ -14,8 +14,12 @@ The loop (defaults from the SAG-Wiki and SAG2 descriptions):
    absent from the index are dropped; the best ``expansion_terms`` (20) are kept; one query
    "terms OR original" plus one query per term that must contain it; the lists are merged
    round-robin by rank, deduplicated, up to the round's candidate count; the grown pool is judged
-   again with last round's scores as provisional. A round that brings no new term or candidate
-   ends the loop;
+   again with last round's scores as provisional. A candidate that only the dense path brought
+   into the pool (no BM25 rank for the question's own terms) and that a next-hop query finds
+   counts as that round's find, as it would have in the path alone: its next-hop rank and round
+   are the judge's evidence that it is the next hop, and fusion gives it the next-hop slot (not
+   in a tenant-scoped search: its score would weigh words over every tenant's documents). A
+   round that brings no new term or candidate ends the loop;
 4. a diversity re-rank of the top ``diversity_top`` so they do not all come from one section;
 5. evidence-set selection (:mod:`hybridsag.paths.evidence`): the first ``set_k`` are taken
    greedily so that every entity the question names and every bridge the selected evidence
@@ -45,7 +49,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hybridsag.errors import BudgetError, ConfigError, HybridSagError, JudgeError
@@ -369,8 +373,10 @@ class Sag2Retriever:
     ) -> bool:
         """Join ``found`` to the pool as finds of round ``round_`` and judge the grown pool
         (the last scores as provisional). When the judge fails (and ``on_failure`` is not
-        ``"raise"``) the unjudged candidates are dropped, the last order stands, the reason is
-        recorded as keeping ``kept``, and False is returned."""
+        ``"raise"``) the unjudged candidates are dropped, a candidate the pool held before is
+        as it was, the last order stands, the reason is recorded as keeping ``kept``, and False
+        is returned."""
+        held = {h.chunk_id: replace(run.pool[h.chunk_id]) for h in found if h.chunk_id in run.pool}
         self._add(run.pool, found, rank_field="expansion", round_=round_)
         run.snapshot()
         try:
@@ -381,7 +387,10 @@ class Sag2Retriever:
             run.degraded.append(f"{type(exc).__name__}: {exc} (round {round_}; kept {kept})")
             run.judge_failed = True
             for h in found:
-                run.pool.pop(h.chunk_id, None)
+                if h.chunk_id in held:
+                    run.pool[h.chunk_id] = held[h.chunk_id]
+                else:
+                    run.pool.pop(h.chunk_id, None)
             return False
         return True
 
@@ -395,7 +404,15 @@ class Sag2Retriever:
     ) -> list[Hit]:
         """One query "all new terms OR the question's" plus one per new term that must contain
         it, asked of the lexical index in one call (:meth:`LexicalIndex.search_many`); merged
-        round-robin by rank, without what the pool already holds."""
+        round-robin by rank, without what the pool already holds; then the pool's candidates
+        that only the dense path brought in and these queries find, each with its rank in the
+        merge of the lists without the rest of the pool (the next-hop queries finding it are its
+        evidence as the next hop). The new finds' ranks are those of the merge without the pool,
+        as in a search without dense candidates. A tenant-scoped search (``filters.tenant``)
+        finds nothing again: the refound candidate would carry the round query's BM25 score,
+        which weighs its words over every tenant's documents, into the judge's probabilities
+        (the judge reads it against the question's scores), telling one tenant what another's
+        documents hold."""
         question = tuple(terms)
         queries = [
             LexicalQuery(tuple(t for term, _ in new_terms for t in term.split()) + question),
@@ -403,7 +420,16 @@ class Sag2Retriever:
         ]
         lists = self.lexical.search_many(queries, limit=recall, filters=filters, path=self.name)
         run.lap("fts_ms")
-        return _round_robin(lists, exclude=run.pool.keys(), limit=recall)
+        new = _round_robin(lists, exclude=run.pool.keys(), limit=recall)
+        if filters.tenant is not None:
+            return new
+        dense_only = {c for c, cand in run.pool.items() if not (cand.bm25_rank or cand.round)}
+        refound = [
+            h
+            for h in _round_robin(lists, exclude=run.pool.keys() - dense_only, limit=recall)
+            if h.chunk_id in dense_only
+        ]
+        return new + refound
 
     def _final_order(self, query: str, run: _Run) -> tuple[list[str], Selection | None]:
         """The judge's order, the diversity re-rank of the top ``diversity_top``, then the
@@ -558,6 +584,8 @@ class Sag2Retriever:
                 cand.bm25_rank, cand.bm25_score = h.rank, h.score
             elif rank_field == "expansion" and not cand.expansion_rank:
                 cand.expansion_rank = h.rank
+                if not cand.bm25_rank and not cand.round:  # only dense had it: a next-hop find
+                    cand.round = round_
                 if not cand.bm25_score:
                     cand.bm25_score = h.score if h.score > 0 else 0.0
             elif rank_field == "dense" and not cand.dense_rank:

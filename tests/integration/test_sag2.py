@@ -1100,3 +1100,47 @@ def test_dense_candidates_zero_keeps_the_fused_pool_lexical(dense_hs: HybridSear
         sag2.settings = old
     (pool,) = pools
     assert not any("dense_rank" in c.signals for c in pool)
+
+
+def test_a_dense_candidate_that_a_next_hop_query_finds_is_a_next_hop_find(
+    dense_hs: HybridSearch,
+) -> None:
+    """Beside the dense path, the bridge passage (the director's page, which shares no word with
+    the question but its name) joins the round-0 pool as a dense candidate; the expansion round's
+    next-hop query finds it too. It must carry that find (next-hop rank, round 1) as it does in
+    the path alone, not stay a round-0 candidate the judge reads as a first hop (before: the
+    next-hop queries left out everything the pool held, so its round and next-hop rank were 0)."""
+    alone, fused, alone_pool, fused_pool = _alone_and_fused(dense_hs)
+    store = dense_hs.components.store
+    bridge_chunks = {c.chunk_id for c in store.resource_chunks(BRIDGE)}
+    (in_alone,) = [c for c in alone_pool if c.chunk_id in bridge_chunks]
+    (in_fused,) = [c for c in fused_pool if c.chunk_id in bridge_chunks]
+    assert in_alone.signals["round"] == 1 and in_alone.signals["expansion_rank"] >= 1
+    assert "dense_rank" in in_fused.signals  # the dense path brought it in at round 0
+    assert in_fused.signals.get("bm25_rank", 0) == 0
+    assert in_fused.signals["round"] == 1 and in_fused.signals["expansion_rank"] >= 1
+    (bridge_hit,) = [h for h in alone.hits if h.chunk_id in bridge_chunks]
+    assert bridge_hit.next_hop
+    (shown,) = [r for r in fused.results if r.resource_id == BRIDGE]
+    assert shown.paths["sag2"]["round"] == 1 and shown.paths["sag2"].get("next_hop") is True
+    # a candidate the question's own terms found stays a first-hop find, whatever finds it later
+    first = [c for c in fused_pool if c.signals.get("bm25_rank", 0) >= 1]
+    assert first and all(c.signals["round"] == 0 for c in first)
+
+
+def test_a_failed_round_leaves_the_dense_candidates_it_found_again_as_they_were(
+    dense_hs: HybridSearch,
+) -> None:
+    """The round-0 pool beside the dense path holds the bridge passage as a dense candidate;
+    round 1's next-hop query finds it again, then the judge fails. Round 0's judgement stands,
+    and so does that candidate: still in the pool, still a round-0 find (before the restore, a
+    failed round dropped every candidate it had touched, the judged dense ones too)."""
+    dense = dense_hs.run_path("dense", QUESTION, limit=20, filters=Filters()).hits
+    sag2 = _retriever(dense_hs, FailingJudge(fail_from=2), rounds=1)
+    result = sag2.retrieve(QUESTION, limit=50, filters=Filters(), peers={"dense": lambda: dense})
+    assert result.degraded == "JudgeError: judge down (round 1; kept round 0)"
+    assert BRIDGE in _rids(dense)
+    shown = {h.chunk_id: h for h in result.hits}
+    joined = [h.chunk_id for h in dense if h.rank <= sag2.settings.dense_candidates]
+    assert set(joined) <= set(shown)
+    assert all(h.detail["round"] == 0 and not h.next_hop for h in result.hits)
