@@ -74,9 +74,7 @@ def _raise_for(response: httpx.Response, token_source: str = CLI_TOKEN_SOURCE) -
     if status == 404:
         raise NotFoundError(text)
     if status in (400, 413, 422):
-        error = InputError(f"{where}: {text}")
-        error.loc = loc  # type: ignore[attr-defined]
-        raise error
+        raise InputError(f"{where}: {text}", loc=loc)
     if status == 401:
         raise AuthError(f"{where}: {text} ({token_source})")
     if status == 403:
@@ -297,7 +295,7 @@ class ServiceClient:
                 try:
                     report = self.ingest([obj for _, obj in batch], mode=mode)
                 except InputError as exc:
-                    loc = getattr(exc, "loc", [])
+                    loc = exc.loc or []
                     if len(loc) >= 2 and loc[0] == "body" and isinstance(loc[1], int):
                         where, _ = batch.pop(loc[1])
                         total["errors"][where] = str(exc)

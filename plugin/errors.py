@@ -38,6 +38,8 @@ overload 429, consistency refused 409, backend 503). No message ever holds a tok
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "BudgetError",
     "ConfigError",
@@ -72,13 +74,26 @@ class HybridSagError(Exception):
     Args:
         message: What went wrong, naming the bad value.
         retriable: Whether retrying may help; None: the class's ``default_retriable``.
+        loc: Where the bad value is in a request, as FastAPI writes ``detail[].loc``
+            (``["body", 0, "_id"]``); None: the class's ``default_loc`` (None where no request
+            field is to blame). The service's error body and the client's errors carry it.
     """
 
     default_retriable = False
+    default_loc: tuple[str | int, ...] | None = None
 
-    def __init__(self, message: str, *, retriable: bool | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retriable: bool | None = None,
+        loc: Sequence[str | int] | None = None,
+    ) -> None:
         super().__init__(message)
         self.retriable = self.default_retriable if retriable is None else retriable
+        if loc is None and self.default_loc is not None:
+            loc = self.default_loc
+        self.loc: list[str | int] | None = None if loc is None else list(loc)
 
 
 class ConfigError(HybridSagError):

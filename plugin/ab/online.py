@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from hybridsag.ab.events import EventStore, make_event_store
 from hybridsag.ab.interleave import coin_seed, team_draft
 from hybridsag.ab.report import ReportCache
-from hybridsag.errors import ConfigError, InputError, NotFoundError
+from hybridsag.errors import ConfigError, HybridSagError, InputError, NotFoundError
 from hybridsag.paths import check_path_names, check_weights
 from hybridsag.settings import ArmSettings, ExperimentSettings, Settings
 
@@ -66,7 +66,7 @@ FEEDBACK_KINDS = ("click", "skip", "like", "dislike")
 class UnknownQueryError(InputError):
     """Feedback for a query id the service never answered (or another tenant's)."""
 
-    loc = ["body", "query_id"]
+    default_loc = ("body", "query_id")
 
 
 class FeedbackError(InputError):
@@ -104,13 +104,13 @@ def check_arms(experiment: ExperimentSettings) -> None:
             check_weights(arm.weights, where=f"{where}: weights")
 
 
-_E = TypeVar("_E", bound=Exception)
+_E = TypeVar("_E", bound=HybridSagError)
 
 
 def _at(err: _E, *loc: str) -> _E:
     """``err`` with ``loc`` set: where the service's error body says the bad value is
     (``["body", "kind"]``)."""
-    err.loc = list(loc)  # type: ignore[attr-defined]
+    err.loc = list(loc)
     return err
 
 

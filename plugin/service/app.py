@@ -157,14 +157,14 @@ def _install_handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: HybridSagError) -> JSONResponse:
         status = _status_of(exc)
         headers: dict[str, str] = {}
-        loc: list[str | int] = getattr(exc, "loc", None) or ["body"]
+        loc: list[str | int] = exc.loc or ["body"]
         if status == 401:
             headers["WWW-Authenticate"] = "Bearer"
             loc = ["header", "authorization"]
         elif status == 403:
-            loc = getattr(exc, "loc", None) or ["header", "authorization"]
+            loc = exc.loc or ["header", "authorization"]
         elif status == 404:
-            loc = getattr(exc, "loc", None) or ["path", "resource_id"]
+            loc = exc.loc or ["path", "resource_id"]
         elif status in (429, 503):
             retry = getattr(exc, "retry_after_s", state_of(request).settings.server.retry_after_s)
             headers["Retry-After"] = str(max(1, round(retry)))

@@ -147,10 +147,8 @@ class Principal:
 
 def _forbidden(message: str, where: str) -> ForbiddenError:
     """A ForbiddenError whose ``loc`` names the request field (``body.filters.tenant``)."""
-    error = ForbiddenError(message)
     parts = where.replace("[", ".").replace("]", "").split(".")
-    error.loc = [int(p) if p.isdigit() else p for p in parts if p]  # type: ignore[attr-defined]
-    return error
+    return ForbiddenError(message, loc=[int(p) if p.isdigit() else p for p in parts if p])
 
 
 def _digest(token: str) -> bytes:

@@ -64,12 +64,11 @@ def _scope(caller: Principal, tenant: str | None) -> str | None:
     if not caller.scoped:
         return tenant
     if tenant is not None and tenant != caller.tenant:
-        err = ForbiddenError(
+        raise ForbiddenError(
             f"tenant={tenant!r}: token {caller.name!r} holds tenant {caller.tenant!r} only; "
-            "another tenant's report, or the report across tenants, needs an admin token"
+            "another tenant's report, or the report across tenants, needs an admin token",
+            loc=["query", "tenant"],
         )
-        err.loc = ["query", "tenant"]  # type: ignore[attr-defined]
-        raise err
     return caller.tenant
 
 

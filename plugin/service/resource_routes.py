@@ -134,12 +134,11 @@ async def ingest(
         for i, doc in enumerate(docs):
             existing = backend.record(doc.resource_id, tenant=doc.tenant)
             if existing is not None and not caller.can_see(existing):
-                error = ForbiddenError(
+                raise ForbiddenError(
                     f"body[{i}]: resource id {doc.resource_id!r} is held by an ACL group "
-                    f"token {caller.name!r} is not in"
+                    f"token {caller.name!r} is not in",
+                    loc=["body", i, "_id"],
                 )
-                error.loc = ["body", i, "_id"]  # type: ignore[attr-defined]
-                raise error
         # the shutdown sets state.stopping: a long write stops at its next cancellation point
         report = backend.ingest_documents(docs, mode=mode, cancel=state.stopping)
         return IngestOut(**report)

@@ -46,8 +46,7 @@ class FieldError(InputError):
     """Bad input in a known field of the request (``loc`` as FastAPI writes it)."""
 
     def __init__(self, loc: list[str | int], message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
+        super().__init__(message, loc=loc)
 
 
 def state_of(request: Request) -> ServiceState:

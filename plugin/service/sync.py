@@ -108,9 +108,7 @@ def _manifest(raw: bytes) -> SyncIn:
 
 
 def _field_error(loc: list[str | int], exc: InputError) -> InputError:
-    error = InputError(str(exc))
-    error.loc = loc  # type: ignore[attr-defined]
-    return error
+    return InputError(str(exc), loc=loc)
 
 
 def build_router(*, prefix: str, writer: Any, known_query: Any, responses: Any) -> APIRouter:
