@@ -37,12 +37,12 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from hybridsag.ab.events import EventStore, make_event_store
 from hybridsag.ab.interleave import coin_seed, team_draft
 from hybridsag.ab.report import ReportCache
-from hybridsag.errors import ConfigError, HybridSagError, InputError, NotFoundError
+from hybridsag.errors import ConfigError, InputError, NotFoundError
 from hybridsag.paths import check_path_names, check_weights
 from hybridsag.settings import ArmSettings, ExperimentSettings, Settings
 
@@ -102,16 +102,6 @@ def check_arms(experiment: ExperimentSettings) -> None:
             check_path_names(arm.paths, where=f"{where}: paths")
         if arm.weights is not None:
             check_weights(arm.weights, where=f"{where}: weights")
-
-
-_E = TypeVar("_E", bound=HybridSagError)
-
-
-def _at(err: _E, *loc: str) -> _E:
-    """``err`` with ``loc`` set: where the service's error body says the bad value is
-    (``["body", "kind"]``)."""
-    err.loc = list(loc)
-    return err
 
 
 def _unit_hash(unit: str) -> str:
@@ -208,7 +198,7 @@ class Experiments:
             state = self._states.get(name)
         if state is None:
             known = ", ".join(self._states) or "none"
-            raise _at(NotFoundError(f"no experiment {name!r}; known: {known}"), "path", "name")
+            raise NotFoundError(f"no experiment {name!r}; known: {known}", loc=("path", "name"))
         return state
 
     def define(self, definition: ExperimentSettings) -> ExperimentState:
@@ -217,11 +207,12 @@ class Experiments:
         try:
             check_arms(definition)
         except ValueError as exc:
-            raise _at(InputError(str(exc)), "body", "arms") from None
+            raise InputError(str(exc), loc=("body", "arms")) from None
         with self._lock:
             if definition.name in self._states:
-                taken = InputError(f"an experiment named {definition.name!r} already exists")
-                raise _at(taken, "body", "name")
+                raise InputError(
+                    f"an experiment named {definition.name!r} already exists", loc=("body", "name")
+                )
             self.store.append(
                 "experiment",
                 definition.name,
@@ -250,17 +241,15 @@ class Experiments:
             try:
                 state = self.get(experiment)
             except NotFoundError as exc:
-                raise _at(InputError(str(exc)), "body", "experiment") from None
+                raise InputError(str(exc), loc=("body", "experiment")) from None
             if not state.active:
-                stopped = InputError(f"experiment {experiment!r} is stopped")
-                raise _at(stopped, "body", "experiment")
+                raise InputError(
+                    f"experiment {experiment!r} is stopped", loc=("body", "experiment")
+                )
             if unit is None:
-                raise _at(
-                    InputError(
-                        f"experiment {experiment!r} needs a user (or session) id to assign an arm"
-                    ),
-                    "body",
-                    "user",
+                raise InputError(
+                    f"experiment {experiment!r} needs a user (or session) id to assign an arm",
+                    loc=("body", "user"),
                 )
             return state
         if unit is None:
@@ -342,8 +331,9 @@ class Experiments:
         scoped = tenant is not None
         if kind not in FEEDBACK_KINDS:
             valid = ", ".join(FEEDBACK_KINDS)
-            unknown = FeedbackError(f"unknown feedback kind {kind!r}; valid: {valid}")
-            raise _at(unknown, "body", "kind")
+            raise FeedbackError(
+                f"unknown feedback kind {kind!r}; valid: {valid}", loc=("body", "kind")
+            )
         impression = self.store.impression(query_id)
         if impression is None or (scoped and impression.body.get("tenant") != tenant):
             raise UnknownQueryError(
@@ -352,20 +342,22 @@ class Experiments:
             )
         results = impression.body["results"]
         if (position is None) == (chunk_id is None):
-            raise _at(FeedbackError("give one of position or chunk_id"), "body", "position")
+            raise FeedbackError("give one of position or chunk_id", loc=("body", "position"))
         if position is not None:
             if not 1 <= position <= len(results):
-                unshown = FeedbackError(
+                raise FeedbackError(
                     f"position {position} was not shown: query {query_id!r} showed "
-                    f"{len(results)} results"
+                    f"{len(results)} results",
+                    loc=("body", "position"),
                 )
-                raise _at(unshown, "body", "position")
             shown = results[position - 1]
         else:
             match = [r for r in results if r["chunk_id"] == chunk_id]
             if not match:
-                unshown = FeedbackError(f"chunk {chunk_id!r} was not shown for query {query_id!r}")
-                raise _at(unshown, "body", "chunk_id")
+                raise FeedbackError(
+                    f"chunk {chunk_id!r} was not shown for query {query_id!r}",
+                    loc=("body", "chunk_id"),
+                )
             shown = match[0]
         event = self.store.append(
             "feedback",
@@ -415,8 +407,9 @@ class Experiments:
         seq = self.store.last_seq()
         report = self._cached_report(state.definition, tenant, seq)
         if report["chart"] is None:
-            missing = NotFoundError(f"no chart for experiment {name!r}: {report['chart_note']}")
-            raise _at(missing, "path", "name")
+            raise NotFoundError(
+                f"no chart for experiment {name!r}: {report['chart_note']}", loc=("path", "name")
+            )
         return self.report_cache.get(("chart", name, tenant), seq, lambda: chart_png(report))
 
     def write_report(self, name: str) -> dict[str, Any]:

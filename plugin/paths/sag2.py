@@ -103,6 +103,12 @@ class _Cand:
     round: int = 0
     dense_rank: int = 0
 
+    @property
+    def dense_only(self) -> bool:
+        """Only the dense path brought it into the pool: the question's own terms did not
+        find it (no BM25 rank) and no expansion round has."""
+        return not (self.bm25_rank or self.round)
+
     def candidate(self) -> Candidate:
         signals: dict[str, float] = {
             "bm25_rank": float(self.bm25_rank),
@@ -423,7 +429,7 @@ class Sag2Retriever:
         new = _round_robin(lists, exclude=run.pool.keys(), limit=recall)
         if filters.tenant is not None:
             return new
-        dense_only = {c for c, cand in run.pool.items() if not (cand.bm25_rank or cand.round)}
+        dense_only = {c for c, cand in run.pool.items() if cand.dense_only}
         refound = [
             h
             for h in _round_robin(lists, exclude=run.pool.keys() - dense_only, limit=recall)
@@ -584,7 +590,7 @@ class Sag2Retriever:
                 cand.bm25_rank, cand.bm25_score = h.rank, h.score
             elif rank_field == "expansion" and not cand.expansion_rank:
                 cand.expansion_rank = h.rank
-                if not cand.bm25_rank and not cand.round:  # only dense had it: a next-hop find
+                if cand.dense_only:  # a next-hop find, as in the path alone
                     cand.round = round_
                 if not cand.bm25_score:
                     cand.bm25_score = h.score if h.score > 0 else 0.0

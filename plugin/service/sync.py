@@ -107,10 +107,6 @@ def _manifest(raw: bytes) -> SyncIn:
         ) from None
 
 
-def _field_error(loc: list[str | int], exc: InputError) -> InputError:
-    return InputError(str(exc), loc=loc)
-
-
 def build_router(*, prefix: str, writer: Any, known_query: Any, responses: Any) -> APIRouter:
     """The sync routes under ``prefix``, each needing ``writer`` (the write-role dependency)
     and refusing unknown query parameters (``known_query``)."""
@@ -174,7 +170,7 @@ def build_router(*, prefix: str, writer: Any, known_query: Any, responses: Any) 
                     visible=caller.can_see, cancel=state.stopping,
                 )
             except InputError as exc:
-                raise _field_error(["body"], exc) from None
+                raise InputError(str(exc), loc=["body"]) from None
 
         # made into its document (a PDF, DOCX, HTML or EPUB converted in its bounded process)
         # without the writer, which only applies it
