@@ -35,15 +35,23 @@ def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-@pytest.fixture(scope="session")
-def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="session", autouse=True)
+def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The test run's stand-in for the user's cache folder (``XDG_CACHE_HOME``), one for all
     its xdist workers as a user's processes share theirs: the onnx export that
     ``embedding.backend = "auto"`` uses is made there once a run, at first use (two workers
-    asking at once may both export; the first rename wins, as for any two processes)."""
+    asking at once may both export; the first rename wins, as for any two processes). It is
+    the process's ``XDG_CACHE_HOME`` for the whole session, so module fixtures (set up before
+    a test's ``_isolated_env``) and the child processes they start use it too."""
     cache = _run_folder(tmp_path_factory) / "user-cache"
     cache.mkdir(exist_ok=True)
-    return cache
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    yield cache
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
 
 
 @pytest.fixture(autouse=True)

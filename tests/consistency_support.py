@@ -22,7 +22,7 @@ from typing import Any, Literal
 from hybridsag.components import Components
 from hybridsag.vectors.contract import DenseFilter, DenseIndex, VectorRow
 from hybridsag.vectors.milvus_dense import MilvusDenseIndex
-from hybridsag.vectors.embedder import SentenceTransformerEmbedder
+from hybridsag.vectors.embedder import Embedder, make_embedder
 from hybridsag.errors import DenseError
 from hybridsag.fusion.types import Hit
 from hybridsag.search import HybridSearch
@@ -83,11 +83,15 @@ def make_settings(
 
 
 @functools.lru_cache(maxsize=1)
-def shared_embedder() -> SentenceTransformerEmbedder:
-    """One loaded embedder per process, shared by every HybridSearch of the tests."""
-    embedder = SentenceTransformerEmbedder(
+def shared_embedder() -> Embedder:
+    """One loaded embedder per process, shared by every HybridSearch of the tests: the packaged
+    model on the default backend (the ONNX export in the run's user cache, which the conftest
+    makes the process's ``XDG_CACHE_HOME``), so a child process of a race or crash test loads
+    ONNX Runtime in about a second, not torch in about ten."""
+    embedder = make_embedder(
         Settings(data_dir=Path("/nonexistent-unused"), embedding=EmbeddingSettings(model=MODEL))
     )
+    assert embedder is not None
     embedder.encode(["warm up"], kind="query")
     return embedder
 

@@ -1,10 +1,12 @@
 """A click simulation over the real service picks the arm offline eval says is better, and
 team-draft interleaving gets there on fewer queries than split traffic.
 
-musique100 (shared data) is indexed lexical-only, so the suite needs no embedding: the pairs
-are sag2 vs bm25 and fused (sag2 + title; dense is off) vs bm25. The dense pair (sag2 vs dense)
-runs in benchmarks/ab_simulation.py over cached embeddings. The offline comparison's index is
-the one the service serves, so both see exactly the same passages.
+musique100 (shared data) is indexed lexical-only, so the suite needs no embedding: the pair is
+sag2 vs bm25 (50 interleaved queries reach p < 0.05 with seed 16). The fused pairs (fused vs bm25
+here took 130 interleaved queries and 130 split ones, most of the test's minute and a half; sag2
+vs dense) run in benchmarks/ab_simulation.py over cached embeddings and several seeds. The
+offline comparison's index is the one the service serves, so both see exactly the same
+passages.
 
 "Fewer queries" needs split traffic run only as far as interleaving went: the simulation is
 deterministic (seeded questions, users, coin flips and clicks), so split traffic that is not
@@ -35,7 +37,6 @@ if not MUSIQUE.is_dir():
 
 PAIRS = {
     "sag2-bm25": ({"name": "sag2", "paths": ["sag2"]}, {"name": "bm25", "paths": ["bm25"]}),
-    "fused-bm25": ({"name": "fused"}, {"name": "bm25", "paths": ["bm25"]}),
 }
 MAX_INTERLEAVED = 300
 SEED = 16
@@ -58,15 +59,9 @@ def _experiments() -> list[ExperimentSettings]:
 @pytest.mark.skipif(not MUSIQUE.is_dir(), reason=f"no musique100 at {MUSIQUE}")
 def test_simulated_clicks_pick_the_offline_winner(tmp_path: Path) -> None:
     base = clean_env_settings(data_dir=tmp_path / "data", embedding={"model": "none"})
-    offline = compare_arms(
-        base, MUSIQUE, "sag2,bm25,fused", out=tmp_path / "offline", n_resamples=1000
-    )
-    ndcg = {pair: offline["pairs"][pair]["ndcg@10"]["mean_difference"]
-            for pair in ("sag2 vs bm25", "bm25 vs fused")}
-    better = {
-        "sag2-bm25": "sag2" if ndcg["sag2 vs bm25"] > 0 else "bm25",
-        "fused-bm25": "fused" if ndcg["bm25 vs fused"] < 0 else "bm25",
-    }
+    offline = compare_arms(base, MUSIQUE, "sag2,bm25", out=tmp_path / "offline", n_resamples=1000)
+    ndcg = offline["pairs"]["sag2 vs bm25"]["ndcg@10"]["mean_difference"]
+    better = {"sag2-bm25": "sag2" if ndcg > 0 else "bm25"}
     experiments = _experiments()
     served = clean_env_settings(
         data_dir=tmp_path / "offline" / "index",  # the index the offline comparison read

@@ -47,9 +47,12 @@ def _settings(data_dir: Path, **fields: Any) -> Settings:
 
 @pytest.fixture(scope="module")
 def vector_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir whose resources have vectors on Milvus Lite (closed again: reopened per test)."""
+    """A data dir whose resources have vectors on Milvus Lite (closed again: reopened per
+    test), made by the sentence-transformers backend: the index of an older build, which
+    ``auto`` must keep on torch (the tests of the built-once embedder count torch ones)."""
     data = tmp_path_factory.mktemp("components") / "data"
-    with HybridSearch(_settings(data), embedder=shared_embedder()) as hs:
+    torch_embedder = SentenceTransformerEmbedder(_settings(data))
+    with HybridSearch(_settings(data), embedder=torch_embedder) as hs:
         for rid, (title, text) in DOCS.items():
             hs.ingest(rid, text, title=title)
     return data
@@ -119,7 +122,7 @@ def test_first_search_from_8_threads_builds_one_embedder_and_loads_one_model(
 
 
 def test_each_part_is_built_once(vector_index: Path) -> None:
-    with Components(_settings(vector_index), embedder=shared_embedder()) as parts:
+    with Components(_settings(vector_index)) as parts:
         assert parts.embedder() is parts.embedder()
         assert parts.dense_index() is parts.dense_index()
         assert parts.judge() is parts.judge()

@@ -146,16 +146,21 @@ def test_verify_names_what_is_wrong(onnx_cache_dir: Path, tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_a_damaged_export_is_exported_again(
-    onnx_cache_dir: Path, reference: np.ndarray, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    _user_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A copy of the default's export (the fused float32 graph the run shares) with one byte
+    flipped is exported again, to the same vector."""
+    default = {"quantize": False, "fused_graph": True}
+    intact = OnnxEmbedder(onnx_settings(_user_cache / "hybridsag" / "onnx", **default))
+    reference = intact.encode([QUERY], kind="query")[0]
+    good = intact.folder
     cache = tmp_path / "cache"
-    good = onnx_model_dir(onnx_settings(onnx_cache_dir))
     shutil.copytree(good, cache / good.name)
     damaged = cache / good.name / MODEL_FILE
     data = bytearray(damaged.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte inside the weights
     damaged.write_bytes(bytes(data))
-    emb = OnnxEmbedder(onnx_settings(cache))
+    emb = OnnxEmbedder(onnx_settings(cache, **default))
     with caplog.at_level("WARNING", logger="hybridsag.vectors.onnx_embedder"):
         vec = emb.encode([QUERY], kind="query")[0]
     assert "damaged" in caplog.text and "does not match its checksum" in caplog.text
@@ -341,9 +346,10 @@ def test_runs_are_cut_by_texts_and_by_padded_tokens() -> None:
 
 def test_a_text_gets_the_same_vector_whatever_run_it_is_in(_user_cache: Path) -> None:
     """Runs cut by padded tokens give each text the vector it gets alone (float32, to 1e-5):
-    the padding of its run is masked out, whichever texts share it."""
+    the padding of its run is masked out, whichever texts share it. The default's graph (the
+    fused float32 one), whose export the run shares with every test of the default backend."""
     cache = _user_cache / "hybridsag" / "onnx"  # where the default backend exports float32
-    emb = OnnxEmbedder(onnx_settings(cache, quantize=False, batch_size=64))
+    emb = OnnxEmbedder(onnx_settings(cache, quantize=False, fused_graph=True, batch_size=64))
     texts = ["A long passage that runs past the sequence limit. " * 30] * 3
     texts += [f"passage {i}" + " with more words" * i for i in range(20)] + ["x", ""]
     alone = np.vstack([emb.encode([t]) for t in texts])
