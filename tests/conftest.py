@@ -3,6 +3,8 @@
 - ``_isolated_env`` (autouse): no ``HYBRIDSAG_*`` variable from the outer environment, and the
   working directory is the test's ``tmp_path``, so no ``config/hybridsag.toml`` or ``.env`` of the
   checkout is picked up by ``Settings()``.
+- ``_user_cache`` (autouse, per session): the run's stand-in for the user's cache folder, the
+  process's ``XDG_CACHE_HOME`` for the whole session (the ONNX exports are made there once a run).
 - ``settings``: a lexical-only :class:`~hybridsag.settings.Settings` (``embedding.model =
   'none'``: no model loads) whose data dir is ``tmp_path / "data"``.
 - ``hs``: a :class:`~hybridsag.search.HybridSearch` over ``settings``, closed after the test.
@@ -45,21 +47,16 @@ def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     a test's ``_isolated_env``) and the child processes they start use it too."""
     cache = _run_folder(tmp_path_factory) / "user-cache"
     cache.mkdir(exist_ok=True)
-    before = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(cache)
-    yield cache
-    if before is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = before
+    with pytest.MonkeyPatch.context() as session_env:
+        session_env.setenv("XDG_CACHE_HOME", str(cache))
+        yield cache
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, _user_cache: Path) -> None:
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in list(os.environ):
         if name.upper().startswith("HYBRIDSAG_"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(_user_cache))
     monkeypatch.chdir(tmp_path)
 
 

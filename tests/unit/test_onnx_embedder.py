@@ -36,6 +36,8 @@ from hybridsag.vectors.onnx_export import quantize_rows
 from hybridsag.settings import EmbeddingSettings, Settings
 
 QUERY = "which pet purrs and chases mice?"
+#: The default backend's float32 graph (the fused one), whose export the run shares.
+DEFAULT_FP32 = {"quantize": False, "fused_graph": True}
 
 
 def onnx_settings(cache: Path, **embedding: object) -> Settings:
@@ -150,8 +152,7 @@ def test_a_damaged_export_is_exported_again(
 ) -> None:
     """A copy of the default's export (the fused float32 graph the run shares) with one byte
     flipped is exported again, to the same vector."""
-    default = {"quantize": False, "fused_graph": True}
-    intact = OnnxEmbedder(onnx_settings(_user_cache / "hybridsag" / "onnx", **default))
+    intact = OnnxEmbedder(onnx_settings(_user_cache / "hybridsag" / "onnx", **DEFAULT_FP32))
     reference = intact.encode([QUERY], kind="query")[0]
     good = intact.folder
     cache = tmp_path / "cache"
@@ -160,7 +161,7 @@ def test_a_damaged_export_is_exported_again(
     data = bytearray(damaged.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte inside the weights
     damaged.write_bytes(bytes(data))
-    emb = OnnxEmbedder(onnx_settings(cache, **default))
+    emb = OnnxEmbedder(onnx_settings(cache, **DEFAULT_FP32))
     with caplog.at_level("WARNING", logger="hybridsag.vectors.onnx_embedder"):
         vec = emb.encode([QUERY], kind="query")[0]
     assert "damaged" in caplog.text and "does not match its checksum" in caplog.text
@@ -349,7 +350,7 @@ def test_a_text_gets_the_same_vector_whatever_run_it_is_in(_user_cache: Path) ->
     the padding of its run is masked out, whichever texts share it. The default's graph (the
     fused float32 one), whose export the run shares with every test of the default backend."""
     cache = _user_cache / "hybridsag" / "onnx"  # where the default backend exports float32
-    emb = OnnxEmbedder(onnx_settings(cache, quantize=False, fused_graph=True, batch_size=64))
+    emb = OnnxEmbedder(onnx_settings(cache, batch_size=64, **DEFAULT_FP32))
     texts = ["A long passage that runs past the sequence limit. " * 30] * 3
     texts += [f"passage {i}" + " with more words" * i for i in range(20)] + ["x", ""]
     alone = np.vstack([emb.encode([t]) for t in texts])
