@@ -58,7 +58,8 @@ __all__ = [
 #: A refused request whose declared body is at most this long has it read (and dropped) before
 #: the answer, so the connection closes cleanly: closing a socket with unread bytes in it makes
 #: the kernel send a reset, and the client may then lose the answer. A longer or chunked body is
-#: never read: its connection is closed.
+#: never read: its connection is closed (except a body refused for its size, 413, which is read
+#: and dropped up to twice ``server.max_body_bytes``: :class:`BodyGuard`).
 DRAIN_BYTES = 64 * 1024
 #: How long, in all, such a short body of a refused request may take to arrive: a client that
 #: trickles it gets its answer then, and its connection closed.
@@ -264,26 +265,31 @@ async def refuse(
     kind: str,
     *,
     headers: tuple[tuple[bytes, bytes], ...] = (),
+    drain: int = DRAIN_BYTES,
 ) -> None:
     """:func:`send_error` for a request refused before its body was looked at. A body declared
-    with ``Content-Length`` of at most :data:`DRAIN_BYTES` is read first and dropped (no byte of
-    it is parsed; the refusal was decided before), so the connection stays usable, when the
-    whole of it arrives within :data:`DRAIN_S`; any other body is left unread and the answer
-    closes the connection (a client that trickles its body holds the connection no longer)."""
+    with ``Content-Length`` of at most ``drain`` bytes (:data:`DRAIN_BYTES` unless the caller
+    allows more) is read first and dropped (no byte of it is parsed or kept; the refusal was
+    decided before), so the connection stays usable, when the whole of it arrives within
+    :data:`DRAIN_S`; any other body is left unread and the answer closes the connection (a
+    client that trickles its body holds the connection no longer)."""
     lengths = _header(scope, b"content-length")
     chunked = bool(_header(scope, b"transfer-encoding"))
     declared = int(lengths[0]) if lengths and lengths[0].isdigit() else None
     drained = not chunked and (declared or 0) == 0
-    if not chunked and declared is not None and 0 < declared <= DRAIN_BYTES:
+    if not chunked and declared is not None and 0 < declared <= drain:
         drained = await _drain(receive, declared)
     await send_error(send, status, loc, msg, kind, close=not drained, headers=headers)
 
 
 async def _drain(receive: Any, limit: int) -> bool:
-    """Read and drop a body of at most ``limit`` bytes; False if it is longer, is not whole
-    within :data:`DRAIN_S`, or the client goes away."""
+    """Read and drop (without keeping) a body, or the rest of one, of at most ``limit`` bytes;
+    False if it is longer, is not whole within :data:`DRAIN_S`, or the client goes away."""
     until = asyncio.get_running_loop().time() + DRAIN_S
-    return (await _read_body(receive, limit, idle_s=DRAIN_S, until=lambda seen: until))[0] == "whole"
+    outcome = await _read_body(
+        receive, limit, idle_s=DRAIN_S, until=lambda seen: until, keep=False
+    )
+    return outcome[0] == "whole"
 
 
 async def _read_body(
@@ -293,12 +299,14 @@ async def _read_body(
     idle_s: float,
     until: Callable[[int], float],
     admit: Callable[[int], bool] | None = None,
+    keep: bool = True,
 ) -> tuple[str, list[bytes], int]:
     """Read a request body, counting the bytes as they come whatever the framing:
     ``(outcome, chunks, bytes seen)``, the outcome ``"whole"``, ``"over"`` (more than ``limit``
     bytes; reading stopped there), ``"idle"`` (no byte for ``idle_s``), ``"late"`` (not whole by
     the loop time ``until(bytes seen)``), ``"busy"`` (``admit(bytes seen)`` said no) or
-    ``"gone"`` (the client disconnected)."""
+    ``"gone"`` (the client disconnected); without ``keep`` the bytes are dropped as they come
+    (no chunks)."""
     loop = asyncio.get_running_loop()
     chunks: list[bytes] = []
     seen = 0
@@ -318,7 +326,8 @@ async def _read_body(
             return "over", chunks, seen
         if admit is not None and not admit(seen):
             return "busy", chunks, seen
-        chunks.append(body)
+        if keep:
+            chunks.append(body)
         if not message.get("more_body", False):
             return "whole", chunks, seen
 
@@ -413,8 +422,12 @@ class BodyGuard:
       CORS-safelisted ones), so the rule's reason holds there too. With ``typed_posts`` (auth
       off, where any page in the user's browser could post) a ``POST`` without a body needs
       the type too: only a script that may set headers sends it.
-    - a declared ``Content-Length`` over ``max_bytes``: 413 before reading; and whatever the
-      framing, the bytes actually read are counted: 413 as soon as they pass ``max_bytes``.
+    - a declared ``Content-Length`` over ``max_bytes``: 413, decided before reading; and
+      whatever the framing, the bytes actually read are counted: 413 as soon as they pass
+      ``max_bytes``. Either way the body (the rest of it) is first read and dropped, kept
+      nowhere, if it ends within twice ``max_bytes`` and :data:`DRAIN_S`, so the client reads
+      the 413 instead of a connection reset (CI saw one); a longer one is left unread and the
+      answer closes the connection.
     - a body larger than :data:`DRAIN_BYTES` that does not fit the ``budget`` of body bytes
       held at once: 429 with ``Retry-After: retry_after_s``, before reading (a chunked one as
       soon as it does not fit).
@@ -441,6 +454,12 @@ class BodyGuard:
     max_depth: int = MAX_JSON_DEPTH
     raw_routes: frozenset[tuple[str, str]] = frozenset()
     typed_posts: bool = False
+
+    @property
+    def _drop_at_most(self) -> int:
+        """The longest body over ``max_bytes`` that is read and dropped before its 413 (within
+        :data:`DRAIN_S`), so the client reads the answer rather than a reset: twice the limit."""
+        return 2 * self.max_bytes
 
     def _too_large(self, size: str) -> str:
         return (
@@ -482,7 +501,10 @@ class BodyGuard:
             return
         declared = int(lengths[0]) if lengths else 0  # h11 has checked it is digits
         if declared > self.max_bytes:
-            await send_error(send, 413, ["body"], self._too_large(str(declared)), "body_too_large")
+            await refuse(
+                scope, receive, send, 413, ["body"], self._too_large(str(declared)),
+                "body_too_large", drain=self._drop_at_most,
+            )
             return
         types = _header(scope, b"content-type")
         kind = media_type(types[0].decode("latin-1")) if types else None
@@ -537,10 +559,11 @@ class BodyGuard:
             )
             await send_error(send, 408, ["body"], why, "body_timeout")
             return
-        if outcome == "over":
+        if outcome == "over":  # the rest is read and dropped, as far as a refused body is
+            drained = await _drain(receive, self._drop_at_most - seen)
             await send_error(
                 send, 413, ["body"], self._too_large(f"more than {self.max_bytes}"),
-                "body_too_large",
+                "body_too_large", close=not drained,
             )
             return
         whole = b"".join(chunks)
