@@ -77,10 +77,14 @@ class HybridSagError(Exception):
         loc: Where the bad value is in a request, as FastAPI writes ``detail[].loc``
             (``["body", 0, "_id"]``); None: the class's ``default_loc`` (None where no request
             field is to blame). The service's error body and the client's errors carry it.
+
+    ``retry_after_s``: when to try again, for an error that knows (an overload's); None: the
+    service's ``server.retry_after_s`` where it answers 429 or 503.
     """
 
     default_retriable = False
     default_loc: tuple[str | int, ...] | None = None
+    retry_after_s: float | None = None
 
     def __init__(
         self,

@@ -196,7 +196,8 @@ class LocalBackend:
     def documents(self, resources: Sequence[Mapping[str, Any]]) -> list[Document]:
         """``resources`` (``id``, ``text``, optional ``title``, ``metadata``, ``tenant``, ``acl``,
         ``format``) as documents, every one checked: the first bad one is an
-        :class:`~hybridsag.errors.IngestError` naming ``resources[i]``, with ``index`` = i."""
+        :class:`~hybridsag.errors.IngestError` naming ``resources[i]``, its ``loc`` ``["body",
+        i]`` (where the service's request holds the list)."""
         from hybridsag.documents import make_document
 
         docs = []
@@ -210,9 +211,7 @@ class LocalBackend:
                     )
                 )  # fmt: skip
             except InputError as exc:
-                error = IngestError(f"resources[{i}]: {exc}")
-                error.index = i  # type: ignore[attr-defined]
-                raise error from exc
+                raise IngestError(f"resources[{i}]: {exc}", loc=["body", i]) from exc
         return docs
 
     def ingest_documents(

@@ -166,7 +166,9 @@ def _install_handlers(app: FastAPI) -> None:
         elif status == 404:
             loc = exc.loc or ["path", "resource_id"]
         elif status in (429, 503):
-            retry = getattr(exc, "retry_after_s", state_of(request).settings.server.retry_after_s)
+            retry = exc.retry_after_s
+            if retry is None:
+                retry = state_of(request).settings.server.retry_after_s
             headers["Retry-After"] = str(max(1, round(retry)))
             state_of(request).metrics.rejected.labels(status=str(status)).inc()
             loc = []

@@ -96,7 +96,7 @@ async def _documents(
     try:
         return backend.documents(checked)
     except IngestError as exc:
-        raise FieldError(["body", getattr(exc, "index", 0)], str(exc.__cause__ or exc)) from None
+        raise FieldError(exc.loc or ["body"], str(exc.__cause__ or exc)) from None
 
 
 _INGEST_BODY = {
