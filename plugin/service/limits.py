@@ -426,8 +426,8 @@ class BodyGuard:
       whatever the framing, the bytes actually read are counted: 413 as soon as they pass
       ``max_bytes``. Either way the body (the rest of it) is first read and dropped, kept
       nowhere, if it ends within twice ``max_bytes`` and :data:`DRAIN_S`, so the client reads
-      the 413 instead of a connection reset (CI saw one); a longer one is left unread and the
-      answer closes the connection.
+      the 413 instead of a connection reset (a run of the suite saw one); a longer one is left
+      unread and the answer closes the connection.
     - a body larger than :data:`DRAIN_BYTES` that does not fit the ``budget`` of body bytes
       held at once: 429 with ``Retry-After: retry_after_s``, before reading (a chunked one as
       soon as it does not fit).

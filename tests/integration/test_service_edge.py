@@ -161,9 +161,9 @@ def test_a_short_refused_body_is_read_so_the_connection_stays_usable(
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
 def test_a_body_over_the_limit_is_answered_413_not_reset(url: str, framing: str) -> None:
     """A body over ``max_body_bytes`` (1 MiB here) sent whole at once, then its answer read
-    (CI saw a client lose the 413 to a reset: the server had closed the socket with the body
-    unread). A body within twice the limit is read and dropped first: the client reads the
-    413, the connection stays usable and a second request on it is answered."""
+    (a run of the suite saw a client lose the 413 to a reset: the server had closed the socket
+    with the body unread). A body within twice the limit is read and dropped first: the client
+    reads the 413, the connection stays usable and a second request on it is answered."""
     size = 1536 * 1024
     if framing == "content-length":
         head = request_head(
